@@ -1,0 +1,428 @@
+import datetime
+
+from google.protobuf import duration_pb2 as _duration_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class Backend(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    BACKEND_UNSPECIFIED: _ClassVar[Backend]
+    AUTO: _ClassVar[Backend]
+    CPSAT: _ClassVar[Backend]
+    HEURISTIC: _ClassVar[Backend]
+
+class JobState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    JOB_STATE_UNSPECIFIED: _ClassVar[JobState]
+    RUNNING: _ClassVar[JobState]
+    QUEUED: _ClassVar[JobState]
+
+class QueueReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    QUEUE_REASON_UNSPECIFIED: _ClassVar[QueueReason]
+    NO_FEASIBLE_CONFIGURATION: _ClassVar[QueueReason]
+    INSUFFICIENT_RESOURCES: _ClassVar[QueueReason]
+    NOT_WORTH_RUNNING: _ClassVar[QueueReason]
+
+class Termination(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    TERMINATION_UNSPECIFIED: _ClassVar[Termination]
+    OPTIMAL: _ClassVar[Termination]
+    FEASIBLE: _ClassVar[Termination]
+    FALLBACK: _ClassVar[Termination]
+    INFEASIBLE: _ClassVar[Termination]
+BACKEND_UNSPECIFIED: Backend
+AUTO: Backend
+CPSAT: Backend
+HEURISTIC: Backend
+JOB_STATE_UNSPECIFIED: JobState
+RUNNING: JobState
+QUEUED: JobState
+QUEUE_REASON_UNSPECIFIED: QueueReason
+NO_FEASIBLE_CONFIGURATION: QueueReason
+INSUFFICIENT_RESOURCES: QueueReason
+NOT_WORTH_RUNNING: QueueReason
+TERMINATION_UNSPECIFIED: Termination
+OPTIMAL: Termination
+FEASIBLE: Termination
+FALLBACK: Termination
+INFEASIBLE: Termination
+
+class GpuType(_message.Message):
+    __slots__ = ("name", "memory_gib", "peak_tflops", "memory_bandwidth_gbps", "intra_node_bandwidth_gbps", "tdp_watts", "idle_watts", "sm_clocks_mhz")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_GIB_FIELD_NUMBER: _ClassVar[int]
+    PEAK_TFLOPS_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_BANDWIDTH_GBPS_FIELD_NUMBER: _ClassVar[int]
+    INTRA_NODE_BANDWIDTH_GBPS_FIELD_NUMBER: _ClassVar[int]
+    TDP_WATTS_FIELD_NUMBER: _ClassVar[int]
+    IDLE_WATTS_FIELD_NUMBER: _ClassVar[int]
+    SM_CLOCKS_MHZ_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    memory_gib: float
+    peak_tflops: float
+    memory_bandwidth_gbps: float
+    intra_node_bandwidth_gbps: float
+    tdp_watts: float
+    idle_watts: float
+    sm_clocks_mhz: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, name: _Optional[str] = ..., memory_gib: _Optional[float] = ..., peak_tflops: _Optional[float] = ..., memory_bandwidth_gbps: _Optional[float] = ..., intra_node_bandwidth_gbps: _Optional[float] = ..., tdp_watts: _Optional[float] = ..., idle_watts: _Optional[float] = ..., sm_clocks_mhz: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class Node(_message.Message):
+    __slots__ = ("name", "gpu_type", "gpu_count", "unavailable_gpu_indices", "rack", "network_bandwidth_gbps")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    GPU_TYPE_FIELD_NUMBER: _ClassVar[int]
+    GPU_COUNT_FIELD_NUMBER: _ClassVar[int]
+    UNAVAILABLE_GPU_INDICES_FIELD_NUMBER: _ClassVar[int]
+    RACK_FIELD_NUMBER: _ClassVar[int]
+    NETWORK_BANDWIDTH_GBPS_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    gpu_type: str
+    gpu_count: int
+    unavailable_gpu_indices: _containers.RepeatedScalarFieldContainer[int]
+    rack: str
+    network_bandwidth_gbps: float
+    def __init__(self, name: _Optional[str] = ..., gpu_type: _Optional[str] = ..., gpu_count: _Optional[int] = ..., unavailable_gpu_indices: _Optional[_Iterable[int]] = ..., rack: _Optional[str] = ..., network_bandwidth_gbps: _Optional[float] = ...) -> None: ...
+
+class RackPowerBudget(_message.Message):
+    __slots__ = ("rack", "watts")
+    RACK_FIELD_NUMBER: _ClassVar[int]
+    WATTS_FIELD_NUMBER: _ClassVar[int]
+    rack: str
+    watts: float
+    def __init__(self, rack: _Optional[str] = ..., watts: _Optional[float] = ...) -> None: ...
+
+class ClusterSnapshot(_message.Message):
+    __slots__ = ("gpu_types", "nodes", "power_budget_watts", "rack_power_budgets")
+    GPU_TYPES_FIELD_NUMBER: _ClassVar[int]
+    NODES_FIELD_NUMBER: _ClassVar[int]
+    POWER_BUDGET_WATTS_FIELD_NUMBER: _ClassVar[int]
+    RACK_POWER_BUDGETS_FIELD_NUMBER: _ClassVar[int]
+    gpu_types: _containers.RepeatedCompositeFieldContainer[GpuType]
+    nodes: _containers.RepeatedCompositeFieldContainer[Node]
+    power_budget_watts: float
+    rack_power_budgets: _containers.RepeatedCompositeFieldContainer[RackPowerBudget]
+    def __init__(self, gpu_types: _Optional[_Iterable[_Union[GpuType, _Mapping]]] = ..., nodes: _Optional[_Iterable[_Union[Node, _Mapping]]] = ..., power_budget_watts: _Optional[float] = ..., rack_power_budgets: _Optional[_Iterable[_Union[RackPowerBudget, _Mapping]]] = ...) -> None: ...
+
+class ModelSpec(_message.Message):
+    __slots__ = ("parameters", "layers", "hidden_size", "attention_heads", "sequence_length", "global_batch_size")
+    PARAMETERS_FIELD_NUMBER: _ClassVar[int]
+    LAYERS_FIELD_NUMBER: _ClassVar[int]
+    HIDDEN_SIZE_FIELD_NUMBER: _ClassVar[int]
+    ATTENTION_HEADS_FIELD_NUMBER: _ClassVar[int]
+    SEQUENCE_LENGTH_FIELD_NUMBER: _ClassVar[int]
+    GLOBAL_BATCH_SIZE_FIELD_NUMBER: _ClassVar[int]
+    parameters: float
+    layers: int
+    hidden_size: int
+    attention_heads: int
+    sequence_length: int
+    global_batch_size: int
+    def __init__(self, parameters: _Optional[float] = ..., layers: _Optional[int] = ..., hidden_size: _Optional[int] = ..., attention_heads: _Optional[int] = ..., sequence_length: _Optional[int] = ..., global_batch_size: _Optional[int] = ...) -> None: ...
+
+class ProfilePoint(_message.Message):
+    __slots__ = ("gpu_type", "num_gpus", "tensor_parallel", "pipeline_parallel", "sm_clock_mhz", "samples_per_second", "watts", "memory_per_gpu_gib")
+    GPU_TYPE_FIELD_NUMBER: _ClassVar[int]
+    NUM_GPUS_FIELD_NUMBER: _ClassVar[int]
+    TENSOR_PARALLEL_FIELD_NUMBER: _ClassVar[int]
+    PIPELINE_PARALLEL_FIELD_NUMBER: _ClassVar[int]
+    SM_CLOCK_MHZ_FIELD_NUMBER: _ClassVar[int]
+    SAMPLES_PER_SECOND_FIELD_NUMBER: _ClassVar[int]
+    WATTS_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_PER_GPU_GIB_FIELD_NUMBER: _ClassVar[int]
+    gpu_type: str
+    num_gpus: int
+    tensor_parallel: int
+    pipeline_parallel: int
+    sm_clock_mhz: int
+    samples_per_second: float
+    watts: float
+    memory_per_gpu_gib: float
+    def __init__(self, gpu_type: _Optional[str] = ..., num_gpus: _Optional[int] = ..., tensor_parallel: _Optional[int] = ..., pipeline_parallel: _Optional[int] = ..., sm_clock_mhz: _Optional[int] = ..., samples_per_second: _Optional[float] = ..., watts: _Optional[float] = ..., memory_per_gpu_gib: _Optional[float] = ...) -> None: ...
+
+class ThroughputProfile(_message.Message):
+    __slots__ = ("points",)
+    POINTS_FIELD_NUMBER: _ClassVar[int]
+    points: _containers.RepeatedCompositeFieldContainer[ProfilePoint]
+    def __init__(self, points: _Optional[_Iterable[_Union[ProfilePoint, _Mapping]]] = ...) -> None: ...
+
+class GpuSlice(_message.Message):
+    __slots__ = ("node", "gpu_indices")
+    NODE_FIELD_NUMBER: _ClassVar[int]
+    GPU_INDICES_FIELD_NUMBER: _ClassVar[int]
+    node: str
+    gpu_indices: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, node: _Optional[str] = ..., gpu_indices: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class Allocation(_message.Message):
+    __slots__ = ("gpu_type", "data_parallel", "tensor_parallel", "pipeline_parallel", "sm_clock_mhz", "placement")
+    GPU_TYPE_FIELD_NUMBER: _ClassVar[int]
+    DATA_PARALLEL_FIELD_NUMBER: _ClassVar[int]
+    TENSOR_PARALLEL_FIELD_NUMBER: _ClassVar[int]
+    PIPELINE_PARALLEL_FIELD_NUMBER: _ClassVar[int]
+    SM_CLOCK_MHZ_FIELD_NUMBER: _ClassVar[int]
+    PLACEMENT_FIELD_NUMBER: _ClassVar[int]
+    gpu_type: str
+    data_parallel: int
+    tensor_parallel: int
+    pipeline_parallel: int
+    sm_clock_mhz: int
+    placement: _containers.RepeatedCompositeFieldContainer[GpuSlice]
+    def __init__(self, gpu_type: _Optional[str] = ..., data_parallel: _Optional[int] = ..., tensor_parallel: _Optional[int] = ..., pipeline_parallel: _Optional[int] = ..., sm_clock_mhz: _Optional[int] = ..., placement: _Optional[_Iterable[_Union[GpuSlice, _Mapping]]] = ...) -> None: ...
+
+class Job(_message.Message):
+    __slots__ = ("name", "tenant", "weight", "model", "profile", "min_gpus", "max_gpus", "allowed_gpu_types", "remaining_samples", "time_to_deadline", "current_allocation", "preemptible")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    TENANT_FIELD_NUMBER: _ClassVar[int]
+    WEIGHT_FIELD_NUMBER: _ClassVar[int]
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    PROFILE_FIELD_NUMBER: _ClassVar[int]
+    MIN_GPUS_FIELD_NUMBER: _ClassVar[int]
+    MAX_GPUS_FIELD_NUMBER: _ClassVar[int]
+    ALLOWED_GPU_TYPES_FIELD_NUMBER: _ClassVar[int]
+    REMAINING_SAMPLES_FIELD_NUMBER: _ClassVar[int]
+    TIME_TO_DEADLINE_FIELD_NUMBER: _ClassVar[int]
+    CURRENT_ALLOCATION_FIELD_NUMBER: _ClassVar[int]
+    PREEMPTIBLE_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    tenant: str
+    weight: float
+    model: ModelSpec
+    profile: ThroughputProfile
+    min_gpus: int
+    max_gpus: int
+    allowed_gpu_types: _containers.RepeatedScalarFieldContainer[str]
+    remaining_samples: float
+    time_to_deadline: _duration_pb2.Duration
+    current_allocation: Allocation
+    preemptible: bool
+    def __init__(self, name: _Optional[str] = ..., tenant: _Optional[str] = ..., weight: _Optional[float] = ..., model: _Optional[_Union[ModelSpec, _Mapping]] = ..., profile: _Optional[_Union[ThroughputProfile, _Mapping]] = ..., min_gpus: _Optional[int] = ..., max_gpus: _Optional[int] = ..., allowed_gpu_types: _Optional[_Iterable[str]] = ..., remaining_samples: _Optional[float] = ..., time_to_deadline: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., current_allocation: _Optional[_Union[Allocation, _Mapping]] = ..., preemptible: _Optional[bool] = ...) -> None: ...
+
+class ObjectiveWeights(_message.Message):
+    __slots__ = ("throughput", "energy", "migration", "locality", "deadline")
+    THROUGHPUT_FIELD_NUMBER: _ClassVar[int]
+    ENERGY_FIELD_NUMBER: _ClassVar[int]
+    MIGRATION_FIELD_NUMBER: _ClassVar[int]
+    LOCALITY_FIELD_NUMBER: _ClassVar[int]
+    DEADLINE_FIELD_NUMBER: _ClassVar[int]
+    throughput: float
+    energy: float
+    migration: float
+    locality: float
+    deadline: float
+    def __init__(self, throughput: _Optional[float] = ..., energy: _Optional[float] = ..., migration: _Optional[float] = ..., locality: _Optional[float] = ..., deadline: _Optional[float] = ...) -> None: ...
+
+class SolveOptions(_message.Message):
+    __slots__ = ("time_budget", "backend", "relative_gap", "seed", "threads")
+    TIME_BUDGET_FIELD_NUMBER: _ClassVar[int]
+    BACKEND_FIELD_NUMBER: _ClassVar[int]
+    RELATIVE_GAP_FIELD_NUMBER: _ClassVar[int]
+    SEED_FIELD_NUMBER: _ClassVar[int]
+    THREADS_FIELD_NUMBER: _ClassVar[int]
+    time_budget: _duration_pb2.Duration
+    backend: Backend
+    relative_gap: float
+    seed: int
+    threads: int
+    def __init__(self, time_budget: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., backend: _Optional[_Union[Backend, str]] = ..., relative_gap: _Optional[float] = ..., seed: _Optional[int] = ..., threads: _Optional[int] = ...) -> None: ...
+
+class SolveRequest(_message.Message):
+    __slots__ = ("cluster", "jobs", "weights", "options")
+    CLUSTER_FIELD_NUMBER: _ClassVar[int]
+    JOBS_FIELD_NUMBER: _ClassVar[int]
+    WEIGHTS_FIELD_NUMBER: _ClassVar[int]
+    OPTIONS_FIELD_NUMBER: _ClassVar[int]
+    cluster: ClusterSnapshot
+    jobs: _containers.RepeatedCompositeFieldContainer[Job]
+    weights: ObjectiveWeights
+    options: SolveOptions
+    def __init__(self, cluster: _Optional[_Union[ClusterSnapshot, _Mapping]] = ..., jobs: _Optional[_Iterable[_Union[Job, _Mapping]]] = ..., weights: _Optional[_Union[ObjectiveWeights, _Mapping]] = ..., options: _Optional[_Union[SolveOptions, _Mapping]] = ...) -> None: ...
+
+class JobAssignment(_message.Message):
+    __slots__ = ("job", "state", "queue_reason", "queue_detail", "gpu_type", "num_gpus", "data_parallel", "tensor_parallel", "pipeline_parallel", "sm_clock_mhz", "placement", "samples_per_second", "watts", "memory_per_gpu_gib", "migrated")
+    JOB_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_REASON_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_DETAIL_FIELD_NUMBER: _ClassVar[int]
+    GPU_TYPE_FIELD_NUMBER: _ClassVar[int]
+    NUM_GPUS_FIELD_NUMBER: _ClassVar[int]
+    DATA_PARALLEL_FIELD_NUMBER: _ClassVar[int]
+    TENSOR_PARALLEL_FIELD_NUMBER: _ClassVar[int]
+    PIPELINE_PARALLEL_FIELD_NUMBER: _ClassVar[int]
+    SM_CLOCK_MHZ_FIELD_NUMBER: _ClassVar[int]
+    PLACEMENT_FIELD_NUMBER: _ClassVar[int]
+    SAMPLES_PER_SECOND_FIELD_NUMBER: _ClassVar[int]
+    WATTS_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_PER_GPU_GIB_FIELD_NUMBER: _ClassVar[int]
+    MIGRATED_FIELD_NUMBER: _ClassVar[int]
+    job: str
+    state: JobState
+    queue_reason: QueueReason
+    queue_detail: str
+    gpu_type: str
+    num_gpus: int
+    data_parallel: int
+    tensor_parallel: int
+    pipeline_parallel: int
+    sm_clock_mhz: int
+    placement: _containers.RepeatedCompositeFieldContainer[GpuSlice]
+    samples_per_second: float
+    watts: float
+    memory_per_gpu_gib: float
+    migrated: bool
+    def __init__(self, job: _Optional[str] = ..., state: _Optional[_Union[JobState, str]] = ..., queue_reason: _Optional[_Union[QueueReason, str]] = ..., queue_detail: _Optional[str] = ..., gpu_type: _Optional[str] = ..., num_gpus: _Optional[int] = ..., data_parallel: _Optional[int] = ..., tensor_parallel: _Optional[int] = ..., pipeline_parallel: _Optional[int] = ..., sm_clock_mhz: _Optional[int] = ..., placement: _Optional[_Iterable[_Union[GpuSlice, _Mapping]]] = ..., samples_per_second: _Optional[float] = ..., watts: _Optional[float] = ..., memory_per_gpu_gib: _Optional[float] = ..., migrated: _Optional[bool] = ...) -> None: ...
+
+class ObjectiveBreakdown(_message.Message):
+    __slots__ = ("total", "throughput", "energy", "migration", "locality", "deadline")
+    TOTAL_FIELD_NUMBER: _ClassVar[int]
+    THROUGHPUT_FIELD_NUMBER: _ClassVar[int]
+    ENERGY_FIELD_NUMBER: _ClassVar[int]
+    MIGRATION_FIELD_NUMBER: _ClassVar[int]
+    LOCALITY_FIELD_NUMBER: _ClassVar[int]
+    DEADLINE_FIELD_NUMBER: _ClassVar[int]
+    total: float
+    throughput: float
+    energy: float
+    migration: float
+    locality: float
+    deadline: float
+    def __init__(self, total: _Optional[float] = ..., throughput: _Optional[float] = ..., energy: _Optional[float] = ..., migration: _Optional[float] = ..., locality: _Optional[float] = ..., deadline: _Optional[float] = ...) -> None: ...
+
+class Plan(_message.Message):
+    __slots__ = ("assignments", "objective")
+    ASSIGNMENTS_FIELD_NUMBER: _ClassVar[int]
+    OBJECTIVE_FIELD_NUMBER: _ClassVar[int]
+    assignments: _containers.RepeatedCompositeFieldContainer[JobAssignment]
+    objective: ObjectiveBreakdown
+    def __init__(self, assignments: _Optional[_Iterable[_Union[JobAssignment, _Mapping]]] = ..., objective: _Optional[_Union[ObjectiveBreakdown, _Mapping]] = ...) -> None: ...
+
+class SolveStats(_message.Message):
+    __slots__ = ("termination", "backend_used", "objective", "best_bound", "relative_gap", "wall_time", "time_to_first_plan", "num_configurations", "num_configurations_enumerated", "detail")
+    TERMINATION_FIELD_NUMBER: _ClassVar[int]
+    BACKEND_USED_FIELD_NUMBER: _ClassVar[int]
+    OBJECTIVE_FIELD_NUMBER: _ClassVar[int]
+    BEST_BOUND_FIELD_NUMBER: _ClassVar[int]
+    RELATIVE_GAP_FIELD_NUMBER: _ClassVar[int]
+    WALL_TIME_FIELD_NUMBER: _ClassVar[int]
+    TIME_TO_FIRST_PLAN_FIELD_NUMBER: _ClassVar[int]
+    NUM_CONFIGURATIONS_FIELD_NUMBER: _ClassVar[int]
+    NUM_CONFIGURATIONS_ENUMERATED_FIELD_NUMBER: _ClassVar[int]
+    DETAIL_FIELD_NUMBER: _ClassVar[int]
+    termination: Termination
+    backend_used: Backend
+    objective: float
+    best_bound: float
+    relative_gap: float
+    wall_time: _duration_pb2.Duration
+    time_to_first_plan: _duration_pb2.Duration
+    num_configurations: int
+    num_configurations_enumerated: int
+    detail: str
+    def __init__(self, termination: _Optional[_Union[Termination, str]] = ..., backend_used: _Optional[_Union[Backend, str]] = ..., objective: _Optional[float] = ..., best_bound: _Optional[float] = ..., relative_gap: _Optional[float] = ..., wall_time: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., time_to_first_plan: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., num_configurations: _Optional[int] = ..., num_configurations_enumerated: _Optional[int] = ..., detail: _Optional[str] = ...) -> None: ...
+
+class SolveResponse(_message.Message):
+    __slots__ = ("plan", "stats")
+    PLAN_FIELD_NUMBER: _ClassVar[int]
+    STATS_FIELD_NUMBER: _ClassVar[int]
+    plan: Plan
+    stats: SolveStats
+    def __init__(self, plan: _Optional[_Union[Plan, _Mapping]] = ..., stats: _Optional[_Union[SolveStats, _Mapping]] = ...) -> None: ...
+
+class FieldViolation(_message.Message):
+    __slots__ = ("field", "description")
+    FIELD_FIELD_NUMBER: _ClassVar[int]
+    DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    field: str
+    description: str
+    def __init__(self, field: _Optional[str] = ..., description: _Optional[str] = ...) -> None: ...
+
+class ValidateSnapshotRequest(_message.Message):
+    __slots__ = ("request",)
+    REQUEST_FIELD_NUMBER: _ClassVar[int]
+    request: SolveRequest
+    def __init__(self, request: _Optional[_Union[SolveRequest, _Mapping]] = ...) -> None: ...
+
+class JobSummary(_message.Message):
+    __slots__ = ("job", "num_configurations", "best_samples_per_second")
+    JOB_FIELD_NUMBER: _ClassVar[int]
+    NUM_CONFIGURATIONS_FIELD_NUMBER: _ClassVar[int]
+    BEST_SAMPLES_PER_SECOND_FIELD_NUMBER: _ClassVar[int]
+    job: str
+    num_configurations: int
+    best_samples_per_second: float
+    def __init__(self, job: _Optional[str] = ..., num_configurations: _Optional[int] = ..., best_samples_per_second: _Optional[float] = ...) -> None: ...
+
+class ValidateSnapshotResponse(_message.Message):
+    __slots__ = ("valid", "violations", "jobs")
+    VALID_FIELD_NUMBER: _ClassVar[int]
+    VIOLATIONS_FIELD_NUMBER: _ClassVar[int]
+    JOBS_FIELD_NUMBER: _ClassVar[int]
+    valid: bool
+    violations: _containers.RepeatedCompositeFieldContainer[FieldViolation]
+    jobs: _containers.RepeatedCompositeFieldContainer[JobSummary]
+    def __init__(self, valid: _Optional[bool] = ..., violations: _Optional[_Iterable[_Union[FieldViolation, _Mapping]]] = ..., jobs: _Optional[_Iterable[_Union[JobSummary, _Mapping]]] = ...) -> None: ...
+
+class EvaluatePlanRequest(_message.Message):
+    __slots__ = ("request", "plan")
+    REQUEST_FIELD_NUMBER: _ClassVar[int]
+    PLAN_FIELD_NUMBER: _ClassVar[int]
+    request: SolveRequest
+    plan: Plan
+    def __init__(self, request: _Optional[_Union[SolveRequest, _Mapping]] = ..., plan: _Optional[_Union[Plan, _Mapping]] = ...) -> None: ...
+
+class PlanViolation(_message.Message):
+    __slots__ = ("constraint", "job", "message")
+    CONSTRAINT_FIELD_NUMBER: _ClassVar[int]
+    JOB_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    constraint: str
+    job: str
+    message: str
+    def __init__(self, constraint: _Optional[str] = ..., job: _Optional[str] = ..., message: _Optional[str] = ...) -> None: ...
+
+class EvaluatePlanResponse(_message.Message):
+    __slots__ = ("valid", "violations", "objective")
+    VALID_FIELD_NUMBER: _ClassVar[int]
+    VIOLATIONS_FIELD_NUMBER: _ClassVar[int]
+    OBJECTIVE_FIELD_NUMBER: _ClassVar[int]
+    valid: bool
+    violations: _containers.RepeatedCompositeFieldContainer[PlanViolation]
+    objective: ObjectiveBreakdown
+    def __init__(self, valid: _Optional[bool] = ..., violations: _Optional[_Iterable[_Union[PlanViolation, _Mapping]]] = ..., objective: _Optional[_Union[ObjectiveBreakdown, _Mapping]] = ...) -> None: ...
+
+class GetServerInfoRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ServerInfo(_message.Message):
+    __slots__ = ("version", "backends", "max_time_budget", "max_nodes", "max_jobs", "max_concurrent_solves", "max_message_bytes", "solver_versions")
+    class SolverVersionsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    BACKENDS_FIELD_NUMBER: _ClassVar[int]
+    MAX_TIME_BUDGET_FIELD_NUMBER: _ClassVar[int]
+    MAX_NODES_FIELD_NUMBER: _ClassVar[int]
+    MAX_JOBS_FIELD_NUMBER: _ClassVar[int]
+    MAX_CONCURRENT_SOLVES_FIELD_NUMBER: _ClassVar[int]
+    MAX_MESSAGE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    SOLVER_VERSIONS_FIELD_NUMBER: _ClassVar[int]
+    version: str
+    backends: _containers.RepeatedScalarFieldContainer[Backend]
+    max_time_budget: _duration_pb2.Duration
+    max_nodes: int
+    max_jobs: int
+    max_concurrent_solves: int
+    max_message_bytes: int
+    solver_versions: _containers.ScalarMap[str, str]
+    def __init__(self, version: _Optional[str] = ..., backends: _Optional[_Iterable[_Union[Backend, str]]] = ..., max_time_budget: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., max_nodes: _Optional[int] = ..., max_jobs: _Optional[int] = ..., max_concurrent_solves: _Optional[int] = ..., max_message_bytes: _Optional[int] = ..., solver_versions: _Optional[_Mapping[str, str]] = ...) -> None: ...

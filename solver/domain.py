@@ -1,0 +1,327 @@
+"""The problem and its answer as plain typed data.
+
+Formulations, heuristics and the checker read these types only; protobuf stays at the edge
+(``solver.convert``). All types are immutable so that one snapshot can be shared by backends
+that run concurrently.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+# ---------------------------------------------------------------- cluster
+
+
+@dataclass(frozen=True)
+class GpuType:
+    """A GPU model with datasheet figures (see ``models/gpus.json``)."""
+
+    name: str
+    memory_gib: float
+    peak_tflops: float
+    memory_bandwidth_gbps: float
+    intra_node_bandwidth_gbps: float
+    tdp_watts: float
+    idle_watts: float
+    sm_clocks_mhz: tuple[int, ...]
+
+    @property
+    def max_clock_mhz(self) -> int:
+        return max(self.sm_clocks_mhz)
+
+
+@dataclass(frozen=True)
+class Node:
+    name: str
+    gpu_type: str
+    gpu_count: int
+    unavailable_gpu_indices: frozenset[int]
+    rack: str
+    network_bandwidth_gbps: float
+
+    @property
+    def available_gpu_indices(self) -> tuple[int, ...]:
+        return tuple(i for i in range(self.gpu_count) if i not in self.unavailable_gpu_indices)
+
+    @property
+    def available_gpus(self) -> int:
+        return self.gpu_count - len(self.unavailable_gpu_indices)
+
+
+@dataclass(frozen=True)
+class Cluster:
+    gpu_types: Mapping[str, GpuType]
+    nodes: tuple[Node, ...]
+    power_budget_watts: float | None = None
+    rack_power_budgets_watts: Mapping[str, float] = field(default_factory=dict)
+
+    @property
+    def racks(self) -> tuple[str, ...]:
+        return tuple(sorted({n.rack for n in self.nodes}))
+
+    def node(self, name: str) -> Node:
+        return self._by_name()[name]
+
+    def _by_name(self) -> dict[str, Node]:
+        cached: dict[str, Node] | None = self.__dict__.get("_node_index")
+        if cached is None:
+            cached = {n.name: n for n in self.nodes}
+            object.__setattr__(self, "_node_index", cached)
+        return cached
+
+    def max_gpu_watts(self) -> float:
+        """Power of every installed GPU at its TDP: the energy term's denominator."""
+        return sum(n.gpu_count * self.gpu_types[n.gpu_type].tdp_watts for n in self.nodes)
+
+
+# ---------------------------------------------------------------- jobs
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """A transformer, sized for the analytic performance model (``solver.perf``)."""
+
+    parameters: float
+    layers: int
+    hidden_size: int
+    attention_heads: int
+    sequence_length: int
+    global_batch_size: int
+
+
+@dataclass(frozen=True)
+class ProfilePoint:
+    gpu_type: str
+    num_gpus: int
+    tensor_parallel: int
+    pipeline_parallel: int
+    sm_clock_mhz: int
+    samples_per_second: float
+    watts: float
+    memory_per_gpu_gib: float
+
+
+@dataclass(frozen=True)
+class ThroughputProfile:
+    points: tuple[ProfilePoint, ...]
+
+
+Workload = ModelSpec | ThroughputProfile
+
+
+@dataclass(frozen=True)
+class Shape:
+    """How a job's GPUs are organised: num_gpus = data x tensor x pipeline."""
+
+    gpu_type: str
+    data_parallel: int
+    tensor_parallel: int
+    pipeline_parallel: int
+
+    @property
+    def num_gpus(self) -> int:
+        return self.data_parallel * self.tensor_parallel * self.pipeline_parallel
+
+
+@dataclass(frozen=True)
+class GpuSlice:
+    node: str
+    gpu_indices: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class Allocation:
+    """Where a job runs now (input) or will run (output)."""
+
+    shape: Shape
+    sm_clock_mhz: int
+    placement: tuple[GpuSlice, ...]
+
+    def gpus_per_node(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for s in self.placement:
+            counts[s.node] = counts.get(s.node, 0) + len(s.gpu_indices)
+        return counts
+
+
+@dataclass(frozen=True)
+class Job:
+    name: str
+    tenant: str
+    weight: float
+    workload: Workload
+    min_gpus: int
+    max_gpus: int
+    allowed_gpu_types: frozenset[str]
+    """Empty: every type of the cluster."""
+    remaining_samples: float = 0.0
+    deadline_seconds: float | None = None
+    current: Allocation | None = None
+    preemptible: bool = True
+
+    def allows(self, gpu_type: str) -> bool:
+        return not self.allowed_gpu_types or gpu_type in self.allowed_gpu_types
+
+    @property
+    def required_samples_per_second(self) -> float | None:
+        """Rate that meets the deadline; None without a deadline."""
+        if self.deadline_seconds is None or self.remaining_samples <= 0:
+            return None
+        return self.remaining_samples / self.deadline_seconds
+
+
+# ---------------------------------------------------------------- request
+
+
+@dataclass(frozen=True)
+class ObjectiveWeights:
+    """Operator weights; docs/objective.md defines each term."""
+
+    throughput: float = 1.0
+    energy: float = 0.1
+    migration: float = 0.05
+    locality: float = 0.01
+    deadline: float = 0.5
+
+
+class Backend(enum.Enum):
+    AUTO = "AUTO"
+    CPSAT = "CPSAT"
+    HEURISTIC = "HEURISTIC"
+
+
+@dataclass(frozen=True)
+class SolveOptions:
+    time_budget_seconds: float = 5.0
+    backend: Backend = Backend.AUTO
+    relative_gap: float = 0.0
+    seed: int = 0
+    threads: int = 0
+    """0: the server's default."""
+
+
+@dataclass(frozen=True)
+class Problem:
+    """A validated solve request."""
+
+    cluster: Cluster
+    jobs: tuple[Job, ...]
+    weights: ObjectiveWeights = ObjectiveWeights()
+    options: SolveOptions = SolveOptions()
+
+
+# ---------------------------------------------------------------- configurations
+
+
+@dataclass(frozen=True)
+class Config:
+    """One way to run a job: shape and clock, with its predicted performance.
+
+    Everything here is a constant of the configuration, which keeps the models linear.
+    """
+
+    job: str
+    shape: Shape
+    sm_clock_mhz: int
+    samples_per_second: float
+    watts: float
+    """Power of all the job's GPUs together at this clock."""
+    memory_per_gpu_gib: float
+    min_nodes: int
+    """Fewest nodes of its type that can hold it (tensor groups inside a node)."""
+    min_racks: int
+    measured: bool = False
+
+    @property
+    def num_gpus(self) -> int:
+        return self.shape.num_gpus
+
+    @property
+    def gpu_type(self) -> str:
+        return self.shape.gpu_type
+
+    @property
+    def tensor_parallel(self) -> int:
+        return self.shape.tensor_parallel
+
+
+# ---------------------------------------------------------------- plan
+
+
+class JobState(enum.Enum):
+    RUNNING = "RUNNING"
+    QUEUED = "QUEUED"
+
+
+class QueueReason(enum.Enum):
+    NO_FEASIBLE_CONFIGURATION = "NO_FEASIBLE_CONFIGURATION"
+    INSUFFICIENT_RESOURCES = "INSUFFICIENT_RESOURCES"
+    NOT_WORTH_RUNNING = "NOT_WORTH_RUNNING"
+
+
+@dataclass(frozen=True)
+class JobAssignment:
+    job: str
+    state: JobState
+    config: Config | None = None
+    placement: tuple[GpuSlice, ...] = ()
+    migrated: bool = False
+    queue_reason: QueueReason | None = None
+    queue_detail: str = ""
+
+    def gpus_per_node(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for s in self.placement:
+            counts[s.node] = counts.get(s.node, 0) + len(s.gpu_indices)
+        return counts
+
+
+@dataclass(frozen=True)
+class ObjectiveBreakdown:
+    total: float
+    throughput: float
+    energy: float
+    migration: float
+    locality: float
+    deadline: float
+
+
+@dataclass(frozen=True)
+class Plan:
+    assignments: tuple[JobAssignment, ...]
+    objective: ObjectiveBreakdown
+
+    def assignment(self, job: str) -> JobAssignment:
+        for a in self.assignments:
+            if a.job == job:
+                return a
+        raise KeyError(job)
+
+
+class Termination(enum.Enum):
+    OPTIMAL = "OPTIMAL"
+    FEASIBLE = "FEASIBLE"
+    FALLBACK = "FALLBACK"
+    INFEASIBLE = "INFEASIBLE"
+
+
+@dataclass(frozen=True)
+class SolveStats:
+    termination: Termination
+    backend_used: Backend
+    objective: float
+    best_bound: float | None
+    relative_gap: float | None
+    wall_seconds: float
+    first_plan_seconds: float
+    num_configurations: int
+    num_configurations_enumerated: int
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class SolveResult:
+    plan: Plan
+    stats: SolveStats
