@@ -1,0 +1,126 @@
+"""The objective of docs/objective.md: per-configuration constants and the score of a plan.
+
+Every backend maximises the same function; this module is its single definition. Backends use
+``config_value`` and the placement coefficients below; ``score_plan`` recomputes a plan's
+value from scratch, independently of how the plan was found.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+from solver.domain import (
+    Cluster,
+    Config,
+    Job,
+    JobAssignment,
+    JobState,
+    ObjectiveBreakdown,
+    ObjectiveWeights,
+    Problem,
+)
+
+
+def utility(config: Config, best_samples_per_second: float) -> float:
+    """u_j: throughput relative to the job's best configuration on an empty cluster."""
+    if best_samples_per_second <= 0:
+        return 0.0
+    return config.samples_per_second / best_samples_per_second
+
+
+def deadline_shortfall(job: Job, config: Config | None) -> float:
+    """s_j in [0, 1]: share of the deadline rate the job misses (1 when queued)."""
+    required = job.required_samples_per_second
+    if required is None:
+        return 0.0
+    if config is None:
+        return 1.0
+    return max(0.0, 1.0 - config.samples_per_second / required)
+
+
+def config_value(
+    job: Job,
+    config: Config,
+    best_samples_per_second: float,
+    weights: ObjectiveWeights,
+    max_gpu_watts: float,
+) -> float:
+    """Objective contribution of running `job` in `config`, less its placement terms.
+
+    Includes +w_L (min_nodes + min_racks): the locality penalty of a placement is
+    w_L (nodes + racks used), so together they charge only the spread beyond the minimum.
+    """
+    return (
+        weights.throughput * job.weight * utility(config, best_samples_per_second)
+        - weights.energy * config.watts / max_gpu_watts
+        - weights.deadline * job.weight * deadline_shortfall(job, config)
+        + weights.locality * (config.min_nodes + config.min_racks)
+    )
+
+
+def queued_value(job: Job, weights: ObjectiveWeights) -> float:
+    """Objective contribution of leaving `job` queued, migration aside."""
+    return -weights.deadline * job.weight * deadline_shortfall(job, None)
+
+
+def migration_cost(job: Job, weights: ObjectiveWeights) -> float:
+    """What moving, reshaping or stopping a running job costs (0 for a waiting job)."""
+    return weights.migration * job.weight if job.current is not None else 0.0
+
+
+def is_migrated(job: Job, assignment: JobAssignment) -> bool:
+    """A running job moved, changed shape, or stopped; clock changes alone are free."""
+    if job.current is None:
+        return False
+    if assignment.state is not JobState.RUNNING or assignment.config is None:
+        return True
+    if assignment.config.shape != job.current.shape:
+        return True
+    old = {(s.node, i) for s in job.current.placement for i in s.gpu_indices}
+    new = {(s.node, i) for s in assignment.placement for i in s.gpu_indices}
+    return old != new
+
+
+def nodes_and_racks(cluster: Cluster, assignment: JobAssignment) -> tuple[int, int]:
+    nodes = {s.node for s in assignment.placement if s.gpu_indices}
+    racks = {cluster.node(n).rack for n in nodes}
+    return len(nodes), len(racks)
+
+
+def score_plan(
+    problem: Problem,
+    assignments: Iterable[JobAssignment],
+    best: Mapping[str, float],
+) -> ObjectiveBreakdown:
+    """The plan's objective and its terms, recomputed from the request and the plan alone."""
+    jobs = {j.name: j for j in problem.jobs}
+    max_watts = problem.cluster.max_gpu_watts()
+    throughput = energy = migration = locality = deadline = 0.0
+    for a in assignments:
+        job = jobs[a.job]
+        running = a.state is JobState.RUNNING and a.config is not None
+        config = a.config if running else None
+        if config is not None:
+            throughput += job.weight * utility(config, best.get(job.name, 0.0))
+            energy += config.watts / max_watts
+            nodes, racks = nodes_and_racks(problem.cluster, a)
+            locality += (nodes - config.min_nodes) + (racks - config.min_racks)
+        deadline += job.weight * deadline_shortfall(job, config)
+        if is_migrated(job, a):
+            migration += job.weight
+    w = problem.weights
+    total = (
+        w.throughput * throughput
+        - w.energy * energy
+        - w.migration * migration
+        - w.locality * locality
+        - w.deadline * deadline
+    )
+    return ObjectiveBreakdown(
+        total=total,
+        throughput=throughput,
+        energy=energy,
+        migration=migration,
+        locality=locality,
+        deadline=deadline,
+    )

@@ -1,0 +1,317 @@
+"""One solve: heuristic first, then the exact model seeded with it, within the time left.
+
+The heuristic's plan exists before anything else runs, so a response is always there; the
+exact model only replaces it with a better checked plan. Every plan that leaves is checked.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from dataclasses import dataclass
+
+from solver import cpsat
+from solver.bound import solve_aggregate
+from solver.checker import check_plan
+from solver.configs import ConfigSet, build_config_set
+from solver.domain import (
+    Backend,
+    ObjectiveBreakdown,
+    Plan,
+    Problem,
+    SolveResult,
+    SolveStats,
+    Termination,
+)
+from solver.heuristic import Heuristic
+
+log = logging.getLogger(__name__)
+
+HEURISTIC_SHARE = 0.2
+"""Share of the time budget the heuristic's local search may use (at most MAX_HEURISTIC_SECONDS)."""
+MAX_HEURISTIC_SECONDS = 2.0
+EXTRACT_MARGIN_SECONDS = 0.15
+"""Time kept back after CP-SAT stops, to extract, check and return its plan."""
+IMPROVEMENT_EPSILON = 1e-9
+OPTIMALITY_TOLERANCE = 1e-6
+"""Relative gap reported as OPTIMAL: the integer scaling of the objective (cpsat.SCALE) leaves
+a proven bound that can sit this far above the optimum."""
+FULL_MODEL_MAX_VARIABLES = 20_000
+"""AUTO builds the full placement model only up to about this many variables; beyond, the
+aggregated model and guided placement use the time (building alone would eat the budget)."""
+AGGREGATE_FIRST_VARIABLES = 2_000
+"""Above this size AUTO proves a bound on the aggregated model before the full one."""
+AGGREGATE_SHARE = 0.3
+
+
+def default_threads() -> int:
+    try:
+        return max(len(os.sched_getaffinity(0)), 1)
+    except AttributeError:  # pragma: no cover - not Linux
+        return max(os.cpu_count() or 1, 1)
+
+
+@dataclass(frozen=True)
+class _Clock:
+    start: float
+    end: float
+
+    def left(self) -> float:
+        return self.end - time.monotonic()
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self.start
+
+
+def solve(problem: Problem, *, deadline: float | None = None) -> SolveResult:
+    """Solve within min(the problem's time budget, `deadline` as a time.monotonic() instant)."""
+    start = time.monotonic()
+    end = start + problem.options.time_budget_seconds
+    if deadline is not None:
+        end = min(end, deadline)
+    clock = _Clock(start, end)
+    configs = build_config_set(problem)
+
+    blocked = _unkeepable_jobs(problem, configs)
+    if blocked:
+        return _infeasible(
+            problem,
+            configs,
+            clock,
+            "non-preemptible jobs whose running shape has no estimate: " + ", ".join(blocked),
+        )
+
+    heuristic = Heuristic(problem, configs)
+    ls_end = start + min(HEURISTIC_SHARE * (end - start), MAX_HEURISTIC_SECONDS)
+    heuristic_plan = heuristic.run(min(ls_end, end))
+    assert heuristic.first_plan_at is not None
+    first_plan = heuristic.first_plan_at - start
+    violations = check_plan(problem, heuristic_plan.assignments)
+    if violations:
+        # Only hard constraints of the request itself (non-preemptible jobs over a power budget)
+        # defeat the heuristic, which places those jobs first whatever they draw.
+        return _infeasible(problem, configs, clock, violations[0].message)
+    if problem.options.backend is Backend.HEURISTIC:
+        return _result(
+            heuristic_plan,
+            configs,
+            clock,
+            Termination.FEASIBLE,
+            Backend.HEURISTIC,
+            None,
+            first_plan,
+            "heuristic only",
+        )
+    return _Portfolio(problem, configs, clock, heuristic, heuristic_plan, first_plan).run()
+
+
+class _Portfolio:
+    """The exact path: aggregated bound and guided plan, then the full CP-SAT model."""
+
+    def __init__(
+        self,
+        problem: Problem,
+        configs: ConfigSet,
+        clock: _Clock,
+        heuristic: Heuristic,
+        heuristic_plan: Plan,
+        first_plan: float,
+    ) -> None:
+        self.problem = problem
+        self.configs = configs
+        self.clock = clock
+        self.heuristic = heuristic
+        self.heuristic_plan = heuristic_plan
+        self.first_plan = first_plan
+        self.best = heuristic_plan
+        self.best_backend = Backend.HEURISTIC
+        self.bound: float | None = None
+        self.proven_optimal = False
+        self.notes: list[str] = []
+        self.threads = problem.options.threads or default_threads()
+
+    def offer(self, plan: Plan | None, source: str) -> None:
+        """Keep `plan` if it passes the checker and beats the best so far."""
+        if plan is None:
+            return
+        violations = check_plan(self.problem, plan.assignments)
+        if violations:
+            log.error("%s plan rejected by the checker: %s", source, violations[0])
+            self.notes.append(f"{source} plan failed the checker ({violations[0].constraint})")
+            return
+        if plan.objective.total > self.best.objective.total + IMPROVEMENT_EPSILON:
+            self.best = plan
+            self.best_backend = Backend.CPSAT
+
+    def tighten(self, bound: float | None) -> None:
+        if bound is not None and (self.bound is None or bound < self.bound):
+            self.bound = bound
+
+    def gap_closed(self) -> bool:
+        if self.bound is None:
+            return False
+        gap = (self.bound - self.best.objective.total) / max(abs(self.best.objective.total), 1e-9)
+        return self.proven_optimal or gap <= max(
+            self.problem.options.relative_gap, OPTIMALITY_TOLERANCE
+        )
+
+    def run(self) -> SolveResult:
+        full_size = cpsat.estimate_size(self.problem, self.configs)
+        use_full = (
+            self.problem.options.backend is Backend.CPSAT or full_size <= FULL_MODEL_MAX_VARIABLES
+        )
+        if not use_full or full_size > AGGREGATE_FIRST_VARIABLES:
+            self.aggregate(share=AGGREGATE_SHARE if use_full else 1.0)
+        if use_full and not self.gap_closed():
+            self.full()
+        elif not use_full:
+            self.notes.append(f"full model skipped: ~{full_size} variables")
+        return self.finish()
+
+    def aggregate(self, share: float) -> None:
+        limit = (self.clock.left() - EXTRACT_MARGIN_SECONDS) * share
+        if limit <= 0:
+            return
+        outcome = solve_aggregate(
+            self.problem,
+            self.configs,
+            time_limit=limit,
+            seed=self.problem.options.seed,
+            threads=self.threads,
+        )
+        self.notes.append(f"aggregate {outcome.status} in {outcome.wall_seconds:.2f} s")
+        self.tighten(outcome.best_bound)
+        if outcome.choice and self.clock.left() > EXTRACT_MARGIN_SECONDS:
+            ls_end = time.monotonic() + min(
+                self.clock.left() - EXTRACT_MARGIN_SECONDS, MAX_HEURISTIC_SECONDS
+            )
+            self.offer(self.heuristic.run_guided(outcome.choice, ls_end), "guided")
+
+    def full(self) -> None:
+        if self.clock.left() <= EXTRACT_MARGIN_SECONDS:
+            self.notes.append("no time left for the full model")
+            return
+        model = cpsat.build(self.problem, self.configs)
+        cpsat.add_hint(model, self.best)
+        time_limit = self.clock.left() - EXTRACT_MARGIN_SECONDS
+        if time_limit <= 0:
+            self.notes.append("building the full model used up the time budget")
+            return
+        outcome = cpsat.solve(
+            model,
+            time_limit=time_limit,
+            seed=self.problem.options.seed,
+            threads=self.threads,
+            relative_gap=self.problem.options.relative_gap,
+            deterministic_limit=(
+                cpsat.DETERMINISTIC_TIME_PER_SECOND * self.problem.options.time_budget_seconds
+            ),
+        )
+        self.notes.append(
+            f"CP-SAT {outcome.status} in {outcome.wall_seconds:.2f} s "
+            f"({outcome.deterministic_time:.2f} deterministic)"
+        )
+        if outcome.status == "INFEASIBLE":
+            # The heuristic's plan passed the checker, so the model disagrees with the checker.
+            log.error("CP-SAT says infeasible but the heuristic plan passes the checker")
+            self.notes.append("CP-SAT disagreed with the checker; its verdict ignored")
+            return
+        self.offer(outcome.plan, "CP-SAT")
+        self.tighten(outcome.best_bound)
+        if outcome.status == "OPTIMAL":
+            self.proven_optimal = True
+
+    def finish(self) -> SolveResult:
+        detail = "; ".join(self.notes)
+        if self.gap_closed():
+            return _result(
+                self.best,
+                self.configs,
+                self.clock,
+                Termination.OPTIMAL,
+                Backend.CPSAT,
+                self.bound,
+                self.first_plan,
+                detail,
+            )
+        if self.best_backend is Backend.HEURISTIC:
+            return _result(
+                self.best,
+                self.configs,
+                self.clock,
+                Termination.FALLBACK,
+                Backend.HEURISTIC,
+                self.bound,
+                self.first_plan,
+                detail + "; nothing better than the heuristic's plan",
+            )
+        return _result(
+            self.best,
+            self.configs,
+            self.clock,
+            Termination.FEASIBLE,
+            Backend.CPSAT,
+            self.bound,
+            self.first_plan,
+            detail,
+        )
+
+
+def _unkeepable_jobs(problem: Problem, configs: ConfigSet) -> list[str]:
+    out = []
+    for job in problem.jobs:
+        if job.current is None or job.preemptible:
+            continue
+        current = job.current.shape
+        if not any(c.shape == current for c in configs.by_job[job.name]):
+            out.append(job.name)
+    return out
+
+
+def _result(
+    plan: Plan,
+    configs: ConfigSet,
+    clock: _Clock,
+    termination: Termination,
+    backend: Backend,
+    bound: float | None,
+    first_plan: float,
+    detail: str,
+) -> SolveResult:
+    objective = plan.objective.total
+    gap = None
+    if bound is not None:
+        bound = max(bound, objective)
+        gap = (bound - objective) / max(abs(objective), 1e-9)
+    stats = SolveStats(
+        termination=termination,
+        backend_used=backend,
+        objective=objective,
+        best_bound=bound,
+        relative_gap=gap,
+        wall_seconds=clock.elapsed(),
+        first_plan_seconds=first_plan,
+        num_configurations=configs.num_configurations,
+        num_configurations_enumerated=configs.num_enumerated,
+        detail=detail,
+    )
+    return SolveResult(plan=plan, stats=stats)
+
+
+def _infeasible(problem: Problem, configs: ConfigSet, clock: _Clock, detail: str) -> SolveResult:
+    """No valid plan exists (or none was found and the model proved there is none)."""
+    empty = Plan(assignments=(), objective=ObjectiveBreakdown(0.0, 0.0, 0.0, 0.0, 0.0, 0.0))
+    stats = SolveStats(
+        termination=Termination.INFEASIBLE,
+        backend_used=problem.options.backend,
+        objective=0.0,
+        best_bound=None,
+        relative_gap=None,
+        wall_seconds=clock.elapsed(),
+        first_plan_seconds=clock.elapsed(),
+        num_configurations=configs.num_configurations,
+        num_configurations_enumerated=configs.num_enumerated,
+        detail=detail,
+    )
+    return SolveResult(plan=empty, stats=stats)

@@ -1,0 +1,83 @@
+"""The orchestrator: statuses, time budget, honest bounds, fallback."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from solver import orchestrator
+from solver.checker import check_plan
+from solver.domain import Backend, JobState, Termination
+from tests.factories import cluster, job, node, point, problem, running
+
+
+def test_small_instance_is_proven_optimal() -> None:
+    p = problem(
+        cluster(node("n0"), node("n1")),
+        job("a", point(8, 800)),
+        job("b", point(4, 300)),
+        job("c", point(4, 350), point(8, 500)),
+    )
+    r = orchestrator.solve(p)
+    assert r.stats.termination is Termination.OPTIMAL
+    assert r.stats.backend_used is Backend.CPSAT
+    assert r.stats.best_bound is not None and r.stats.relative_gap is not None
+    assert r.stats.relative_gap <= 1e-6
+    assert check_plan(p, r.plan.assignments) == []
+    assert r.stats.first_plan_seconds <= r.stats.wall_seconds
+
+
+def test_heuristic_backend_reports_no_bound() -> None:
+    p = problem(cluster(node("n0")), job("a", point(8, 800)), backend=Backend.HEURISTIC)
+    r = orchestrator.solve(p)
+    assert r.stats.termination is Termination.FEASIBLE
+    assert r.stats.backend_used is Backend.HEURISTIC
+    assert r.stats.best_bound is None and r.stats.relative_gap is None
+
+
+def test_no_time_left_returns_the_heuristic_plan_as_fallback() -> None:
+    p = problem(cluster(node("n0")), job("a", point(8, 800)), job("b", point(4, 300)))
+    r = orchestrator.solve(p, deadline=time.monotonic() + 0.01)
+    assert r.stats.termination is Termination.FALLBACK
+    assert r.stats.backend_used is Backend.HEURISTIC
+    assert check_plan(p, r.plan.assignments) == []
+    assert [a.state for a in r.plan.assignments] != [JobState.QUEUED, JobState.QUEUED]
+
+
+def test_non_preemptible_jobs_over_the_power_budget_are_infeasible() -> None:
+    # Each kept job draws at least its lowest-clock power; together over the budget.
+    c = cluster(node("n0"), power=500.0)
+    p = problem(
+        c,
+        job(
+            "a",
+            point(8, 800, watts=3000),
+            current=running("A100", {"n0": tuple(range(8))}),
+            preemptible=False,
+        ),
+    )
+    r = orchestrator.solve(p)
+    assert r.stats.termination is Termination.INFEASIBLE
+    assert r.plan.assignments == ()
+    assert "budget" in r.stats.detail
+
+
+def test_job_without_configuration_is_queued_with_reason() -> None:
+    p = problem(
+        cluster(node("n0", count=4)),
+        job("big", point(8, 800), min_gpus=8),
+        job("ok", point(4, 100)),
+    )
+    r = orchestrator.solve(p)
+    big = r.plan.assignment("big")
+    assert big.state is JobState.QUEUED
+    assert big.queue_reason is not None and big.queue_reason.value == "NO_FEASIBLE_CONFIGURATION"
+    assert r.plan.assignment("ok").state is JobState.RUNNING
+
+
+def test_empty_job_list_is_a_valid_answer() -> None:
+    r = orchestrator.solve(problem(cluster(node("n0"))))
+    assert r.plan.assignments == ()
+    assert r.stats.termination is Termination.OPTIMAL
+    assert r.stats.objective == pytest.approx(0.0)
