@@ -1,0 +1,260 @@
+"""The instance generator: determinism, counts, validity, measured values, checked-in files."""
+
+from __future__ import annotations
+
+import csv
+import re
+import shlex
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from google.protobuf import json_format
+
+from solver import generate as g
+from solver._proto.dsfro.v1 import scheduler_pb2 as pb
+
+ROOT = Path(__file__).resolve().parent.parent
+INSTANCES = ROOT / "instances"
+README = INSTANCES / "README.md"
+
+
+def documented_commands() -> dict[str, list[str]]:
+    """Instance file name -> generator arguments, as instances/README.md documents them."""
+    out = {}
+    for line in README.read_text().splitlines():
+        m = re.search(r"python -m solver\.generate (.*--out instances/(\S+\.json).*?)`?$", line)
+        if m:
+            out[m.group(2)] = shlex.split(m.group(1).rstrip("`"))
+    return out
+
+
+@pytest.fixture(scope="module")
+def medium() -> pb.SolveRequest:
+    return g.generate(g.spec_from_args(documented_commands()["medium.json"]))
+
+
+@pytest.fixture(scope="module")
+def pai() -> pb.SolveRequest:
+    return g.generate(g.spec_from_args(documented_commands()["pai.json"]))
+
+
+def load(name: str) -> pb.SolveRequest:
+    return json_format.Parse((INSTANCES / name).read_text(), pb.SolveRequest())
+
+
+def check_valid(r: pb.SolveRequest) -> None:
+    """Every name unique and every reference valid, as the wire contract requires."""
+    types = {t.name: t for t in r.cluster.gpu_types}
+    assert len(types) == len(r.cluster.gpu_types)
+    nodes = {n.name: n for n in r.cluster.nodes}
+    assert len(nodes) == len(r.cluster.nodes)
+    assert len({j.name for j in r.jobs}) == len(r.jobs)
+    for n in r.cluster.nodes:
+        assert n.gpu_type in types and n.gpu_count >= 1 and n.rack
+        assert n.network_bandwidth_gbps > 0
+        assert len(set(n.unavailable_gpu_indices)) == len(n.unavailable_gpu_indices)
+        assert all(0 <= i < n.gpu_count for i in n.unavailable_gpu_indices)
+    assert {n.gpu_type for n in r.cluster.nodes} == set(types)
+    used: set[tuple[str, int]] = set()
+    for j in r.jobs:
+        assert 1 <= j.min_gpus <= j.max_gpus
+        assert j.WhichOneof("workload") in ("model", "profile")
+        assert all(t in types for t in j.allowed_gpu_types)
+        assert 1.0 <= j.weight <= 4.0
+        if j.HasField("time_to_deadline"):
+            assert j.time_to_deadline.seconds > 0 and j.remaining_samples > 0
+        for p in j.profile.points:
+            assert p.gpu_type in types
+            assert p.sm_clock_mhz in types[p.gpu_type].sm_clocks_mhz
+            assert p.tensor_parallel == p.pipeline_parallel == 1
+            assert p.samples_per_second > 0 and p.watts > 0 and p.memory_per_gpu_gib > 0
+            assert j.min_gpus <= p.num_gpus <= j.max_gpus
+        if j.HasField("profile"):
+            assert j.profile.points
+        if j.HasField("preemptible"):
+            assert not j.preemptible and j.HasField("current_allocation")
+        if not j.HasField("current_allocation"):
+            continue
+        a = j.current_allocation
+        assert a.gpu_type in types
+        assert not j.allowed_gpu_types or a.gpu_type in j.allowed_gpu_types
+        assert a.sm_clock_mhz in types[a.gpu_type].sm_clocks_mhz
+        placed = 0
+        for s in a.placement:
+            node = nodes[s.node]
+            assert node.gpu_type == a.gpu_type
+            assert len(s.gpu_indices) % a.tensor_parallel == 0, "tensor group split over nodes"
+            for i in s.gpu_indices:
+                assert 0 <= i < node.gpu_count and i not in node.unavailable_gpu_indices
+                assert (s.node, i) not in used, "GPU allocated twice"
+                used.add((s.node, i))
+            placed += len(s.gpu_indices)
+        assert a.data_parallel * a.tensor_parallel * a.pipeline_parallel == placed
+        assert j.min_gpus <= placed <= j.max_gpus
+        if j.HasField("profile"):
+            assert (a.gpu_type, placed) in {(p.gpu_type, p.num_gpus) for p in j.profile.points}
+
+
+def test_same_seed_same_bytes_other_seed_differs() -> None:
+    spec = g.spec_from_args(["--nodes", "16", "--jobs", "32", "--seed", "7"])
+    assert g.to_json(g.generate(spec)) == g.to_json(g.generate(spec))
+    other = g.spec_from_args(["--nodes", "16", "--jobs", "32", "--seed", "8"])
+    assert g.to_json(g.generate(spec)) != g.to_json(g.generate(other))
+
+
+def test_medium_counts(medium: pb.SolveRequest) -> None:
+    assert len(medium.cluster.nodes) == 128
+    assert sum(n.gpu_count for n in medium.cluster.nodes) == 1024
+    assert len(medium.cluster.gpu_types) == 4
+    assert len(medium.jobs) == 256
+    assert sum(j.HasField("profile") for j in medium.jobs) == 128
+    unavailable = sum(len(n.unavailable_gpu_indices) for n in medium.cluster.nodes)
+    assert unavailable == round(0.01 * 1024)
+    assert any(j.HasField("current_allocation") for j in medium.jobs)
+    assert any(j.HasField("preemptible") for j in medium.jobs)
+    assert any(j.HasField("time_to_deadline") for j in medium.jobs)
+    assert any(j.allowed_gpu_types for j in medium.jobs)
+    assert {j.max_gpus for j in medium.jobs} > {1, 2, 4, 8}
+
+
+def test_medium_valid(medium: pb.SolveRequest) -> None:
+    check_valid(medium)
+
+
+def test_pai_mix_follows_machine_spec(pai: pb.SolveRequest) -> None:
+    check_valid(pai)
+    per_node = {n.gpu_type: n.gpu_count for n in pai.cluster.nodes}
+    assert per_node == {"P100-16GB": 2, "T4": 2, "V100-16GB": 8, "V100-32GB": 8}
+    nodes = Counter(n.gpu_type for n in pai.cluster.nodes)
+    assert nodes["P100-16GB"] > nodes["T4"] > nodes["V100-32GB"] >= nodes["V100-16GB"]
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+@pytest.mark.parametrize("mix", sorted(g.MIXES))
+def test_every_mix_valid(mix: str, seed: int) -> None:
+    share = "0" if mix == "modern" else "0.5"
+    args = f"--mix {mix} --nodes 24 --jobs 48 --seed {seed} --profile-share {share}"
+    args += " --running-share 0.6 --power-budget-fraction 0.7"
+    spec = g.spec_from_args(args.split())
+    r = g.generate(spec)
+    check_valid(r)
+    full = sum(
+        n.gpu_count * {t.name: t for t in r.cluster.gpu_types}[n.gpu_type].tdp_watts
+        for n in r.cluster.nodes
+    )
+    assert r.cluster.power_budget_watts == pytest.approx(0.7 * full, abs=0.1)
+
+
+def test_profiles_need_measured_types() -> None:
+    spec = g.spec_from_args(["--mix", "modern", "--nodes", "8", "--jobs", "4"])
+    with pytest.raises(ValueError, match="no measured profile"):
+        g.generate(spec)
+
+
+def test_gavel_point_is_the_measured_value(medium: pb.SolveRequest) -> None:
+    steps = {}
+    with (ROOT / "data" / "gavel" / "isolated_throughputs.csv").open() as f:
+        for row in csv.DictReader(f):
+            if row["consolidated"] == "1" and row["gpu_type"] == "v100" and row["batch_size"]:
+                key = (row["model"].lower(), f"bs{row['batch_size']}", int(row["num_gpus"]))
+                steps[key] = float(row["steps_per_sec"]) * int(row["batch_size"])
+    checked = 0
+    for j in medium.jobs:
+        m = re.fullmatch(r"j\d{4}-gavel-(.+)-(bs\d+)", j.name)
+        if m:
+            for p in j.profile.points:
+                assert p.gpu_type in ("V100-16GB", "V100-32GB")
+                assert p.samples_per_second == steps[(m.group(1), m.group(2), p.num_gpus)]
+                checked += 1
+    assert checked > 100
+    # One value by hand: V100, ResNet-50, batch 64, 4 GPUs: 9.451949566394442 steps/s x 64.
+    (tiny,) = [j for j in load("tiny-1node.json").jobs if j.name == "resnet-50-bs64"]
+    assert tiny.profile.points[0].samples_per_second == pytest.approx(9.451949566394442 * 64)
+
+
+def test_pollux_point_is_the_measured_value(pai: pb.SolveRequest) -> None:
+    checked = 0
+    for j in pai.jobs:
+        m = re.fullmatch(r"j\d{4}-pollux-(.+)-lbs(\d+)", j.name)
+        if not m:
+            continue
+        app, lbs = m.group(1), int(m.group(2))
+        with (ROOT / "data" / "pollux" / app / "placements.csv").open() as f:
+            times = {
+                r["placement"]: float(r["step_time"])
+                for r in csv.DictReader(f)
+                if int(r["local_bsz"]) == lbs
+            }
+        for p in j.profile.points:
+            assert p.gpu_type == "T4"
+            placement = g.packed_placement(p.num_gpus, 2)
+            assert p.samples_per_second == pytest.approx(lbs * p.num_gpus / times[placement])
+            checked += 1
+    assert checked > 0
+
+
+def test_profile_points_derived_fields(medium: pb.SolveRequest) -> None:
+    types = {t.name: t for t in medium.cluster.gpu_types}
+    for j in medium.jobs:
+        for p in j.profile.points:
+            assert p.sm_clock_mhz == max(types[p.gpu_type].sm_clocks_mhz)
+            assert p.watts == p.num_gpus * types[p.gpu_type].tdp_watts
+
+
+def test_helpers() -> None:
+    assert g.packed_placement(8, 4) == "44"
+    assert g.packed_placement(6, 4) == "24"
+    assert g.packed_placement(3, 4) == "3"
+    assert g.packed_placement(8, 2) == "2222"
+    assert g.monotone([(4, 10.0), (1, 5.0), (2, 0.0), (8, 9.0)]) == [(1, 5.0), (4, 10.0)]
+    kinds = (g.NodeKind("A", 8, 1.0), g.NodeKind("B", 8, 1.0), g.NodeKind("C", 8, 2.0))
+    assert g.node_counts(kinds, 10) == [3, 2, 5]
+    with pytest.raises(ValueError):
+        g.InstanceSpec("x", 4, 4, kinds, profile_share=1.5)
+
+
+def test_checked_in_instances_are_current() -> None:
+    commands = documented_commands()
+    assert {"medium.json", "small.json", "pai.json"} <= set(commands)
+    for name, args in commands.items():
+        expected = g.to_json(g.generate(g.spec_from_args(args)))
+        assert (INSTANCES / name).read_text() == expected, f"{name} is stale: regenerate it"
+    for name, request in g.tiny_instances().items():
+        assert (INSTANCES / f"{name}.json").read_text() == g.to_json(request), name
+
+
+def test_checked_in_instances_parse_and_are_valid() -> None:
+    files = sorted(INSTANCES.glob("*.json"))
+    assert len(files) >= 6
+    for path in files:
+        check_valid(load(path.name))
+
+
+def test_small_counts() -> None:
+    r = load("small.json")
+    assert len(r.cluster.nodes) == 16 and sum(n.gpu_count for n in r.cluster.nodes) == 128
+    assert len(r.jobs) == 32
+
+
+def test_tiny_instances_are_hand_checkable() -> None:
+    one = load("tiny-1node.json")
+    assert len(one.cluster.nodes) == 1 and one.cluster.nodes[0].gpu_count == 8
+    assert [(j.min_gpus, j.max_gpus, j.weight) for j in one.jobs] == [
+        (4, 4, 2.0),
+        (4, 4, 2.0),
+        (8, 8, 1.0),
+    ]
+    power = load("tiny-power.json")
+    tdp = power.cluster.gpu_types[0].tdp_watts
+    assert power.cluster.power_budget_watts < 8 * tdp
+    assert power.jobs[0].min_gpus == 8
+    migration = load("tiny-migration.json")
+    running = [j for j in migration.jobs if j.HasField("current_allocation")]
+    assert len(running) == 1
+
+
+def test_cli_writes_file(tmp_path: Path) -> None:
+    out = tmp_path / "x.json"
+    assert g.main(["--nodes", "4", "--jobs", "6", "--seed", "3", "--out", str(out)]) == 0
+    check_valid(json_format.Parse(out.read_text(), pb.SolveRequest()))
