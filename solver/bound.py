@@ -7,16 +7,14 @@ problem. Its solution is also a strong guide: a configuration choice to place gr
 
 from __future__ import annotations
 
-import math
+import time
 from dataclasses import dataclass
 
-from ortools.sat.python import cp_model
+from ortools.linear_solver import pywraplp
 
 from solver.configs import ConfigSet
 from solver.domain import Config, Problem
 from solver.objective import config_value, migration_cost, queued_value
-
-SCALE = 1_000_000
 
 
 @dataclass(frozen=True)
@@ -29,85 +27,75 @@ class AggregateOutcome:
     wall_seconds: float
 
 
-def solve_aggregate(
-    problem: Problem,
-    configs: ConfigSet,
-    *,
-    time_limit: float,
-    seed: int,
-    threads: int,
-) -> AggregateOutcome:
+LP_SAFETY = 1e-6
+"""Relative margin added to the LP optimum: GLOP's optimality tolerances, made explicit."""
+
+
+def solve_aggregate(problem: Problem, configs: ConfigSet) -> AggregateOutcome:
+    """LP relaxation of the aggregated model (GLOP): a bound in milliseconds, and a rounding.
+
+    The multiple-choice knapsack behind it has an LP optimum with at most one fractional job
+    per pool and budget, so rounding each job to its heaviest configuration is close to optimal.
+    """
+    start = time.monotonic()
     cluster = problem.cluster
     w = problem.weights
     max_watts = cluster.max_gpu_watts()
-    model = cp_model.CpModel()
-    pools: dict[str, list[tuple[int, cp_model.IntVar]]] = {}
-    power_terms: list[tuple[int, cp_model.IntVar]] = []
-    objective: list[tuple[int, cp_model.IntVar]] = []
-    y: dict[tuple[str, int], cp_model.IntVar] = {}
+    lp = pywraplp.Solver.CreateSolver("GLOP")
+    pools: dict[str, list[tuple[int, pywraplp.Variable]]] = {}
+    power_terms: list[tuple[float, pywraplp.Variable]] = []
+    objective: list[tuple[float, pywraplp.Variable]] = []
+    y: dict[tuple[str, int], pywraplp.Variable] = {}
     offset = 0.0
-    slack = 0.0
     for job in problem.jobs:
         options = configs.by_job[job.name]
         offset += queued_value(job, w) - migration_cost(job, w)
         best = configs.best_samples_per_second[job.name]
-        worst = 0.0
         same_shape = []
         for i, c in enumerate(options):
-            var = model.new_bool_var(f"y[{job.name},{i}]")
+            var = lp.NumVar(0.0, 1.0, f"y[{job.name},{i}]")
             y[job.name, i] = var
             # Placement terms dropped: w_L (nodes + racks - min) >= 0 only lowers the objective.
-            v = (
+            value = (
                 config_value(job, c, best, w, max_watts)
                 - w.locality * (c.min_nodes + c.min_racks)
                 - queued_value(job, w)
             )
-            coef = round(v * SCALE)
-            worst = max(worst, abs(coef - v * SCALE))
-            objective.append((coef, var))
+            objective.append((value, var))
             pools.setdefault(c.gpu_type, []).append((c.num_gpus, var))
             idle = cluster.gpu_types[c.gpu_type].idle_watts
-            power_terms.append((math.ceil(c.watts - idle * c.num_gpus), var))
+            power_terms.append((c.watts - idle * c.num_gpus, var))
             if job.current is not None and c.shape == job.current.shape:
                 same_shape.append(var)
         if options:
-            model.add_at_most_one(y[job.name, i] for i in range(len(options)))
+            lp.Add(sum(y[job.name, i] for i in range(len(options))) <= 1)
         if same_shape:
-            keep = model.new_bool_var(f"keep[{job.name}]")
-            model.add(keep <= sum(same_shape))
-            v = migration_cost(job, w)
-            objective.append((round(v * SCALE), keep))
-            worst += abs(round(v * SCALE) - v * SCALE)
+            keep = lp.NumVar(0.0, 1.0, f"keep[{job.name}]")
+            lp.Add(keep <= sum(same_shape))
+            objective.append((migration_cost(job, w), keep))
             if job.current is not None and not job.preemptible:
-                model.add(keep == 1)
-        slack += worst
+                lp.Add(keep >= 1)
     for gpu_type, terms in pools.items():
         capacity = sum(n.available_gpus for n in cluster.nodes if n.gpu_type == gpu_type)
-        model.add(sum(k * v for k, v in terms) <= capacity)
+        lp.Add(sum(k * v for k, v in terms) <= capacity)
     if cluster.power_budget_watts is not None:
         idle_total = sum(
             n.gpu_count * cluster.gpu_types[n.gpu_type].idle_watts for n in cluster.nodes
         )
-        # Rounded up per configuration, so the right-hand side gets the same total slack back.
-        model.add(
-            sum(k * v for k, v in power_terms)
-            <= math.floor(cluster.power_budget_watts - idle_total) + len(problem.jobs)
-        )
-    model.maximize(sum(k * v for k, v in objective if k))
-
-    solver = cp_model.CpSolver()
-    solver.parameters.max_time_in_seconds = max(time_limit, 0.001)
-    solver.parameters.random_seed = seed
-    solver.parameters.num_workers = max(threads, 1)
-    status = solver.solve(model)
-    name = solver.status_name(status)
-    if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-        return AggregateOutcome(name, None, {}, solver.wall_time)
-    bound = solver.best_objective_bound / SCALE + offset + slack / SCALE
-    choice = {
-        job.name: c
-        for job in problem.jobs
-        for i, c in enumerate(configs.by_job[job.name])
-        if solver.boolean_value(y[job.name, i])
-    }
-    return AggregateOutcome(name, bound, choice, solver.wall_time)
+        lp.Add(sum(k * v for k, v in power_terms) <= cluster.power_budget_watts - idle_total)
+    lp.Maximize(sum(k * v for k, v in objective))
+    status = lp.Solve()
+    elapsed = time.monotonic() - start
+    if status == pywraplp.Solver.INFEASIBLE:
+        return AggregateOutcome("INFEASIBLE", None, {}, elapsed)
+    if status != pywraplp.Solver.OPTIMAL:
+        return AggregateOutcome("NOT_SOLVED", None, {}, elapsed)
+    value = lp.Objective().Value() + offset
+    bound = value + LP_SAFETY * max(abs(value), 1.0)
+    choice: dict[str, Config] = {}
+    for job in problem.jobs:
+        options = configs.by_job[job.name]
+        weights = [(y[job.name, i].solution_value(), i) for i in range(len(options))]
+        if weights and max(weights)[0] >= 0.5 - 1e-9:
+            choice[job.name] = options[max(weights)[1]]
+    return AggregateOutcome("OPTIMAL", bound, choice, elapsed)

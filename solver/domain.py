@@ -190,6 +190,7 @@ class Backend(enum.Enum):
     AUTO = "AUTO"
     CPSAT = "CPSAT"
     HEURISTIC = "HEURISTIC"
+    AGGREGATE = "AGGREGATE"
 
 
 @dataclass(frozen=True)

@@ -40,9 +40,6 @@ a proven bound that can sit this far above the optimum."""
 FULL_MODEL_MAX_VARIABLES = 20_000
 """AUTO builds the full placement model only up to about this many variables; beyond, the
 aggregated model and guided placement use the time (building alone would eat the budget)."""
-AGGREGATE_FIRST_VARIABLES = 2_000
-"""Above this size AUTO proves a bound on the aggregated model before the full one."""
-AGGREGATE_SHARE = 0.3
 
 
 def default_threads() -> int:
@@ -131,7 +128,7 @@ class _Portfolio:
         self.notes: list[str] = []
         self.threads = problem.options.threads or default_threads()
 
-    def offer(self, plan: Plan | None, source: str) -> None:
+    def offer(self, plan: Plan | None, source: str, backend: Backend) -> None:
         """Keep `plan` if it passes the checker and beats the best so far."""
         if plan is None:
             return
@@ -142,7 +139,7 @@ class _Portfolio:
             return
         if plan.objective.total > self.best.objective.total + IMPROVEMENT_EPSILON:
             self.best = plan
-            self.best_backend = Backend.CPSAT
+            self.best_backend = backend
 
     def tighten(self, bound: float | None) -> None:
         if bound is not None and (self.bound is None or bound < self.bound):
@@ -158,35 +155,28 @@ class _Portfolio:
 
     def run(self) -> SolveResult:
         full_size = cpsat.estimate_size(self.problem, self.configs)
-        use_full = (
-            self.problem.options.backend is Backend.CPSAT or full_size <= FULL_MODEL_MAX_VARIABLES
+        backend = self.problem.options.backend
+        use_full = backend is Backend.CPSAT or (
+            backend is Backend.AUTO and full_size <= FULL_MODEL_MAX_VARIABLES
         )
-        if not use_full or full_size > AGGREGATE_FIRST_VARIABLES:
-            self.aggregate(share=AGGREGATE_SHARE if use_full else 1.0)
+        self.aggregate()
         if use_full and not self.gap_closed():
             self.full()
-        elif not use_full:
+        elif not use_full and backend is Backend.AUTO:
             self.notes.append(f"full model skipped: ~{full_size} variables")
         return self.finish()
 
-    def aggregate(self, share: float) -> None:
-        limit = (self.clock.left() - EXTRACT_MARGIN_SECONDS) * share
-        if limit <= 0:
-            return
-        outcome = solve_aggregate(
-            self.problem,
-            self.configs,
-            time_limit=limit,
-            seed=self.problem.options.seed,
-            threads=self.threads,
-        )
-        self.notes.append(f"aggregate {outcome.status} in {outcome.wall_seconds:.2f} s")
+    def aggregate(self) -> None:
+        outcome = solve_aggregate(self.problem, self.configs)
+        self.notes.append(f"aggregate LP {outcome.status} in {outcome.wall_seconds:.2f} s")
         self.tighten(outcome.best_bound)
         if outcome.choice and self.clock.left() > EXTRACT_MARGIN_SECONDS:
             ls_end = time.monotonic() + min(
                 self.clock.left() - EXTRACT_MARGIN_SECONDS, MAX_HEURISTIC_SECONDS
             )
-            self.offer(self.heuristic.run_guided(outcome.choice, ls_end), "guided")
+            self.offer(
+                self.heuristic.run_guided(outcome.choice, ls_end), "guided", Backend.AGGREGATE
+            )
 
     def full(self) -> None:
         if self.clock.left() <= EXTRACT_MARGIN_SECONDS:
@@ -217,41 +207,28 @@ class _Portfolio:
             log.error("CP-SAT says infeasible but the heuristic plan passes the checker")
             self.notes.append("CP-SAT disagreed with the checker; its verdict ignored")
             return
-        self.offer(outcome.plan, "CP-SAT")
+        self.offer(outcome.plan, "CP-SAT", Backend.CPSAT)
         self.tighten(outcome.best_bound)
         if outcome.status == "OPTIMAL":
             self.proven_optimal = True
 
     def finish(self) -> SolveResult:
+        """OPTIMAL when the bound meets the plan; else FEASIBLE for an improved plan, FALLBACK
+        for the heuristic's own. backend_used names where the returned plan came from."""
         detail = "; ".join(self.notes)
         if self.gap_closed():
-            return _result(
-                self.best,
-                self.configs,
-                self.clock,
-                Termination.OPTIMAL,
-                Backend.CPSAT,
-                self.bound,
-                self.first_plan,
-                detail,
-            )
-        if self.best_backend is Backend.HEURISTIC:
-            return _result(
-                self.best,
-                self.configs,
-                self.clock,
-                Termination.FALLBACK,
-                Backend.HEURISTIC,
-                self.bound,
-                self.first_plan,
-                detail + "; nothing better than the heuristic's plan",
-            )
+            termination = Termination.OPTIMAL
+        elif self.best_backend is Backend.HEURISTIC:
+            termination = Termination.FALLBACK
+            detail += "; nothing better than the heuristic's plan"
+        else:
+            termination = Termination.FEASIBLE
         return _result(
             self.best,
             self.configs,
             self.clock,
-            Termination.FEASIBLE,
-            Backend.CPSAT,
+            termination,
+            self.best_backend,
             self.bound,
             self.first_plan,
             detail,

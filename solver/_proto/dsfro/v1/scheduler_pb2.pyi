@@ -16,6 +16,7 @@ class Backend(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     AUTO: _ClassVar[Backend]
     CPSAT: _ClassVar[Backend]
     HEURISTIC: _ClassVar[Backend]
+    AGGREGATE: _ClassVar[Backend]
 
 class JobState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -41,6 +42,7 @@ BACKEND_UNSPECIFIED: Backend
 AUTO: Backend
 CPSAT: Backend
 HEURISTIC: Backend
+AGGREGATE: Backend
 JOB_STATE_UNSPECIFIED: JobState
 RUNNING: JobState
 QUEUED: JobState
