@@ -312,3 +312,8 @@ class Heuristic:
         state = self.guided(choice)
         self.improve(state, deadline)
         return materialize(self.problem, self.configs, dict(state.choices))
+
+
+def solve_heuristic(problem: Problem, configs: ConfigSet, deadline: float) -> Plan:
+    """The heuristic's plan; `deadline` (a time.monotonic() instant) bounds the local search."""
+    return Heuristic(problem, configs).run(deadline)
