@@ -1,0 +1,452 @@
+"""The gRPC service on a real loopback server: plans, rich errors, limits, health, shutdown."""
+
+from __future__ import annotations
+
+import os
+import queue
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import replace
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import grpc
+import pytest
+from conftest import make_request
+from google.rpc import error_details_pb2
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha.proto_reflection_descriptor_database import (
+    ProtoReflectionDescriptorDatabase,
+)
+from grpc_status import rpc_status
+
+import solver
+from solver import orchestrator
+from solver._proto.dsfro.v1 import scheduler_pb2 as pb
+from solver._proto.dsfro.v1 import scheduler_pb2_grpc
+from solver.domain import (
+    Backend,
+    JobAssignment,
+    JobState,
+    ObjectiveBreakdown,
+    Plan,
+    Problem,
+    SolveResult,
+    SolveStats,
+    Termination,
+)
+from solver.service import (
+    SERVICE_NAME,
+    ConfigError,
+    SchedulerServer,
+    ServerConfig,
+    add_server_arguments,
+    build_server,
+    config_from_args,
+)
+from solver.validation import Limits
+
+ROOT = Path(__file__).resolve().parent.parent
+WAIT = 30.0
+"""Upper bound of every wait in these tests; none is expected to come close."""
+
+Stub = scheduler_pb2_grpc.SchedulerServiceStub
+
+
+@contextmanager
+def serving(**overrides: Any) -> Iterator[tuple[SchedulerServer, Stub]]:
+    """A started loopback server with non-default settings, and a stub for it."""
+    srv = build_server(ServerConfig(host="127.0.0.1", port=0, **overrides))
+    srv.start()
+    try:
+        with grpc.insecure_channel(f"127.0.0.1:{srv.port}") as ch:
+            yield srv, Stub(ch)
+    finally:
+        srv.stop(None).wait(WAIT)
+
+
+def canned_result(problem: Problem) -> SolveResult:
+    """Every job queued: what the fake solvers below return."""
+    plan = Plan(tuple(JobAssignment(j.name, JobState.QUEUED) for j in problem.jobs),
+                ObjectiveBreakdown(0.0, 0.0, 0.0, 0.0, 0.0, 0.0))
+    stats = SolveStats(Termination.FEASIBLE, Backend.HEURISTIC, 0.0, None, None, 0.0, 0.0, 0, 0)
+    return SolveResult(plan, stats)
+
+
+def bad_request(err: grpc.RpcError) -> list[tuple[str, str]]:
+    """The google.rpc.BadRequest field violations of a failed call."""
+    status = rpc_status.from_call(err)
+    assert status is not None
+    [detail] = status.details
+    bad = error_details_pb2.BadRequest()
+    assert detail.Unpack(bad)
+    return [(v.field, v.description) for v in bad.field_violations]
+
+
+# ---------------------------------------------------------------- Solve
+
+
+def test_solve_returns_a_complete_plan(stub: Stub) -> None:
+    resp = stub.Solve(make_request(), timeout=WAIT)
+    assert sorted(a.job for a in resp.plan.assignments) == ["bert", "llm", "resnet"]
+    assert resp.stats.termination in (pb.OPTIMAL, pb.FEASIBLE, pb.FALLBACK)
+    assert resp.stats.objective == pytest.approx(resp.plan.objective.total)
+    for a in resp.plan.assignments:
+        if a.state == pb.RUNNING:
+            assert a.num_gpus == a.data_parallel * a.tensor_parallel * a.pipeline_parallel
+            assert sum(len(s.gpu_indices) for s in a.placement) == a.num_gpus
+        else:
+            assert a.state == pb.QUEUED and not a.placement
+
+
+def test_invalid_request_is_invalid_argument_with_field_violations(stub: Stub) -> None:
+    req = make_request()
+    req.jobs[2].max_gpus = 1
+    req.options.seed = -1
+    with pytest.raises(grpc.RpcError) as info:
+        stub.Solve(req, timeout=WAIT)
+    err = info.value
+    assert err.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert bad_request(err) == [
+        ("jobs[2].max_gpus", "must be >= min_gpus (2), got 1"),
+        ("options.seed", "must be >= 0, got -1"),
+    ]
+    assert err.details().startswith("invalid request (2 problems): jobs[2].max_gpus: must be")
+
+
+def test_many_violations_are_cut_to_fit_in_trailing_metadata(stub: Stub) -> None:
+    req = make_request()
+    for i in range(3000):
+        req.jobs.add(name=f"broken-{i}")
+    with pytest.raises(grpc.RpcError) as info:
+        stub.Solve(req, timeout=WAIT)
+    err = info.value
+    assert err.code() == grpc.StatusCode.INVALID_ARGUMENT
+    shown = bad_request(err)
+    assert 10 < len(shown) < 3 * 3000
+    assert shown[0] == ("jobs[3].workload", "one of model or profile is required")
+    assert f"(details list the first {len(shown)})" in err.details()
+
+
+def test_internal_errors_do_not_leak_to_the_client(
+    stub: Stub, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken(problem: Problem, *, deadline: float | None = None) -> SolveResult:
+        raise RuntimeError("secret detail")
+
+    monkeypatch.setattr(orchestrator, "solve", broken)
+    with pytest.raises(grpc.RpcError) as info:
+        stub.Solve(make_request(), timeout=WAIT)
+    assert info.value.code() == grpc.StatusCode.INTERNAL
+    details = info.value.details()
+    assert re.fullmatch(r"internal error while solving \(server log reference [0-9a-f]{12}\)",
+                        details)
+
+
+def test_over_max_concurrent_solves_a_call_is_refused_at_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    release = threading.Event()
+    entered = threading.Semaphore(0)
+
+    def held(problem: Problem, *, deadline: float | None = None) -> SolveResult:
+        entered.release()
+        release.wait(WAIT)
+        return canned_result(problem)
+
+    monkeypatch.setattr(orchestrator, "solve", held)
+    try:
+        with serving(max_concurrent_solves=2) as (_, stub):
+            finished: queue.Queue[Any] = queue.Queue()
+            calls = [stub.Solve.future(make_request(), timeout=WAIT) for _ in range(3)]
+            for c in calls:
+                c.add_done_callback(finished.put)
+            # The first call to finish is the refused one: the other two are held in the solver.
+            refused = finished.get(timeout=WAIT)
+            assert _code(refused) == grpc.StatusCode.RESOURCE_EXHAUSTED
+            assert "max_concurrent_solves=2" in refused.exception().details()
+            for _ in range(2):
+                assert entered.acquire(timeout=WAIT)
+            assert finished.empty()
+            release.set()
+            assert [_code(c) for c in calls].count(grpc.StatusCode.OK) == 2
+            # The slots are free again once the held solves returned.
+            assert len(stub.Solve(make_request(), timeout=WAIT).plan.assignments) == 3
+    finally:
+        release.set()
+
+
+def _code(call: Any) -> grpc.StatusCode:
+    exc = call.exception(timeout=WAIT)
+    return grpc.StatusCode.OK if exc is None else exc.code()
+
+
+def test_the_rpc_deadline_bounds_the_solve(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A 60 s budget under a 3 s RPC deadline: the solver is told to stop before the deadline."""
+    seen: list[float | None] = []
+
+    def until_deadline(problem: Problem, *, deadline: float | None = None) -> SolveResult:
+        seen.append(deadline)
+        assert deadline is not None
+        while time.monotonic() < deadline:
+            time.sleep(0.01)
+        return canned_result(problem)
+
+    monkeypatch.setattr(orchestrator, "solve", until_deadline)
+    req = make_request()
+    req.options.time_budget.FromSeconds(60)
+    with serving(rpc_deadline_margin_seconds=1.5) as (_, stub):
+        start = time.monotonic()
+        resp = stub.Solve(req, timeout=3.0)
+    assert len(resp.plan.assignments) == 3  # an answer, not DEADLINE_EXCEEDED
+    [deadline] = seen
+    assert deadline is not None
+    # Before the RPC deadline (start + 3 s at the latest) by about the margin.
+    assert deadline <= start + 3.0 - 1.0
+
+
+def test_without_an_rpc_deadline_the_solver_gets_none(
+    stub: Stub, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seen: list[float | None] = []
+
+    def record(problem: Problem, *, deadline: float | None = None) -> SolveResult:
+        seen.append(deadline)
+        return canned_result(problem)
+
+    monkeypatch.setattr(orchestrator, "solve", record)
+    stub.Solve(make_request())
+    assert seen == [None]
+
+
+# ---------------------------------------------------------------- other RPCs
+
+
+def test_evaluate_plan_of_a_solved_plan_is_valid_with_the_same_objective(stub: Stub) -> None:
+    req = make_request()
+    resp = stub.Solve(req, timeout=WAIT)
+    ev = stub.EvaluatePlan(pb.EvaluatePlanRequest(request=req, plan=resp.plan), timeout=WAIT)
+    assert ev.valid, ev.violations
+    assert list(ev.violations) == []
+    assert ev.objective.total == pytest.approx(resp.plan.objective.total, rel=1e-9, abs=1e-12)
+    assert ev.objective.throughput == pytest.approx(resp.plan.objective.throughput, rel=1e-9)
+
+
+def test_evaluate_plan_reports_broken_constraints(stub: Stub) -> None:
+    req = make_request()
+    plan = pb.Plan(assignments=[
+        pb.JobAssignment(job="llm", state=pb.QUEUED),
+        pb.JobAssignment(job="bert", state=pb.RUNNING, gpu_type="A100-80GB", data_parallel=4,
+                         tensor_parallel=1, pipeline_parallel=1, sm_clock_mhz=1410,
+                         placement=[pb.GpuSlice(node="a100-0", gpu_indices=[0, 1, 2, 3])]),
+        pb.JobAssignment(job="resnet", state=pb.RUNNING, gpu_type="A100-80GB", data_parallel=4,
+                         tensor_parallel=1, pipeline_parallel=1, sm_clock_mhz=1410,
+                         placement=[pb.GpuSlice(node="a100-0", gpu_indices=[0, 1, 2, 3])]),
+    ])
+    ev = stub.EvaluatePlan(pb.EvaluatePlanRequest(request=req, plan=plan), timeout=WAIT)
+    assert not ev.valid
+    assert ev.violations
+    assert not ev.HasField("objective")
+
+
+def test_evaluate_plan_rejects_a_malformed_plan(stub: Stub) -> None:
+    plan = pb.Plan(assignments=[
+        pb.JobAssignment(job=j, state=pb.QUEUED) for j in ("llm", "bert")
+    ] + [pb.JobAssignment(job="resnet", state=pb.RUNNING, gpu_type="A100-80GB",
+                          data_parallel=1, tensor_parallel=1, pipeline_parallel=1,
+                          sm_clock_mhz=1410, placement=[pb.GpuSlice(node="nope",
+                                                                    gpu_indices=[0])])])
+    with pytest.raises(grpc.RpcError) as info:
+        stub.EvaluatePlan(pb.EvaluatePlanRequest(request=make_request(), plan=plan),
+                          timeout=WAIT)
+    assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert bad_request(info.value) == [
+        ("plan.assignments[2].placement[0].node", 'unknown node "nope"')
+    ]
+
+
+def test_validate_snapshot_summarises_valid_jobs(stub: Stub) -> None:
+    resp = stub.ValidateSnapshot(pb.ValidateSnapshotRequest(request=make_request()),
+                                 timeout=WAIT)
+    assert resp.valid and list(resp.violations) == []
+    assert [j.job for j in resp.jobs] == ["llm", "bert", "resnet"]
+    assert all(j.num_configurations > 0 for j in resp.jobs)
+    best = {j.job: j.best_samples_per_second for j in resp.jobs}
+    assert best["bert"] == pytest.approx(360.0)
+    assert best["resnet"] == pytest.approx(4000.0)
+
+
+def test_validate_snapshot_returns_violations_instead_of_failing(stub: Stub) -> None:
+    req = make_request()
+    req.cluster.nodes[0].gpu_count = 0
+    resp = stub.ValidateSnapshot(pb.ValidateSnapshotRequest(request=req), timeout=WAIT)
+    assert not resp.valid
+    first = resp.violations[0]
+    assert (first.field, first.description) == ("cluster.nodes[0].gpu_count", "must be > 0, got 0")
+    assert list(resp.jobs) == []
+
+
+def test_messages_over_4_mib_are_accepted(stub: Stub) -> None:
+    req = make_request()
+    template = req.cluster.nodes[0]
+    for i in range(20001):
+        n = req.cluster.nodes.add()
+        n.CopyFrom(template)
+        n.name = f"{i:06d}-" + "x" * 250
+    assert req.ByteSize() > 4 * 1024 * 1024
+    resp = stub.ValidateSnapshot(pb.ValidateSnapshotRequest(request=req), timeout=WAIT)
+    assert [v.field for v in resp.violations] == ["cluster.nodes"]
+    assert "20004 nodes exceed the limit of 20000" in resp.violations[0].description
+
+
+def test_get_server_info(stub: Stub) -> None:
+    info = stub.GetServerInfo(pb.GetServerInfoRequest(), timeout=WAIT)
+    assert info.version == solver.__version__
+    assert list(info.backends) == [pb.AUTO, pb.CPSAT, pb.HEURISTIC]
+    assert (info.max_time_budget.seconds, info.max_time_budget.nanos) == (300, 0)
+    assert (info.max_nodes, info.max_jobs, info.max_concurrent_solves) == (20000, 20000, 2)
+    assert info.max_message_bytes == 256 * 1024 * 1024
+    assert dict(info.solver_versions) == {
+        "ortools": metadata.version("ortools"),
+        "protobuf": metadata.version("protobuf"),
+        "grpcio": metadata.version("grpcio"),
+    }
+
+
+# ---------------------------------------------------------------- health, reflection, shutdown
+
+
+def test_health_is_serving(channel: grpc.Channel) -> None:
+    health = health_pb2_grpc.HealthStub(channel)
+    for name in ("", SERVICE_NAME):
+        resp = health.Check(health_pb2.HealthCheckRequest(service=name), timeout=WAIT)
+        assert resp.status == health_pb2.HealthCheckResponse.SERVING
+
+
+def test_reflection_lists_the_service(channel: grpc.Channel) -> None:
+    services = ProtoReflectionDescriptorDatabase(channel).get_services()
+    assert "dsfro.v1.SchedulerService" in services
+    assert "grpc.health.v1.Health" in services
+
+
+def test_shutdown_lets_a_running_solve_finish(monkeypatch: pytest.MonkeyPatch) -> None:
+    entered, release = threading.Event(), threading.Event()
+
+    def held(problem: Problem, *, deadline: float | None = None) -> SolveResult:
+        entered.set()
+        release.wait(WAIT)
+        return canned_result(problem)
+
+    monkeypatch.setattr(orchestrator, "solve", held)
+    try:
+        with serving() as (srv, stub):
+            call = stub.Solve.future(make_request(), timeout=WAIT)
+            assert entered.wait(WAIT)
+            stopped = srv.stop(WAIT)
+            check = srv.health.Check(health_pb2.HealthCheckRequest(service=SERVICE_NAME), None)
+            assert check.status == health_pb2.HealthCheckResponse.NOT_SERVING
+            assert not stopped.is_set()
+            release.set()
+            assert len(call.result(timeout=WAIT).plan.assignments) == 3
+            assert stopped.wait(WAIT)
+    finally:
+        release.set()
+
+
+def test_server_py_serves_until_sigterm_then_exits_0() -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DSFRO_")}
+    proc = subprocess.Popen(
+        [sys.executable, str(ROOT / "server.py"), "--port", "0"], cwd=ROOT, env=env,
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )
+    try:
+        port = _wait_for_port(proc)
+        with grpc.insecure_channel(f"127.0.0.1:{port}") as ch:
+            resp = health_pb2_grpc.HealthStub(ch).Check(
+                health_pb2.HealthCheckRequest(service=SERVICE_NAME), timeout=WAIT)
+            assert resp.status == health_pb2.HealthCheckResponse.SERVING
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=WAIT) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def _wait_for_port(proc: subprocess.Popen[str]) -> int:
+    assert proc.stderr is not None
+    found: list[int] = []
+
+    def read() -> None:
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            m = re.search(r"listening on 127\.0\.0\.1:(\d+)", line)
+            if m:
+                found.append(int(m.group(1)))
+                return
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    reader.join(WAIT)
+    assert found, "server.py did not report its port"
+    return found[0]
+
+
+# ---------------------------------------------------------------- configuration
+
+
+def _args(*argv: str) -> Any:
+    import argparse
+
+    parser = argparse.ArgumentParser()
+    add_server_arguments(parser)
+    return parser.parse_args(list(argv))
+
+
+def test_config_defaults() -> None:
+    assert config_from_args(_args(), {}) == ServerConfig()
+
+
+def test_config_from_environment_and_flags() -> None:
+    env = {"DSFRO_HOST": "0.0.0.0", "DSFRO_PORT": "6000", "DSFRO_MAX_CONCURRENT_SOLVES": "4",
+           "DSFRO_MAX_MESSAGE_BYTES": str(64 * 1024 * 1024),
+           "DSFRO_MAX_TIME_BUDGET_SECONDS": "2"}
+    c = config_from_args(_args("--port", "7000"), env)
+    assert (c.host, c.port, c.max_concurrent_solves) == ("0.0.0.0", 7000, 4)
+    assert c.max_message_bytes == 64 * 1024 * 1024
+    assert c.limits == replace(Limits(), max_time_budget_seconds=2.0,
+                               default_time_budget_seconds=2.0)
+
+
+@pytest.mark.parametrize(
+    ("argv", "env", "message"),
+    [
+        ((), {"DSFRO_PORT": "http"}, "DSFRO_PORT must be an integer in [0, 65535], got 'http'"),
+        (("--port", "70000"), {}, "--port must be an integer in [0, 65535]"),
+        ((), {"DSFRO_MAX_CONCURRENT_SOLVES": "0"}, "DSFRO_MAX_CONCURRENT_SOLVES must be"),
+        ((), {"DSFRO_MAX_MESSAGE_BYTES": "1k"}, "DSFRO_MAX_MESSAGE_BYTES must be an integer"),
+        ((), {"DSFRO_MAX_TIME_BUDGET_SECONDS": "-1"},
+         "DSFRO_MAX_TIME_BUDGET_SECONDS must be a positive number of seconds, got '-1'"),
+        ((), {"DSFRO_HOST": ""}, "DSFRO_HOST must not be empty"),
+        (("--max-concurrent-solves", "8", "--workers", "4"), {}, "--workers must be"),
+    ],
+)
+def test_bad_settings_name_their_source(
+    argv: tuple[str, ...], env: dict[str, str], message: str
+) -> None:
+    with pytest.raises(ConfigError) as info:
+        config_from_args(_args(*argv), env)
+    assert message in str(info.value)
+
+
+def test_enough_rpc_threads_for_many_solves() -> None:
+    c = config_from_args(_args("--max-concurrent-solves", "30"), {})
+    assert c.grpc_workers > c.max_concurrent_solves
+
