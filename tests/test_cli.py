@@ -1,0 +1,254 @@
+"""The dsfro command: output, flag overrides, exit codes, and agreement with the gRPC service."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import pytest
+from conftest import make_request
+from google.protobuf import json_format
+
+from solver import orchestrator
+from solver._proto.dsfro.v1 import scheduler_pb2 as pb
+from solver._proto.dsfro.v1 import scheduler_pb2_grpc
+from solver.cli import compact_indices, format_plan, format_stats, main, parse_duration
+from solver.domain import (
+    Backend,
+    JobAssignment,
+    JobState,
+    ObjectiveBreakdown,
+    Plan,
+    Problem,
+    SolveResult,
+    SolveStats,
+    Termination,
+)
+
+WAIT = 60.0
+
+
+def write_request(tmp_path: Path, req: pb.SolveRequest | None = None) -> str:
+    path = tmp_path / "request.json"
+    path.write_text(json_format.MessageToJson(req if req is not None else make_request()))
+    return str(path)
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+# ---------------------------------------------------------------- solve
+
+
+def test_solve_prints_a_plan_table_and_stats(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, err = run(capsys, "solve", write_request(tmp_path))
+    assert code == 0, err
+    lines = out.splitlines()
+    assert lines[0].split() == ["JOB", "STATE", "GPU", "DPxTPxPP", "CLOCK", "GPUS",
+                                "SAMPLES/S", "WATTS", "MIGRATED", "NOTE"]
+    assert sorted(line.split()[0] for line in lines[1:4]) == ["bert", "llm", "resnet"]
+    assert any(line.startswith("termination ") for line in lines)
+    assert any(line.startswith("objective ") and "(throughput " in line for line in lines)
+    assert any(line.startswith("configurations ") for line in lines)
+
+
+def test_solve_json_prints_the_solve_response(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, err = run(capsys, "solve", write_request(tmp_path), "--json")
+    assert code == 0, err
+    resp = json_format.Parse(out, pb.SolveResponse())
+    assert sorted(a.job for a in resp.plan.assignments) == ["bert", "llm", "resnet"]
+    assert resp.stats.termination != pb.TERMINATION_UNSPECIFIED
+
+
+def test_flags_override_the_file_options(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seen: list[Problem] = []
+
+    def record(problem: Problem, *, deadline: float | None = None) -> SolveResult:
+        seen.append(problem)
+        plan = Plan(tuple(JobAssignment(j.name, JobState.QUEUED) for j in problem.jobs),
+                    ObjectiveBreakdown(0, 0, 0, 0, 0, 0))
+        return SolveResult(plan, SolveStats(Termination.FEASIBLE, Backend.CPSAT, 0, None, None,
+                                            0, 0, 0, 0))
+
+    monkeypatch.setattr(orchestrator, "solve", record)
+    code, _, err = run(capsys, "solve", write_request(tmp_path), "--time-budget", "1500ms",
+                       "--backend", "cpsat", "--seed", "42", "--threads", "3")
+    assert code == 0, err
+    [problem] = seen
+    o = problem.options
+    assert (o.time_budget_seconds, o.backend, o.seed, o.threads) == (1.5, Backend.CPSAT, 42, 3)
+
+
+def test_flags_are_validated_like_the_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, err = run(capsys, "solve", write_request(tmp_path), "--time-budget", "10m")
+    assert code == 2
+    assert "options.time_budget: must be <= 300s" in err
+    assert out == ""
+
+
+def test_an_internal_error_exits_1_without_a_traceback(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken(problem: Problem, *, deadline: float | None = None) -> SolveResult:
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(orchestrator, "solve", broken)
+    code, _, err = run(capsys, "solve", write_request(tmp_path))
+    assert code == 1
+    assert err.strip() == "dsfro: internal error: RuntimeError: boom"
+
+
+# ---------------------------------------------------------------- validate and bad input
+
+
+def test_validate_a_good_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(capsys, "validate", write_request(tmp_path))
+    assert code == 0, err
+    lines = out.splitlines()
+    assert lines[0] == "OK: 3 jobs, 3 nodes, 2 GPU types"
+    assert [line.split()[0] for line in lines[1:]] == ["llm", "bert", "resnet"]
+    assert all(" configurations, best " in line for line in lines[1:])
+
+
+def test_validate_a_bad_file_exits_2_with_the_field_path(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    req = make_request()
+    req.jobs[2].max_gpus = 1
+    req.cluster.nodes[0].rack = ""
+    code, out, err = run(capsys, "validate", write_request(tmp_path, req))
+    assert code == 2
+    assert out == ""
+    assert err.splitlines()[:2] == [
+        "cluster.nodes[0].rack: must not be empty",
+        "jobs[2].max_gpus: must be >= min_gpus (2), got 1",
+    ]
+    assert "2 problem(s)" in err
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ('{"cluster": {"nodes": [}', "malformed JSON"),
+        ('{"cluster": {"colour": "red"}}', 'no field named "colour"'),
+        ('{"jobs": [{"minGpus": "many"}]}', "not a valid SolveRequest"),
+    ],
+)
+@pytest.mark.parametrize("command", ["solve", "validate"])
+def test_unreadable_input_exits_2_without_a_traceback(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], command: str, content: str, message: str
+) -> None:
+    path = tmp_path / "bad.json"
+    path.write_text(content)
+    code, out, err = run(capsys, command, str(path))
+    assert code == 2
+    assert out == ""
+    assert err.startswith(f"dsfro: error: {path}")
+    assert message in err
+    assert "Traceback" not in err
+
+
+def test_a_missing_file_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run(capsys, "validate", str(tmp_path / "none.json"))
+    assert code == 2
+    assert "cannot read" in err
+
+
+def test_usage_errors_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run(capsys, "solve", write_request(tmp_path), "--time-budget", "soon")
+    assert code == 2
+    assert "invalid duration 'soon'" in err
+    assert run(capsys, "frobnicate")[0] == 2
+    assert run(capsys, "--help")[0] == 0
+
+
+def test_serve_with_a_bad_setting_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run(capsys, "serve", "--port", "abc")
+    assert code == 2
+    assert "--port must be an integer in [0, 65535], got 'abc'" in err
+
+
+# ---------------------------------------------------------------- formatting
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [("5s", 5.0), ("500ms", 0.5), ("1.5s", 1.5), ("2m", 120.0), ("1h", 3600.0), ("3", 3.0),
+     (".25s", 0.25)],
+)
+def test_parse_duration(text: str, seconds: float) -> None:
+    assert parse_duration(text) == seconds
+
+
+@pytest.mark.parametrize("text", ["", "s", "-1s", "5x", "1.5.2s", "5 s s"])
+def test_parse_duration_rejects(text: str) -> None:
+    with pytest.raises(argparse.ArgumentTypeError):
+        parse_duration(text)
+
+
+def test_compact_indices() -> None:
+    assert compact_indices([9, 0, 1, 2, 3, 6, 8]) == "0-3,6,8-9"
+    assert compact_indices([5]) == "5"
+    assert compact_indices([]) == ""
+
+
+def test_format_plan_rows() -> None:
+    plan = pb.Plan(assignments=[
+        pb.JobAssignment(job="a", state=pb.RUNNING, gpu_type="A100-80GB", num_gpus=6,
+                         data_parallel=3, tensor_parallel=2, pipeline_parallel=1,
+                         sm_clock_mhz=1275, samples_per_second=1234.56, watts=2100.4,
+                         migrated=True,
+                         placement=[pb.GpuSlice(node="a100-0", gpu_indices=[0, 1, 2, 3]),
+                                    pb.GpuSlice(node="a100-1", gpu_indices=[4, 5])]),
+        pb.JobAssignment(job="b", state=pb.QUEUED, queue_reason=pb.INSUFFICIENT_RESOURCES,
+                         queue_detail="GPUs went to a"),
+    ])
+    _, a, b = format_plan(plan).splitlines()
+    assert a.split() == ["a", "RUNNING", "A100-80GB", "3x2x1", "1275", "MHz",
+                         "a100-0:0-3", "a100-1:4-5", "1234.6", "2100", "yes"]
+    assert b.split()[:9] == ["b", "QUEUED", "-", "-", "-", "-", "-", "-", "no"]
+    assert b.endswith("INSUFFICIENT_RESOURCES: GPUs went to a")
+
+
+def test_format_stats_shows_bound_and_gap_only_when_set() -> None:
+    stats = pb.SolveStats(termination=pb.FEASIBLE, backend_used=pb.CPSAT, objective=0.75,
+                          best_bound=0.8, relative_gap=0.0625, num_configurations=12,
+                          num_configurations_enumerated=40)
+    stats.wall_time.FromMilliseconds(1500)
+    text = format_stats(stats, pb.ObjectiveBreakdown(total=0.75, throughput=1.0))
+    assert "termination     FEASIBLE (backend CPSAT)" in text
+    assert "best bound      0.8  (gap 6.25%)" in text
+    assert "wall 1.500s" in text
+    assert "configurations  12 (of 40 enumerated)" in text
+    stats.ClearField("best_bound")
+    stats.ClearField("relative_gap")
+    assert "best bound" not in format_stats(stats, pb.ObjectiveBreakdown())
+
+
+# ---------------------------------------------------------------- CLI and gRPC agree
+
+
+def test_cli_and_grpc_give_the_same_plan_for_the_same_seed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str],
+    stub: scheduler_pb2_grpc.SchedulerServiceStub,
+) -> None:
+    req = make_request()
+    req.options.seed = 11
+    code, out, err = run(capsys, "solve", write_request(tmp_path, req), "--json")
+    assert code == 0, err
+    via_cli = json_format.Parse(out, pb.SolveResponse())
+    via_grpc = stub.Solve(req, timeout=WAIT)
+    assert via_cli.plan == via_grpc.plan
+    assert json.loads(out)["plan"]["assignments"]
