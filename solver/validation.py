@@ -104,6 +104,7 @@ def validate_request(req: pb.SolveRequest, limits: Limits) -> list[FieldViolatio
         types = _check_gpu_types(c, req.cluster)
         nodes = _check_nodes(c, req.cluster, types, limits)
         _check_power(c, req.cluster, {n.rack for n in nodes.values()})
+        _check_power_above_idle(c, req.cluster, types, nodes)
     if len(req.jobs) > limits.max_jobs:
         c.add("jobs", f"{len(req.jobs)} jobs exceed the limit of {limits.max_jobs} (max_jobs)")
     seen: dict[str, str] = {}
@@ -113,6 +114,7 @@ def validate_request(req: pb.SolveRequest, limits: Limits) -> list[FieldViolatio
         c.name(f"jobs[{i}].name", job.name, seen)
         if job.HasField("current_allocation"):
             _check_allocation(c, i, job, types, nodes, claims)
+            _check_kept_shape_profiled(c, i, job)
     _check_weights(c, req)
     _check_options(c, req, limits)
     return c.out
@@ -133,8 +135,10 @@ def _check_gpu_types(c: _Collector, cluster: pb.ClusterSnapshot) -> dict[str, pb
         c.positive(f"{p}.intra_node_bandwidth_gbps", t.intra_node_bandwidth_gbps)
         c.positive(f"{p}.tdp_watts", t.tdp_watts)
         if not (math.isfinite(t.idle_watts) and 0 <= t.idle_watts < t.tdp_watts):
-            c.add(f"{p}.idle_watts",
-                  f"must be >= 0 and < tdp_watts ({t.tdp_watts:g}), got {t.idle_watts:g}")
+            c.add(
+                f"{p}.idle_watts",
+                f"must be >= 0 and < tdp_watts ({t.tdp_watts:g}), got {t.idle_watts:g}",
+            )
         if not t.sm_clocks_mhz:
             c.add(f"{p}.sm_clocks_mhz", "must not be empty")
         clocks: set[int] = set()
@@ -156,8 +160,10 @@ def _check_nodes(
     if not cluster.nodes:
         c.add("cluster.nodes", "must not be empty")
     if len(cluster.nodes) > limits.max_nodes:
-        c.add("cluster.nodes",
-              f"{len(cluster.nodes)} nodes exceed the limit of {limits.max_nodes} (max_nodes)")
+        c.add(
+            "cluster.nodes",
+            f"{len(cluster.nodes)} nodes exceed the limit of {limits.max_nodes} (max_nodes)",
+        )
     for i, n in enumerate(cluster.nodes):
         p = f"cluster.nodes[{i}]"
         c.name(f"{p}.name", n.name, seen)
@@ -169,8 +175,10 @@ def _check_nodes(
         if n.gpu_count <= 0:
             c.add(f"{p}.gpu_count", f"must be > 0, got {n.gpu_count}")
         elif n.gpu_count > limits.max_gpus_per_node:
-            c.add(f"{p}.gpu_count", f"must be <= {limits.max_gpus_per_node} "
-                  f"(max_gpus_per_node), got {n.gpu_count}")
+            c.add(
+                f"{p}.gpu_count",
+                f"must be <= {limits.max_gpus_per_node} (max_gpus_per_node), got {n.gpu_count}",
+            )
         indices: set[int] = set()
         for k, idx in enumerate(n.unavailable_gpu_indices):
             ip = f"{p}.unavailable_gpu_indices[{k}]"
@@ -200,6 +208,35 @@ def _check_power(c: _Collector, cluster: pb.ClusterSnapshot, racks: set[str]) ->
             c.add(f"{p}.rack", f"unknown rack {_q(b.rack)}: no node is in it")
         seen.setdefault(b.rack, p)
         c.positive(f"{p}.watts", b.watts)
+
+
+def _check_power_above_idle(
+    c: _Collector,
+    cluster: pb.ClusterSnapshot,
+    types: dict[str, pb.GpuType],
+    nodes: dict[str, pb.Node],
+) -> None:
+    """A budget below what the GPUs draw idle can't be met by any plan: a snapshot error."""
+    idle: dict[str, float] = {}
+    for n in nodes.values():
+        gpu = types.get(n.gpu_type)
+        if gpu is not None and n.gpu_count > 0:
+            idle[n.rack] = idle.get(n.rack, 0.0) + n.gpu_count * gpu.idle_watts
+    total = sum(idle.values())
+    budget = cluster.power_budget_watts
+    if cluster.HasField("power_budget_watts") and math.isfinite(budget) and 0 < budget < total:
+        c.add(
+            "cluster.power_budget_watts",
+            f"{budget:g} W is below the idle power of the cluster's GPUs ({total:g} W)",
+        )
+    for i, b in enumerate(cluster.rack_power_budgets):
+        rack_idle = idle.get(b.rack, 0.0)
+        if math.isfinite(b.watts) and 0 < b.watts < rack_idle:
+            c.add(
+                f"cluster.rack_power_budgets[{i}].watts",
+                f"{b.watts:g} W is below the idle power of rack {_q(b.rack)}'s GPUs "
+                f"({rack_idle:g} W)",
+            )
 
 
 def _check_job(
@@ -238,19 +275,27 @@ def _check_model(c: _Collector, p: str, m: pb.ModelSpec) -> None:
     c.at_least(f"{p}.sequence_length", m.sequence_length, 1)
     c.at_least(f"{p}.global_batch_size", m.global_batch_size, 1)
     if ok_hidden and ok_heads and m.hidden_size % m.attention_heads:
-        c.add(f"{p}.hidden_size",
-              f"must be divisible by attention_heads ({m.attention_heads}), got {m.hidden_size}")
+        c.add(
+            f"{p}.hidden_size",
+            f"must be divisible by attention_heads ({m.attention_heads}), got {m.hidden_size}",
+        )
 
 
 def _check_profile(
-    c: _Collector, p: str, prof: pb.ThroughputProfile, types: dict[str, pb.GpuType],
+    c: _Collector,
+    p: str,
+    prof: pb.ThroughputProfile,
+    types: dict[str, pb.GpuType],
     limits: Limits,
 ) -> None:
     if not prof.points:
         c.add(f"{p}.points", "must not be empty")
     if len(prof.points) > limits.max_profile_points_per_job:
-        c.add(f"{p}.points", f"{len(prof.points)} points exceed the limit of "
-              f"{limits.max_profile_points_per_job} (max_profile_points_per_job)")
+        c.add(
+            f"{p}.points",
+            f"{len(prof.points)} points exceed the limit of "
+            f"{limits.max_profile_points_per_job} (max_profile_points_per_job)",
+        )
     first: dict[tuple[str, int, int, int, int], tuple[int, tuple[float, float, float]]] = {}
     for k, pt in enumerate(prof.points):
         pp = f"{p}.points[{k}]"
@@ -262,8 +307,11 @@ def _check_profile(
         ok = c.at_least(f"{pp}.pipeline_parallel", pt.pipeline_parallel, 1) and ok
         group = pt.tensor_parallel * pt.pipeline_parallel
         if ok and pt.num_gpus % group:
-            c.add(f"{pp}.num_gpus", "must be divisible by tensor_parallel*pipeline_parallel "
-                  f"({group}), got {pt.num_gpus}")
+            c.add(
+                f"{pp}.num_gpus",
+                "must be divisible by tensor_parallel*pipeline_parallel "
+                f"({group}), got {pt.num_gpus}",
+            )
         if gpu is not None and pt.sm_clock_mhz not in gpu.sm_clocks_mhz:
             c.add(f"{pp}.sm_clock_mhz", _unsupported_clock(gpu, pt.sm_clock_mhz))
         c.positive(f"{pp}.samples_per_second", pt.samples_per_second)
@@ -274,13 +322,43 @@ def _check_profile(
         if key not in first:
             first[key] = (k, values)
         elif first[key][1] != values:
-            c.add(pp, f"contradicts points[{first[key][0]}]: same gpu_type, num_gpus, "
-                  "tensor_parallel, pipeline_parallel and sm_clock_mhz, different values")
+            c.add(
+                pp,
+                f"contradicts points[{first[key][0]}]: same gpu_type, num_gpus, "
+                "tensor_parallel, pipeline_parallel and sm_clock_mhz, different values",
+            )
 
 
 def _unsupported_clock(gpu: pb.GpuType, mhz: int) -> str:
     clocks = ", ".join(str(x) for x in sorted(gpu.sm_clocks_mhz, reverse=True))
     return f"{mhz} is not a supported clock of {_q(gpu.name)} ({clocks})"
+
+
+def _check_kept_shape_profiled(c: _Collector, i: int, job: pb.Job) -> None:
+    """A job that may not be moved must run in a shape its profile measured."""
+    if (
+        job.preemptible
+        or not job.HasField("preemptible")
+        or job.WhichOneof("workload") != "profile"
+    ):
+        return
+    a = job.current_allocation
+    shape = (
+        a.gpu_type,
+        a.data_parallel * a.tensor_parallel * a.pipeline_parallel,
+        a.tensor_parallel,
+        a.pipeline_parallel,
+    )
+    measured = {
+        (q.gpu_type, q.num_gpus, q.tensor_parallel, q.pipeline_parallel) for q in job.profile.points
+    }
+    if shape not in measured:
+        c.add(
+            f"jobs[{i}].current_allocation",
+            f"the job is not preemptible, so it keeps this shape, but its profile has no point "
+            f"for {a.gpu_type} with {shape[1]} GPUs (tp {a.tensor_parallel}, "
+            f"pp {a.pipeline_parallel})",
+        )
 
 
 def _check_allocation(
@@ -314,8 +392,10 @@ def _check_allocation(
             if nodes:
                 c.add(f"{sp}.node", f"unknown node {_q(s.node)}")
         elif gpu is not None and node.gpu_type != a.gpu_type:
-            c.add(f"{sp}.node", f"node {_q(s.node)} has gpu type {_q(node.gpu_type)}, "
-                  f"not {_q(a.gpu_type)}")
+            c.add(
+                f"{sp}.node",
+                f"node {_q(s.node)} has gpu type {_q(node.gpu_type)}, not {_q(a.gpu_type)}",
+            )
         if not s.gpu_indices:
             c.add(f"{sp}.gpu_indices", "must not be empty")
         first, count = per_node.get(s.node, (k, 0))
@@ -334,21 +414,28 @@ def _check_allocation(
             mine.add((s.node, idx))
             other = claims.get((s.node, idx))
             if other is not None:
-                c.add(ip, f"{gpu_id} is also in the current allocation of job "
-                      f"{_q(other[1])} (jobs[{other[0]}])")
+                c.add(
+                    ip,
+                    f"{gpu_id} is also in the current allocation of job "
+                    f"{_q(other[1])} (jobs[{other[0]}])",
+                )
             else:
                 claims[(s.node, idx)] = (i, job.name)
     total = sum(n for _, n in per_node.values())
     if ok:
         want = a.data_parallel * a.tensor_parallel * a.pipeline_parallel
         if total != want:
-            c.add(f"{p}.placement", f"holds {total} GPUs, but data_parallel*tensor_parallel*"
-                  f"pipeline_parallel = {want}")
+            c.add(
+                f"{p}.placement",
+                f"holds {total} GPUs, but data_parallel*tensor_parallel*pipeline_parallel = {want}",
+            )
         for node_name, (k, n) in per_node.items():
             if n % a.tensor_parallel:
-                c.add(f"{p}.placement[{k}].gpu_indices",
-                      f"{n} GPUs on node {_q(node_name)} is not a multiple of tensor_parallel "
-                      f"({a.tensor_parallel}): tensor groups must stay inside a node")
+                c.add(
+                    f"{p}.placement[{k}].gpu_indices",
+                    f"{n} GPUs on node {_q(node_name)} is not a multiple of tensor_parallel "
+                    f"({a.tensor_parallel}): tensor groups must stay inside a node",
+                )
 
 
 def _check_weights(c: _Collector, req: pb.SolveRequest) -> None:
@@ -372,8 +459,11 @@ def _check_options(c: _Collector, req: pb.SolveRequest, limits: Limits) -> None:
         if not _positive_duration(o.time_budget):
             c.add("options.time_budget", f"must be > 0, got {secs:g}s")
         elif secs > limits.max_time_budget_seconds:
-            c.add("options.time_budget", f"must be <= {limits.max_time_budget_seconds:g}s "
-                  f"(the server's max_time_budget_seconds), got {secs:g}s")
+            c.add(
+                "options.time_budget",
+                f"must be <= {limits.max_time_budget_seconds:g}s "
+                f"(the server's max_time_budget_seconds), got {secs:g}s",
+            )
     if o.backend not in pb.Backend.values():
         c.add("options.backend", f"unknown backend {o.backend}")
     if not (math.isfinite(o.relative_gap) and 0 <= o.relative_gap < 1):
@@ -421,7 +511,10 @@ def validate_plan(req: pb.SolveRequest, plan: pb.Plan) -> list[FieldViolation]:
 
 
 def _check_running(
-    c: _Collector, p: str, a: pb.JobAssignment, types: dict[str, pb.GpuType],
+    c: _Collector,
+    p: str,
+    a: pb.JobAssignment,
+    types: dict[str, pb.GpuType],
     nodes: dict[str, pb.Node],
 ) -> None:
     gpu = types.get(a.gpu_type)
@@ -432,8 +525,11 @@ def _check_running(
     ok = c.at_least(f"{p}.pipeline_parallel", a.pipeline_parallel, 1) and ok
     want = a.data_parallel * a.tensor_parallel * a.pipeline_parallel
     if ok and a.num_gpus and a.num_gpus != want:
-        c.add(f"{p}.num_gpus", f"must equal data_parallel*tensor_parallel*pipeline_parallel "
-              f"({want}) when set, got {a.num_gpus}")
+        c.add(
+            f"{p}.num_gpus",
+            f"must equal data_parallel*tensor_parallel*pipeline_parallel "
+            f"({want}) when set, got {a.num_gpus}",
+        )
     if gpu is not None and a.sm_clock_mhz not in gpu.sm_clocks_mhz:
         c.add(f"{p}.sm_clock_mhz", _unsupported_clock(gpu, a.sm_clock_mhz))
     if not a.placement:
@@ -445,5 +541,7 @@ def _check_running(
             continue
         for m, idx in enumerate(s.gpu_indices):
             if not 0 <= idx < node.gpu_count:
-                c.add(f"{p}.placement[{k}].gpu_indices[{m}]",
-                      f"must be in [0, {node.gpu_count}) for node {_q(s.node)}, got {idx}")
+                c.add(
+                    f"{p}.placement[{k}].gpu_indices[{m}]",
+                    f"must be in [0, {node.gpu_count}) for node {_q(s.node)}, got {idx}",
+                )

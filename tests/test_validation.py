@@ -77,6 +77,13 @@ CA = "jobs[2].current_allocation"
 BP = "jobs[1].profile.points"
 
 # (mutation, field, substring of the description); each yields exactly that one violation.
+def _kept_in_unprofiled_shape(r: pb.SolveRequest) -> None:
+    """resnet runs 4 GPUs as 2 x tp 2, which its profile never measured, and may not move."""
+    r.jobs[2].preemptible = False
+    r.jobs[2].current_allocation.data_parallel = 2
+    r.jobs[2].current_allocation.tensor_parallel = 2
+
+
 CASES = [
     pytest.param(lambda r: r.ClearField("cluster"), "cluster", "is required", id="no-cluster"),
     pytest.param(lambda r: r.cluster.ClearField("gpu_types"), "cluster.gpu_types",
@@ -137,11 +144,20 @@ CASES = [
     pytest.param(_set("cluster.rack_power_budgets[0].rack", ""),
                  "cluster.rack_power_budgets[0].rack", "must not be empty",
                  id="rack-budget-no-rack"),
-    pytest.param(lambda r: r.cluster.rack_power_budgets.add(rack="r1", watts=1),
+    pytest.param(lambda r: r.cluster.rack_power_budgets.add(rack="r1", watts=5000),
                  "cluster.rack_power_budgets[1].rack", 'duplicate budget for rack "r1"',
                  id="rack-dup"),
     pytest.param(_set("cluster.rack_power_budgets[0].watts", -5.0),
                  "cluster.rack_power_budgets[0].watts", "got -5", id="rack-watts"),
+    # Idle power: 16 A100 x 50 W + 4 H100 x 70 W = 1080 W in all, 800 W in rack r1.
+    pytest.param(_set("cluster.power_budget_watts", 1000.0), "cluster.power_budget_watts",
+                 "below the idle power of the cluster's GPUs (1080 W)", id="power-below-idle"),
+    pytest.param(_set("cluster.rack_power_budgets[0].watts", 700.0),
+                 "cluster.rack_power_budgets[0].watts",
+                 'below the idle power of rack "r1"\'s GPUs (800 W)', id="rack-below-idle"),
+    pytest.param(_kept_in_unprofiled_shape, "jobs[2].current_allocation",
+                 "its profile has no point for A100-80GB with 4 GPUs (tp 2, pp 1)",
+                 id="kept-not-profiled"),
     pytest.param(_set("jobs[0].name", ""), "jobs[0].name", "must not be empty",
                  id="job-empty-name"),
     pytest.param(_set("jobs[1].name", "llm"), "jobs[1].name",
