@@ -14,8 +14,13 @@ import re
 import sys
 from collections.abc import Iterable, Sequence
 
+import grpc
+from google.rpc import error_details_pb2
+from grpc_status import rpc_status
+
 from solver import configs, orchestrator
 from solver._proto.dsfro.v1 import scheduler_pb2 as pb
+from solver._proto.dsfro.v1 import scheduler_pb2_grpc
 from solver.convert import (
     RequestFileError,
     duration_to_proto,
@@ -32,7 +37,11 @@ log = logging.getLogger("dsfro")
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*(ms|s|m|h)?\s*$")
 _UNIT_SECONDS = {"ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
 _INT32_MAX = 2**31 - 1
-_BACKENDS = {"auto": pb.AUTO, "cpsat": pb.CPSAT, "heuristic": pb.HEURISTIC}
+_REMOTE_SLACK_SECONDS = 5.0
+"""RPC timeout beyond the time budget: the service answers within the budget plus a margin."""
+_BACKENDS = {
+    "auto": pb.AUTO, "cpsat": pb.CPSAT, "heuristic": pb.HEURISTIC, "aggregate": pb.AGGREGATE,
+}
 
 
 def parse_duration(text: str) -> float:
@@ -57,6 +66,10 @@ def _int32(text: str) -> int:
 
 class InputError(Exception):
     """Bad input that is already explained on stderr: exit 2."""
+
+
+class RemoteError(Exception):
+    """The service failed the call, already explained on stderr: exit 1."""
 
 
 # ---------------------------------------------------------------- output
@@ -173,11 +186,36 @@ def cmd_solve(args: argparse.Namespace) -> int:
         o.seed = args.seed
     if args.threads is not None:
         o.threads = args.threads
-    _load_valid(args.file, limits, req)
-    result = orchestrator.solve(problem_from_proto(req, limits))
-    resp = result_to_proto(result)
+    if args.server:
+        resp = _solve_remote(args.server, req)
+    else:
+        _load_valid(args.file, limits, req)
+        resp = result_to_proto(orchestrator.solve(problem_from_proto(req, limits)))
     print(message_to_json(resp) if args.json else format_response(resp))
     return 0
+
+
+def _solve_remote(address: str, req: pb.SolveRequest) -> pb.SolveResponse:
+    """Send the request to a running service; its field violations print as the local ones."""
+    budget = duration_seconds(req.options.time_budget) or Limits().default_time_budget_seconds
+    options = [("grpc.max_send_message_length", -1), ("grpc.max_receive_message_length", -1)]
+    with grpc.insecure_channel(address, options=options) as channel:
+        stub = scheduler_pb2_grpc.SchedulerServiceStub(channel)  # type: ignore[no-untyped-call]
+        try:
+            response: pb.SolveResponse = stub.Solve(req, timeout=budget + _REMOTE_SLACK_SECONDS)
+            return response
+        except grpc.RpcError as e:
+            code = e.code()
+            status = rpc_status.from_call(e)
+            for detail in status.details if status is not None else ():
+                bad = error_details_pb2.BadRequest()
+                if detail.Unpack(bad):
+                    for v in bad.field_violations:
+                        print(f"{v.field}: {v.description}", file=sys.stderr)
+            print(f"dsfro: {address}: {code.name}: {e.details()}", file=sys.stderr)
+            if code is grpc.StatusCode.INVALID_ARGUMENT:
+                raise InputError from e
+            raise RemoteError(f"{address}: {code.name}") from e
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
@@ -215,6 +253,8 @@ def build_parser() -> argparse.ArgumentParser:
     solve.add_argument("--seed", type=_int32)
     solve.add_argument("--threads", type=_int32)
     solve.add_argument("--json", action="store_true", help="print the SolveResponse as JSON")
+    solve.add_argument("--server", metavar="HOST:PORT",
+                       help="send the request to a running service instead of solving here")
     solve.set_defaults(func=cmd_solve)
 
     validate = sub.add_parser("validate", help="check an instance file without solving it")
@@ -241,6 +281,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         code: int = args.func(args)
     except InputError:
         return 2
+    except RemoteError:
+        return 1
     except RequestFileError as e:
         print(f"dsfro: error: {e}", file=sys.stderr)
         return 2

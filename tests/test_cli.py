@@ -25,8 +25,36 @@ from solver.domain import (
     SolveStats,
     Termination,
 )
+from solver.service import SchedulerServer
 
 WAIT = 60.0
+
+
+def test_solve_on_a_running_server(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], server: SchedulerServer,
+) -> None:
+    req = make_request()
+    address = f"127.0.0.1:{server.port}"
+    code, out, err = run(capsys, "solve", write_request(tmp_path, req), "--json",
+                         "--server", address)
+    assert code == 0, err
+    remote = json_format.Parse(out, pb.SolveResponse())
+    code, out, err = run(capsys, "solve", write_request(tmp_path, req), "--json")
+    assert remote.plan == json_format.Parse(out, pb.SolveResponse()).plan
+
+    req.jobs[0].max_gpus = 0
+    code, out, err = run(capsys, "solve", write_request(tmp_path, req), "--server", address)
+    assert code == 2
+    assert "jobs[0].max_gpus: must be >= min_gpus (1)" in err
+    assert "Traceback" not in err
+
+
+def test_solve_on_an_unreachable_server_exits_1(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str],
+) -> None:
+    code, _, err = run(capsys, "solve", write_request(tmp_path), "--server", "127.0.0.1:1")
+    assert code == 1
+    assert "UNAVAILABLE" in err and "Traceback" not in err
 
 
 def write_request(tmp_path: Path, req: pb.SolveRequest | None = None) -> str:
