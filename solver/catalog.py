@@ -40,6 +40,9 @@ _ARCH_FIELDS = (
 _OPTIONAL = frozenset({"source"})
 
 
+_DEFAULT_MODELS_DIR = Path(__file__).resolve().parent.parent / "models"
+
+
 class CatalogError(ValueError):
     """A catalog file is missing, unreadable or has a bad entry."""
 
@@ -49,7 +52,7 @@ def models_dir() -> Path:
     override = os.environ.get(MODELS_DIR_ENV)
     if override:
         return Path(override)
-    return Path(__file__).resolve().parent.parent / "models"
+    return _DEFAULT_MODELS_DIR
 
 
 def read_json(name: str) -> Any:

@@ -7,6 +7,7 @@ override the analytic model; the model fills in only what was not measured.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
@@ -201,13 +202,18 @@ def _model_configs(job: Job, spec: ModelSpec, facts: TypeFacts) -> list[Config]:
 
 
 def _estimate(spec: ModelSpec, facts: TypeFacts, shape: Shape, clock: int) -> perf.Estimate | None:
+    return _cached_estimate(
+        spec, facts.gpu, shape, clock, facts.gpus_per_node, facts.network_bandwidth_gbps
+    )
+
+
+@functools.lru_cache(maxsize=65536)
+def _cached_estimate(
+    spec: ModelSpec, gpu: GpuType, shape: Shape, clock: int, gpus_per_node: int, network: float
+) -> perf.Estimate | None:
+    """Jobs of one architecture on one cluster share every estimate: compute each once."""
     return perf.estimate(
-        spec,
-        facts.gpu,
-        shape,
-        clock,
-        gpus_per_node=facts.gpus_per_node,
-        network_bandwidth_gbps=facts.network_bandwidth_gbps,
+        spec, gpu, shape, clock, gpus_per_node=gpus_per_node, network_bandwidth_gbps=network
     )
 
 

@@ -153,6 +153,8 @@ class Heuristic:
         self.configs = configs
         self.jobs = {j.name: j for j in problem.jobs}
         self.first_plan_at: float | None = None
+        self.pass_seconds = 0.0
+        """Duration of one greedy pass with its plan: what another pass will roughly take."""
         """time.monotonic() when the first complete plan existed."""
         max_watts = problem.cluster.max_gpu_watts()
         self.value: dict[tuple[str, int], float] = {}
@@ -292,6 +294,7 @@ class Heuristic:
 
     def run(self, deadline: float) -> Plan:
         best_plan: Plan | None = None
+        started = time.monotonic()
         for price in GPU_PRICES:
             state = self.greedy(price)
             if best_plan is not None:
@@ -299,6 +302,7 @@ class Heuristic:
             plan = materialize(self.problem, self.configs, dict(state.choices))
             if best_plan is None:
                 self.first_plan_at = time.monotonic()
+                self.pass_seconds = self.first_plan_at - started
                 self.improve(state, deadline)
                 plan = materialize(self.problem, self.configs, dict(state.choices))
             if best_plan is None or plan.objective.total > best_plan.objective.total + 1e-12:

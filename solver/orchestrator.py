@@ -34,6 +34,8 @@ MAX_HEURISTIC_SECONDS = 2.0
 EXTRACT_MARGIN_SECONDS = 0.15
 """Time kept back after CP-SAT stops, to extract, check and return its plan."""
 IMPROVEMENT_EPSILON = 1e-9
+BUILD_SECONDS_PER_VARIABLE = 25e-6
+"""Rough Python cost of building the full model (measured ~12 us per variable, doubled)."""
 OPTIMALITY_TOLERANCE = 1e-6
 """Relative gap reported as OPTIMAL: the integer scaling of the objective (cpsat.SCALE) leaves
 a proven bound that can sit this far above the optimum."""
@@ -161,7 +163,7 @@ class _Portfolio:
         )
         self.aggregate()
         if use_full and not self.gap_closed():
-            self.full()
+            self.full(full_size)
         elif not use_full and backend is Backend.AUTO:
             self.notes.append(f"full model skipped: ~{full_size} variables")
         return self.finish()
@@ -170,7 +172,8 @@ class _Portfolio:
         outcome = solve_aggregate(self.problem, self.configs)
         self.notes.append(f"aggregate LP {outcome.status} in {outcome.wall_seconds:.2f} s")
         self.tighten(outcome.best_bound)
-        if outcome.choice and self.clock.left() > EXTRACT_MARGIN_SECONDS:
+        needed = EXTRACT_MARGIN_SECONDS + 2 * self.heuristic.pass_seconds
+        if outcome.choice and self.clock.left() > needed:
             ls_end = time.monotonic() + min(
                 self.clock.left() - EXTRACT_MARGIN_SECONDS, MAX_HEURISTIC_SECONDS
             )
@@ -178,9 +181,9 @@ class _Portfolio:
                 self.heuristic.run_guided(outcome.choice, ls_end), "guided", Backend.AGGREGATE
             )
 
-    def full(self) -> None:
-        if self.clock.left() <= EXTRACT_MARGIN_SECONDS:
-            self.notes.append("no time left for the full model")
+    def full(self, size: int) -> None:
+        if self.clock.left() <= EXTRACT_MARGIN_SECONDS + BUILD_SECONDS_PER_VARIABLE * size:
+            self.notes.append("no time left to build and solve the full model")
             return
         model = cpsat.build(self.problem, self.configs)
         cpsat.add_hint(model, self.best)

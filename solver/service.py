@@ -192,7 +192,7 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
         c = self._config
         return pb.ServerInfo(
             version=solver.__version__,
-            backends=[pb.AUTO, pb.CPSAT, pb.HEURISTIC],
+            backends=[pb.AUTO, pb.CPSAT, pb.AGGREGATE, pb.HEURISTIC],
             max_time_budget=duration_to_proto(c.limits.max_time_budget_seconds),
             max_nodes=c.limits.max_nodes,
             max_jobs=c.limits.max_jobs,

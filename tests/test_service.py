@@ -295,6 +295,8 @@ def test_validate_snapshot_returns_violations_instead_of_failing(stub: Stub) -> 
 
 def test_messages_over_4_mib_are_accepted(stub: Stub) -> None:
     req = make_request()
+    req.cluster.ClearField("power_budget_watts")  # 20,000 more nodes idle far above them
+    req.cluster.ClearField("rack_power_budgets")
     template = req.cluster.nodes[0]
     for i in range(20001):
         n = req.cluster.nodes.add()
@@ -309,7 +311,7 @@ def test_messages_over_4_mib_are_accepted(stub: Stub) -> None:
 def test_get_server_info(stub: Stub) -> None:
     info = stub.GetServerInfo(pb.GetServerInfoRequest(), timeout=WAIT)
     assert info.version == solver.__version__
-    assert list(info.backends) == [pb.AUTO, pb.CPSAT, pb.HEURISTIC]
+    assert list(info.backends) == [pb.AUTO, pb.CPSAT, pb.AGGREGATE, pb.HEURISTIC]
     assert (info.max_time_budget.seconds, info.max_time_budget.nanos) == (300, 0)
     assert (info.max_nodes, info.max_jobs, info.max_concurrent_solves) == (20000, 20000, 2)
     assert info.max_message_bytes == 256 * 1024 * 1024
