@@ -87,7 +87,10 @@ def snapshots(draw: st.DrawFn) -> Problem:
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(snapshots(), st.sampled_from([Backend.HEURISTIC, Backend.CPSAT, Backend.AUTO]))
+@given(
+    snapshots(),
+    st.sampled_from([Backend.HEURISTIC, Backend.CPSAT, Backend.AGGREGATE, Backend.AUTO]),
+)
 def test_every_backend_returns_a_checked_plan(p: Problem, backend: Backend) -> None:
     p = Problem(
         p.cluster,
