@@ -9,9 +9,10 @@ are in range; defaults of unset fields are applied here, in one place.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from google.protobuf import json_format
 from google.protobuf.duration_pb2 import Duration
@@ -42,6 +43,8 @@ from solver.domain import (
 )
 from solver.validation import Limits, duration_seconds
 
+T = TypeVar("T")
+
 # ---------------------------------------------------------------- request -> domain
 
 
@@ -62,17 +65,22 @@ def problem_from_proto(req: pb.SolveRequest, limits: Limits) -> Problem:
     )
 
 
+def _same_fields(cls: type[T], message: Any) -> T:
+    """A domain dataclass from the message fields of the same names (scalars only)."""
+    return cls(**{f.name: getattr(message, f.name) for f in dataclasses.fields(cls)})  # type: ignore[arg-type]
+
+
 def _gpu_type(t: pb.GpuType) -> GpuType:
-    return GpuType(
-        name=t.name,
-        memory_gib=t.memory_gib,
-        peak_tflops=t.peak_tflops,
-        memory_bandwidth_gbps=t.memory_bandwidth_gbps,
-        intra_node_bandwidth_gbps=t.intra_node_bandwidth_gbps,
-        tdp_watts=t.tdp_watts,
-        idle_watts=t.idle_watts,
-        sm_clocks_mhz=tuple(sorted(t.sm_clocks_mhz)),
-    )
+    gpu = _same_fields(GpuType, t)
+    return dataclasses.replace(gpu, sm_clocks_mhz=tuple(sorted(t.sm_clocks_mhz)))
+
+
+def gpu_type_to_proto(t: GpuType) -> pb.GpuType:
+    return pb.GpuType(**dataclasses.asdict(t))
+
+
+def model_spec_to_proto(m: ModelSpec) -> pb.ModelSpec:
+    return pb.ModelSpec(**dataclasses.asdict(m))
 
 
 def _node(n: pb.Node) -> Node:
@@ -109,28 +117,8 @@ def _job(j: pb.Job) -> Job:
 
 def _workload(j: pb.Job) -> Workload:
     if j.WhichOneof("workload") == "model":
-        m = j.model
-        return ModelSpec(
-            parameters=m.parameters,
-            layers=m.layers,
-            hidden_size=m.hidden_size,
-            attention_heads=m.attention_heads,
-            sequence_length=m.sequence_length,
-            global_batch_size=m.global_batch_size,
-        )
-    return ThroughputProfile(points=tuple(
-        ProfilePoint(
-            gpu_type=p.gpu_type,
-            num_gpus=p.num_gpus,
-            tensor_parallel=p.tensor_parallel,
-            pipeline_parallel=p.pipeline_parallel,
-            sm_clock_mhz=p.sm_clock_mhz,
-            samples_per_second=p.samples_per_second,
-            watts=p.watts,
-            memory_per_gpu_gib=p.memory_per_gpu_gib,
-        )
-        for p in j.profile.points
-    ))
+        return _same_fields(ModelSpec, j.model)
+    return ThroughputProfile(points=tuple(_same_fields(ProfilePoint, p) for p in j.profile.points))
 
 
 def _slices(placement: Any) -> tuple[GpuSlice, ...]:

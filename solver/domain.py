@@ -131,6 +131,14 @@ class GpuSlice:
     gpu_indices: tuple[int, ...]
 
 
+def gpus_per_node(placement: tuple[GpuSlice, ...]) -> dict[str, int]:
+    """GPU count per node of a placement."""
+    counts: dict[str, int] = {}
+    for s in placement:
+        counts[s.node] = counts.get(s.node, 0) + len(s.gpu_indices)
+    return counts
+
+
 @dataclass(frozen=True)
 class Allocation:
     """Where a job runs now (input) or will run (output)."""
@@ -140,10 +148,7 @@ class Allocation:
     placement: tuple[GpuSlice, ...]
 
     def gpus_per_node(self) -> dict[str, int]:
-        counts: dict[str, int] = {}
-        for s in self.placement:
-            counts[s.node] = counts.get(s.node, 0) + len(s.gpu_indices)
-        return counts
+        return gpus_per_node(self.placement)
 
 
 @dataclass(frozen=True)
@@ -273,10 +278,7 @@ class JobAssignment:
     queue_detail: str = ""
 
     def gpus_per_node(self) -> dict[str, int]:
-        counts: dict[str, int] = {}
-        for s in self.placement:
-            counts[s.node] = counts.get(s.node, 0) + len(s.gpu_indices)
-        return counts
+        return gpus_per_node(self.placement)
 
 
 @dataclass(frozen=True)

@@ -29,6 +29,7 @@ from google.protobuf import json_format
 
 from solver._proto.dsfro.v1 import scheduler_pb2 as pb
 from solver.catalog import load_architectures, load_gpu_catalog
+from solver.convert import gpu_type_to_proto, model_spec_to_proto
 from solver.domain import GpuType, ModelSpec
 
 DATA_DIR = Path(__file__).resolve().parent.parent / "data"
@@ -379,33 +380,9 @@ def load_philly() -> Philly:
 # ---------------------------------------------------------------- conversion helpers
 
 
-def gpu_type_to_pb(t: GpuType) -> pb.GpuType:
-    return pb.GpuType(
-        name=t.name,
-        memory_gib=t.memory_gib,
-        peak_tflops=t.peak_tflops,
-        memory_bandwidth_gbps=t.memory_bandwidth_gbps,
-        intra_node_bandwidth_gbps=t.intra_node_bandwidth_gbps,
-        tdp_watts=t.tdp_watts,
-        idle_watts=t.idle_watts,
-        sm_clocks_mhz=list(t.sm_clocks_mhz),
-    )
-
-
 def state_gib(parameters: float) -> float:
     """Training state (weights, gradients, Adam moments) of a model, in GiB."""
     return parameters * BYTES_PER_PARAMETER / 2**30
-
-
-def model_spec_to_pb(m: ModelSpec) -> pb.ModelSpec:
-    return pb.ModelSpec(
-        parameters=m.parameters,
-        layers=m.layers,
-        hidden_size=m.hidden_size,
-        attention_heads=m.attention_heads,
-        sequence_length=m.sequence_length,
-        global_batch_size=m.global_batch_size,
-    )
 
 
 def model_parallel_degree(arch: ModelSpec, gpu: GpuType) -> int:
@@ -638,7 +615,7 @@ def _model_job(
     degree = {t: model_parallel_degree(arch, catalog[t]) for t in ok}
     lo = _min_gpus(rng, spec, n, min(degree.values()))
     job.name = f"{job.name}-{arch_name}"
-    job.model.CopyFrom(model_spec_to_pb(arch))
+    job.model.CopyFrom(model_spec_to_proto(arch))
     job.min_gpus, job.max_gpus = lo, n
     if allowed != types:
         job.allowed_gpu_types.extend(allowed)
@@ -693,7 +670,7 @@ def generate(spec: InstanceSpec) -> pb.SolveRequest:
     is_profile = rng.permutation(spec.num_jobs) < num_profile
 
     request = pb.SolveRequest()
-    request.cluster.gpu_types.extend(gpu_type_to_pb(catalog[t]) for t in types)
+    request.cluster.gpu_types.extend(gpu_type_to_proto(catalog[t]) for t in types)
     request.cluster.nodes.extend(cluster.nodes)
     if spec.power_budget_fraction is not None:
         full = sum(n.gpu_count * catalog[n.gpu_type].tdp_watts for n in cluster.nodes)
@@ -729,7 +706,7 @@ def _tiny_request(
     catalog: Mapping[str, GpuType], gpu_type: str, jobs: Sequence[pb.Job]
 ) -> pb.SolveRequest:
     request = pb.SolveRequest()
-    request.cluster.gpu_types.append(gpu_type_to_pb(catalog[gpu_type]))
+    request.cluster.gpu_types.append(gpu_type_to_proto(catalog[gpu_type]))
     request.cluster.nodes.append(
         pb.Node(
             name=f"{gpu_type.lower()}-000",
@@ -774,7 +751,7 @@ def tiny_instances() -> dict[str, pb.SolveRequest]:
 
     a100 = "A100-80GB"
     big = pb.Job(name="gpt3-1.3b", tenant="team-a", weight=1.0, min_gpus=8, max_gpus=8)
-    big.model.CopyFrom(model_spec_to_pb(load_architectures()["gpt3-1.3b"]))
+    big.model.CopyFrom(model_spec_to_proto(load_architectures()["gpt3-1.3b"]))
     power = _tiny_request(catalog, a100, [big])
     power.cluster.power_budget_watts = 0.6 * 8 * catalog[a100].tdp_watts
 
