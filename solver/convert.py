@@ -153,6 +153,7 @@ def _options(o: pb.SolveOptions, limits: Limits) -> SolveOptions:
         relative_gap=o.relative_gap,
         seed=o.seed,
         threads=o.threads,
+        pyomo_solver=o.pyomo_solver,
     )
 
 

@@ -196,6 +196,9 @@ class Backend(enum.Enum):
     CPSAT = "CPSAT"
     HEURISTIC = "HEURISTIC"
     AGGREGATE = "AGGREGATE"
+    HIGHS = "HIGHS"
+    PYOMO = "PYOMO"
+    DECOMPOSED = "DECOMPOSED"
 
 
 @dataclass(frozen=True)
@@ -206,6 +209,8 @@ class SolveOptions:
     seed: int = 0
     threads: int = 0
     """0: the server's default."""
+    pyomo_solver: str = ""
+    """Pyomo solver name for Backend.PYOMO; empty: appsi_highs."""
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,9 @@ class Backend(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     CPSAT: _ClassVar[Backend]
     HEURISTIC: _ClassVar[Backend]
     AGGREGATE: _ClassVar[Backend]
+    HIGHS: _ClassVar[Backend]
+    PYOMO: _ClassVar[Backend]
+    DECOMPOSED: _ClassVar[Backend]
 
 class JobState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -43,6 +46,9 @@ AUTO: Backend
 CPSAT: Backend
 HEURISTIC: Backend
 AGGREGATE: Backend
+HIGHS: Backend
+PYOMO: Backend
+DECOMPOSED: Backend
 JOB_STATE_UNSPECIFIED: JobState
 RUNNING: JobState
 QUEUED: JobState
@@ -221,18 +227,20 @@ class ObjectiveWeights(_message.Message):
     def __init__(self, throughput: _Optional[float] = ..., energy: _Optional[float] = ..., migration: _Optional[float] = ..., locality: _Optional[float] = ..., deadline: _Optional[float] = ...) -> None: ...
 
 class SolveOptions(_message.Message):
-    __slots__ = ("time_budget", "backend", "relative_gap", "seed", "threads")
+    __slots__ = ("time_budget", "backend", "relative_gap", "seed", "threads", "pyomo_solver")
     TIME_BUDGET_FIELD_NUMBER: _ClassVar[int]
     BACKEND_FIELD_NUMBER: _ClassVar[int]
     RELATIVE_GAP_FIELD_NUMBER: _ClassVar[int]
     SEED_FIELD_NUMBER: _ClassVar[int]
     THREADS_FIELD_NUMBER: _ClassVar[int]
+    PYOMO_SOLVER_FIELD_NUMBER: _ClassVar[int]
     time_budget: _duration_pb2.Duration
     backend: Backend
     relative_gap: float
     seed: int
     threads: int
-    def __init__(self, time_budget: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., backend: _Optional[_Union[Backend, str]] = ..., relative_gap: _Optional[float] = ..., seed: _Optional[int] = ..., threads: _Optional[int] = ...) -> None: ...
+    pyomo_solver: str
+    def __init__(self, time_budget: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., backend: _Optional[_Union[Backend, str]] = ..., relative_gap: _Optional[float] = ..., seed: _Optional[int] = ..., threads: _Optional[int] = ..., pyomo_solver: _Optional[str] = ...) -> None: ...
 
 class SolveRequest(_message.Message):
     __slots__ = ("cluster", "jobs", "weights", "options")
