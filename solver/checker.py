@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from solver.domain import JobAssignment, JobState, Problem
+from solver.domain import Job, JobAssignment, JobState, Problem
 
 POWER_TOLERANCE = 1e-6
 """Relative slack on power budgets, for floating-point sums only."""
@@ -72,7 +72,7 @@ def check_plan(problem: Problem, assignments: Iterable[JobAssignment]) -> list[P
             )
         if c.sm_clock_mhz not in gpu.sm_clocks_mhz:
             bad("sm_clock", a.job, f"{c.sm_clock_mhz} MHz is not a supported clock of {gpu.name}")
-        if c.memory_per_gpu_gib > gpu.memory_gib:
+        if c.memory_per_gpu_gib > gpu.memory_gib and not _stays(job, a):
             bad(
                 "memory_fit",
                 a.job,
@@ -146,6 +146,14 @@ def check_plan(problem: Problem, assignments: Iterable[JobAssignment]) -> list[P
                 f"rack {rack} draws {drawn:.0f} W over its budget {budget:.0f} W",
             )
     return out
+
+
+def _stays(job: Job, a: JobAssignment) -> bool:
+    """The job keeps its current shape on exactly its current GPUs: it demonstrably fits."""
+    if job.current is None or a.config is None or a.config.shape != job.current.shape:
+        return False
+    old = {(s.node, i) for s in job.current.placement for i in s.gpu_indices}
+    return old == {(s.node, i) for s in a.placement for i in s.gpu_indices}
 
 
 def _idle_of_used(problem: Problem, owner: dict[tuple[str, int], str]) -> float:

@@ -140,6 +140,7 @@ def _make_config(
     watts: float,
     memory: float,
     measured: bool,
+    kept_only: bool = False,
 ) -> Config | None:
     nodes = min_nodes(shape.num_gpus, shape.tensor_parallel, facts.node_capacities)
     if nodes is None or sps <= 0:
@@ -154,6 +155,7 @@ def _make_config(
         min_nodes=nodes,
         min_racks=min_racks(shape.num_gpus, facts.rack_capacities),
         measured=measured,
+        kept_only=kept_only,
     )
 
 
@@ -183,7 +185,7 @@ def _model_configs(job: Job, spec: ModelSpec, facts: TypeFacts) -> list[Config]:
                 shapes.add(current)
             for shape in shapes:
                 for clock in facts.clocks_mhz:
-                    est = _estimate(spec, facts, shape, clock)
+                    est = _estimate(spec, facts, shape, clock, check_memory=shape != current)
                     if est is None:
                         continue
                     cfg = _make_config(
@@ -195,25 +197,33 @@ def _model_configs(job: Job, spec: ModelSpec, facts: TypeFacts) -> list[Config]:
                         est.watts,
                         est.memory_per_gpu_gib,
                         measured=False,
+                        kept_only=est.memory_per_gpu_gib > facts.gpu.memory_gib,
                     )
                     if cfg is not None:
                         out.append(cfg)
     return out
 
 
-def _estimate(spec: ModelSpec, facts: TypeFacts, shape: Shape, clock: int) -> perf.Estimate | None:
+def _estimate(
+    spec: ModelSpec, facts: TypeFacts, shape: Shape, clock: int, check_memory: bool = True
+) -> perf.Estimate | None:
+    """The model's estimate; a job's running shape is estimated even where the memory model
+    rejects it, since it demonstrably runs (the checker accepts it where it stays)."""
     return _cached_estimate(
-        spec, facts.gpu, shape, clock, facts.gpus_per_node, facts.network_bandwidth_gbps
+        spec, facts.gpu, shape, clock, facts.gpus_per_node, facts.network_bandwidth_gbps,
+        check_memory,
     )
 
 
 @functools.lru_cache(maxsize=65536)
 def _cached_estimate(
-    spec: ModelSpec, gpu: GpuType, shape: Shape, clock: int, gpus_per_node: int, network: float
+    spec: ModelSpec, gpu: GpuType, shape: Shape, clock: int, gpus_per_node: int, network: float,
+    check_memory: bool,
 ) -> perf.Estimate | None:
     """Jobs of one architecture on one cluster share every estimate: compute each once."""
     return perf.estimate(
-        spec, gpu, shape, clock, gpus_per_node=gpus_per_node, network_bandwidth_gbps=network
+        spec, gpu, shape, clock, gpus_per_node=gpus_per_node, network_bandwidth_gbps=network,
+        check_memory=check_memory,
     )
 
 
@@ -357,7 +367,8 @@ def resolve_config(problem: Problem, job: Job, shape: Shape, sm_clock_mhz: int) 
             if clock == sm_clock_mhz:
                 return _make_config(job, f, shape, clock, sps, watts, memory, measured=True)
         return None
-    est = _estimate(job.workload, f, shape, sm_clock_mhz)
+    running = job.current is not None and job.current.shape == shape
+    est = _estimate(job.workload, f, shape, sm_clock_mhz, check_memory=not running)
     if est is None:
         return None
     return _make_config(
@@ -369,4 +380,5 @@ def resolve_config(problem: Problem, job: Job, shape: Shape, sm_clock_mhz: int) 
         est.watts,
         est.memory_per_gpu_gib,
         measured=False,
+        kept_only=est.memory_per_gpu_gib > f.gpu.memory_gib,
     )

@@ -244,6 +244,8 @@ class Config:
     """Fewest nodes of its type that can hold it (tensor groups inside a node)."""
     min_racks: int
     measured: bool = False
+    kept_only: bool = False
+    """Over the memory model's limit, but the job runs in it now: usable only where it stays."""
 
     @property
     def num_gpus(self) -> int:

@@ -27,10 +27,11 @@ from typing import TypeVar
 import numpy as np
 from google.protobuf import json_format
 
+from solver import perf
 from solver._proto.dsfro.v1 import scheduler_pb2 as pb
 from solver.catalog import load_architectures, load_gpu_catalog
 from solver.convert import gpu_type_to_proto, model_spec_to_proto
-from solver.domain import GpuType, ModelSpec
+from solver.domain import GpuType, ModelSpec, Shape
 
 DATA_DIR = Path(__file__).resolve().parent.parent / "data"
 
@@ -393,6 +394,35 @@ def model_parallel_degree(arch: ModelSpec, gpu: GpuType) -> int:
     return m
 
 
+def running_shape(
+    arch: ModelSpec, gpu: GpuType, num_gpus: int, degree: int, cluster: _Cluster
+) -> Shape | None:
+    """A shape a job of `num_gpus` could be running in: the fewest model-parallel GPUs (from
+    `degree` up) whose split the performance model accepts (memory included), tensor groups
+    filling as much of a node as they can; None if no split of that size fits."""
+    gpus_per_node = cluster.max_gpus_per_node(gpu.name)
+    network = NETWORK_GBPS[gpu.name]
+    m = degree
+    while m <= num_gpus:
+        if num_gpus % m == 0:
+            tp = 1
+            while tp * 2 <= min(m, gpus_per_node):
+                tp *= 2
+            shape = Shape(gpu.name, num_gpus // m, tp, m // tp)
+            est = perf.estimate(
+                arch,
+                gpu,
+                shape,
+                gpu.max_clock_mhz,
+                gpus_per_node=gpus_per_node,
+                network_bandwidth_gbps=network,
+            )
+            if est is not None:
+                return shape
+        m *= 2
+    return None
+
+
 def profile_points(
     w: MeasuredWorkload, lo: int, hi: int, catalog: Mapping[str, GpuType]
 ) -> list[pb.ProfilePoint]:
@@ -439,29 +469,37 @@ class _Cluster:
     free: dict[str, list[int]]
     """Available, not yet allocated GPU indices of each node."""
 
+    def __post_init__(self) -> None:
+        self._by_type: dict[str, list[pb.Node]] = defaultdict(list)
+        for n in self.nodes:
+            self._by_type[n.gpu_type].append(n)
+        self._pool = {
+            t: sum(n.gpu_count - len(n.unavailable_gpu_indices) for n in ns)
+            for t, ns in self._by_type.items()
+        }
+        self._free_count = {
+            t: sum(len(self.free[n.name]) for n in ns) for t, ns in self._by_type.items()
+        }
+
     def pool(self, gpu_type: str) -> int:
         """Available GPUs of a type (before current allocations)."""
-        return sum(
-            n.gpu_count - len(n.unavailable_gpu_indices)
-            for n in self.nodes
-            if n.gpu_type == gpu_type
-        )
+        return self._pool.get(gpu_type, 0)
 
     def max_gpus_per_node(self, gpu_type: str) -> int:
-        return max(n.gpu_count for n in self.nodes if n.gpu_type == gpu_type)
+        return max(n.gpu_count for n in self._by_type[gpu_type])
 
     def types(self) -> list[str]:
-        return sorted({n.gpu_type for n in self.nodes})
+        return sorted(self._by_type)
 
     def free_of(self, gpu_type: str) -> int:
-        return sum(len(self.free[n.name]) for n in self.nodes if n.gpu_type == gpu_type)
+        return self._free_count.get(gpu_type, 0)
 
     def place(self, gpu_type: str, count: int, tp: int) -> list[pb.GpuSlice] | None:
         """Take ``count`` free GPUs of a type, a multiple of ``tp`` on each node; None if none fit.
 
         One node if any can hold all (best fit), else the nodes with the most free GPUs first.
         """
-        nodes = [n.name for n in self.nodes if n.gpu_type == gpu_type]
+        nodes = [n.name for n in self._by_type[gpu_type]]
         usable = {n: len(self.free[n]) // tp * tp for n in nodes}
         whole = [n for n in nodes if usable[n] >= count]
         if whole:
@@ -481,6 +519,7 @@ class _Cluster:
             return None
         for s in taken:
             self.free[s.node] = self.free[s.node][len(s.gpu_indices) :]
+        self._free_count[gpu_type] -= count
         return sorted(taken, key=lambda s: s.node)
 
 
@@ -628,21 +667,22 @@ def _model_job(
                 if c >= lo and c <= cluster.free_of(t):
                     options.append((t, c))
                 c *= 2
-        if options:
-            t, c = _pick(rng, options)
-            m = degree[t]
-            tp = 1
-            while tp * 2 <= min(m, cluster.max_gpus_per_node(t)):
-                tp *= 2
-            placement = cluster.place(t, c, tp)
+        shapes = [
+            shape
+            for t, c in options
+            if (shape := running_shape(arch, catalog[t], c, degree[t], cluster)) is not None
+        ]
+        if shapes:
+            shape = _pick(rng, shapes)
+            placement = cluster.place(shape.gpu_type, shape.num_gpus, shape.tensor_parallel)
             if placement is not None:
                 job.current_allocation.CopyFrom(
                     pb.Allocation(
-                        gpu_type=t,
-                        data_parallel=c // m,
-                        tensor_parallel=tp,
-                        pipeline_parallel=m // tp,
-                        sm_clock_mhz=catalog[t].max_clock_mhz,
+                        gpu_type=shape.gpu_type,
+                        data_parallel=shape.data_parallel,
+                        tensor_parallel=shape.tensor_parallel,
+                        pipeline_parallel=shape.pipeline_parallel,
+                        sm_clock_mhz=catalog[shape.gpu_type].max_clock_mhz,
                         placement=placement,
                     )
                 )

@@ -190,7 +190,7 @@ class Heuristic:
                 continue
             counts = _keep_counts(job, c, state.free)
             keep = counts is not None
-            if counts is None:
+            if counts is None and not c.kept_only:
                 counts = place(self.problem, state.free, c)
             if counts is None or not state.power_ok(c, counts):
                 continue
@@ -282,7 +282,9 @@ class Heuristic:
         )
         for job in order:
             c = choice[job.name]
-            counts = _keep_counts(job, c, state.free) or place(self.problem, state.free, c)
+            counts = _keep_counts(job, c, state.free)
+            if counts is None and not c.kept_only:
+                counts = place(self.problem, state.free, c)
             if counts is not None and state.power_ok(c, counts):
                 state.take(job.name, c, counts)
         for job in sorted(self.problem.jobs, key=lambda j: -self._density(j, 0.0)):

@@ -138,8 +138,12 @@ def estimate(
     gpus_per_node: int,
     network_bandwidth_gbps: float,
     clock_model: ClockModel | None = None,
+    check_memory: bool = True,
 ) -> Estimate | None:
     """Throughput, power and memory of ``model`` on ``shape`` at ``sm_clock_mhz``.
+
+    ``check_memory=False`` estimates a shape that is known to run (a job's current allocation)
+    even where the memory model, which assumes no activation recomputation, says it can't.
 
     None when the split is invalid (tensor degree not dividing the heads or larger than a node,
     pipeline degree not dividing the layers, data degree not dividing the global batch) or no
@@ -160,7 +164,7 @@ def estimate(
         if per_replica % mb:
             continue
         memory = memory_per_gpu_gib(model, shape, mb)
-        if memory > gpu.memory_gib:
+        if check_memory and memory > gpu.memory_gib:
             continue
         step, compute = _step(model, gpu, shape, ratio, mb, gpus_per_node, network_bandwidth_gbps)
         if best is None or step < best[0]:
