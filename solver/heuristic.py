@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 
 from solver.configs import ConfigSet
 from solver.domain import Config, Job, Plan, Problem
 from solver.objective import config_value, migration_cost, queued_value
+from solver.placement import Placer
 from solver.plans import Choice, materialize
 
 GPU_PRICES = (0.0, 0.02, 0.05, 0.1, 0.2)
@@ -23,24 +23,22 @@ smaller configurations so that more jobs fit. The best of the passes is kept.
 """
 
 
-@dataclass
 class _State:
     """Free GPUs per node and power drawn, as the greedy fills the cluster."""
 
-    problem: Problem
-    free: dict[str, int]
-    job_watts: float = 0.0
-    rack_watts: dict[str, float] = field(default_factory=dict)
-    choices: dict[str, Choice] = field(default_factory=dict)
-
-    @classmethod
-    def empty(cls, problem: Problem) -> _State:
-        return cls(problem, {n.name: n.available_gpus for n in problem.cluster.nodes})
-
-    def copy(self) -> _State:
-        return _State(
-            self.problem, dict(self.free), self.job_watts, dict(self.rack_watts), dict(self.choices)
-        )
+    def __init__(self, problem: Problem) -> None:
+        self.problem = problem
+        self.placer = Placer(problem.cluster)
+        self.job_watts = 0.0
+        self.rack_watts: dict[str, float] = {}
+        self.choices: dict[str, Choice] = {}
+        cluster = problem.cluster
+        self.idle_total = 0.0
+        self.idle_rack: dict[str, float] = {}
+        for n in cluster.nodes:
+            idle = n.gpu_count * cluster.gpu_types[n.gpu_type].idle_watts
+            self.idle_total += idle
+            self.idle_rack[n.rack] = self.idle_rack.get(n.rack, 0.0) + idle
 
     def _rack_delta(self, config: Config, counts: Mapping[str, int]) -> dict[str, float]:
         cluster = self.problem.cluster
@@ -57,21 +55,22 @@ class _State:
         idle = cluster.gpu_types[config.gpu_type].idle_watts
         extra = config.watts - idle * config.num_gpus
         if cluster.power_budget_watts is not None and (
-            _idle_total(self.problem) + self.job_watts + extra > cluster.power_budget_watts
+            self.idle_total + self.job_watts + extra > cluster.power_budget_watts
         ):
             return False
+        if not cluster.rack_power_budgets_watts:
+            return True
         for rack, d in self._rack_delta(config, counts).items():
             budget = cluster.rack_power_budgets_watts.get(rack)
             if budget is not None and (
-                _idle_rack(self.problem, rack) + self.rack_watts.get(rack, 0.0) + d > budget
+                self.idle_rack[rack] + self.rack_watts.get(rack, 0.0) + d > budget
             ):
                 return False
         return True
 
     def take(self, job: str, config: Config, counts: Mapping[str, int]) -> None:
         idle = self.problem.cluster.gpu_types[config.gpu_type].idle_watts
-        for node, k in counts.items():
-            self.free[node] -= k
+        self.placer.take(counts)
         self.job_watts += config.watts - idle * config.num_gpus
         for rack, d in self._rack_delta(config, counts).items():
             self.rack_watts[rack] = self.rack_watts.get(rack, 0.0) + d
@@ -80,65 +79,35 @@ class _State:
     def release(self, job: str) -> None:
         config, counts = self.choices.pop(job)
         idle = self.problem.cluster.gpu_types[config.gpu_type].idle_watts
-        for node, k in counts.items():
-            self.free[node] += k
+        self.placer.give(counts)
         self.job_watts -= config.watts - idle * config.num_gpus
         for rack, d in self._rack_delta(config, counts).items():
             self.rack_watts[rack] -= d
 
-
-def _idle_total(problem: Problem) -> float:
-    c = problem.cluster
-    return sum(n.gpu_count * c.gpu_types[n.gpu_type].idle_watts for n in c.nodes)
-
-
-def _idle_rack(problem: Problem, rack: str) -> float:
-    c = problem.cluster
-    return sum(n.gpu_count * c.gpu_types[n.gpu_type].idle_watts for n in c.nodes if n.rack == rack)
+    def fit(self, job: Job, config: Config) -> tuple[dict[str, int], bool] | None:
+        """GPUs per node for the job in `config`, and whether it stays where it runs."""
+        counts = _keep_counts(job, config, self.placer)
+        if counts is not None:
+            return counts, True
+        if config.kept_only:
+            return None
+        placed = self.placer.place(config.gpu_type, config.num_gpus, config.tensor_parallel)
+        return (placed, False) if placed is not None else None
 
 
 def place(problem: Problem, free: Mapping[str, int], config: Config) -> dict[str, int] | None:
-    """Best-fit placement of whole tensor groups: one node if possible, else fewest racks."""
-    tp = config.shape.tensor_parallel
-    need = config.num_gpus
-    nodes = [
-        n for n in problem.cluster.nodes if n.gpu_type == config.gpu_type and free[n.name] >= tp
-    ]
-    room = {n.name: (free[n.name] // tp) * tp for n in nodes}
-    single = [n for n in nodes if room[n.name] >= need]
-    if single:
-        best = min(single, key=lambda n: (room[n.name], n.name))
-        return {best.name: need}
-    racks: dict[str, list[str]] = {}
-    for n in nodes:
-        racks.setdefault(n.rack, []).append(n.name)
-    rack_room = {r: sum(room[m] for m in ms) for r, ms in racks.items()}
-    if sum(rack_room.values()) < need:
-        return None
-    fitting = [r for r in racks if rack_room[r] >= need]
-    order = (
-        [min(fitting, key=lambda r: (rack_room[r], r))]
-        if fitting
-        else sorted(racks, key=lambda r: (-rack_room[r], r))
+    """Best-fit placement of `config` given free GPUs per node (see solver.placement)."""
+    return Placer(problem.cluster, free).place(
+        config.gpu_type, config.num_gpus, config.tensor_parallel
     )
-    counts: dict[str, int] = {}
-    for r in order:
-        for m in sorted(racks[r], key=lambda m: (-room[m], m)):
-            k = min(room[m], need)
-            if k:
-                counts[m] = k
-                need -= k
-            if need == 0:
-                return counts
-    return None
 
 
-def _keep_counts(job: Job, config: Config, free: Mapping[str, int]) -> dict[str, int] | None:
+def _keep_counts(job: Job, config: Config, placer: Placer) -> dict[str, int] | None:
     """The job's current GPUs, if the configuration has its current shape and they are free."""
     if job.current is None or config.shape != job.current.shape:
         return None
     counts = job.current.gpus_per_node()
-    if all(free.get(node, 0) >= k for node, k in counts.items()):
+    if placer.fits(counts):
         return counts
     return None
 
@@ -188,19 +157,17 @@ class Heuristic:
             upper = self.value[job.name, i] + migration_cost(job, self.problem.weights)
             if best is not None and upper - price * c.num_gpus <= best[0]:
                 continue
-            counts = _keep_counts(job, c, state.free)
-            keep = counts is not None
-            if counts is None and not c.kept_only:
-                counts = place(self.problem, state.free, c)
-            if counts is None or not state.power_ok(c, counts):
+            fitted = state.fit(job, c)
+            if fitted is None or not state.power_ok(c, fitted[0]):
                 continue
+            counts, keep = fitted
             g = self.gain(job, i, counts, keep) - price * c.num_gpus
             if g > 0 and (best is None or g > best[0]):
                 best = (g, i, counts)
         return best
 
     def greedy(self, price: float) -> _State:
-        state = _State.empty(self.problem)
+        state = _State(self.problem)
         fixed = [j for j in self.problem.jobs if j.current is not None and not j.preemptible]
         for job in fixed:
             self._place_fixed(state, job)
@@ -272,7 +239,7 @@ class Heuristic:
 
     def guided(self, choice: Mapping[str, Config]) -> _State:
         """Greedy that first tries the given configurations (an aggregated model's solution)."""
-        state = _State.empty(self.problem)
+        state = _State(self.problem)
         for job in self.problem.jobs:
             if job.current is not None and not job.preemptible:
                 self._place_fixed(state, job)
@@ -282,11 +249,9 @@ class Heuristic:
         )
         for job in order:
             c = choice[job.name]
-            counts = _keep_counts(job, c, state.free)
-            if counts is None and not c.kept_only:
-                counts = place(self.problem, state.free, c)
-            if counts is not None and state.power_ok(c, counts):
-                state.take(job.name, c, counts)
+            fitted = state.fit(job, c)
+            if fitted is not None and state.power_ok(c, fitted[0]):
+                state.take(job.name, c, fitted[0])
         for job in sorted(self.problem.jobs, key=lambda j: -self._density(j, 0.0)):
             if job.name not in state.choices:
                 move = self.best_move(state, job, 0.0)
