@@ -331,8 +331,12 @@ def pareto_filter(configs: list[Config], keep: Shape | None = None) -> list[Conf
     )
 
 
-def build_config_set(problem: Problem) -> ConfigSet:
-    facts = type_facts(problem.cluster)
+def build_config_set(
+    problem: Problem, facts: Mapping[str, TypeFacts] | None = None
+) -> ConfigSet:
+    """Every job's Pareto-filtered configurations; `facts` of a larger cluster when the problem
+    is a part of it (decomposition), so that its configurations are the global ones."""
+    facts = facts if facts is not None else type_facts(problem.cluster)
     by_job: dict[str, tuple[Config, ...]] = {}
     best: dict[str, float] = {}
     enumerated = 0

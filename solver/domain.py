@@ -56,6 +56,8 @@ class Cluster:
     nodes: tuple[Node, ...]
     power_budget_watts: float | None = None
     rack_power_budgets_watts: Mapping[str, float] = field(default_factory=dict)
+    reference_gpu_watts: float | None = None
+    """The energy term's denominator when this is a part of a larger cluster (decomposition)."""
 
     @property
     def racks(self) -> tuple[str, ...]:
@@ -73,6 +75,8 @@ class Cluster:
 
     def max_gpu_watts(self) -> float:
         """Power of every installed GPU at its TDP: the energy term's denominator."""
+        if self.reference_gpu_watts is not None:
+            return self.reference_gpu_watts
         return sum(n.gpu_count * self.gpu_types[n.gpu_type].tdp_watts for n in self.nodes)
 
 

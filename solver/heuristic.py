@@ -279,6 +279,19 @@ class Heuristic:
         assert best_plan is not None
         return best_plan
 
+    def complete(self, choices: Mapping[str, Choice], deadline: float) -> Plan:
+        """Start from `choices` (valid together), start what else fits, then local search."""
+        state = _State(self.problem)
+        for name, (config, counts) in choices.items():
+            state.take(name, config, counts)
+        for job in sorted(self.problem.jobs, key=lambda j: -self._density(j, 0.0)):
+            if job.name not in state.choices:
+                move = self.best_move(state, job, 0.0)
+                if move is not None:
+                    state.take(job.name, self.configs.by_job[job.name][move[1]], move[2])
+        self.improve(state, deadline)
+        return materialize(self.problem, self.configs, dict(state.choices))
+
     def run_guided(self, choice: Mapping[str, Config], deadline: float) -> Plan:
         state = self.guided(choice)
         self.improve(state, deadline)

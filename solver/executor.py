@@ -1,0 +1,126 @@
+"""Where sub-problems run: one interface, a local process pool by default, Ray when given.
+
+Each task is a picklable call of a top-level function. Workers are capped to one thread each
+(BLAS and the solvers), so that N workers use N cores and never oversubscribe the machine.
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import os
+from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from typing import Any, Protocol, TypeVar
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+log = logging.getLogger(__name__)
+
+RAY_ADDRESS_ENV = "DSFRO_RAY_ADDRESS"
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+class Executor(Protocol):
+    """Runs independent tasks in parallel and returns their results in order."""
+
+    name: str
+    workers: int
+
+    def map(self, fn: Callable[[T], R], items: Sequence[T]) -> list[R]: ...
+
+    def close(self) -> None: ...
+
+
+def available_cores() -> int:
+    try:
+        return max(len(os.sched_getaffinity(0)), 1)
+    except AttributeError:  # pragma: no cover - not Linux
+        return max(os.cpu_count() or 1, 1)
+
+
+def _one_thread() -> None:
+    """Worker initializer: one core per worker."""
+    for var in THREAD_VARIABLES:
+        os.environ[var] = "1"
+
+
+class InlineExecutor:
+    """Runs tasks one after another in this process (one worker; tests and tiny problems)."""
+
+    name = "inline"
+    workers = 1
+
+    def map(self, fn: Callable[[T], R], items: Sequence[T]) -> list[R]:
+        return [fn(x) for x in items]
+
+    def close(self) -> None:
+        pass
+
+
+class LocalExecutor:
+    """A pool of worker processes on this machine (spawned: safe beside gRPC's threads)."""
+
+    name = "local"
+
+    def __init__(self, workers: int | None = None) -> None:
+        self.workers = workers or available_cores()
+        self._pool: ProcessPoolExecutor | None = None
+
+    def _ensure(self) -> ProcessPoolExecutor:
+        if self._pool is None:
+            self._pool = ProcessPoolExecutor(
+                max_workers=self.workers,
+                mp_context=multiprocessing.get_context("spawn"),
+                initializer=_one_thread,
+            )
+        return self._pool
+
+    def map(self, fn: Callable[[T], R], items: Sequence[T]) -> list[R]:
+        return list(self._ensure().map(fn, items))
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None
+
+
+class RayExecutor:
+    """Tasks on a Ray cluster: `address` as for ray.init ("auto", "ray://host:10001", or
+    "local" to start one on this machine); one CPU per task."""
+
+    name = "ray"
+
+    def __init__(self, address: str) -> None:
+        import ray
+
+        self._ray: Any = ray
+        if not ray.is_initialized():
+            ray.init(
+                address=None if address == "local" else address,
+                include_dashboard=False,
+                log_to_driver=False,
+                runtime_env={"env_vars": {var: "1" for var in THREAD_VARIABLES}},
+            )
+        resources: dict[str, float] = ray.cluster_resources()  # type: ignore[no-untyped-call]
+        self.workers = max(int(resources.get("CPU", 1)), 1)
+        self._remote: dict[Callable[..., Any], Any] = {}
+
+    def map(self, fn: Callable[[T], R], items: Sequence[T]) -> list[R]:
+        remote = self._remote.get(fn)
+        if remote is None:
+            remote = self._remote[fn] = self._ray.remote(num_cpus=1)(fn)
+        results: list[R] = self._ray.get([remote.remote(x) for x in items])
+        return results
+
+    def close(self) -> None:
+        """Leaves the Ray cluster running: it belongs to whoever started it."""
+
+
+def make_executor(ray_address: str | None = None, workers: int | None = None) -> Executor:
+    """Ray when an address is given (argument, else $DSFRO_RAY_ADDRESS), else local processes."""
+    address = ray_address or os.environ.get(RAY_ADDRESS_ENV) or None
+    if address:
+        return RayExecutor(address)
+    return LocalExecutor(workers)
