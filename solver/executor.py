@@ -101,7 +101,6 @@ class RayExecutor:
                 address=None if address == "local" else address,
                 include_dashboard=False,
                 log_to_driver=False,
-                runtime_env={"env_vars": {var: "1" for var in THREAD_VARIABLES}},
             )
         resources: dict[str, float] = ray.cluster_resources()  # type: ignore[no-untyped-call]
         self.workers = max(int(resources.get("CPU", 1)), 1)
@@ -110,7 +109,9 @@ class RayExecutor:
     def map(self, fn: Callable[[T], R], items: Sequence[T]) -> list[R]:
         remote = self._remote.get(fn)
         if remote is None:
-            remote = self._remote[fn] = self._ray.remote(num_cpus=1)(fn)
+            remote = self._remote[fn] = self._ray.remote(
+                num_cpus=1, runtime_env={"env_vars": dict.fromkeys(THREAD_VARIABLES, "1")}
+            )(fn)
         results: list[R] = self._ray.get([remote.remote(x) for x in items])
         return results
 

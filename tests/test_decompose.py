@@ -1,0 +1,91 @@
+"""Decomposition: a partition that loses nothing, and merged plans that pass the checker."""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from solver.checker import check_plan
+from solver.configs import build_config_set
+from solver.convert import load_request_json, problem_from_proto
+from solver.decompose import partition, solve_decomposed
+from solver.domain import Problem
+from solver.executor import InlineExecutor
+from solver.heuristic import Heuristic
+from solver.plans import materialize
+from solver.validation import Limits
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def load(name: str) -> Problem:
+    return problem_from_proto(load_request_json(ROOT / "instances" / f"{name}.json"), Limits())
+
+
+@pytest.mark.parametrize(("name", "parts"), [("medium", 4), ("modern-power", 3), ("pai", 2)])
+def test_partition_covers_everything_once(name: str, parts: int) -> None:
+    p = load(name)
+    pieces = partition(p, parts, seed=0)
+    assert len(pieces) == parts
+    nodes = Counter(n.name for piece in pieces for n in piece.problem.cluster.nodes)
+    jobs = Counter(j.name for piece in pieces for j in piece.problem.jobs)
+    assert nodes == Counter(n.name for n in p.cluster.nodes)
+    assert jobs == Counter(j.name for j in p.jobs)
+    for piece in pieces:
+        racks = {n.rack for n in piece.problem.cluster.nodes}
+        assert all(
+            n.rack not in racks
+            for other in pieces
+            if other is not piece
+            for n in other.problem.cluster.nodes
+        )  # racks stay whole
+        here = {n.name for n in piece.problem.cluster.nodes}
+        for j in piece.problem.jobs:
+            if j.current is not None:  # a running job goes with its GPUs
+                assert {s.node for s in j.current.placement} <= here
+        assert piece.problem.cluster.max_gpu_watts() == p.cluster.max_gpu_watts()
+    if p.cluster.power_budget_watts is not None:
+        shares = [piece.problem.cluster.power_budget_watts for piece in pieces]
+        assert sum(s for s in shares if s is not None) == pytest.approx(
+            p.cluster.power_budget_watts
+        )
+
+
+def test_partition_balances_gpus_per_type() -> None:
+    p = load("medium")
+    pieces = partition(p, 4, seed=0)
+    for gpu_type in p.cluster.gpu_types:
+        per_part = [
+            sum(n.available_gpus for n in piece.problem.cluster.nodes if n.gpu_type == gpu_type)
+            for piece in pieces
+        ]
+        assert max(per_part) - min(per_part) <= 16  # two 8-GPU racks' worth at most
+
+
+def test_merged_plans_pass_the_checker_and_stay_near_the_whole() -> None:
+    p = load("medium")
+    d = solve_decomposed(p, InlineExecutor(), end=time.monotonic() + 20, parts=4)
+    assert d.parts == 4
+    whole = build_config_set(p)
+    assert d.configs.best_samples_per_second == pytest.approx(whole.best_samples_per_second)
+    first = materialize(p, d.configs, d.first)
+    final = materialize(p, d.configs, d.final)
+    assert check_plan(p, first.assignments) == []
+    assert check_plan(p, final.assignments) == []
+    assert final.objective.total >= first.objective.total - 1e-9
+    monolithic = Heuristic(p, whole).run(time.monotonic() + 2)
+    # Four parts lose little against the heuristic on the whole cluster.
+    assert final.objective.total >= 0.98 * monolithic.objective.total
+
+
+def test_completion_starts_queued_jobs_in_room_left_by_other_parts() -> None:
+    p = load("medium")
+    d = solve_decomposed(p, InlineExecutor(), end=time.monotonic() + 5, parts=8)
+    heuristic = Heuristic(p, d.configs)
+    merged = materialize(p, d.configs, d.final)
+    completed = heuristic.complete(d.final, time.monotonic() + 2)
+    assert check_plan(p, completed.assignments) == []
+    assert completed.objective.total >= merged.objective.total - 1e-9

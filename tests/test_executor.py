@@ -1,0 +1,89 @@
+"""Executors: the local process pool and Ray run the same decomposition to the same plan."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from solver.convert import load_request_json, problem_from_proto
+from solver.decompose import solve_decomposed
+from solver.executor import (
+    THREAD_VARIABLES,
+    Executor,
+    InlineExecutor,
+    LocalExecutor,
+    RayExecutor,
+    make_executor,
+)
+from solver.validation import Limits
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def thread_caps(_: int) -> dict[str, str | None]:
+    """Runs in a worker: the thread limits it was given."""
+    return {var: os.environ.get(var) for var in THREAD_VARIABLES}
+
+
+def square(x: int) -> int:
+    return x * x
+
+
+@pytest.fixture(scope="module")
+def local() -> Iterator[LocalExecutor]:
+    executor = LocalExecutor(workers=2)
+    yield executor
+    executor.close()
+
+
+@pytest.fixture(scope="module")
+def ray_executor() -> Iterator[RayExecutor]:
+    """A real local Ray, started by the test and stopped after it."""
+    import ray
+
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    # Ray workers can't import this test module by name: ship its functions by value.
+    ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    try:
+        yield RayExecutor("auto")
+    finally:
+        ray.shutdown()
+
+
+def test_local_pool_keeps_order_and_caps_threads(local: LocalExecutor) -> None:
+    assert local.map(square, list(range(7))) == [x * x for x in range(7)]
+    for caps in local.map(thread_caps, [0, 1]):
+        assert all(v == "1" for v in caps.values())
+
+
+def test_ray_keeps_order_and_caps_threads(ray_executor: RayExecutor) -> None:
+    assert ray_executor.workers == 2
+    assert ray_executor.map(square, list(range(7))) == [x * x for x in range(7)]
+    for caps in ray_executor.map(thread_caps, [0, 1]):
+        assert all(v == "1" for v in caps.values())
+
+
+def _decompose(executor: Executor) -> dict[str, tuple[str, int, dict[str, int]]]:
+    p = problem_from_proto(load_request_json(ROOT / "instances" / "small.json"), Limits())
+    d = solve_decomposed(p, executor, end=time.monotonic() + 0.4, parts=2)
+    return {j: (c.gpu_type, c.sm_clock_mhz, dict(n)) for j, (c, n) in d.first.items()}
+
+
+def test_every_executor_gives_the_same_first_plan(
+    local: LocalExecutor, ray_executor: RayExecutor
+) -> None:
+    inline = _decompose(InlineExecutor())
+    assert inline
+    assert _decompose(local) == inline
+    assert _decompose(ray_executor) == inline
+
+
+def test_make_executor_reads_the_ray_address(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("DSFRO_RAY_ADDRESS", raising=False)
+    executor = make_executor(workers=3)
+    assert isinstance(executor, LocalExecutor) and executor.workers == 3
