@@ -11,7 +11,9 @@ import os
 import time
 from dataclasses import dataclass
 
-from solver import cpsat
+from solver import formulation
+from solver.backends import ExactOptions, SolverStatus, get_backend
+from solver.backends.cpsat import DETERMINISTIC_TIME_PER_SECOND
 from solver.bound import solve_aggregate
 from solver.checker import check_plan
 from solver.configs import ConfigSet, build_config_set
@@ -37,8 +39,9 @@ IMPROVEMENT_EPSILON = 1e-9
 BUILD_SECONDS_PER_VARIABLE = 25e-6
 """Rough Python cost of building the full model (measured ~12 us per variable, doubled)."""
 OPTIMALITY_TOLERANCE = 1e-6
-"""Relative gap reported as OPTIMAL: the integer scaling of the objective (cpsat.SCALE) leaves
-a proven bound that can sit this far above the optimum."""
+"""Relative gap reported as OPTIMAL: the integer scaling of CP-SAT's objective
+(backends.cpsat.SCALE) and the MILP solvers' bound margins leave a proven bound that can sit
+this far above the optimum."""
 FULL_MODEL_MAX_VARIABLES = 20_000
 """AUTO builds the full placement model only up to about this many variables; beyond, the
 aggregated model and guided placement use the time (building alone would eat the budget)."""
@@ -106,7 +109,8 @@ def solve(problem: Problem, *, deadline: float | None = None) -> SolveResult:
 
 
 class _Portfolio:
-    """The exact path: aggregated bound and guided plan, then the full CP-SAT model."""
+    """The exact path: aggregated bound and guided plan, then the full model on an exact
+    backend (CP-SAT under AUTO)."""
 
     def __init__(
         self,
@@ -156,14 +160,14 @@ class _Portfolio:
         )
 
     def run(self) -> SolveResult:
-        full_size = cpsat.estimate_size(self.problem, self.configs)
+        full_size = formulation.estimate_size(self.problem, self.configs)
         backend = self.problem.options.backend
-        use_full = backend is Backend.CPSAT or (
+        use_full = backend in _EXACT or (
             backend is Backend.AUTO and full_size <= FULL_MODEL_MAX_VARIABLES
         )
         self.aggregate()
         if use_full and not self.gap_closed():
-            self.full(full_size)
+            self.full(full_size, Backend.CPSAT if backend is Backend.AUTO else backend)
         elif not use_full and backend is Backend.AUTO:
             self.notes.append(f"full model skipped: ~{full_size} variables")
         return self.finish()
@@ -181,38 +185,45 @@ class _Portfolio:
                 self.heuristic.run_guided(outcome.choice, ls_end), "guided", Backend.AGGREGATE
             )
 
-    def full(self, size: int) -> None:
+    def full(self, size: int, which: Backend) -> None:
+        """The full formulation on an exact backend (CP-SAT, HiGHS or Pyomo), seeded with the
+        best plan so far."""
         if self.clock.left() <= EXTRACT_MARGIN_SECONDS + BUILD_SECONDS_PER_VARIABLE * size:
             self.notes.append("no time left to build and solve the full model")
             return
-        model = cpsat.build(self.problem, self.configs)
-        cpsat.add_hint(model, self.best)
+        model = formulation.build(self.problem, self.configs)
+        hint = formulation.hint(model, self.best)
         time_limit = self.clock.left() - EXTRACT_MARGIN_SECONDS
         if time_limit <= 0:
             self.notes.append("building the full model used up the time budget")
             return
-        outcome = cpsat.solve(
+        o = self.problem.options
+        backend = get_backend(which)
+        outcome = backend.solve(
             model,
-            time_limit=time_limit,
-            seed=self.problem.options.seed,
-            threads=self.threads,
-            relative_gap=self.problem.options.relative_gap,
-            deterministic_limit=(
-                cpsat.DETERMINISTIC_TIME_PER_SECOND * self.problem.options.time_budget_seconds
+            hint=hint,
+            options=ExactOptions(
+                time_limit=time_limit,
+                relative_gap=o.relative_gap,
+                seed=o.seed,
+                threads=self.threads,
+                deterministic_limit=DETERMINISTIC_TIME_PER_SECOND * o.time_budget_seconds,
+                solver_name=o.pyomo_solver,
             ),
         )
-        self.notes.append(
-            f"CP-SAT {outcome.status} in {outcome.wall_seconds:.2f} s "
-            f"({outcome.deterministic_time:.2f} deterministic)"
-        )
-        if outcome.status == "INFEASIBLE":
+        note = f"{backend.name} {outcome.status.value} in {outcome.wall_seconds:.2f} s"
+        self.notes.append(f"{note} ({outcome.detail})" if outcome.detail else note)
+        if outcome.status is SolverStatus.INFEASIBLE:
             # The heuristic's plan passed the checker, so the model disagrees with the checker.
-            log.error("CP-SAT says infeasible but the heuristic plan passes the checker")
-            self.notes.append("CP-SAT disagreed with the checker; its verdict ignored")
+            log.error("%s says infeasible but the heuristic plan passes the checker", backend.name)
+            self.notes.append(f"{backend.name} disagreed with the checker; its verdict ignored")
             return
-        self.offer(outcome.plan, "CP-SAT", Backend.CPSAT)
+        if outcome.status is SolverStatus.ERROR:
+            log.error("%s failed: %s", backend.name, outcome.detail)
+            return
+        self.offer(outcome.plan, backend.name, which)
         self.tighten(outcome.best_bound)
-        if outcome.status == "OPTIMAL":
+        if outcome.status is SolverStatus.OPTIMAL:
             self.proven_optimal = True
 
     def finish(self) -> SolveResult:
@@ -236,6 +247,10 @@ class _Portfolio:
             self.first_plan,
             detail,
         )
+
+
+_EXACT = frozenset({Backend.CPSAT, Backend.HIGHS, Backend.PYOMO})
+"""Backends that solve the full formulation (solver.backends)."""
 
 
 def _unkeepable_jobs(problem: Problem, configs: ConfigSet) -> list[str]:

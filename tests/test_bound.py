@@ -4,22 +4,23 @@ from __future__ import annotations
 
 import pytest
 
-from solver import cpsat
+from solver import formulation
+from solver.backends import SolverStatus
 from solver.bound import solve_aggregate
 from solver.configs import build_config_set
 from solver.domain import Backend, Termination
 from solver.orchestrator import solve
 from tests.factories import cluster, job, node, only_throughput, point, problem
-from tests.test_bruteforce import random_tiny
+from tests.test_bruteforce import random_tiny, solve_exact
 
 
 @pytest.mark.parametrize("seed", range(6))
 def test_lp_bound_is_above_the_exact_optimum(seed: int) -> None:
     p = random_tiny(seed)
     configs = build_config_set(p)
-    exact = cpsat.solve(cpsat.build(p, configs), time_limit=30, seed=0, threads=1, relative_gap=0.0)
+    exact = solve_exact(Backend.CPSAT, formulation.build(p, configs))
     lp = solve_aggregate(p, configs)
-    if exact.status == "INFEASIBLE":
+    if exact.status is SolverStatus.INFEASIBLE:
         return
     assert exact.plan is not None and lp.best_bound is not None
     assert lp.best_bound >= exact.plan.objective.total - 1e-9

@@ -1,19 +1,35 @@
-"""CP-SAT's optimum equals exhaustive enumeration on tiny instances."""
+"""Every exact backend's optimum equals exhaustive enumeration on tiny instances."""
 
 from __future__ import annotations
 
+import functools
 import itertools
 import random
 from collections.abc import Iterator
 
 import pytest
 
-from solver import cpsat
+from solver import formulation
+from solver.backends import ExactOptions, ExactOutcome, SolverStatus, get_backend
+from solver.backends.pyomo_backend import available_solvers
 from solver.checker import check_plan
 from solver.configs import ConfigSet, build_config_set
-from solver.domain import Config, Node, ObjectiveWeights, Problem
+from solver.domain import Backend, Config, Node, ObjectiveWeights, Problem
 from solver.plans import Choice, materialize
 from tests.factories import V100, cluster, job, node, point, problem, running
+
+EXACT_BACKENDS = [Backend.CPSAT, Backend.HIGHS] + (
+    [Backend.PYOMO] if "appsi_highs" in available_solvers() else []
+)
+"""The exact backends installed here (Pyomo with its default solver, appsi_highs)."""
+
+
+def solve_exact(
+    backend: Backend, f: formulation.Formulation, time_limit: float = 30.0
+) -> ExactOutcome:
+    """Solve to proven optimality (one thread, seed 0)."""
+    options = ExactOptions(time_limit=time_limit, relative_gap=0.0, seed=0, threads=1)
+    return get_backend(backend).solve(f, hint=None, options=options)
 
 
 def placements(config: Config, nodes: list[Node]) -> Iterator[dict[str, int]]:
@@ -89,8 +105,9 @@ def random_tiny(seed: int) -> Problem:
     return problem(c, *jobs, weights=weights)
 
 
-@pytest.mark.parametrize("seed", range(6))
-def test_cpsat_optimum_equals_brute_force(seed: int) -> None:
+@functools.cache
+def enumerated(seed: int) -> tuple[Problem, ConfigSet, float]:
+    """A random tiny instance, its configurations and its brute-force optimum."""
     p = random_tiny(seed)
     # Keep the enumeration small: the top and lowest offered clocks only.
     full = build_config_set(p)
@@ -99,14 +116,18 @@ def test_cpsat_optimum_equals_brute_force(seed: int) -> None:
         for j, cs in full.by_job.items()
     }
     configs = ConfigSet(by_job, full.best_samples_per_second, full.num_enumerated)
-    expected = brute_force(p, configs)
-    outcome = cpsat.solve(
-        cpsat.build(p, configs), time_limit=30, seed=0, threads=1, relative_gap=0.0
-    )
+    return p, configs, brute_force(p, configs)
+
+
+@pytest.mark.parametrize("backend", EXACT_BACKENDS, ids=lambda b: b.value)
+@pytest.mark.parametrize("seed", range(6))
+def test_exact_optimum_equals_brute_force(seed: int, backend: Backend) -> None:
+    p, configs, expected = enumerated(seed)
+    outcome = solve_exact(backend, formulation.build(p, configs))
     if expected == float("-inf"):
-        assert outcome.status == "INFEASIBLE"
+        assert outcome.status is SolverStatus.INFEASIBLE
         return
-    assert outcome.status == "OPTIMAL"
+    assert outcome.status is SolverStatus.OPTIMAL, outcome.detail
     assert outcome.plan is not None
     assert outcome.plan.objective.total == pytest.approx(expected, abs=1e-5)
     assert outcome.best_bound is not None and outcome.best_bound >= expected - 1e-9
