@@ -1,4 +1,4 @@
-"""The ``dsfro`` command: solve or validate an instance file, or run the server.
+"""The ``dsfro`` command: solve, validate or export an instance file, or run the server.
 
 Instance files are SolveRequests in protobuf JSON, the same schema as the wire. Exit codes:
 0 success, 2 bad input (unreadable file, malformed JSON, unknown field, invalid request),
@@ -13,12 +13,13 @@ import os
 import re
 import sys
 from collections.abc import Iterable, Sequence
+from pathlib import Path
 
 import grpc
 from google.rpc import error_details_pb2
 from grpc_status import rpc_status
 
-from solver import configs, orchestrator
+from solver import configs, formulation, orchestrator
 from solver._proto.dsfro.v1 import scheduler_pb2 as pb
 from solver._proto.dsfro.v1 import scheduler_pb2_grpc
 from solver.convert import (
@@ -41,7 +42,9 @@ _REMOTE_SLACK_SECONDS = 5.0
 """RPC timeout beyond the time budget: the service answers within the budget plus a margin."""
 _BACKENDS = {
     "auto": pb.AUTO, "cpsat": pb.CPSAT, "heuristic": pb.HEURISTIC, "aggregate": pb.AGGREGATE,
+    "highs": pb.HIGHS, "pyomo": pb.PYOMO,
 }
+EXPORT_FORMATS = ("mps", "lp")
 
 
 def parse_duration(text: str) -> float:
@@ -186,6 +189,8 @@ def cmd_solve(args: argparse.Namespace) -> int:
         o.seed = args.seed
     if args.threads is not None:
         o.threads = args.threads
+    if args.pyomo_solver is not None:
+        o.pyomo_solver = args.pyomo_solver
     if args.server:
         resp = _solve_remote(args.server, req)
     else:
@@ -233,6 +238,30 @@ def cmd_validate(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_export(args: argparse.Namespace) -> int:
+    """Write the full model of an instance (configurations enumerated as for a solve)."""
+    limits = Limits()
+    req = _load_valid(args.file, limits)
+    problem = problem_from_proto(req, limits)
+    model = formulation.build(problem, configs.build_config_set(problem))
+    out = Path(args.out) if args.out else Path(Path(args.file).stem + "." + args.format)
+    # Imported here: Pyomo, which writes the files, takes ~0.5 s to load.
+    from solver.backends.pyomo_backend import export_model
+
+    try:
+        export_model(model, out, args.format)
+    except OSError as e:
+        print(f"dsfro: error: cannot write {out}: {e.strerror or e}", file=sys.stderr)
+        return 2
+    rows = sum(1 for _ in model.linear_rows())
+    print(f"wrote {out}: {model.num_variables} variables, {rows} rows, maximise "
+          f"(objective constant {model.offset:.6g} included)")
+    if any(c.name.startswith("contradiction[") for c in model.constraints):
+        print("dsfro: note: the model is infeasible: a non-preemptible job cannot keep its "
+              "running shape", file=sys.stderr)
+    return 0
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     return run_server(args, os.environ)
 
@@ -252,6 +281,8 @@ def build_parser() -> argparse.ArgumentParser:
     solve.add_argument("--backend", choices=list(_BACKENDS))
     solve.add_argument("--seed", type=_int32)
     solve.add_argument("--threads", type=_int32)
+    solve.add_argument("--pyomo-solver", metavar="NAME",
+                       help="Pyomo solver for --backend pyomo (default appsi_highs)")
     solve.add_argument("--json", action="store_true", help="print the SolveResponse as JSON")
     solve.add_argument("--server", metavar="HOST:PORT",
                        help="send the request to a running service instead of solving here")
@@ -260,6 +291,15 @@ def build_parser() -> argparse.ArgumentParser:
     validate = sub.add_parser("validate", help="check an instance file without solving it")
     validate.add_argument("file")
     validate.set_defaults(func=cmd_validate)
+
+    export = sub.add_parser(
+        "export", help="write the full model of an instance as MPS or LP for another solver")
+    export.add_argument("file", help="SolveRequest in protobuf JSON")
+    export.add_argument("--format", choices=EXPORT_FORMATS, default="mps")
+    export.add_argument("--out", metavar="PATH",
+                        help="output file (default: the instance's name with the format's "
+                             "extension, in the current directory)")
+    export.set_defaults(func=cmd_export)
 
     serve = sub.add_parser("serve", help="run the gRPC service (as server.py)")
     add_server_arguments(serve)

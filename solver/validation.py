@@ -471,6 +471,31 @@ def _check_options(c: _Collector, req: pb.SolveRequest, limits: Limits) -> None:
     if not 0 <= o.threads <= MAX_THREADS:
         c.add("options.threads", f"must be in [0, {MAX_THREADS}], got {o.threads}")
     c.at_least("options.seed", o.seed, 0)
+    _check_pyomo_solver(c, o)
+
+
+def _check_pyomo_solver(c: _Collector, o: pb.SolveOptions) -> None:
+    """pyomo_solver goes with backend PYOMO and must name a solver installed here."""
+    if not o.pyomo_solver:
+        return
+    if o.backend != pb.PYOMO:
+        backend: object = o.backend
+        if o.backend == pb.BACKEND_UNSPECIFIED:
+            backend = "AUTO (unset)"
+        elif o.backend in pb.Backend.values():
+            backend = pb.Backend.Name(o.backend)
+        c.add("options.pyomo_solver", f"is only used with backend PYOMO, got backend {backend}")
+        return
+    # Imported here: Pyomo takes ~0.5 s to load, and only these requests need it.
+    from solver.backends.pyomo_backend import available_solvers
+
+    found = available_solvers()
+    if o.pyomo_solver not in found:
+        c.add(
+            "options.pyomo_solver",
+            f"solver {_q(o.pyomo_solver)} is not available here; available: "
+            f"{', '.join(found) or 'none'}",
+        )
 
 
 # ---------------------------------------------------------------- plan

@@ -428,3 +428,40 @@ def test_a_running_assignment_without_shape_reports_each_field() -> None:
         f"{PA}[0].gpu_type", f"{PA}[0].data_parallel", f"{PA}[0].tensor_parallel",
         f"{PA}[0].pipeline_parallel", f"{PA}[0].placement",
     ]
+
+
+# ---------------------------------------------------------------- pyomo_solver
+
+
+def _pyomo(backend: int, solver: str) -> list[FieldViolation]:
+    req = make_request()
+    req.options.backend = backend
+    req.options.pyomo_solver = solver
+    return validate_request(req, Limits())
+
+
+def test_pyomo_solver_is_valid_with_backend_pyomo() -> None:
+    assert _pyomo(pb.PYOMO, "appsi_highs") == []
+    assert _pyomo(pb.PYOMO, "") == []
+
+
+@pytest.mark.parametrize(
+    ("backend", "shown"),
+    [(pb.CPSAT, "CPSAT"), (pb.HIGHS, "HIGHS"), (pb.BACKEND_UNSPECIFIED, "AUTO (unset)")],
+)
+def test_pyomo_solver_with_another_backend_is_an_error(backend: int, shown: str) -> None:
+    assert _pyomo(backend, "appsi_highs") == [
+        FieldViolation(
+            "options.pyomo_solver", f"is only used with backend PYOMO, got backend {shown}"
+        )
+    ]
+
+
+def test_an_unavailable_pyomo_solver_lists_the_available_ones() -> None:
+    from solver.backends.pyomo_backend import available_solvers
+
+    [v] = _pyomo(pb.PYOMO, "gurobi-9000")
+    assert v.field == "options.pyomo_solver"
+    assert v.description == (
+        'solver "gurobi-9000" is not available here; available: ' + ", ".join(available_solvers())
+    )
