@@ -6,9 +6,9 @@ constraints), and a linear objective to maximise. ``solver.backends`` translates
 HiGHS and Pyomo; none of them knows the scheduling problem. One function per constraint family
 (``add_*``) builds it, and each family is tested on its own by leaving it out.
 
-Constraint coefficients and finite row bounds are integers (power in rounded-up milliwatts or
-watts, rounded so that the model can only be stricter than the checker), so CP-SAT takes the
-rows as they are and MILP solvers check them exactly once variables are rounded.
+Constraint coefficients and finite row bounds are integers (power in milliwatts, each draw
+rounded up and each budget down, so that the model can only be stricter than the checker), so
+CP-SAT takes the rows as they are and MILP solvers check them exactly once variables are rounded.
 """
 
 from __future__ import annotations
@@ -362,8 +362,13 @@ def _idle(f: Formulation, nodes: Sequence[Node]) -> float:
     return sum(n.gpu_count * types[n.gpu_type].idle_watts for n in nodes)
 
 
+MILLIWATTS = 1000
+"""Power rows count milliwatts: each configuration's draw rounded up, each budget down, so the
+model is at most 1 mW per running job stricter than the checker."""
+
+
 def add_power_budget(f: Formulation) -> None:
-    """Assigned GPUs at their configuration's power, all others idle, within the budget (W)."""
+    """Assigned GPUs at their configuration's power, all others idle, within the budget (mW)."""
     budget = f.problem.cluster.power_budget_watts
     if budget is None:
         return
@@ -372,8 +377,8 @@ def add_power_budget(f: Formulation) -> None:
     for name in f.jobs_with_configs():
         for i, c in enumerate(f.configs.by_job[name]):
             extra = c.watts - types[c.gpu_type].idle_watts * c.num_gpus
-            terms.append((f.y[name, i], math.ceil(extra)))
-    cap = math.floor(budget - _idle(f, f.problem.cluster.nodes))
+            terms.append((f.y[name, i], math.ceil(extra * MILLIWATTS)))
+    cap = math.floor((budget - _idle(f, f.problem.cluster.nodes)) * MILLIWATTS)
     f.add_row("power_budget", "power_budget[cluster]", [t for t in terms if t[1]], hi=cap)
 
 
@@ -400,7 +405,7 @@ def add_rack_power_budget(f: Formulation) -> None:
                     hi=0,
                 )
                 parts.append((w, 1))
-                terms.append((w, math.ceil(per_gpu * 1000)))
+                terms.append((w, math.ceil(per_gpu * MILLIWATTS)))
             f.add_row(
                 "rack_power_budget",
                 f"rack_share[{name},{rack}]",
@@ -408,7 +413,7 @@ def add_rack_power_budget(f: Formulation) -> None:
                 0,
                 0,
             )
-        cap_mw = math.floor((budget - _idle(f, rack_nodes)) * 1000)
+        cap_mw = math.floor((budget - _idle(f, rack_nodes)) * MILLIWATTS)
         f.add_row("rack_power_budget", f"rack_power[{rack}]", [t for t in terms if t[1]], hi=cap_mw)
 
 
