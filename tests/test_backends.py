@@ -563,3 +563,15 @@ def test_highs_solves_whatever_thread_count_its_pool_was_made_with() -> None:
     ]
     assert all(o.status is SolverStatus.OPTIMAL for o in outcomes)
     assert any("existing thread pool" in o.detail for o in outcomes)
+
+
+@by_backend
+def test_a_model_without_variables_is_solved(backend: Backend) -> None:
+    # No job has a configuration (V100 profile on an A100 cluster): the objective is a constant.
+    p = problem(cluster(node("n0")), job("a", point(4, 100, gpu=V100)))
+    f = formulation.build(p, build_config_set(p))
+    assert f.num_variables == 0
+    o = solve_exact(backend, f)
+    assert o.status is SolverStatus.OPTIMAL and o.plan is not None
+    assert o.plan.assignment("a").state is JobState.QUEUED
+    assert o.best_bound is not None and o.best_bound >= o.plan.objective.total

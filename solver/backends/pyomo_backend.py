@@ -205,6 +205,16 @@ class PyomoBackend:
         pyo = _pyomo()
         from pyomo.opt import TerminationCondition as TC  # type: ignore[import-untyped,unused-ignore]
 
+        if not f.num_variables:  # a constant: no solver takes an empty model
+            constant = extract(f, ())
+            return ExactOutcome(
+                SolverStatus.OPTIMAL,
+                constant,
+                f.offset,
+                time.monotonic() - start,
+                "empty model",
+                (),
+            )
         if "highs" in name:
             new_highs()  # HiGHS's one-off banner goes to /dev/null, not to stdout
         m, xs = to_pyomo(f)
