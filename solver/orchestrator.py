@@ -95,7 +95,7 @@ def solve(
     if deadline is not None:
         end = min(end, deadline)
     clock = _Clock(start, end)
-    if _decompose(problem):
+    if decomposes(problem):
         if executor is not None:
             return _solve_decomposed(problem, clock, executor)
         own = make_executor()
@@ -289,7 +289,8 @@ class _Portfolio:
         )
 
 
-def _decompose(problem: Problem) -> bool:
+def decomposes(problem: Problem) -> bool:
+    """Whether the solve of `problem` is decomposed (and needs an executor)."""
     backend = problem.options.backend
     return backend is Backend.DECOMPOSED or (
         backend is Backend.AUTO

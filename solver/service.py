@@ -43,6 +43,7 @@ from solver.convert import (
     result_to_proto,
 )
 from solver.domain import SolveResult
+from solver.executor import RAY_ADDRESS_ENV, Executor, make_executor
 from solver.validation import FieldViolation, Limits, validate_plan, validate_request
 
 log = logging.getLogger(__name__)
@@ -69,6 +70,8 @@ class ServerConfig:
     grpc_workers: int = 16
     """RPC threads; more than max_concurrent_solves so other calls are served during solves."""
     grace_period_seconds: float = 10.0
+    ray_address: str | None = None
+    """Decomposed solves run their sub-problems on this Ray cluster; None: local processes."""
     """On shutdown, how long running calls may take to finish."""
 
 
@@ -82,6 +85,8 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
         self._config = config
         self._limits = config.limits
         self._slots = threading.BoundedSemaphore(config.max_concurrent_solves)
+        self._executor: Executor | None = None
+        self._executor_lock = threading.Lock()
         self._pool = ThreadPoolExecutor(
             max_workers=config.max_concurrent_solves, thread_name_prefix="dsfro-solve"
         )
@@ -89,6 +94,17 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
     def close(self) -> None:
         """Accept no more solves; running ones finish on their own threads."""
         self._pool.shutdown(wait=False, cancel_futures=True)
+        with self._executor_lock:
+            if self._executor is not None:
+                self._executor.close()
+                self._executor = None
+
+    def executor(self) -> Executor:
+        """The sub-problem executor of decomposed solves, made on first use and kept."""
+        with self._executor_lock:
+            if self._executor is None:
+                self._executor = make_executor(self._config.ray_address)
+            return self._executor
 
     def Solve(self, request: pb.SolveRequest, context: grpc.ServicerContext) -> pb.SolveResponse:
         violations = validate_request(request, self._limits)
@@ -96,9 +112,10 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
             _abort_invalid(context, violations)
         if not self._slots.acquire(blocking=False):
             n = self._config.max_concurrent_solves
-            context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED,
-                          f"{n} solves are already running (max_concurrent_solves={n}); "
-                          "retry later")
+            context.abort(
+                grpc.StatusCode.RESOURCE_EXHAUSTED,
+                f"{n} solves are already running (max_concurrent_solves={n}); retry later",
+            )
         deadline = self._deadline(context)
         try:
             problem = problem_from_proto(request, self._limits)
@@ -106,7 +123,10 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
             self._slots.release()
             _abort_internal(context, "converting the request", e)
         try:
-            future = self._pool.submit(orchestrator.solve, problem, deadline=deadline)
+            executor = self.executor() if orchestrator.decomposes(problem) else None
+            future = self._pool.submit(
+                orchestrator.solve, problem, deadline=deadline, executor=executor
+            )
         except RuntimeError:  # the pool is shut down
             self._slots.release()
             context.abort(grpc.StatusCode.UNAVAILABLE, "the server is shutting down")
@@ -124,9 +144,15 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
         except Exception as e:
             _abort_internal(context, "solving", e)
         s = result.stats
-        log.info("solved %d jobs on %d nodes: %s by %s, objective %.6g in %.3fs",
-                 len(problem.jobs), len(problem.cluster.nodes), s.termination.name,
-                 s.backend_used.name, s.objective, s.wall_seconds)
+        log.info(
+            "solved %d jobs on %d nodes: %s by %s, objective %.6g in %.3fs",
+            len(problem.jobs),
+            len(problem.cluster.nodes),
+            s.termination.name,
+            s.backend_used.name,
+            s.objective,
+            s.wall_seconds,
+        )
         return response
 
     def _deadline(self, context: grpc.ServicerContext) -> float | None:
@@ -149,18 +175,25 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
             return pb.ValidateSnapshotResponse(
                 valid=False, violations=[_violation_to_proto(v) for v in violations]
             )
-        problem = _guard(context, "converting the request",
-                         lambda: problem_from_proto(request.request, self._limits))
-        config_set = _guard(context, "enumerating configurations",
-                            lambda: configs.build_config_set(problem))
-        return pb.ValidateSnapshotResponse(valid=True, jobs=[
-            pb.JobSummary(
-                job=j.name,
-                num_configurations=len(config_set.by_job.get(j.name, ())),
-                best_samples_per_second=config_set.best_samples_per_second.get(j.name, 0.0),
-            )
-            for j in problem.jobs
-        ])
+        problem = _guard(
+            context,
+            "converting the request",
+            lambda: problem_from_proto(request.request, self._limits),
+        )
+        config_set = _guard(
+            context, "enumerating configurations", lambda: configs.build_config_set(problem)
+        )
+        return pb.ValidateSnapshotResponse(
+            valid=True,
+            jobs=[
+                pb.JobSummary(
+                    job=j.name,
+                    num_configurations=len(config_set.by_job.get(j.name, ())),
+                    best_samples_per_second=config_set.best_samples_per_second.get(j.name, 0.0),
+                )
+                for j in problem.jobs
+            ],
+        )
 
     def EvaluatePlan(
         self, request: pb.EvaluatePlanRequest, context: grpc.ServicerContext
@@ -170,11 +203,17 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
             violations = validate_plan(request.request, request.plan)
         if violations:
             _abort_invalid(context, violations)
-        problem = _guard(context, "converting the request",
-                         lambda: problem_from_proto(request.request, self._limits))
+        problem = _guard(
+            context,
+            "converting the request",
+            lambda: problem_from_proto(request.request, self._limits),
+        )
         allocations = allocations_from_proto(request.plan)
-        ev = _guard(context, "evaluating the plan",
-                    lambda: evaluation.evaluate_allocations(problem, allocations))
+        ev = _guard(
+            context,
+            "evaluating the plan",
+            lambda: evaluation.evaluate_allocations(problem, allocations),
+        )
         response = pb.EvaluatePlanResponse(
             valid=not ev.violations and ev.plan is not None,
             violations=[
@@ -192,13 +231,24 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
         c = self._config
         return pb.ServerInfo(
             version=solver.__version__,
-            backends=[pb.AUTO, pb.CPSAT, pb.AGGREGATE, pb.HEURISTIC],
+            backends=[
+                pb.AUTO,
+                pb.CPSAT,
+                pb.HIGHS,
+                pb.PYOMO,
+                pb.AGGREGATE,
+                pb.DECOMPOSED,
+                pb.HEURISTIC,
+            ],
             max_time_budget=duration_to_proto(c.limits.max_time_budget_seconds),
             max_nodes=c.limits.max_nodes,
             max_jobs=c.limits.max_jobs,
             max_concurrent_solves=c.max_concurrent_solves,
             max_message_bytes=c.max_message_bytes,
-            solver_versions={name: _version(name) for name in ("ortools", "protobuf", "grpcio")},
+            solver_versions={
+                name: _version(name)
+                for name in ("ortools", "highspy", "pyomo", "ray", "protobuf", "grpcio")
+            },
         )
 
 
@@ -224,8 +274,9 @@ def _guard(context: grpc.ServicerContext, what: str, fn: Callable[[], T]) -> T:
 def _abort_internal(context: grpc.ServicerContext, what: str, exc: BaseException) -> NoReturn:
     ref = uuid.uuid4().hex[:12]
     log.error("internal error while %s [ref %s]", what, ref, exc_info=exc)
-    context.abort(grpc.StatusCode.INTERNAL,
-                  f"internal error while {what} (server log reference {ref})")
+    context.abort(
+        grpc.StatusCode.INTERNAL, f"internal error while {what} (server log reference {ref})"
+    )
     raise AssertionError("unreachable: abort raises")
 
 
@@ -256,9 +307,7 @@ def bad_request_status(violations: Sequence[FieldViolation]) -> Any:
     return rpc_status.to_status(status)
 
 
-def _abort_invalid(
-    context: grpc.ServicerContext, violations: Sequence[FieldViolation]
-) -> NoReturn:
+def _abort_invalid(context: grpc.ServicerContext, violations: Sequence[FieldViolation]) -> NoReturn:
     context.abort_with_status(bad_request_status(violations))
     raise AssertionError("unreachable: abort_with_status raises")
 
@@ -281,8 +330,7 @@ class SchedulerServer(grpc.Server):  # type: ignore[misc]
         n = config.max_message_bytes
         self._server = grpc.server(
             ThreadPoolExecutor(max_workers=config.grpc_workers, thread_name_prefix="dsfro-rpc"),
-            options=[("grpc.max_receive_message_length", n),
-                     ("grpc.max_send_message_length", n)],
+            options=[("grpc.max_receive_message_length", n), ("grpc.max_send_message_length", n)],
         )
         # Generated code is untyped.
         scheduler_pb2_grpc.add_SchedulerServiceServicer_to_server(  # type: ignore[no-untyped-call]
@@ -290,8 +338,11 @@ class SchedulerServer(grpc.Server):  # type: ignore[misc]
         )
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self._server)
         reflection.enable_server_reflection(
-            (SERVICE_NAME, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
-             reflection.SERVICE_NAME),
+            (
+                SERVICE_NAME,
+                health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
+                reflection.SERVICE_NAME,
+            ),
             self._server,
         )
         host = f"[{config.host}]" if ":" in config.host else config.host
@@ -369,20 +420,31 @@ def add_server_arguments(parser: argparse.ArgumentParser) -> None:
     """The server's flags; each overrides its environment variable."""
     parser.add_argument("--host", help="address to listen on (DSFRO_HOST; 127.0.0.1)")
     parser.add_argument("--port", help="port, 0 for any free one (DSFRO_PORT; 50051)")
-    parser.add_argument("--max-concurrent-solves",
-                        help="solves at once; more get RESOURCE_EXHAUSTED "
-                        "(DSFRO_MAX_CONCURRENT_SOLVES; 2)")
-    parser.add_argument("--max-message-bytes",
-                        help="largest request/response (DSFRO_MAX_MESSAGE_BYTES; 256 MiB)")
-    parser.add_argument("--max-time-budget-seconds",
-                        help="largest time budget accepted (DSFRO_MAX_TIME_BUDGET_SECONDS; 300)")
+    parser.add_argument(
+        "--max-concurrent-solves",
+        help="solves at once; more get RESOURCE_EXHAUSTED (DSFRO_MAX_CONCURRENT_SOLVES; 2)",
+    )
+    parser.add_argument(
+        "--max-message-bytes", help="largest request/response (DSFRO_MAX_MESSAGE_BYTES; 256 MiB)"
+    )
+    parser.add_argument(
+        "--max-time-budget-seconds",
+        help="largest time budget accepted (DSFRO_MAX_TIME_BUDGET_SECONDS; 300)",
+    )
     parser.add_argument("--workers", help="gRPC worker threads (16)")
     parser.add_argument("--grace-period-seconds", help="shutdown grace period (10)")
     parser.add_argument("--log-level", default="INFO", help="logging level (INFO)")
+    parser.add_argument(
+        "--ray-address",
+        help="Ray cluster for decomposed solves (DSFRO_RAY_ADDRESS; none: local processes)",
+    )
 
 
 def _setting(
-    args: argparse.Namespace, environ: Mapping[str, str], attr: str, env: str | None,
+    args: argparse.Namespace,
+    environ: Mapping[str, str],
+    attr: str,
+    env: str | None,
 ) -> tuple[str, str] | None:
     """(value, where it came from) of one setting: the flag wins over the environment."""
     flag = getattr(args, attr, None)
@@ -436,8 +498,14 @@ def config_from_args(
     if v is not None:
         top = _seconds(v)
         default = min(c.limits.default_time_budget_seconds, top)
-        c = replace(c, limits=replace(c.limits, max_time_budget_seconds=top,
-                                      default_time_budget_seconds=default))
+        c = replace(
+            c,
+            limits=replace(
+                c.limits, max_time_budget_seconds=top, default_time_budget_seconds=default
+            ),
+        )
+    if (v := _setting(args, env, "ray_address", RAY_ADDRESS_ENV)) is not None:
+        c = replace(c, ray_address=v[0] or None)
     if (v := _setting(args, env, "grace_period_seconds", None)) is not None:
         c = replace(c, grace_period_seconds=_seconds(v))
     workers = _setting(args, env, "workers", None)
@@ -451,7 +519,8 @@ def config_from_args(
 
 def configure_logging(level: str) -> None:
     logging.basicConfig(
-        level=level.upper(), stream=sys.stderr,
+        level=level.upper(),
+        stream=sys.stderr,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
 

@@ -87,3 +87,32 @@ def test_make_executor_reads_the_ray_address(monkeypatch: pytest.MonkeyPatch) ->
     monkeypatch.delenv("DSFRO_RAY_ADDRESS", raising=False)
     executor = make_executor(workers=3)
     assert isinstance(executor, LocalExecutor) and executor.workers == 3
+
+
+def test_a_decomposed_solve_through_the_service_runs_on_ray(ray_executor: RayExecutor) -> None:
+    """The server, given a Ray address, sends a DECOMPOSED solve's parts to Ray."""
+    import grpc
+
+    from solver._proto.dsfro.v1 import scheduler_pb2 as pb
+    from solver._proto.dsfro.v1 import scheduler_pb2_grpc
+    from solver.service import ServerConfig, build_server
+
+    server = build_server(ServerConfig(port=0, ray_address="auto"))
+    server.start()
+    try:
+        request = load_request_json(ROOT / "instances" / "small.json")
+        request.options.backend = pb.DECOMPOSED
+        request.options.time_budget.FromSeconds(5)
+        with grpc.insecure_channel(f"127.0.0.1:{server.port}") as channel:
+            stub = scheduler_pb2_grpc.SchedulerServiceStub(channel)  # type: ignore[no-untyped-call]
+            response = stub.Solve(request, timeout=30)
+            evaluation = stub.EvaluatePlan(
+                pb.EvaluatePlanRequest(request=request, plan=response.plan), timeout=30
+            )
+        assert response.stats.backend_used == pb.DECOMPOSED
+        assert "on ray" in response.stats.detail
+        assert response.stats.HasField("best_bound")
+        assert evaluation.valid, evaluation.violations
+        assert evaluation.objective.total == pytest.approx(response.plan.objective.total)
+    finally:
+        server.stop(grace=1.0)

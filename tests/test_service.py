@@ -138,7 +138,9 @@ def test_many_violations_are_cut_to_fit_in_trailing_metadata(stub: Stub) -> None
 def test_internal_errors_do_not_leak_to_the_client(
     stub: Stub, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    def broken(problem: Problem, *, deadline: float | None = None) -> SolveResult:
+    def broken(
+        problem: Problem, *, deadline: float | None = None, executor: object = None
+    ) -> SolveResult:
         raise RuntimeError("secret detail")
 
     monkeypatch.setattr(orchestrator, "solve", broken)
@@ -156,7 +158,9 @@ def test_over_max_concurrent_solves_a_call_is_refused_at_once(
     release = threading.Event()
     entered = threading.Semaphore(0)
 
-    def held(problem: Problem, *, deadline: float | None = None) -> SolveResult:
+    def held(
+        problem: Problem, *, deadline: float | None = None, executor: object = None
+    ) -> SolveResult:
         entered.release()
         release.wait(WAIT)
         return canned_result(problem)
@@ -192,7 +196,9 @@ def test_the_rpc_deadline_bounds_the_solve(monkeypatch: pytest.MonkeyPatch) -> N
     """A 60 s budget under a 3 s RPC deadline: the solver is told to stop before the deadline."""
     seen: list[float | None] = []
 
-    def until_deadline(problem: Problem, *, deadline: float | None = None) -> SolveResult:
+    def until_deadline(
+        problem: Problem, *, deadline: float | None = None, executor: object = None
+    ) -> SolveResult:
         seen.append(deadline)
         assert deadline is not None
         while time.monotonic() < deadline:
@@ -217,7 +223,9 @@ def test_without_an_rpc_deadline_the_solver_gets_none(
 ) -> None:
     seen: list[float | None] = []
 
-    def record(problem: Problem, *, deadline: float | None = None) -> SolveResult:
+    def record(
+        problem: Problem, *, deadline: float | None = None, executor: object = None
+    ) -> SolveResult:
         seen.append(deadline)
         return canned_result(problem)
 
@@ -311,7 +319,9 @@ def test_messages_over_4_mib_are_accepted(stub: Stub) -> None:
 def test_get_server_info(stub: Stub) -> None:
     info = stub.GetServerInfo(pb.GetServerInfoRequest(), timeout=WAIT)
     assert info.version == solver.__version__
-    assert list(info.backends) == [pb.AUTO, pb.CPSAT, pb.AGGREGATE, pb.HEURISTIC]
+    assert list(info.backends) == [
+        pb.AUTO, pb.CPSAT, pb.HIGHS, pb.PYOMO, pb.AGGREGATE, pb.DECOMPOSED, pb.HEURISTIC
+    ]
     assert (info.max_time_budget.seconds, info.max_time_budget.nanos) == (300, 0)
     assert (info.max_nodes, info.max_jobs, info.max_concurrent_solves) == (20000, 20000, 2)
     assert info.max_message_bytes == 256 * 1024 * 1024
@@ -319,6 +329,9 @@ def test_get_server_info(stub: Stub) -> None:
         "ortools": metadata.version("ortools"),
         "protobuf": metadata.version("protobuf"),
         "grpcio": metadata.version("grpcio"),
+        "highspy": metadata.version("highspy"),
+        "pyomo": metadata.version("pyomo"),
+        "ray": metadata.version("ray"),
     }
 
 
@@ -341,7 +354,9 @@ def test_reflection_lists_the_service(channel: grpc.Channel) -> None:
 def test_shutdown_lets_a_running_solve_finish(monkeypatch: pytest.MonkeyPatch) -> None:
     entered, release = threading.Event(), threading.Event()
 
-    def held(problem: Problem, *, deadline: float | None = None) -> SolveResult:
+    def held(
+        problem: Problem, *, deadline: float | None = None, executor: object = None
+    ) -> SolveResult:
         entered.set()
         release.wait(WAIT)
         return canned_result(problem)
