@@ -19,7 +19,7 @@ import grpc
 from google.rpc import error_details_pb2
 from grpc_status import rpc_status
 
-from solver import configs, formulation, orchestrator
+from solver import configs, formulation, generate, orchestrator
 from solver._proto.dsfro.v1 import scheduler_pb2 as pb
 from solver._proto.dsfro.v1 import scheduler_pb2_grpc
 from solver.convert import (
@@ -30,6 +30,7 @@ from solver.convert import (
     problem_from_proto,
     result_to_proto,
 )
+from solver.executor import make_executor
 from solver.service import add_server_arguments, run_server
 from solver.validation import Limits, duration_seconds, validate_request
 
@@ -41,8 +42,12 @@ _INT32_MAX = 2**31 - 1
 _REMOTE_SLACK_SECONDS = 5.0
 """RPC timeout beyond the time budget: the service answers within the budget plus a margin."""
 _BACKENDS = {
-    "auto": pb.AUTO, "cpsat": pb.CPSAT, "heuristic": pb.HEURISTIC, "aggregate": pb.AGGREGATE,
-    "highs": pb.HIGHS, "pyomo": pb.PYOMO,
+    "auto": pb.AUTO,
+    "cpsat": pb.CPSAT,
+    "heuristic": pb.HEURISTIC,
+    "aggregate": pb.AGGREGATE,
+    "highs": pb.HIGHS,
+    "pyomo": pb.PYOMO,
 }
 EXPORT_FORMATS = ("mps", "lp")
 
@@ -108,28 +113,46 @@ def format_placement(placement: Iterable[pb.GpuSlice]) -> str:
 
 def format_plan(plan: pb.Plan) -> str:
     """One line per job: where and how it runs, or why it waits."""
-    header = ["JOB", "STATE", "GPU", "DPxTPxPP", "CLOCK", "GPUS", "SAMPLES/S", "WATTS",
-              "MIGRATED", "NOTE"]
+    header = [
+        "JOB",
+        "STATE",
+        "GPU",
+        "DPxTPxPP",
+        "CLOCK",
+        "GPUS",
+        "SAMPLES/S",
+        "WATTS",
+        "MIGRATED",
+        "NOTE",
+    ]
     rows = [header]
     for a in plan.assignments:
         migrated = "yes" if a.migrated else "no"
         if a.state == pb.RUNNING:
-            rows.append([
-                a.job, "RUNNING", a.gpu_type,
-                f"{a.data_parallel}x{a.tensor_parallel}x{a.pipeline_parallel}",
-                f"{a.sm_clock_mhz} MHz", format_placement(a.placement),
-                f"{a.samples_per_second:.1f}", f"{a.watts:.0f}", migrated, "",
-            ])
+            rows.append(
+                [
+                    a.job,
+                    "RUNNING",
+                    a.gpu_type,
+                    f"{a.data_parallel}x{a.tensor_parallel}x{a.pipeline_parallel}",
+                    f"{a.sm_clock_mhz} MHz",
+                    format_placement(a.placement),
+                    f"{a.samples_per_second:.1f}",
+                    f"{a.watts:.0f}",
+                    migrated,
+                    "",
+                ]
+            )
         else:
             note = pb.QueueReason.Name(a.queue_reason)
             if a.queue_detail:
                 note += f": {a.queue_detail}"
-            rows.append([a.job, pb.JobState.Name(a.state), "-", "-", "-", "-", "-", "-",
-                         migrated, note])
+            rows.append(
+                [a.job, pb.JobState.Name(a.state), "-", "-", "-", "-", "-", "-", migrated, note]
+            )
     widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
     return "\n".join(
-        "  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip()
-        for r in rows
+        "  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip() for r in rows
     )
 
 
@@ -195,7 +218,15 @@ def cmd_solve(args: argparse.Namespace) -> int:
         resp = _solve_remote(args.server, req)
     else:
         _load_valid(args.file, limits, req)
-        resp = result_to_proto(orchestrator.solve(problem_from_proto(req, limits)))
+        problem = problem_from_proto(req, limits)
+        executor = (
+            make_executor(args.ray_address) if orchestrator.decomposes(problem) else None
+        )
+        try:
+            resp = result_to_proto(orchestrator.solve(problem, executor=executor))
+        finally:
+            if executor is not None:
+                executor.close()
     print(message_to_json(resp) if args.json else format_response(resp))
     return 0
 
@@ -228,8 +259,10 @@ def cmd_validate(args: argparse.Namespace) -> int:
     req = _load_valid(args.file, limits)
     problem = problem_from_proto(req, limits)
     config_set = configs.build_config_set(problem)
-    print(f"OK: {len(problem.jobs)} jobs, {len(problem.cluster.nodes)} nodes, "
-          f"{len(problem.cluster.gpu_types)} GPU types")
+    print(
+        f"OK: {len(problem.jobs)} jobs, {len(problem.cluster.nodes)} nodes, "
+        f"{len(problem.cluster.gpu_types)} GPU types"
+    )
     width = max((len(j.name) for j in problem.jobs), default=0)
     for j in problem.jobs:
         n = len(config_set.by_job.get(j.name, ()))
@@ -254,11 +287,16 @@ def cmd_export(args: argparse.Namespace) -> int:
         print(f"dsfro: error: cannot write {out}: {e.strerror or e}", file=sys.stderr)
         return 2
     rows = sum(1 for _ in model.linear_rows())
-    print(f"wrote {out}: {model.num_variables} variables, {rows} rows, maximise "
-          f"(objective constant {model.offset:.6g} included)")
+    print(
+        f"wrote {out}: {model.num_variables} variables, {rows} rows, maximise "
+        f"(objective constant {model.offset:.6g} included)"
+    )
     if any(c.name.startswith("contradiction[") for c in model.constraints):
-        print("dsfro: note: the model is infeasible: a non-preemptible job cannot keep its "
-              "running shape", file=sys.stderr)
+        print(
+            "dsfro: note: the model is infeasible: a non-preemptible job cannot keep its "
+            "running shape",
+            file=sys.stderr,
+        )
     return 0
 
 
@@ -270,35 +308,61 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="dsfro", description="Place training jobs: GPU type, parallelism, nodes, SM clock."
     )
-    parser.add_argument("-v", "--verbose", action="count", default=0,
-                        help="log progress (-v) and debug detail with tracebacks (-vv)")
+    parser.add_argument(
+        "-v",
+        "--verbose",
+        action="count",
+        default=0,
+        help="log progress (-v) and debug detail with tracebacks (-vv)",
+    )
     sub = parser.add_subparsers(dest="command", required=True)
 
     solve = sub.add_parser("solve", help="solve an instance file and print the plan")
     solve.add_argument("file", help="SolveRequest in protobuf JSON")
-    solve.add_argument("--time-budget", type=parse_duration, metavar="DURATION",
-                       help="e.g. 5s, 500ms, 2m (overrides the file)")
+    solve.add_argument(
+        "--time-budget",
+        type=parse_duration,
+        metavar="DURATION",
+        help="e.g. 5s, 500ms, 2m (overrides the file)",
+    )
     solve.add_argument("--backend", choices=list(_BACKENDS))
     solve.add_argument("--seed", type=_int32)
     solve.add_argument("--threads", type=_int32)
-    solve.add_argument("--pyomo-solver", metavar="NAME",
-                       help="Pyomo solver for --backend pyomo (default appsi_highs)")
+    solve.add_argument(
+        "--pyomo-solver",
+        metavar="NAME",
+        help="Pyomo solver for --backend pyomo (default appsi_highs)",
+    )
     solve.add_argument("--json", action="store_true", help="print the SolveResponse as JSON")
-    solve.add_argument("--server", metavar="HOST:PORT",
-                       help="send the request to a running service instead of solving here")
+    solve.add_argument(
+        "--server",
+        metavar="HOST:PORT",
+        help="send the request to a running service instead of solving here",
+    )
+    solve.add_argument("--ray-address", metavar="ADDRESS",
+                       help="run a decomposed solve's parts on this Ray cluster "
+                       "(DSFRO_RAY_ADDRESS; default: local processes)")
     solve.set_defaults(func=cmd_solve)
+
+    # Listed for --help; main() hands `dsfro generate ...` to solver.generate whole.
+    sub.add_parser("generate", add_help=False,
+                   help="generate a benchmark snapshot from public data (--help for more)")
 
     validate = sub.add_parser("validate", help="check an instance file without solving it")
     validate.add_argument("file")
     validate.set_defaults(func=cmd_validate)
 
     export = sub.add_parser(
-        "export", help="write the full model of an instance as MPS or LP for another solver")
+        "export", help="write the full model of an instance as MPS or LP for another solver"
+    )
     export.add_argument("file", help="SolveRequest in protobuf JSON")
     export.add_argument("--format", choices=EXPORT_FORMATS, default="mps")
-    export.add_argument("--out", metavar="PATH",
-                        help="output file (default: the instance's name with the format's "
-                             "extension, in the current directory)")
+    export.add_argument(
+        "--out",
+        metavar="PATH",
+        help="output file (default: the instance's name with the format's "
+        "extension, in the current directory)",
+    )
     export.set_defaults(func=cmd_export)
 
     serve = sub.add_parser("serve", help="run the gRPC service (as server.py)")
@@ -308,6 +372,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    args_in = list(sys.argv[1:] if argv is None else argv)
+    if args_in[:1] == ["generate"]:
+        return generate.main(args_in[1:])
+    argv = args_in
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
@@ -315,8 +383,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return e.code if isinstance(e.code, int) else 2
     if args.command != "serve":
         level = {0: logging.WARNING, 1: logging.INFO}.get(args.verbose, logging.DEBUG)
-        logging.basicConfig(level=level, stream=sys.stderr,
-                            format="%(levelname)s %(name)s: %(message)s")
+        logging.basicConfig(
+            level=level, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s"
+        )
     try:
         code: int = args.func(args)
     except InputError:

@@ -814,12 +814,24 @@ def tiny_instances() -> dict[str, pb.SolveRequest]:
 # ---------------------------------------------------------------- CLI
 
 
+FAMILIES: dict[str, tuple[int, int, float]] = {
+    "small": (16, 32, 2.0),
+    "medium": (128, 256, 5.0),
+    "large": (1024, 2048, 20.0),
+    "xl": (8192, 16384, 60.0),
+}
+"""Benchmark families (docs/benchmarks.md): nodes (8 GPUs each in the hybrid mix), jobs, and
+the time budget their targets are measured at."""
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="python -m solver.generate", description=__doc__.split("\n")[0]
+        prog="dsfro generate", description=__doc__.split("\n")[0]
     )
-    p.add_argument("--nodes", type=int, default=16, help="number of nodes (default 16)")
-    p.add_argument("--jobs", type=int, default=32, help="number of jobs (default 32)")
+    p.add_argument("--family", choices=list(FAMILIES), default=None,
+                   help="a benchmark family: sets nodes, jobs and time budget unless given")
+    p.add_argument("--nodes", type=int, default=None, help="number of nodes (default 16)")
+    p.add_argument("--jobs", type=int, default=None, help="number of jobs (default 32)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--mix", choices=sorted(MIXES), default="hybrid", help="node types (hybrid)")
     p.add_argument("--profile-share", type=float, default=0.5)
@@ -828,7 +840,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--unavailable-share", type=float, default=0.01)
     p.add_argument("--power-budget-fraction", type=float, default=None)
     p.add_argument("--philly-view", choices=["snapshot", "arrivals"], default="snapshot")
-    p.add_argument("--time-budget", type=float, default=10.0, help="seconds (default 10)")
+    p.add_argument("--time-budget", type=float, default=None, help="seconds (default 10)")
     p.add_argument("--out", type=Path, default=None, help="output file (default stdout)")
     p.add_argument(
         "--tiny",
@@ -843,10 +855,13 @@ def build_parser() -> argparse.ArgumentParser:
 def spec_from_args(argv: Sequence[str]) -> InstanceSpec:
     """The InstanceSpec that a command line describes (shared by ``main`` and the tests)."""
     a = build_parser().parse_args(list(argv))
+    nodes, jobs, budget = FAMILIES[a.family] if a.family else (16, 32, 10.0)
+    if min(a.nodes or 1, a.jobs or 1) < 1 or (a.time_budget is not None and a.time_budget <= 0):
+        raise SystemExit("dsfro generate: --nodes, --jobs and --time-budget must be positive")
     return InstanceSpec(
-        name=a.out.stem if a.out is not None else "instance",
-        num_nodes=a.nodes,
-        num_jobs=a.jobs,
+        name=a.out.stem if a.out is not None else (a.family or "instance"),
+        num_nodes=a.nodes or nodes,
+        num_jobs=a.jobs or jobs,
         node_kinds=MIXES[a.mix](),
         seed=a.seed,
         profile_share=a.profile_share,
@@ -854,7 +869,7 @@ def spec_from_args(argv: Sequence[str]) -> InstanceSpec:
         deadline_share=a.deadline_share,
         unavailable_share=a.unavailable_share,
         power_budget_fraction=a.power_budget_fraction,
-        time_budget_seconds=a.time_budget,
+        time_budget_seconds=a.time_budget or budget,
         philly_view=a.philly_view,
     )
 
