@@ -210,19 +210,34 @@ def _estimate(
     """The model's estimate; a job's running shape is estimated even where the memory model
     rejects it, since it demonstrably runs (the checker accepts it where it stays)."""
     return _cached_estimate(
-        spec, facts.gpu, shape, clock, facts.gpus_per_node, facts.network_bandwidth_gbps,
+        spec,
+        facts.gpu,
+        shape,
+        clock,
+        facts.gpus_per_node,
+        facts.network_bandwidth_gbps,
         check_memory,
     )
 
 
 @functools.lru_cache(maxsize=65536)
 def _cached_estimate(
-    spec: ModelSpec, gpu: GpuType, shape: Shape, clock: int, gpus_per_node: int, network: float,
+    spec: ModelSpec,
+    gpu: GpuType,
+    shape: Shape,
+    clock: int,
+    gpus_per_node: int,
+    network: float,
     check_memory: bool,
 ) -> perf.Estimate | None:
     """Jobs of one architecture on one cluster share every estimate: compute each once."""
     return perf.estimate(
-        spec, gpu, shape, clock, gpus_per_node=gpus_per_node, network_bandwidth_gbps=network,
+        spec,
+        gpu,
+        shape,
+        clock,
+        gpus_per_node=gpus_per_node,
+        network_bandwidth_gbps=network,
         check_memory=check_memory,
     )
 
@@ -331,9 +346,7 @@ def pareto_filter(configs: list[Config], keep: Shape | None = None) -> list[Conf
     )
 
 
-def build_config_set(
-    problem: Problem, facts: Mapping[str, TypeFacts] | None = None
-) -> ConfigSet:
+def build_config_set(problem: Problem, facts: Mapping[str, TypeFacts] | None = None) -> ConfigSet:
     """Every job's Pareto-filtered configurations; `facts` of a larger cluster when the problem
     is a part of it (decomposition), so that its configurations are the global ones."""
     facts = facts if facts is not None else type_facts(problem.cluster)

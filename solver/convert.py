@@ -109,7 +109,8 @@ def _job(j: pb.Job) -> Job:
         ),
         current=(
             allocation_from_proto(j.current_allocation)
-            if j.HasField("current_allocation") else None
+            if j.HasField("current_allocation")
+            else None
         ),
         preemptible=j.preemptible if j.HasField("preemptible") else True,
     )
@@ -144,7 +145,8 @@ def _weights(w: pb.ObjectiveWeights) -> ObjectiveWeights:
 
 def _options(o: pb.SolveOptions, limits: Limits) -> SolveOptions:
     budget = (
-        duration_seconds(o.time_budget) if o.HasField("time_budget")
+        duration_seconds(o.time_budget)
+        if o.HasField("time_budget")
         else limits.default_time_budget_seconds
     )
     return SolveOptions(
@@ -290,6 +292,4 @@ def load_request_json(path: str | Path) -> pb.SolveRequest:
 
 def message_to_json(message: Any) -> str:
     """Protobuf JSON of a message, with fields at their default values shown too."""
-    return json_format.MessageToJson(
-        message, indent=2, always_print_fields_with_no_presence=True
-    )
+    return json_format.MessageToJson(message, indent=2, always_print_fields_with_no_presence=True)

@@ -68,5 +68,7 @@ def evaluate_allocations(
 
 def _describe(alloc: Allocation) -> str:
     s = alloc.shape
-    return (f"{s.gpu_type} {s.data_parallel}x{s.tensor_parallel}x{s.pipeline_parallel} "
-            f"at {alloc.sm_clock_mhz} MHz")
+    return (
+        f"{s.gpu_type} {s.data_parallel}x{s.tensor_parallel}x{s.pipeline_parallel} "
+        f"at {alloc.sm_clock_mhz} MHz"
+    )
