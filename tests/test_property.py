@@ -18,6 +18,7 @@ from solver.domain import (
     SolveOptions,
     Termination,
 )
+from solver.executor import InlineExecutor
 from tests.factories import A100, V100, cluster, job, node, point
 
 
@@ -86,10 +87,10 @@ def snapshots(draw: st.DrawFn) -> Problem:
     )
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     snapshots(),
-    st.sampled_from([Backend.HEURISTIC, Backend.CPSAT, Backend.AGGREGATE, Backend.AUTO]),
+    st.sampled_from(list(Backend)),
 )
 def test_every_backend_returns_a_checked_plan(p: Problem, backend: Backend) -> None:
     p = Problem(
@@ -98,7 +99,7 @@ def test_every_backend_returns_a_checked_plan(p: Problem, backend: Backend) -> N
         p.weights,
         SolveOptions(time_budget_seconds=1.0, backend=backend, threads=1),
     )
-    r = orchestrator.solve(p)
+    r = orchestrator.solve(p, executor=InlineExecutor())
     if r.stats.termination is Termination.INFEASIBLE:
         # Only non-preemptible running jobs can make a request infeasible: over the power budget,
         # or in a shape their profile does not cover.
