@@ -97,3 +97,25 @@ def test_decomposed_backend_merges_checked_parts_and_bounds_the_whole() -> None:
     assert "parts on inline" in r.stats.detail
     # 32 GPUs, six jobs: all run (four at 8 GPUs would leave two queued; 4 GPUs each fits all).
     assert all(a.state is JobState.RUNNING for a in r.plan.assignments)
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("backend", [Backend.AGGREGATE, Backend.AUTO, Backend.DECOMPOSED])
+def test_the_reported_gap_is_at_least_the_true_gap(seed: int, backend: Backend) -> None:
+    import dataclasses
+
+    from solver.configs import build_config_set
+    from solver.executor import InlineExecutor
+    from tests.test_bruteforce import brute_force, random_tiny
+
+    p = random_tiny(seed)
+    p = dataclasses.replace(p, options=dataclasses.replace(p.options, backend=backend))
+    optimum = brute_force(p, build_config_set(p))
+    r = orchestrator.solve(p, executor=InlineExecutor())
+    if optimum == float("-inf"):
+        assert r.stats.termination is Termination.INFEASIBLE
+        return
+    assert r.stats.best_bound is not None and r.stats.relative_gap is not None
+    assert r.stats.best_bound >= optimum - 1e-9
+    true_gap = (optimum - r.stats.objective) / max(abs(r.stats.objective), 1e-9)
+    assert r.stats.relative_gap >= true_gap - 1e-9
