@@ -1,0 +1,158 @@
+"""dsfro sweep: the weight grid, the Pareto front (non-dominated), the changes table."""
+
+from __future__ import annotations
+
+import csv
+import itertools
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from solver import offline_cli
+from solver.executor import InlineExecutor
+from solver.sweep import (
+    JobChoice,
+    SweepOutcome,
+    SweepPoint,
+    dominates,
+    front_changes,
+    pareto_front,
+    parse_weight_spec,
+    plot_sweep,
+    prepare,
+    run_sweep,
+    weight_grid,
+    write_outputs,
+)
+
+ROOT = Path(__file__).resolve().parent.parent
+TINY_POWER = str(ROOT / "instances" / "tiny-power.json")
+ENERGY = [0.0, 0.5, 1.0, 2.0]
+
+
+def point(index: int, throughput: float, power: float, **kw: object) -> SweepPoint:
+    return SweepPoint(index, {"energy": float(index)}, {}, "OPTIMAL", 0.0, throughput, power,
+                      **kw)  # type: ignore[arg-type]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def outcome() -> SweepOutcome:
+    req = prepare(TINY_POWER, time_budget=0.5, seed=1)
+    return run_sweep(req, [("energy", ENERGY)], executor=InlineExecutor(), title="tiny-power")
+
+
+def test_parse_weight_spec() -> None:
+    assert parse_weight_spec("energy=0,0.05, 0.1") == ("energy", [0.0, 0.05, 0.1])
+    for bad in ("energy", "power=1", "energy=1,x", "energy=-1", "energy=1,1", "energy=inf"):
+        with pytest.raises(ValueError):
+            parse_weight_spec(bad)
+
+
+def test_weight_grid_is_the_product() -> None:
+    grid = weight_grid([("energy", [0.0, 1.0]), ("migration", [0.0, 0.5, 1.0])])
+    assert len(grid) == 6
+    assert grid[0] == {"energy": 0.0, "migration": 0.0}
+    assert grid[-1] == {"energy": 1.0, "migration": 1.0}
+    with pytest.raises(ValueError):
+        weight_grid([("energy", [0.0]), ("energy", [1.0])])
+
+
+def test_pareto_front_of_known_points() -> None:
+    points = [
+        point(1, 0.9, 100.0),
+        point(2, 0.8, 120.0),  # dominated by 1
+        point(3, 0.5, 50.0),
+        point(4, 0.9, 100.0),  # same place as 1: counted once
+        point(5, 0.95, 100.0),  # dominates 1 and 4
+        SweepPoint(6, {}, {}, "INFEASIBLE"),  # no plan: no place
+        SweepPoint(7, {}, {}, error="boom"),
+    ]
+    front = pareto_front(points)
+    assert [points[i].index for i in front] == [3, 5]
+    assert dominates(points[4], points[0]) and not dominates(points[0], points[3])
+
+
+def test_sweep_front_is_non_dominated(outcome: SweepOutcome) -> None:
+    points = outcome.points
+    assert [p.swept["energy"] for p in points] == ENERGY
+    assert all(p.error is None for p in points)
+    front = [points[i] for i in outcome.front]
+    assert len(front) >= 2
+    for f in front:
+        assert not any(dominates(p, f) for p in points if p.placed)
+    for i, p in enumerate(points):
+        if p.placed and i not in outcome.front:
+            assert any(dominates(f, p) or f.throughput == p.throughput for f in front)
+    assert [f.power_w for f in front] == sorted(f.power_w for f in front)
+    # More weight on energy never buys more power.
+    by_weight = sorted(points, key=lambda p: p.swept["energy"])
+    assert all(a.power_w >= b.power_w for a, b in itertools.pairwise(by_weight))
+    assert points[0].throughput == pytest.approx(points[0].objective)  # one job, weight 1
+
+
+def test_changes_between_neighbours_on_the_front(outcome: SweepOutcome) -> None:
+    changes = front_changes(outcome.points, outcome.front)
+    assert changes == outcome.changes
+    assert changes, "tiny-power's front moves the job's clock or shape"
+    assert {c.job for c in changes} == {"gpt3-1.3b"}
+    for c in changes:
+        assert c.before.describe() != c.after.describe()
+        assert "->" in " ".join(c.cells()[2:])
+
+
+def test_changes_ignore_placement_only() -> None:
+    a = JobChoice("j", "RUNNING", "A100", "8x1x1", 1410, 8, 2000.0)
+    points = [point(1, 0.5, 100.0, jobs=(a,)), point(2, 0.9, 200.0, jobs=(a,))]
+    assert front_changes(points, [0, 1]) == []
+
+
+def test_figure_and_files(outcome: SweepOutcome, tmp_path: Path) -> None:
+    fig = plot_sweep(outcome)
+    (ax,) = fig.axes
+    assert ax.get_xlabel() == "power drawn by running jobs (kW)"
+    assert "throughput" in ax.get_ylabel()
+    legend = ax.get_legend()
+    assert legend is not None
+    labels = [t.get_text() for t in legend.get_texts()]
+    assert "Pareto front" in labels
+    (front_line,) = [line for line in ax.get_lines() if line.get_label() == "Pareto front"]
+    assert len(np.asarray(front_line.get_xdata())) == len(outcome.front)
+    paths = write_outputs(outcome, tmp_path, "sweep")
+    assert [p.name for p in paths] == ["sweep.png", "sweep.md", "sweep.csv"]
+    assert paths[0].read_bytes().startswith(b"\x89PNG")
+    md = paths[1].read_text()
+    assert "## Changes along the front" in md and "gpt3-1.3b" in md
+    with paths[2].open() as f:
+        rows = list(csv.DictReader(f))
+    assert [float(r["energy"]) for r in rows] == ENERGY
+    assert sum(r["on_front"] == "yes" for r in rows) == len(outcome.front)
+
+
+def test_sweep_command(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    argv = ["sweep", TINY_POWER, "--weight", "energy=0,1,2", "--time-budget", "0.5s",
+            "--workers", "1", "--quiet", "--out", str(out)]  # fmt: skip
+    assert offline_cli.main(argv) == 0
+    assert {p.name for p in out.iterdir()} == {"sweep.png", "sweep.md", "sweep.csv"}
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        ["--weight", "power=1"],
+        ["--weight", "energy=1", "--weight", "energy=2"],
+        ["--weight", "energy=1", "--backend", "fast"],
+        ["--weight", "energy=1", "--time-budget", "0s"],
+    ],
+)
+def test_bad_sweep_arguments_exit_2(tmp_path: Path, extra: list[str]) -> None:
+    out = tmp_path / "out"
+    assert offline_cli.main(["sweep", TINY_POWER, "--out", str(out), "--quiet", *extra]) == 2
+    assert not out.exists()
+
+
+def test_unreadable_instance_exits_2(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text("{")
+    assert offline_cli.main(["sweep", str(bad), "--weight", "energy=1", "--quiet"]) == 2
