@@ -31,6 +31,8 @@ from solver.convert import (
     result_to_proto,
 )
 from solver.executor import make_executor
+from solver.offline_cli import add_commands, add_profile_option
+from solver.profile import apply_profile
 from solver.service import add_server_arguments, run_server
 from solver.validation import Limits, duration_seconds, validate_request
 
@@ -203,6 +205,8 @@ def _load_valid(path: str, limits: Limits, req: pb.SolveRequest | None = None) -
 def cmd_solve(args: argparse.Namespace) -> int:
     limits = Limits()
     req = load_request_json(args.file)
+    if args.profile is not None:
+        apply_profile(req, args.profile)
     o = req.options
     if args.time_budget is not None:
         o.time_budget.CopyFrom(duration_to_proto(args.time_budget))
@@ -342,6 +346,7 @@ def build_parser() -> argparse.ArgumentParser:
     solve.add_argument("--ray-address", metavar="ADDRESS",
                        help="run a decomposed solve's parts on this Ray cluster "
                        "(DSFRO_RAY_ADDRESS; default: local processes)")
+    add_profile_option(solve)
     solve.set_defaults(func=cmd_solve)
 
     # Listed for --help; main() hands `dsfro generate ...` to solver.generate whole.
@@ -368,6 +373,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve = sub.add_parser("serve", help="run the gRPC service (as server.py)")
     add_server_arguments(serve)
     serve.set_defaults(func=cmd_serve)
+    add_commands(sub)
     return parser
 
 

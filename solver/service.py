@@ -44,6 +44,7 @@ from solver.convert import (
 )
 from solver.domain import SolveResult
 from solver.executor import RAY_ADDRESS_ENV, Executor, make_executor
+from solver.profile import Profile, ProfileError, apply_profile, load_profile
 from solver.validation import FieldViolation, Limits, validate_plan, validate_request
 
 log = logging.getLogger(__name__)
@@ -72,6 +73,8 @@ class ServerConfig:
     grace_period_seconds: float = 10.0
     ray_address: str | None = None
     """Decomposed solves run their sub-problems on this Ray cluster; None: local processes."""
+    profile: Profile | None = None
+    """Operator weights and solver settings that fill what a request leaves unset."""
     """On shutdown, how long running calls may take to finish."""
 
 
@@ -106,7 +109,17 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
                 self._executor = make_executor(self._config.ray_address)
             return self._executor
 
+    def _with_profile(self, request: pb.SolveRequest) -> pb.SolveRequest:
+        """The request with the server's profile filling its unset weights and options."""
+        if self._config.profile is None:
+            return request
+        filled = pb.SolveRequest()
+        filled.CopyFrom(request)
+        apply_profile(filled, self._config.profile)
+        return filled
+
     def Solve(self, request: pb.SolveRequest, context: grpc.ServicerContext) -> pb.SolveResponse:
+        request = self._with_profile(request)
         violations = validate_request(request, self._limits)
         if violations:
             _abort_invalid(context, violations)
@@ -170,6 +183,7 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
     def ValidateSnapshot(
         self, request: pb.ValidateSnapshotRequest, context: grpc.ServicerContext
     ) -> pb.ValidateSnapshotResponse:
+        request = pb.ValidateSnapshotRequest(request=self._with_profile(request.request))
         violations = validate_request(request.request, self._limits)
         if violations:
             return pb.ValidateSnapshotResponse(
@@ -438,6 +452,12 @@ def add_server_arguments(parser: argparse.ArgumentParser) -> None:
         "--ray-address",
         help="Ray cluster for decomposed solves (DSFRO_RAY_ADDRESS; none: local processes)",
     )
+    parser.add_argument(
+        "--profile",
+        metavar="FILE",
+        help="TOML profile of weights and solver settings for requests that leave them unset "
+        "(DSFRO_PROFILE)",
+    )
 
 
 def _setting(
@@ -504,6 +524,11 @@ def config_from_args(
                 c.limits, max_time_budget_seconds=top, default_time_budget_seconds=default
             ),
         )
+    if (v := _setting(args, env, "profile", "DSFRO_PROFILE")) is not None:
+        try:
+            c = replace(c, profile=load_profile(v[0]))
+        except ProfileError as e:
+            raise ConfigError(f"{v[1]}: {e}") from e
     if (v := _setting(args, env, "ray_address", RAY_ADDRESS_ENV)) is not None:
         c = replace(c, ray_address=v[0] or None)
     if (v := _setting(args, env, "grace_period_seconds", None)) is not None:

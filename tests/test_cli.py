@@ -101,7 +101,9 @@ def test_flags_override_the_file_options(
 ) -> None:
     seen: list[Problem] = []
 
-    def record(problem: Problem, *, deadline: float | None = None) -> SolveResult:
+    def record(
+        problem: Problem, *, deadline: float | None = None, executor: object = None
+    ) -> SolveResult:
         seen.append(problem)
         plan = Plan(tuple(JobAssignment(j.name, JobState.QUEUED) for j in problem.jobs),
                     ObjectiveBreakdown(0, 0, 0, 0, 0, 0))
@@ -129,7 +131,9 @@ def test_flags_are_validated_like_the_file(
 def test_an_internal_error_exits_1_without_a_traceback(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    def broken(problem: Problem, *, deadline: float | None = None) -> SolveResult:
+    def broken(
+        problem: Problem, *, deadline: float | None = None, executor: object = None
+    ) -> SolveResult:
         raise RuntimeError("boom")
 
     monkeypatch.setattr(orchestrator, "solve", broken)
@@ -290,7 +294,9 @@ def test_backend_and_pyomo_solver_flags_reach_the_options(
 ) -> None:
     seen: list[Problem] = []
 
-    def record(problem: Problem, *, deadline: float | None = None) -> SolveResult:
+    def record(
+        problem: Problem, *, deadline: float | None = None, executor: object = None
+    ) -> SolveResult:
         seen.append(problem)
         plan = Plan(tuple(JobAssignment(j.name, JobState.QUEUED) for j in problem.jobs),
                     ObjectiveBreakdown(0, 0, 0, 0, 0, 0))

@@ -463,6 +463,37 @@ def test_bad_settings_name_their_source(
     assert message in str(info.value)
 
 
+def test_a_server_profile_fills_what_requests_leave_unset(tmp_path: Path) -> None:
+    profile = tmp_path / "prod.toml"
+    profile.write_text('[weights]\nenergy = 7.5\n[solver]\nbackend = "heuristic"\n')
+    config = config_from_args(_args("--profile", str(profile)), {})
+    server = build_server(replace(config, port=0))
+    server.start()
+    try:
+        with grpc.insecure_channel(f"127.0.0.1:{server.port}") as channel:
+            stub = scheduler_pb2_grpc.SchedulerServiceStub(channel)  # type: ignore[no-untyped-call]
+            request = make_request()
+            request.ClearField("weights")
+            response = stub.Solve(request, timeout=WAIT)
+            # From the profile: the heuristic backend, which proves no bound.
+            assert response.stats.backend_used == pb.HEURISTIC
+            assert not response.stats.HasField("best_bound")
+            assert response.plan.objective.energy > 0
+            request.options.backend = pb.AGGREGATE  # the request's own field wins
+            response = stub.Solve(request, timeout=WAIT)
+            assert response.stats.HasField("best_bound")
+    finally:
+        server.stop(grace=1.0)
+
+
+def test_a_bad_server_profile_names_the_file_and_key(tmp_path: Path) -> None:
+    profile = tmp_path / "bad.toml"
+    profile.write_text("[weights]\nenergy = -1\n")
+    with pytest.raises(ConfigError) as info:
+        config_from_args(_args(), {"DSFRO_PROFILE": str(profile)})
+    assert "DSFRO_PROFILE" in str(info.value) and "energy" in str(info.value)
+
+
 def test_enough_rpc_threads_for_many_solves() -> None:
     c = config_from_args(_args("--max-concurrent-solves", "30"), {})
     assert c.grpc_workers > c.max_concurrent_solves
