@@ -478,7 +478,13 @@ def test_a_server_profile_fills_what_requests_leave_unset(tmp_path: Path) -> Non
             # From the profile: the heuristic backend, which proves no bound.
             assert response.stats.backend_used == pb.HEURISTIC
             assert not response.stats.HasField("best_bound")
-            assert response.plan.objective.energy > 0
+            o = response.plan.objective
+            assert o.energy > 0
+            # energy weight 7.5 from the profile; the other weights at their defaults
+            assert o.total == pytest.approx(
+                o.throughput - 7.5 * o.energy - 0.05 * o.migration - 0.01 * o.locality
+                - 0.5 * o.deadline
+            )
             request.options.backend = pb.AGGREGATE  # the request's own field wins
             response = stub.Solve(request, timeout=WAIT)
             assert response.stats.HasField("best_bound")
