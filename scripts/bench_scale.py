@@ -1,0 +1,105 @@
+"""Scale benchmark: the instance families of docs/benchmarks.md, median of several seeds.
+
+Each family is generated from the bundled public data (solver.generate, deterministic by
+seed) and solved in-process with the family's time budget; the table gives, per family and
+backend, the median time to the first valid plan, the time the solve returned, the proven
+relative gap, and the termination. Nothing is asserted: the figures are recorded, with the
+command, in docs/benchmarks.md:
+
+    .venv/bin/python scripts/bench_scale.py --seeds 1 2 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import statistics
+import sys
+import time
+from dataclasses import dataclass
+
+from solver import orchestrator
+from solver.checker import check_plan
+from solver.convert import problem_from_proto
+from solver.domain import Backend, SolveResult
+from solver.executor import Executor, make_executor
+from solver.generate import FAMILIES as GENERATED_FAMILIES
+from solver.generate import generate, spec_from_args
+from solver.validation import Limits
+
+
+@dataclass(frozen=True)
+class Family:
+    name: str
+    nodes: int
+    jobs: int
+    budget: float
+    first_target: str
+    final_target: str
+
+
+TARGETS = {
+    "small": ("<= 50 ms", "proven optimal <= 2 s"),
+    "medium": ("<= 200 ms", "gap <= 1 % within 5 s"),
+    "large": ("<= 1 s", "gap <= 2 % within 20 s"),
+    "xl": ("<= 10 s", "gap <= 5 % within 60 s"),
+}
+FAMILIES = [
+    Family(name, nodes, jobs, budget, *TARGETS[name])
+    for name, (nodes, jobs, budget) in GENERATED_FAMILIES.items()
+]
+
+
+def run(family: Family, seed: int, backend: Backend, executor: Executor) -> SolveResult:
+    # Exactly what `dsfro generate --family NAME --seed N` writes.
+    request = generate(spec_from_args(["--family", family.name, "--seed", str(seed)]))
+    problem = problem_from_proto(request, Limits(max_time_budget_seconds=600))
+    problem = dataclasses.replace(
+        problem,
+        options=dataclasses.replace(
+            problem.options, time_budget_seconds=family.budget, backend=backend, seed=seed
+        ),
+    )
+    result = orchestrator.solve(problem, executor=executor)
+    if result.plan.assignments:
+        violations = check_plan(problem, result.plan.assignments)
+        assert not violations, f"{family.name}/{seed}: {violations[0]}"
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
+    parser.add_argument("--families", nargs="+", default=[f.name for f in FAMILIES])
+    parser.add_argument("--backends", nargs="+", default=["AUTO"])
+    parser.add_argument("--ray-address", default=None, help="run sub-problems on Ray")
+    args = parser.parse_args()
+    executor = make_executor(args.ray_address)
+    print("| family | GPUs / jobs | backend | first plan (s) | final plan (s) | gap | "
+          "status (plan from) | target: first | target: final |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    try:
+        for family in (f for f in FAMILIES if f.name in args.families):
+            for name in args.backends:
+                results = []
+                for seed in args.seeds:
+                    t = time.monotonic()
+                    results.append(run(family, seed, Backend[name], executor))
+                    print(f"  {family.name} seed {seed} {name}: {time.monotonic() - t:.1f} s",
+                          file=sys.stderr)
+                first = statistics.median(r.stats.first_plan_seconds for r in results)
+                final = statistics.median(r.stats.wall_seconds for r in results)
+                gaps = [r.stats.relative_gap for r in results]
+                gap = (f"{100 * statistics.median(g for g in gaps if g is not None):.3f} %"
+                       if all(g is not None for g in gaps) else "-")
+                statuses = sorted({f"{r.stats.termination.name} ({r.stats.backend_used.name})"
+                                   for r in results})
+                print(f"| {family.name} | {family.nodes * 8:,} / {family.jobs:,} | {name} | "
+                      f"{first:.3f} | {final:.3f} | {gap} | {', '.join(statuses)} | "
+                      f"{family.first_target} | {family.final_target} |", flush=True)
+    finally:
+        executor.close()
+
+
+if __name__ == "__main__":
+    main()
