@@ -13,15 +13,26 @@ pipelining and ``m`` micro-batches per data-parallel replica. Step time per GPU:
 
 Power: ``solver.power.gpu_watts`` with the computing share of the step as activity.
 docs/performance-model.md gives the derivation, the constants and their sources.
+
+Fitted constants come from ``models/calibration.json`` (written by ``dsfro calibrate``,
+docs/calibration.md): the compute efficiency of the GPU families that measured data covers in
+the precision ``peak_tflops`` counts, and the achieved share of the node network's line rate.
+Families without a fitted value keep the cited efficiency (or the default) and the full line rate.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
 
+from solver.catalog import CatalogError, models_dir, read_json
 from solver.domain import GpuType, ModelSpec, Shape
 from solver.power import ClockModel, clock_ratio, gpu_watts
+
+CALIBRATION_FILE = "calibration.json"
 
 COMPUTE_EFFICIENCY: Mapping[str, float] = {"A100": 0.61, "H100": 0.42, "H200": 0.42, "V100": 0.30}
 """Achieved share of peak_tflops while computing, by GPU family (the name's prefix).
@@ -33,7 +44,9 @@ H200 (same GH100 die) assumed equal to H100. V100: 30 % of peak, the single-GPU 
 Shoeybi et al. 2019 (Megatron-LM, 39 TFLOP/s on a V100).
 """
 DEFAULT_COMPUTE_EFFICIENCY = 0.30
-"""Types without a published figure (K80, P100, T4, A10, L40S): the lowest cited value, V100's."""
+"""Types with neither a fitted nor a published figure (P100, A10, L40S): V100's cited value."""
+BACKWARD_SHARE = 2 / 3
+"""Share of a micro-batch's compute (the backward pass) that the gradient all-reduce overlaps."""
 
 DEFAULT_COMPUTE_FRACTION = 0.705
 """Median fitted compute fraction of the Zeus workloads (models/clock_model.json)."""
@@ -59,13 +72,104 @@ class Estimate:
     """Share of the step spent computing at the estimate's clock (the power model's activity)."""
 
 
-def compute_efficiency(gpu: GpuType) -> float:
-    """COMPUTE_EFFICIENCY of the GPU's family ("A100-80GB" -> "A100"), else the default."""
-    name = gpu.name.upper()
-    for family, eff in COMPUTE_EFFICIENCY.items():
-        if name.startswith(family):
-            return eff
-    return DEFAULT_COMPUTE_EFFICIENCY
+@dataclass(frozen=True)
+class Calibration:
+    """Fitted constants of ``models/calibration.json``, by GPU family (a prefix of the name)."""
+
+    compute_efficiency: Mapping[str, float]
+    """Fitted share of peak_tflops; replaces COMPUTE_EFFICIENCY for these families."""
+    network_efficiency: Mapping[str, float]
+    """Achieved share of the node network's line rate in the gradient all-reduce (else 1)."""
+
+
+UNCALIBRATED = Calibration(compute_efficiency={}, network_efficiency={})
+"""No fitted constants: cited efficiencies, the default, the full line rate."""
+
+
+def _by_family(name: str, table: Mapping[str, float]) -> float | None:
+    """The value of the longest family that prefixes ``name`` ("A100-80GB" -> "A100")."""
+    upper = name.upper()
+    matches = [f for f in table if upper.startswith(f.upper())]
+    return table[max(matches, key=len)] if matches else None
+
+
+def cited_efficiency(gpu: GpuType) -> float:
+    """COMPUTE_EFFICIENCY of the GPU's family, else the default (no fitted constants)."""
+    eff = _by_family(gpu.name, COMPUTE_EFFICIENCY)
+    return DEFAULT_COMPUTE_EFFICIENCY if eff is None else eff
+
+
+def compute_efficiency(gpu: GpuType, calibration: Calibration | None = None) -> float:
+    """The fitted efficiency of the GPU's family, else the cited one, else the default."""
+    cal = load_calibration() if calibration is None else calibration
+    fitted = _by_family(gpu.name, cal.compute_efficiency)
+    return cited_efficiency(gpu) if fitted is None else fitted
+
+
+def network_efficiency(gpu: GpuType, calibration: Calibration | None = None) -> float:
+    """Fitted share of the network line rate the GPU family's all-reduce achieves, else 1."""
+    cal = load_calibration() if calibration is None else calibration
+    fitted = _by_family(gpu.name, cal.network_efficiency)
+    return 1.0 if fitted is None else fitted
+
+
+def link_bandwidth(
+    gpu: GpuType,
+    *,
+    across_nodes: bool,
+    gpus_per_node: int,
+    network_bandwidth_gbps: float,
+    calibration: Calibration | None = None,
+) -> float:
+    """Bytes/s per GPU and direction of a data-parallel (or pipeline) transfer.
+
+    Inside one node: half the datasheet's bidirectional NVLink/PCIe figure. Across nodes: the
+    node's network link shared by its ``gpus_per_node`` GPUs, at the fitted network efficiency.
+    """
+    if not across_nodes:
+        return gpu.intra_node_bandwidth_gbps / 2 * 1e9
+    share = network_bandwidth_gbps / 8 * 1e9 / gpus_per_node
+    return network_efficiency(gpu, calibration) * share
+
+
+def allreduce_seconds(message_bytes: float, ranks: int, bandwidth: float) -> float:
+    """Ring all-reduce of ``message_bytes`` over ``ranks``: 2 (k - 1) / k messages a rank."""
+    if ranks <= 1:
+        return 0.0
+    return 2 * (ranks - 1) / ranks * message_bytes / bandwidth
+
+
+def exposed_sync_seconds(allreduce: float, micro_batch_compute: float) -> float:
+    """The part of the gradient all-reduce the last micro-batch's backward pass does not hide."""
+    return max(0.0, allreduce - BACKWARD_SHARE * micro_batch_compute)
+
+
+def load_calibration() -> Calibration:
+    """The fitted constants of ``models/calibration.json`` (read once per models folder)."""
+    return _load_calibration(models_dir())
+
+
+@lru_cache(maxsize=4)
+def _load_calibration(folder: Path) -> Calibration:
+    doc = read_json(CALIBRATION_FILE)
+    where = folder / CALIBRATION_FILE
+    tables: dict[str, dict[str, float]] = {}
+    for field in ("compute_efficiency", "network_efficiency"):
+        raw = doc.get(field) if isinstance(doc, dict) else None
+        if not isinstance(raw, dict):
+            raise CatalogError(f"{where}: field {field!r} must map GPU families to numbers")
+        table: dict[str, float] = {}
+        for family, value in raw.items():
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                raise CatalogError(f"{where}: {field}.{family} must be a number, got {value!r}")
+            if not (math.isfinite(value) and 0 < value <= 1):
+                raise CatalogError(f"{where}: {field}.{family} must be in (0, 1], got {value}")
+            table[family] = float(value)
+        tables[field] = table
+    return Calibration(
+        compute_efficiency=tables["compute_efficiency"],
+        network_efficiency=tables["network_efficiency"],
+    )
 
 
 def memory_per_gpu_gib(model: ModelSpec, shape: Shape, micro_batch: int) -> float:
@@ -92,14 +196,18 @@ def _valid_split(model: ModelSpec, shape: Shape, gpus_per_node: int) -> bool:
 
 def _step(
     model: ModelSpec,
-    gpu: GpuType,
     shape: Shape,
     ratio: float,
     micro_batch: int,
-    gpus_per_node: int,
-    network_bandwidth_gbps: float,
+    flops_per_second: float,
+    nvlink: float,
+    between: float,
 ) -> tuple[float, float]:
-    """(step seconds, computing seconds) of one configuration."""
+    """(step seconds, computing seconds) of one configuration.
+
+    ``flops_per_second``: one GPU's peak x efficiency; ``nvlink``: bytes/s inside the node;
+    ``between``: bytes/s of data-parallel and pipeline transfers (``link_bandwidth``).
+    """
     tp, pp, dp, n = (
         shape.tensor_parallel,
         shape.pipeline_parallel,
@@ -108,12 +216,8 @@ def _step(
     )
     m = model.global_batch_size // dp // micro_batch
     tokens = model.global_batch_size * model.sequence_length
-    peak = gpu.peak_tflops * 1e12 * compute_efficiency(gpu)
-    compute = 6 * model.parameters * tokens / (n * peak) / ratio
+    compute = 6 * model.parameters * tokens / (n * flops_per_second) / ratio
 
-    nvlink = gpu.intra_node_bandwidth_gbps / 2 * 1e9  # datasheet figure is bidirectional
-    network = network_bandwidth_gbps / 8 * 1e9 / gpus_per_node  # a node's link, shared
-    between = nvlink if n <= gpus_per_node else network
     message = ACTIVATION_BYTES * model.sequence_length * micro_batch * model.hidden_size
 
     tensor = 0.0
@@ -124,8 +228,7 @@ def _step(
     exposed = 0.0
     if dp > 1:
         grads = 2 * model.parameters / (tp * pp)
-        allreduce = 2 * (dp - 1) / dp * grads / between
-        exposed = max(0.0, allreduce - (2 / 3) * compute / m)
+        exposed = exposed_sync_seconds(allreduce_seconds(grads, dp, between), compute / m)
     return compute + tensor + p2p + bubble + exposed, compute
 
 
@@ -139,11 +242,13 @@ def estimate(
     network_bandwidth_gbps: float,
     clock_model: ClockModel | None = None,
     check_memory: bool = True,
+    calibration: Calibration | None = None,
 ) -> Estimate | None:
     """Throughput, power and memory of ``model`` on ``shape`` at ``sm_clock_mhz``.
 
     ``check_memory=False`` estimates a shape that is known to run (a job's current allocation)
     even where the memory model, which assumes no activation recomputation, says it can't.
+    ``calibration`` defaults to the fitted constants of ``models/calibration.json``.
 
     None when the split is invalid (tensor degree not dividing the heads or larger than a node,
     pipeline degree not dividing the layers, data degree not dividing the global batch) or no
@@ -158,6 +263,18 @@ def estimate(
     ratio = clock_ratio(gpu, sm_clock_mhz)
     if not _valid_split(model, shape, gpus_per_node):
         return None
+    cal = load_calibration() if calibration is None else calibration
+    flops_per_second = gpu.peak_tflops * 1e12 * compute_efficiency(gpu, cal)
+    nvlink = gpu.intra_node_bandwidth_gbps / 2 * 1e9  # link_bandwidth inside one node
+    between = nvlink
+    if shape.num_gpus > gpus_per_node:
+        between = link_bandwidth(
+            gpu,
+            across_nodes=True,
+            gpus_per_node=gpus_per_node,
+            network_bandwidth_gbps=network_bandwidth_gbps,
+            calibration=cal,
+        )
     per_replica = model.global_batch_size // shape.data_parallel
     best: tuple[float, float, float] | None = None
     for mb in MICRO_BATCH_SIZES:
@@ -166,7 +283,7 @@ def estimate(
         memory = memory_per_gpu_gib(model, shape, mb)
         if check_memory and memory > gpu.memory_gib:
             continue
-        step, compute = _step(model, gpu, shape, ratio, mb, gpus_per_node, network_bandwidth_gbps)
+        step, compute = _step(model, shape, ratio, mb, flops_per_second, nvlink, between)
         if best is None or step < best[0]:
             best = (step, compute, memory)
     if best is None:

@@ -11,14 +11,22 @@ import pytest
 from solver.catalog import load_architectures, load_gpu_catalog
 from solver.domain import GpuType, ModelSpec, Shape
 from solver.perf import (
+    DEFAULT_COMPUTE_EFFICIENCY,
     DEFAULT_COMPUTE_FRACTION,
     FRAMEWORK_RESERVE_GIB,
     GIB,
+    UNCALIBRATED,
+    Calibration,
     Estimate,
+    allreduce_seconds,
+    cited_efficiency,
     compute_efficiency,
     estimate,
+    exposed_sync_seconds,
     interpolate_clock,
+    link_bandwidth,
     memory_per_gpu_gib,
+    network_efficiency,
     rescale_clock,
 )
 from solver.power import gpu_watts
@@ -154,9 +162,60 @@ def test_communication_costs() -> None:
 def test_efficiency_by_family() -> None:
     assert compute_efficiency(A100) == 0.61
     assert compute_efficiency(GPUS["H200"]) == 0.42
-    assert compute_efficiency(GPUS["T4"]) == 0.30
     other = GpuType("H100-SXM", 80, 989, 3350, 900, 700, 70, (1980,))
     assert compute_efficiency(other) == 0.42
+    # Fitted families (models/calibration.json) replace the cited value or the default.
+    fitted = json.loads((ROOT / "models" / "calibration.json").read_text())["compute_efficiency"]
+    assert compute_efficiency(GPUS["T4"]) == fitted["T4"] != DEFAULT_COMPUTE_EFFICIENCY
+    assert compute_efficiency(GPUS["K80"]) == fitted["K80"]
+    assert cited_efficiency(GPUS["T4"]) == DEFAULT_COMPUTE_EFFICIENCY
+    assert compute_efficiency(GPUS["T4"], UNCALIBRATED) == DEFAULT_COMPUTE_EFFICIENCY
+    assert compute_efficiency(GPUS["P100-16GB"]) == DEFAULT_COMPUTE_EFFICIENCY
+    assert compute_efficiency(GPUS["V100-32GB"]) == 0.30
+    # The longest family prefix wins.
+    cal = Calibration(compute_efficiency={"A1": 0.1, "A100": 0.5}, network_efficiency={})
+    assert compute_efficiency(A100, cal) == 0.5
+    assert compute_efficiency(GPUS["A10"], cal) == 0.1
+
+
+def test_network_efficiency_scales_the_cross_node_all_reduce() -> None:
+    t4, bert = GPUS["T4"], ARCHS["bert-large"]
+    full = Calibration(compute_efficiency={}, network_efficiency={})
+    slow = Calibration(compute_efficiency={}, network_efficiency={"T4": 0.25})
+    assert network_efficiency(t4, full) == 1.0 and network_efficiency(t4, slow) == 0.25
+    assert network_efficiency(A100, slow) == 1.0
+
+    def t4_estimate(dp: int, cal: Calibration) -> Estimate:
+        shape = Shape("T4", dp, 1, 1)
+        return must(
+            estimate(
+                bert,
+                t4,
+                shape,
+                1590,
+                gpus_per_node=4,
+                network_bandwidth_gbps=50.0,
+                calibration=cal,
+            )
+        )
+
+    assert t4_estimate(8, slow).step_seconds > t4_estimate(8, full).step_seconds
+    # Inside one node the network is not used.
+    assert t4_estimate(4, slow) == t4_estimate(4, full)
+    assert link_bandwidth(
+        t4, across_nodes=True, gpus_per_node=4, network_bandwidth_gbps=50.0, calibration=slow
+    ) == pytest.approx(0.25 * 50e9 / 8 / 4)
+    assert link_bandwidth(
+        t4, across_nodes=False, gpus_per_node=4, network_bandwidth_gbps=50.0, calibration=slow
+    ) == pytest.approx(16e9)
+
+
+def test_ring_allreduce_and_overlap() -> None:
+    assert allreduce_seconds(1e9, 1, 1e9) == 0.0
+    assert allreduce_seconds(1e9, 2, 1e9) == pytest.approx(1.0)
+    assert allreduce_seconds(1e9, 8, 1e9) == pytest.approx(1.75)
+    assert exposed_sync_seconds(1.0, 0.9) == pytest.approx(0.4)
+    assert exposed_sync_seconds(1.0, 3.0) == 0.0
 
 
 # ---------------------------------------------------------------- profiles
