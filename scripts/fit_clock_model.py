@@ -22,159 +22,54 @@ the sum of squared log errors of time_per_epoch and average_power over all measu
 Search (numpy only, deterministic): golden-section on alpha; for each alpha a pattern search on
 (floor, dyn) per GPU; for each of those a grid over c (coarse, then step 0.01) with T0 in
 closed form.
+
+The model, the data loader and the per-workload fit live in ``solver.calibrate`` (which reports
+this fit's error next to the other sources, ``dsfro calibrate``); this script searches the
+shared and per-GPU constants and writes the file.
 """
 
 from __future__ import annotations
 
-import csv
 import json
-import math
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-import numpy.typing as npt
+
+from solver.calibrate import MIN_CLOCK_RATIO, Array, golden_section
+from solver.calibrate import ZeusData as GpuData
+from solver.calibrate import ZeusFit as GpuFit
+from solver.calibrate import fit_zeus_workloads as fit_workloads
+from solver.calibrate import load_zeus as _load_zeus
+from solver.calibrate import zeus_clock_ratio as clock_ratio
+from solver.calibrate import zeus_point_errors as point_errors
+from solver.calibrate import zeus_predict as predict
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA_DIR = ROOT / "data" / "zeus"
 OUT_PATH = ROOT / "models" / "clock_model.json"
 COMMAND = ".venv/bin/python scripts/fit_clock_model.py"
 
-MIN_CLOCK_RATIO = 0.1
-"""Lowest clock ratio the driver is allowed to reach in the fit (V100: 135 of 1380 MHz)."""
 ALPHA_RANGE = (1.0, 4.0)
 ALPHA_TOL = 0.005
-C_COARSE = np.linspace(0.0, 1.0, 21)
-C_FINE_OFFSETS = np.linspace(-0.05, 0.05, 11)
 
-Array = npt.NDArray[np.float64]
-
-
-@dataclass(frozen=True)
-class GpuData:
-    """The Zeus workloads of one GPU, padded to a (workloads x limits) grid."""
-
-    name: str
-    keys: tuple[tuple[str, str, int, str], ...]
-    """(dataset, network, batch_size, optimizer) per row."""
-    limit: Array
-    log_time: Array
-    log_power: Array
-    mask: Array
-    max_limit: float
-    """Highest power limit swept: the board's default limit."""
-
-    @property
-    def min_power(self) -> float:
-        return float(np.exp(self.log_power[self.mask > 0]).min())
-
-
-@dataclass(frozen=True)
-class GpuFit:
-    floor_watts: float
-    dynamic_watts: float
-    compute_fraction: Array
-    """Fitted c per workload row."""
-    log_t0: Array
-    error: float
+__all__ = [
+    "MIN_CLOCK_RATIO",
+    "Array",
+    "GpuData",
+    "GpuFit",
+    "clock_ratio",
+    "fit_workloads",
+    "point_errors",
+    "predict",
+]
 
 
 def load_zeus(data_dir: Path = DATA_DIR) -> list[GpuData]:
     """Read every ``summary_power_<gpu>.csv`` of ``data_dir``."""
-    gpus = []
-    for path in sorted(data_dir.glob("summary_power_*.csv")):
-        rows: dict[tuple[str, str, int, str], list[tuple[float, float, float]]] = {}
-        with path.open(newline="") as f:
-            for r in csv.DictReader(f):
-                key = (r["dataset"], r["network"], int(r["batch_size"]), r["optimizer"])
-                point = (
-                    float(r["power_limit"]),
-                    float(r["time_per_epoch"]),
-                    float(r["average_power"]),
-                )
-                rows.setdefault(key, []).append(point)
-        keys = tuple(sorted(rows))
-        width = max(len(v) for v in rows.values())
-        shape = (len(keys), width)
-        limit, log_t, log_p, mask = (
-            np.ones(shape),
-            np.zeros(shape),
-            np.zeros(shape),
-            np.zeros(shape),
-        )
-        for i, key in enumerate(keys):
-            pts = sorted(rows[key])
-            n = len(pts)
-            arr = np.array(pts)
-            limit[i, :n], log_t[i, :n], log_p[i, :n] = (
-                arr[:, 0],
-                np.log(arr[:, 1]),
-                np.log(arr[:, 2]),
-            )
-            mask[i, :n] = 1.0
-        gpus.append(
-            GpuData(
-                name=path.stem.removeprefix("summary_power_"),
-                keys=keys,
-                limit=limit,
-                log_time=log_t,
-                log_power=log_p,
-                mask=mask,
-                max_limit=float(limit[mask > 0].max()),
-            )
-        )
-    if not gpus:
-        raise FileNotFoundError(f"no summary_power_*.csv in {data_dir}")
-    return gpus
-
-
-def clock_ratio(limit: Array, floor: float, dyn: float, alpha: float) -> Array:
-    """Clock ratio at which the computing phases draw the power limit (capped at 1)."""
-    headroom = np.clip((limit - floor) / dyn, 0.0, 1.0)
-    return np.maximum(headroom ** (1.0 / alpha), MIN_CLOCK_RATIO)
-
-
-def predict(x: Array, c: Array, floor: float, dyn: float, alpha: float) -> tuple[Array, Array]:
-    """(time / T0, average power) at clock ratios x for compute fractions c (broadcast)."""
-    stretch = c / x
-    rel_time = stretch + (1.0 - c)
-    power = floor + dyn * x**alpha * (stretch / rel_time)
-    return rel_time, power
-
-
-def _sse(
-    g: GpuData, x: Array, c: Array, floor: float, dyn: float, alpha: float
-) -> tuple[Array, Array]:
-    """Squared log error and fitted log T0 per (candidate c, workload); c is (n, W, 1)."""
-    rel_time, power = predict(x[None], c, floor, dyn, alpha)
-    log_rest = (g.log_time[None] - np.log(rel_time)) * g.mask
-    log_t0 = log_rest.sum(axis=2) / g.mask.sum(axis=1)
-    err_t = (log_rest - log_t0[:, :, None]) * g.mask
-    err_p = (g.log_power[None] - np.log(power)) * g.mask
-    return (err_t**2).sum(axis=2) + (err_p**2).sum(axis=2), log_t0
-
-
-def fit_workloads(g: GpuData, alpha: float, floor: float, dyn: float) -> GpuFit:
-    """Best c (grid step 0.01) and T0 (closed form) per workload for fixed GPU constants.
-
-    The c grid is searched coarse (step 0.05) then fine (step 0.01 around the coarse best).
-    """
-    x = clock_ratio(g.limit, floor, dyn, alpha)
-    rows = np.arange(len(g.keys))
-    sse, _ = _sse(g, x, C_COARSE[:, None, None], floor, dyn, alpha)
-    centre = C_COARSE[sse.argmin(axis=0)]
-    c = np.clip(centre[None, :] + C_FINE_OFFSETS[:, None], 0.0, 1.0)
-    sse, log_t0 = _sse(g, x, c[:, :, None], floor, dyn, alpha)
-    best = sse.argmin(axis=0)
-    return GpuFit(
-        floor_watts=floor,
-        dynamic_watts=dyn,
-        compute_fraction=np.round(c[best, rows], 2),
-        log_t0=log_t0[best, rows],
-        error=float(sse[best, rows].sum()),
-    )
+    return _load_zeus(data_dir)
 
 
 def pattern_search(
@@ -228,24 +123,6 @@ def fit_gpu(g: GpuData, alpha: float, start: tuple[float, float] | None = None) 
     return fit_workloads(g, alpha, floor, dyn)
 
 
-def golden_section(f: Callable[[float], float], lo: float, hi: float, tol: float) -> float:
-    """Minimum of a unimodal f on [lo, hi]."""
-    inv = (math.sqrt(5) - 1) / 2
-    a, b = lo, hi
-    c, d = b - inv * (b - a), a + inv * (b - a)
-    fc, fd = f(c), f(d)
-    while b - a > tol:
-        if fc < fd:
-            b, d, fd = d, c, fc
-            c = b - inv * (b - a)
-            fc = f(c)
-        else:
-            a, c, fc = c, d, fd
-            d = a + inv * (b - a)
-            fd = f(d)
-    return (a + b) / 2
-
-
 @dataclass(frozen=True)
 class Fit:
     alpha: float
@@ -265,16 +142,6 @@ def fit(gpus: Sequence[GpuData]) -> Fit:
     alpha = round(golden_section(total, *ALPHA_RANGE, ALPHA_TOL), 3)
     fits = tuple(fit_gpu(g, alpha, s) for g, s in zip(gpus, starts, strict=True))
     return Fit(alpha=alpha, gpus=tuple(gpus), fits=fits)
-
-
-def point_errors(g: GpuData, gf: GpuFit, alpha: float) -> tuple[Array, Array]:
-    """Relative errors (model / measured - 1) of time and power at every measured point."""
-    x = clock_ratio(g.limit, gf.floor_watts, gf.dynamic_watts, alpha)
-    c = gf.compute_fraction[:, None]
-    rel_time, power = predict(x, c, gf.floor_watts, gf.dynamic_watts, alpha)
-    time = np.exp(gf.log_t0[:, None]) * rel_time
-    m = g.mask > 0
-    return (time / np.exp(g.log_time) - 1)[m], (power / np.exp(g.log_power) - 1)[m]
 
 
 def energy_choice(g: GpuData, gf: GpuFit, alpha: float) -> tuple[int, list[float]]:
