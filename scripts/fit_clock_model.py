@@ -23,9 +23,9 @@ Search (numpy only, deterministic): golden-section on alpha; for each alpha a pa
 (floor, dyn) per GPU; for each of those a grid over c (coarse, then step 0.01) with T0 in
 closed form.
 
-The model, the data loader and the per-workload fit live in ``solver.calibrate`` (which reports
-this fit's error next to the other sources, ``dsfro calibrate``); this script searches the
-shared and per-GPU constants and writes the file.
+The model, the data loader and the per-workload fit live in ``solver.calibration.zeus``
+(``dsfro calibrate`` reports this fit's error next to the other sources); this script searches
+the shared and per-GPU constants and writes the file.
 """
 
 from __future__ import annotations
@@ -38,14 +38,15 @@ from pathlib import Path
 
 import numpy as np
 
-from solver.calibrate import MIN_CLOCK_RATIO, Array, golden_section
-from solver.calibrate import ZeusData as GpuData
-from solver.calibrate import ZeusFit as GpuFit
-from solver.calibrate import fit_zeus_workloads as fit_workloads
-from solver.calibrate import load_zeus as _load_zeus
-from solver.calibrate import zeus_clock_ratio as clock_ratio
-from solver.calibrate import zeus_point_errors as point_errors
-from solver.calibrate import zeus_predict as predict
+from solver.calibration.numeric import Array, golden_section
+from solver.calibration.zeus import MIN_CLOCK_RATIO
+from solver.calibration.zeus import ZeusData as GpuData
+from solver.calibration.zeus import ZeusFit as GpuFit
+from solver.calibration.zeus import fit_zeus_workloads as fit_workloads
+from solver.calibration.zeus import load_zeus as _load_zeus
+from solver.calibration.zeus import zeus_clock_ratio as clock_ratio
+from solver.calibration.zeus import zeus_point_errors as point_errors
+from solver.calibration.zeus import zeus_predict as predict
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA_DIR = ROOT / "data" / "zeus"

@@ -19,7 +19,7 @@ import grpc
 from google.rpc import error_details_pb2
 from grpc_status import rpc_status
 
-from solver import calibrate, configs, formulation, generate, orchestrator
+from solver import calibration, configs, formulation, generate, orchestrator
 from solver._proto.dsfro.v1 import scheduler_pb2 as pb
 from solver._proto.dsfro.v1 import scheduler_pb2_grpc
 from solver.convert import (
@@ -373,7 +373,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve = sub.add_parser("serve", help="run the gRPC service (as server.py)")
     add_server_arguments(serve)
     serve.set_defaults(func=cmd_serve)
-    calibrate.add_commands(sub)
+    calibration.add_commands(sub)
     add_commands(sub)
     return parser
 

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 from matplotlib.figure import Figure
 
-from solver import calibrate, perf
-from solver.calibrate import Result
+from solver import calibration, perf
+from solver.calibration import Result
 from solver.catalog import MODELS_DIR_ENV, CatalogError, load_architectures, load_gpu_catalog
 from solver.domain import Shape
 
@@ -23,17 +23,17 @@ DOC = ROOT / "docs" / "calibration.md"
 
 @pytest.fixture(scope="module")
 def result() -> Result:
-    return calibrate.run()
+    return calibration.run()
 
 
 @pytest.fixture(scope="module")
 def summary(result: Result) -> dict[str, Any]:
-    return calibrate.summary(result)
+    return calibration.summary(result)
 
 
 @pytest.fixture(scope="module")
 def figures(result: Result) -> dict[str, Figure]:
-    return calibrate.make_figures(result)
+    return calibration.make_figures(result)
 
 
 def assert_close(got: object, want: object, where: str = "") -> None:
@@ -62,7 +62,7 @@ def test_refit_gives_the_constants_of_the_models_file(
     result: Result, summary: dict[str, Any]
 ) -> None:
     stored = json.loads(MODELS_FILE.read_text())
-    fresh = calibrate.calibration_doc(result, summary)
+    fresh = calibration.calibration_doc(result, summary)
     assert_close(fresh, stored)
     assert set(stored["compute_efficiency"]) == {"K80", "T4"}
     assert 0.05 < stored["compute_efficiency"]["T4"] < 0.15
@@ -86,19 +86,19 @@ def test_the_clock_constants_are_the_clock_model_file(summary: dict[str, Any]) -
 
 def test_flop_counts_match_the_published_figures() -> None:
     # torchvision ResNet-50 at 224x224: 4.09 GMAC; CIFAR ResNet-18 (kuangliu): 0.56 GMAC.
-    resnet50, resnet18 = calibrate.RESNET50_MACS / 1e9, calibrate.RESNET18_CIFAR_MACS / 1e9
+    resnet50, resnet18 = calibration.RESNET50_MACS / 1e9, calibration.RESNET18_CIFAR_MACS / 1e9
     assert resnet50 == pytest.approx(4.09, abs=0.01)
     assert resnet18 == pytest.approx(0.556, abs=0.002)
     # LSTM LM: 2 layers of 4 x 200 x 400 plus a 200 x 33,278 decoder per token.
-    assert calibrate.LM_MACS_PER_TOKEN == 2 * 4 * 200 * 400 + 200 * 33_278
+    assert calibration.LM_MACS_PER_TOKEN == 2 * 4 * 200 * 400 + 200 * 33_278
 
 
 def test_network_fit_recovers_a_known_efficiency(result: Result) -> None:
     """Sync and step times made by the model itself at 0.4: the fit must find 0.4 again."""
     d = result.pollux.data
     t4 = load_gpu_catalog()["T4"]
-    sync, step = calibrate.pollux_predict(d, t4, 0.4)
-    synthetic = calibrate.PolluxData(
+    sync, step = calibration.pollux_predict(d, t4, 0.4)
+    synthetic = calibration.PolluxData(
         app=d.app,
         placement=d.placement,
         local_batch=d.local_batch,
@@ -110,7 +110,7 @@ def test_network_fit_recovers_a_known_efficiency(result: Result) -> None:
         sync_1=d.sync_1,
         gradient_bytes=d.gradient_bytes,
     )
-    eta, objective = calibrate.fit_network_efficiency(synthetic, t4)
+    eta, objective = calibration.fit_network_efficiency(synthetic, t4)
     assert eta == pytest.approx(0.4, abs=1e-3)
     assert objective == pytest.approx(0.0, abs=1e-9)
 
@@ -121,7 +121,7 @@ def test_vectorised_pollux_model_is_perfs(result: Result) -> None:
     t4 = load_gpu_catalog()["T4"]
     eta = result.pollux.network_efficiency
     cal = perf.Calibration(compute_efficiency={}, network_efficiency={"T4": eta})
-    sync, _ = calibrate.pollux_predict(d, t4, eta)
+    sync, _ = calibration.pollux_predict(d, t4, eta)
     for i in range(0, len(d.app), 397):
         bandwidth = perf.link_bandwidth(
             t4,
@@ -153,10 +153,10 @@ def test_only_fits_in_the_models_precision_are_used(result: Result) -> None:
 
 def test_report_numbers_are_what_the_code_computes(summary: dict[str, Any]) -> None:
     text = DOC.read_text()
-    embedded = calibrate.parse_markdown(text)
+    embedded = calibration.parse_markdown(text)
     assert_close(embedded, json.loads(json.dumps(summary)))
     # Every table and sentence is rendered from that block.
-    assert text == calibrate.render_markdown(embedded)
+    assert text == calibration.render_markdown(embedded)
 
 
 def test_report_headline_errors(summary: dict[str, Any]) -> None:
@@ -189,7 +189,7 @@ def test_figures_have_the_expected_axes(figures: dict[str, Figure]) -> None:
         "calibration-pollux-scaling.png": (5, "samples/s", "linear"),
         "calibration-zeus.png": (3, "model / measured - 1", "linear"),
     }
-    assert list(figures) == list(calibrate.FIGURES) and set(figures) == set(expected)
+    assert list(figures) == list(calibration.FIGURES) and set(figures) == set(expected)
     for name, fig in figures.items():
         count, ylabel, yscale = expected[name]
         axes = fig.get_axes()
@@ -206,8 +206,8 @@ def test_figures_have_the_expected_axes(figures: dict[str, Figure]) -> None:
 
 
 def test_figures_are_written_and_committed(figures: dict[str, Figure], tmp_path: Path) -> None:
-    paths = calibrate.write_figures(figures, tmp_path, dpi=30)  # low resolution: fast
-    assert [p.name for p in paths] == list(calibrate.FIGURES)
+    paths = calibration.write_figures(figures, tmp_path, dpi=30)  # low resolution: fast
+    assert [p.name for p in paths] == list(calibration.FIGURES)
     for p in paths:
         assert p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and p.stat().st_size > 2_000
         committed = ROOT / "docs" / "img" / p.name
@@ -289,12 +289,12 @@ def test_bad_calibration_file(
 
 
 def test_check_command(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
-    assert calibrate.main(["--check"]) == 0
+    assert calibration.main(["--check"]) == 0
     assert "up to date" in capsys.readouterr().out
     stale = tmp_path / "calibration.json"
     stale.write_text(json.dumps({"compute_efficiency": {}, "network_efficiency": {}}))
-    assert calibrate.main(["--check", "--models-out", str(stale)]) == 1
-    assert calibrate.main(["--data", str(tmp_path)]) == 2
+    assert calibration.main(["--check", "--models-out", str(stale)]) == 1
+    assert calibration.main(["--data", str(tmp_path)]) == 2
 
 
 def test_performance_model_doc_quotes_the_fitted_constants() -> None:
