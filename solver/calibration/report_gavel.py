@@ -40,7 +40,7 @@ def gavel_section(s: Mapping[str, Any], add: Callable[[str], None]) -> None:
         + "; tensor cores on V100 and T4). Training FLOPs per sample are three forward "
         "passes at 2 FLOPs per multiply-accumulate (the rule behind the model's "
         "`6 x parameters x tokens`), with the multiply-accumulates counted layer by layer in "
-        "`solver/calibrate.py`: ResNet-18 for 32x32 CIFAR images "
+        "`solver/calibration/sources.py`: ResNet-18 for 32x32 CIFAR images "
         f"({s['mapping']['gavel/ResNet-18']['train_gflops_per_sample'] / 6:.3f} GMAC forward), "
         f"ResNet-50 at 224x224 ({gmac_r50:.3f} GMAC), the LM (2-layer LSTM 200/200, "
         "33,278-word decoder) at 35 tokens a sample. "
