@@ -62,7 +62,7 @@ def calibration_doc(r: Result, s: Mapping[str, Any]) -> dict[str, Any]:
     return {
         "description": (
             "Constants of the analytic model fitted to measured data by `dsfro calibrate` "
-            "(solver/calibrate.py); docs/calibration.md is the report. solver.perf reads "
+            "(solver/calibration/); docs/calibration.md is the report. solver.perf reads "
             "compute_efficiency and network_efficiency, keyed by GPU family (a prefix of the "
             "catalog name)."
         ),
