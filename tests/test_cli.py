@@ -57,6 +57,24 @@ def test_solve_on_an_unreachable_server_exits_1(
     assert "UNAVAILABLE" in err and "Traceback" not in err
 
 
+def record_solves(monkeypatch: pytest.MonkeyPatch) -> list[Problem]:
+    """Replace the solver with one that records each problem and queues every job."""
+    seen: list[Problem] = []
+
+    def record(
+        problem: Problem, *, deadline: float | None = None, executor: object = None
+    ) -> SolveResult:
+        seen.append(problem)
+        plan = Plan(tuple(JobAssignment(j.name, JobState.QUEUED) for j in problem.jobs),
+                    ObjectiveBreakdown(0, 0, 0, 0, 0, 0))
+        stats = SolveStats(Termination.FEASIBLE, problem.options.backend, 0, None, None,
+                           0, 0, 0, 0)
+        return SolveResult(plan, stats)
+
+    monkeypatch.setattr(orchestrator, "solve", record)
+    return seen
+
+
 def write_request(tmp_path: Path, req: pb.SolveRequest | None = None) -> str:
     path = tmp_path / "request.json"
     path.write_text(json_format.MessageToJson(req if req is not None else make_request()))
@@ -99,18 +117,7 @@ def test_solve_json_prints_the_solve_response(
 def test_flags_override_the_file_options(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    seen: list[Problem] = []
-
-    def record(
-        problem: Problem, *, deadline: float | None = None, executor: object = None
-    ) -> SolveResult:
-        seen.append(problem)
-        plan = Plan(tuple(JobAssignment(j.name, JobState.QUEUED) for j in problem.jobs),
-                    ObjectiveBreakdown(0, 0, 0, 0, 0, 0))
-        return SolveResult(plan, SolveStats(Termination.FEASIBLE, Backend.CPSAT, 0, None, None,
-                                            0, 0, 0, 0))
-
-    monkeypatch.setattr(orchestrator, "solve", record)
+    seen = record_solves(monkeypatch)
     code, _, err = run(capsys, "solve", write_request(tmp_path), "--time-budget", "1500ms",
                        "--backend", "cpsat", "--seed", "42", "--threads", "3")
     assert code == 0, err
@@ -292,18 +299,7 @@ def test_cli_and_grpc_give_the_same_plan_for_the_same_seed(
 def test_backend_and_pyomo_solver_flags_reach_the_options(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    seen: list[Problem] = []
-
-    def record(
-        problem: Problem, *, deadline: float | None = None, executor: object = None
-    ) -> SolveResult:
-        seen.append(problem)
-        plan = Plan(tuple(JobAssignment(j.name, JobState.QUEUED) for j in problem.jobs),
-                    ObjectiveBreakdown(0, 0, 0, 0, 0, 0))
-        return SolveResult(plan, SolveStats(Termination.FEASIBLE, Backend.PYOMO, 0, None, None,
-                                            0, 0, 0, 0))
-
-    monkeypatch.setattr(orchestrator, "solve", record)
+    seen = record_solves(monkeypatch)
     code, _, err = run(capsys, "solve", write_request(tmp_path), "--backend", "pyomo",
                        "--pyomo-solver", "appsi_highs")
     assert code == 0, err
