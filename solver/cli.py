@@ -49,6 +49,7 @@ _BACKENDS = {
     "heuristic": pb.HEURISTIC,
     "aggregate": pb.AGGREGATE,
     "highs": pb.HIGHS,
+    "decomposed": pb.DECOMPOSED,
     "pyomo": pb.PYOMO,
 }
 EXPORT_FORMATS = ("mps", "lp")
