@@ -306,31 +306,45 @@ def enumerate_configs(job: Job, facts: Mapping[str, TypeFacts]) -> list[Config]:
     return out
 
 
+_Traits = tuple[int, int, float, float, int]
+"""What dominance compares: GPUs, tensor degree, samples/s, watts, minimum nodes."""
+
+
+def _traits(c: Config) -> _Traits:
+    return (c.num_gpus, c.tensor_parallel, c.samples_per_second, c.watts, c.min_nodes)
+
+
+def _dominates(a: _Traits, b: _Traits) -> bool:
+    return (
+        a[0] <= b[0]
+        and a[3] <= b[3]
+        and a[2] >= b[2]
+        and a[4] <= b[4]
+        and b[1] % a[1] == 0
+        and a[:4] != b[:4]
+    )
+
+
 def dominates(a: Config, b: Config) -> bool:
     """a is at least as good as b in every respect that the objective or placement sees.
 
     Same GPU type; no more GPUs, a tensor degree dividing b's (so a fits wherever b fits),
-    no less throughput and no more power.
+    no less throughput, no more power and no more nodes at least.
     """
-    return (
-        a.gpu_type == b.gpu_type
-        and a.num_gpus <= b.num_gpus
-        and b.tensor_parallel % a.tensor_parallel == 0
-        and a.samples_per_second >= b.samples_per_second
-        and a.watts <= b.watts
-        and a.min_nodes <= b.min_nodes
-        and (a.num_gpus, a.tensor_parallel, -a.samples_per_second, a.watts)
-        != (b.num_gpus, b.tensor_parallel, -b.samples_per_second, b.watts)
-    )
+    return a.gpu_type == b.gpu_type and _dominates(_traits(a), _traits(b))
 
 
 def pareto_filter(configs: list[Config], keep: Shape | None = None) -> list[Config]:
     """Drop dominated configurations; those of the shape `keep` (the running one) stay."""
     ordered = sorted(configs, key=lambda c: (-c.samples_per_second, c.watts, c.num_gpus))
     kept: list[Config] = []
+    rivals_of_type: dict[str, list[_Traits]] = {}  # only a configuration of its type dominates
     for c in ordered:
-        if c.shape == keep or not any(dominates(k, c) for k in kept):
+        rivals = rivals_of_type.setdefault(c.gpu_type, [])
+        traits = _traits(c)
+        if c.shape == keep or not any(_dominates(k, traits) for k in rivals):
             kept.append(c)
+            rivals.append(traits)
     unique: dict[tuple[Shape, int], Config] = {}
     for c in kept:
         unique.setdefault((c.shape, c.sm_clock_mhz), c)
