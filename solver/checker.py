@@ -122,10 +122,16 @@ def check_plan(problem: Problem, assignments: Iterable[JobAssignment]) -> list[P
     for name in jobs.keys() - seen:
         bad("one_assignment", name, "the job is missing from the plan")
 
-    idle_total = sum(n.gpu_count * cluster.gpu_types[n.gpu_type].idle_watts for n in cluster.nodes)
+    # Every GPU draws idle power unless a job uses it, in which case the job's power counts.
+    idle_rack: dict[str, float] = {}
+    for each in cluster.nodes:
+        idle = each.gpu_count * cluster.gpu_types[each.gpu_type].idle_watts
+        idle_rack[each.rack] = idle_rack.get(each.rack, 0.0) + idle
+    for name, _ in owner:
+        used = nodes[name]
+        idle_rack[used.rack] -= cluster.gpu_types[used.gpu_type].idle_watts
     if cluster.power_budget_watts is not None:
-        idle_used = _idle_of_used(problem, owner)
-        drawn = job_watts + idle_total - idle_used
+        drawn = job_watts + sum(idle_rack.values())
         if drawn > cluster.power_budget_watts * (1 + POWER_TOLERANCE):
             bad(
                 "power_budget",
@@ -133,12 +139,7 @@ def check_plan(problem: Problem, assignments: Iterable[JobAssignment]) -> list[P
                 f"cluster draws {drawn:.0f} W over its budget {cluster.power_budget_watts:.0f} W",
             )
     for rack, budget in cluster.rack_power_budgets_watts.items():
-        rack_nodes = [n for n in cluster.nodes if n.rack == rack]
-        idle_rack = sum(n.gpu_count * cluster.gpu_types[n.gpu_type].idle_watts for n in rack_nodes)
-        idle_used_rack = _idle_of_used(
-            problem, {k: v for k, v in owner.items() if nodes[k[0]].rack == rack}
-        )
-        drawn = rack_watts.get(rack, 0.0) + idle_rack - idle_used_rack
+        drawn = rack_watts.get(rack, 0.0) + idle_rack.get(rack, 0.0)
         if drawn > budget * (1 + POWER_TOLERANCE):
             bad(
                 "rack_power_budget",
@@ -154,9 +155,3 @@ def _stays(job: Job, a: JobAssignment) -> bool:
         return False
     old = {(s.node, i) for s in job.current.placement for i in s.gpu_indices}
     return old == {(s.node, i) for s in a.placement for i in s.gpu_indices}
-
-
-def _idle_of_used(problem: Problem, owner: dict[tuple[str, int], str]) -> float:
-    """Idle power of the GPUs that jobs use: replaced by the jobs' own draw."""
-    cluster = problem.cluster
-    return sum(cluster.gpu_types[cluster.node(node).gpu_type].idle_watts for node, _ in owner)

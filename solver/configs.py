@@ -376,12 +376,19 @@ def build_config_set(problem: Problem, facts: Mapping[str, TypeFacts] | None = N
     return ConfigSet(by_job=by_job, best_samples_per_second=best, num_enumerated=enumerated)
 
 
-def resolve_config(problem: Problem, job: Job, shape: Shape, sm_clock_mhz: int) -> Config | None:
+def resolve_config(
+    problem: Problem,
+    job: Job,
+    shape: Shape,
+    sm_clock_mhz: int,
+    facts: Mapping[str, TypeFacts] | None = None,
+) -> Config | None:
     """The configuration of a given shape and clock, unfiltered; None where it can't run.
 
     Used to score plans made elsewhere (EvaluatePlan), whose shapes may have been pruned.
+    Pass the cluster's `facts` when resolving many jobs, to compute them once.
     """
-    facts = type_facts(problem.cluster)
+    facts = facts if facts is not None else type_facts(problem.cluster)
     f = facts.get(shape.gpu_type)
     if f is None or sm_clock_mhz not in f.gpu.sm_clocks_mhz:
         return None

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from solver.checker import PlanViolation, check_plan
-from solver.configs import build_config_set, resolve_config
+from solver.configs import build_config_set, resolve_config, type_facts
 from solver.domain import Allocation, JobAssignment, JobState, Plan, Problem
 from solver.objective import is_migrated, score_plan
 from solver.plans import queued_assignment
@@ -28,7 +28,8 @@ def evaluate_allocations(
     Each allocation's performance comes from the unfiltered model or profile, so that shapes a
     backend would have pruned can still be scored.
     """
-    configs = build_config_set(problem)
+    facts = type_facts(problem.cluster)
+    configs = build_config_set(problem, facts)
     jobs = {j.name: j for j in problem.jobs}
     assignments: list[JobAssignment] = []
     violations: list[PlanViolation] = []
@@ -40,7 +41,7 @@ def evaluate_allocations(
         if alloc is None:
             assignments.append(queued_assignment(problem, configs, job))
             continue
-        config = resolve_config(problem, job, alloc.shape, alloc.sm_clock_mhz)
+        config = resolve_config(problem, job, alloc.shape, alloc.sm_clock_mhz, facts)
         if config is None:
             violations.append(
                 PlanViolation(
