@@ -9,12 +9,19 @@ from solver.domain import (
     GpuSlice,
     GpuType,
     Job,
+    JobAssignment,
+    JobState,
     Node,
+    ObjectiveBreakdown,
     ObjectiveWeights,
+    Plan,
     Problem,
     ProfilePoint,
     Shape,
     SolveOptions,
+    SolveResult,
+    SolveStats,
+    Termination,
     ThroughputProfile,
 )
 
@@ -99,3 +106,13 @@ def problem(
 def only_throughput() -> ObjectiveWeights:
     """Weights under which the optimum is easy to see by hand."""
     return ObjectiveWeights(throughput=1.0, energy=0.0, migration=0.0, locality=0.0, deadline=0.0)
+
+
+def canned_result(problem: Problem, backend: Backend = Backend.HEURISTIC) -> SolveResult:
+    """Every job queued: what stand-ins for the solver return in service and CLI tests."""
+    plan = Plan(
+        tuple(JobAssignment(j.name, JobState.QUEUED) for j in problem.jobs),
+        ObjectiveBreakdown(0.0, 0.0, 0.0, 0.0, 0.0, 0.0),
+    )
+    stats = SolveStats(Termination.FEASIBLE, backend, 0.0, None, None, 0.0, 0.0, 0, 0)
+    return SolveResult(plan, stats)

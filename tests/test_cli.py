@@ -16,16 +16,11 @@ from solver._proto.dsfro.v1 import scheduler_pb2_grpc
 from solver.cli import compact_indices, format_plan, format_stats, main, parse_duration
 from solver.domain import (
     Backend,
-    JobAssignment,
-    JobState,
-    ObjectiveBreakdown,
-    Plan,
     Problem,
     SolveResult,
-    SolveStats,
-    Termination,
 )
 from solver.service import SchedulerServer
+from tests.factories import canned_result
 
 WAIT = 60.0
 
@@ -65,11 +60,7 @@ def record_solves(monkeypatch: pytest.MonkeyPatch) -> list[Problem]:
         problem: Problem, *, deadline: float | None = None, executor: object = None
     ) -> SolveResult:
         seen.append(problem)
-        plan = Plan(tuple(JobAssignment(j.name, JobState.QUEUED) for j in problem.jobs),
-                    ObjectiveBreakdown(0, 0, 0, 0, 0, 0))
-        stats = SolveStats(Termination.FEASIBLE, problem.options.backend, 0, None, None,
-                           0, 0, 0, 0)
-        return SolveResult(plan, stats)
+        return canned_result(problem, problem.options.backend)
 
     monkeypatch.setattr(orchestrator, "solve", record)
     return seen

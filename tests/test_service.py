@@ -32,15 +32,8 @@ from solver import orchestrator
 from solver._proto.dsfro.v1 import scheduler_pb2 as pb
 from solver._proto.dsfro.v1 import scheduler_pb2_grpc
 from solver.domain import (
-    Backend,
-    JobAssignment,
-    JobState,
-    ObjectiveBreakdown,
-    Plan,
     Problem,
     SolveResult,
-    SolveStats,
-    Termination,
 )
 from solver.service import (
     SERVICE_NAME,
@@ -52,6 +45,7 @@ from solver.service import (
     config_from_args,
 )
 from solver.validation import Limits
+from tests.factories import canned_result
 
 ROOT = Path(__file__).resolve().parent.parent
 WAIT = 30.0
@@ -70,14 +64,6 @@ def serving(**overrides: Any) -> Iterator[tuple[SchedulerServer, Stub]]:
             yield srv, Stub(ch)
     finally:
         srv.stop(None).wait(WAIT)
-
-
-def canned_result(problem: Problem) -> SolveResult:
-    """Every job queued: what the fake solvers below return."""
-    plan = Plan(tuple(JobAssignment(j.name, JobState.QUEUED) for j in problem.jobs),
-                ObjectiveBreakdown(0.0, 0.0, 0.0, 0.0, 0.0, 0.0))
-    stats = SolveStats(Termination.FEASIBLE, Backend.HEURISTIC, 0.0, None, None, 0.0, 0.0, 0, 0)
-    return SolveResult(plan, stats)
 
 
 def bad_request(err: grpc.RpcError) -> list[tuple[str, str]]:
