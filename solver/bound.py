@@ -14,7 +14,7 @@ from ortools.linear_solver import pywraplp
 
 from solver.configs import ConfigSet
 from solver.domain import Config, Problem
-from solver.objective import config_value, migration_cost, queued_value
+from solver.objective import migration_cost, queued_value, running_gain
 
 
 @dataclass(frozen=True)
@@ -56,11 +56,7 @@ def solve_aggregate(problem: Problem, configs: ConfigSet) -> AggregateOutcome:
             var = lp.NumVar(0.0, 1.0, f"y[{job.name},{i}]")
             y[job.name, i] = var
             # Placement terms dropped: w_L (nodes + racks - min) >= 0 only lowers the objective.
-            value = (
-                config_value(job, c, best, w, max_watts)
-                - w.locality * (c.min_nodes + c.min_racks)
-                - queued_value(job, w)
-            )
+            value = running_gain(job, c, best, w, max_watts)
             objective.append((value, var))
             pools.setdefault(c.gpu_type, []).append((c.num_gpus, var))
             idle = cluster.gpu_types[c.gpu_type].idle_watts

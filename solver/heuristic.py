@@ -11,7 +11,7 @@ from collections.abc import Mapping
 
 from solver.configs import ConfigSet
 from solver.domain import Config, Job, Plan, Problem
-from solver.objective import config_value, migration_cost, queued_value
+from solver.objective import migration_cost, running_gain
 from solver.placement import Placer
 from solver.plans import Choice, materialize
 
@@ -134,11 +134,7 @@ class Heuristic:
         for job in problem.jobs:
             best = configs.best_samples_per_second[job.name]
             for i, c in enumerate(configs.by_job[job.name]):
-                self.value[job.name, i] = (
-                    config_value(job, c, best, problem.weights, max_watts)
-                    - problem.weights.locality * (c.min_nodes + c.min_racks)
-                    - queued_value(job, problem.weights)
-                )
+                self.value[job.name, i] = running_gain(job, c, best, problem.weights, max_watts)
 
     def gain(self, job: Job, index: int, counts: Mapping[str, int], keep: bool) -> float:
         """Objective gained by running the job so, against leaving it queued."""

@@ -24,7 +24,7 @@ from ortools.linear_solver import pywraplp
 
 from solver.configs import ConfigSet
 from solver.domain import Config, Problem
-from solver.objective import config_value, migration_cost, queued_value
+from solver.objective import migration_cost, queued_value, running_gain
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -89,11 +89,7 @@ def _arrays(problem: Problem, configs: ConfigSet) -> tuple[_Arrays, list[Config]
         starts.append(len(flat))
         forced.append(must)
         for c in options:
-            v = (
-                config_value(job, c, best, w, max_watts)
-                - w.locality * (c.min_nodes + c.min_racks)
-                - queued_value(job, w)
-            )
+            v = running_gain(job, c, best, w, max_watts)
             if c.shape == kept_shape:
                 v += migration_cost(job, w)
             jobs.append(k)

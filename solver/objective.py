@@ -58,6 +58,22 @@ def config_value(
     )
 
 
+def running_gain(
+    job: Job,
+    config: Config,
+    best_samples_per_second: float,
+    weights: ObjectiveWeights,
+    max_gpu_watts: float,
+) -> float:
+    """What running `job` in `config` adds over leaving it queued, placed as tightly as the
+    configuration allows (no locality penalty) and migration aside."""
+    return (
+        config_value(job, config, best_samples_per_second, weights, max_gpu_watts)
+        - weights.locality * (config.min_nodes + config.min_racks)
+        - queued_value(job, weights)
+    )
+
+
 def queued_value(job: Job, weights: ObjectiveWeights) -> float:
     """Objective contribution of leaving `job` queued, migration aside."""
     return -weights.deadline * job.weight * deadline_shortfall(job, None)

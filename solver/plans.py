@@ -19,7 +19,7 @@ from solver.domain import (
     Problem,
     QueueReason,
 )
-from solver.objective import config_value, is_migrated, queued_value, score_plan
+from solver.objective import is_migrated, running_gain, score_plan
 
 Choice = tuple[Config, Mapping[str, int]]
 """A running job's configuration and its GPU count per node."""
@@ -93,11 +93,7 @@ def queued_assignment(problem: Problem, configs: ConfigSet, job: Job) -> JobAssi
     else:
         best = configs.best_samples_per_second[job.name]
         max_watts = problem.cluster.max_gpu_watts()
-        gain = max(
-            config_value(job, c, best, problem.weights, max_watts)
-            - problem.weights.locality * (c.min_nodes + c.min_racks)
-            for c in options
-        ) - queued_value(job, problem.weights)
+        gain = max(running_gain(job, c, best, problem.weights, max_watts) for c in options)
         if gain > 0:
             reason, detail = (
                 QueueReason.INSUFFICIENT_RESOURCES,
