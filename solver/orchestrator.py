@@ -7,7 +7,6 @@ exact model only replaces it with a better checked plan. Every plan that leaves 
 from __future__ import annotations
 
 import logging
-import os
 import time
 from dataclasses import dataclass
 
@@ -27,7 +26,7 @@ from solver.domain import (
     SolveStats,
     Termination,
 )
-from solver.executor import Executor, make_executor
+from solver.executor import Executor, available_cores, make_executor
 from solver.heuristic import Heuristic
 from solver.lagrangian import solve_lagrangian
 from solver.plans import materialize
@@ -63,13 +62,6 @@ DECOMPOSE_MIN_NODES = 4_096
 FULL_MODEL_MAX_VARIABLES = 20_000
 """AUTO builds the full placement model only up to about this many variables; beyond, the
 aggregated model and guided placement use the time (building alone would eat the budget)."""
-
-
-def default_threads() -> int:
-    try:
-        return max(len(os.sched_getaffinity(0)), 1)
-    except AttributeError:  # pragma: no cover - not Linux
-        return max(os.cpu_count() or 1, 1)
 
 
 @dataclass(frozen=True)
@@ -163,7 +155,7 @@ class _Portfolio:
         self.bound: float | None = None
         self.proven_optimal = False
         self.notes: list[str] = []
-        self.threads = problem.options.threads or default_threads()
+        self.threads = problem.options.threads or available_cores()
 
     def offer(self, plan: Plan | None, source: str, backend: Backend) -> None:
         """Keep `plan` if it passes the checker and beats the best so far."""
