@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import sys
 
-from solver.service import main
+from solver.api.service import main
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -20,11 +20,11 @@ import grpc
 from solver import orchestrator
 from solver._proto.dsfro.v1 import scheduler_pb2 as pb
 from solver._proto.dsfro.v1 import scheduler_pb2_grpc
-from solver.checker import check_plan
-from solver.convert import load_request_json, problem_from_proto
+from solver.api.convert import load_request_json, problem_from_proto
+from solver.api.service import ServerConfig, build_server
+from solver.api.validation import Limits
 from solver.domain import Backend, Plan
-from solver.service import ServerConfig, build_server
-from solver.validation import Limits
+from solver.scoring.checker import check_plan
 
 ROOT = Path(__file__).resolve().parent.parent
 INSTANCES = ["tiny-1node", "tiny-power", "tiny-migration", "small", "pai", "modern-power", "medium"]

@@ -1,6 +1,6 @@
 """Scale benchmark: the instance families of docs/benchmarks.md, median of several seeds.
 
-Each family is generated from the bundled public data (solver.generate, deterministic by
+Each family is generated from the bundled public data (solver.offline.generate, deterministic by
 seed) and solved in-process with the family's time budget; the table gives, per family and
 backend, the median time to the first valid plan, the time the solve returned, the proven
 relative gap, and the termination. Nothing is asserted: the figures are recorded, with the
@@ -19,13 +19,13 @@ import time
 from dataclasses import dataclass
 
 from solver import orchestrator
-from solver.checker import check_plan
-from solver.convert import problem_from_proto
+from solver.api.convert import problem_from_proto
+from solver.api.validation import Limits
 from solver.domain import Backend, SolveResult
-from solver.executor import Executor, make_executor
-from solver.generate import FAMILIES as GENERATED_FAMILIES
-from solver.generate import generate, spec_from_args
-from solver.validation import Limits
+from solver.offline.generate import FAMILIES as GENERATED_FAMILIES
+from solver.offline.generate import generate, spec_from_args
+from solver.scoring.checker import check_plan
+from solver.search.executor import Executor, make_executor
 
 
 @dataclass(frozen=True)

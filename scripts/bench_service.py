@@ -17,9 +17,9 @@ import grpc
 
 from solver._proto.dsfro.v1 import scheduler_pb2 as pb
 from solver._proto.dsfro.v1 import scheduler_pb2_grpc
-from solver.generate import FAMILIES, generate, spec_from_args
-from solver.service import ServerConfig, build_server
-from solver.validation import Limits
+from solver.api.service import ServerConfig, build_server
+from solver.api.validation import Limits
+from solver.offline.generate import FAMILIES, generate, spec_from_args
 
 
 def main() -> None:

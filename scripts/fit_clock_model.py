@@ -1,4 +1,4 @@
-"""Fit the SM-clock power/time model (``solver.power``) to the Zeus power-limit curves.
+"""Fit the SM-clock power/time model (``solver.model.power``) to the Zeus power-limit curves.
 
 Run ``.venv/bin/python scripts/fit_clock_model.py``: reads ``data/zeus/summary_power_*.csv``,
 writes ``models/clock_model.json`` and prints the fit error per GPU (a Markdown table, pasted
@@ -23,7 +23,7 @@ Search (numpy only, deterministic): golden-section on alpha; for each alpha a pa
 (floor, dyn) per GPU; for each of those a grid over c (coarse, then step 0.01) with T0 in
 closed form.
 
-The model, the data loader and the per-workload fit live in ``solver.calibration.zeus``
+The model, the data loader and the per-workload fit live in ``solver.offline.calibration.zeus``
 (``dsfro calibrate`` reports this fit's error next to the other sources); this script searches
 the shared and per-GPU constants and writes the file.
 """
@@ -38,15 +38,15 @@ from pathlib import Path
 
 import numpy as np
 
-from solver.calibration.numeric import Array, golden_section
-from solver.calibration.zeus import MIN_CLOCK_RATIO
-from solver.calibration.zeus import ZeusData as GpuData
-from solver.calibration.zeus import ZeusFit as GpuFit
-from solver.calibration.zeus import fit_zeus_workloads as fit_workloads
-from solver.calibration.zeus import load_zeus as _load_zeus
-from solver.calibration.zeus import zeus_clock_ratio as clock_ratio
-from solver.calibration.zeus import zeus_point_errors as point_errors
-from solver.calibration.zeus import zeus_predict as predict
+from solver.offline.calibration.numeric import Array, golden_section
+from solver.offline.calibration.zeus import MIN_CLOCK_RATIO
+from solver.offline.calibration.zeus import ZeusData as GpuData
+from solver.offline.calibration.zeus import ZeusFit as GpuFit
+from solver.offline.calibration.zeus import fit_zeus_workloads as fit_workloads
+from solver.offline.calibration.zeus import load_zeus as _load_zeus
+from solver.offline.calibration.zeus import zeus_clock_ratio as clock_ratio
+from solver.offline.calibration.zeus import zeus_point_errors as point_errors
+from solver.offline.calibration.zeus import zeus_predict as predict
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA_DIR = ROOT / "data" / "zeus"

@@ -10,13 +10,6 @@ import logging
 import time
 from dataclasses import dataclass
 
-from solver import formulation
-from solver.backends import ExactOptions, SolverStatus, get_backend
-from solver.backends.cpsat import DETERMINISTIC_TIME_PER_SECOND
-from solver.bound import solve_aggregate
-from solver.checker import check_plan
-from solver.configs import ConfigSet, build_config_set
-from solver.decompose import solve_decomposed
 from solver.domain import (
     Backend,
     ObjectiveBreakdown,
@@ -26,10 +19,17 @@ from solver.domain import (
     SolveStats,
     Termination,
 )
-from solver.executor import Executor, available_cores, make_executor
-from solver.heuristic import Heuristic
-from solver.lagrangian import solve_lagrangian
-from solver.plans import materialize
+from solver.exact import formulation
+from solver.exact.backends import ExactOptions, SolverStatus, get_backend
+from solver.exact.backends.cpsat import DETERMINISTIC_TIME_PER_SECOND
+from solver.model.configs import ConfigSet, build_config_set
+from solver.scoring.checker import check_plan
+from solver.scoring.plans import materialize
+from solver.search.bound import solve_aggregate
+from solver.search.decompose import solve_decomposed
+from solver.search.executor import Executor, available_cores, make_executor
+from solver.search.heuristic import Heuristic
+from solver.search.lagrangian import solve_lagrangian
 
 log = logging.getLogger(__name__)
 
@@ -54,11 +54,11 @@ AUTO_EXACT_BACKEND = Backend.HIGHS
 """The full model's backend under AUTO: HiGHS proved pai optimal in 12 s and closed
 modern-power to 0.2 % where CP-SAT stayed at 4.9 % and 7.0 % (docs/backends.md)."""
 LP_MAX_CONFIGURATIONS = 50_000
-"""Above this, the aggregated bound comes from the Lagrangian dual (solver.lagrangian): GLOP
+"""Above this, the aggregated bound comes from the Lagrangian dual (solver.search.lagrangian): GLOP
 takes ~11 s on 250,000 configurations, the cutting planes under a second."""
 DECOMPOSE_MIN_JOBS = 8_192
 DECOMPOSE_MIN_NODES = 4_096
-"""AUTO decomposes (solver.decompose) snapshots with this many jobs or nodes."""
+"""AUTO decomposes (solver.search.decompose) snapshots with this many jobs or nodes."""
 FULL_MODEL_MAX_VARIABLES = 20_000
 """AUTO builds the full placement model only up to about this many variables; beyond, the
 aggregated model and guided placement use the time (building alone would eat the budget)."""
@@ -337,7 +337,7 @@ def _solve_decomposed(problem: Problem, clock: _Clock, executor: Executor) -> So
 
 
 _EXACT = frozenset({Backend.CPSAT, Backend.HIGHS, Backend.PYOMO})
-"""Backends that solve the full formulation (solver.backends)."""
+"""Backends that solve the full formulation (solver.exact.backends)."""
 
 
 def _unkeepable_jobs(problem: Problem, configs: ConfigSet) -> list[str]:

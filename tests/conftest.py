@@ -12,7 +12,7 @@ from solver._proto.dsfro.v1 import scheduler_pb2 as pb
 from solver._proto.dsfro.v1 import scheduler_pb2_grpc
 
 if TYPE_CHECKING:  # imported lazily: validation tests must not need the solver modules
-    from solver.service import SchedulerServer
+    from solver.api.service import SchedulerServer
 
 A100 = "A100-80GB"
 H100 = "H100-SXM"
@@ -90,7 +90,7 @@ def request_msg() -> pb.SolveRequest:
 @pytest.fixture
 def server() -> Iterator[SchedulerServer]:
     """A real server on an ephemeral loopback port, stopped after the test."""
-    from solver.service import ServerConfig, build_server
+    from solver.api.service import ServerConfig, build_server
 
     srv = build_server(ServerConfig(host="127.0.0.1", port=0))
     srv.start()

@@ -17,20 +17,8 @@ from pathlib import Path
 import highspy
 import pytest
 
-from solver import formulation
-from solver.backends import (
-    ExactOptions,
-    ExactOutcome,
-    SolverStatus,
-    exact_backends,
-    get_backend,
-    register_backend,
-)
-from solver.backends.highs import new_highs
-from solver.backends.pyomo_backend import KNOWN_SOLVERS, available_solvers, export_model
-from solver.checker import check_plan
-from solver.configs import ConfigSet, build_config_set
-from solver.convert import load_request_json, problem_from_proto
+from solver.api.convert import load_request_json, problem_from_proto
+from solver.api.validation import Limits
 from solver.domain import (
     Backend,
     GpuSlice,
@@ -41,10 +29,22 @@ from solver.domain import (
     Plan,
     Problem,
 )
-from solver.formulation import Formulation
-from solver.heuristic import Heuristic
-from solver.plans import materialize
-from solver.validation import Limits
+from solver.exact import formulation
+from solver.exact.backends import (
+    ExactOptions,
+    ExactOutcome,
+    SolverStatus,
+    exact_backends,
+    get_backend,
+    register_backend,
+)
+from solver.exact.backends.highs import new_highs
+from solver.exact.backends.pyomo_backend import KNOWN_SOLVERS, available_solvers, export_model
+from solver.exact.formulation import Formulation
+from solver.model.configs import ConfigSet, build_config_set
+from solver.scoring.checker import check_plan
+from solver.scoring.plans import materialize
+from solver.search.heuristic import Heuristic
 from tests.factories import V100, cluster, job, node, only_throughput, point, problem, running
 from tests.test_bruteforce import EXACT_BACKENDS, enumerated, solve_exact
 
@@ -521,7 +521,7 @@ def test_a_registered_backend_is_used(monkeypatch: pytest.MonkeyPatch) -> None:
         ) -> ExactOutcome:
             return ExactOutcome(SolverStatus.NO_SOLUTION, None, None, 0.0, "stub")
 
-    from solver import backends
+    from solver.exact import backends
 
     monkeypatch.setattr(backends, "_registry", {})
     register_backend(Backend.HIGHS, Stub)

@@ -15,8 +15,9 @@ from typing import Any, TypeVar
 
 import pytest
 
-from solver import batch, offline_cli
-from solver.batch import (
+from solver.offline import batch
+from solver.offline import commands as offline_cli
+from solver.offline.batch import (
     BatchConfig,
     BatchError,
     ResultsFileError,
@@ -26,7 +27,7 @@ from solver.batch import (
     run_batch,
     strip_timing,
 )
-from solver.executor import LocalExecutor
+from solver.search.executor import LocalExecutor
 
 ROOT = Path(__file__).resolve().parent.parent
 T = TypeVar("T")
@@ -238,7 +239,7 @@ def test_runs_default_to_each_requests_own_settings(inputs: Path, tmp_path: Path
 
 
 def test_profile_fills_what_the_files_leave_unset(inputs: Path, tmp_path: Path) -> None:
-    from solver.profile import profile_from_dict
+    from solver.api.profile import profile_from_dict
 
     profile = profile_from_dict({"solver": {"backend": "heuristic", "seed": 4}})
     out = tmp_path / "r.jsonl"

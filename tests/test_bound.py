@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from solver import formulation
-from solver.backends import SolverStatus
-from solver.bound import solve_aggregate
-from solver.configs import build_config_set
 from solver.domain import Backend, Termination
+from solver.exact import formulation
+from solver.exact.backends import SolverStatus
+from solver.model.configs import build_config_set
 from solver.orchestrator import solve
+from solver.search.bound import solve_aggregate
 from tests.factories import cluster, job, node, only_throughput, point, problem
 from tests.test_bruteforce import random_tiny, solve_exact
 

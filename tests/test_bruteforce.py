@@ -9,13 +9,13 @@ from collections.abc import Iterator
 
 import pytest
 
-from solver import formulation
-from solver.backends import ExactOptions, ExactOutcome, SolverStatus, get_backend
-from solver.backends.pyomo_backend import available_solvers
-from solver.checker import check_plan
-from solver.configs import ConfigSet, build_config_set
 from solver.domain import Backend, Config, Node, ObjectiveWeights, Problem
-from solver.plans import Choice, materialize
+from solver.exact import formulation
+from solver.exact.backends import ExactOptions, ExactOutcome, SolverStatus, get_backend
+from solver.exact.backends.pyomo_backend import available_solvers
+from solver.model.configs import ConfigSet, build_config_set
+from solver.scoring.checker import check_plan
+from solver.scoring.plans import Choice, materialize
 from tests.factories import V100, cluster, job, node, point, problem, running
 
 EXACT_BACKENDS = [Backend.CPSAT, Backend.HIGHS] + (

@@ -11,10 +11,11 @@ import numpy as np
 import pytest
 from matplotlib.figure import Figure
 
-from solver import calibration, perf
-from solver.calibration import Result
-from solver.catalog import MODELS_DIR_ENV, CatalogError, load_architectures, load_gpu_catalog
 from solver.domain import Shape
+from solver.model import perf
+from solver.model.catalog import MODELS_DIR_ENV, CatalogError, load_architectures, load_gpu_catalog
+from solver.offline import calibration
+from solver.offline.calibration import Result
 
 ROOT = Path(__file__).resolve().parent.parent
 MODELS_FILE = ROOT / "models" / "calibration.json"
@@ -116,7 +117,7 @@ def test_network_fit_recovers_a_known_efficiency(result: Result) -> None:
 
 
 def test_vectorised_pollux_model_is_perfs(result: Result) -> None:
-    """The calibration evaluates solver.perf's own data-parallel terms."""
+    """The calibration evaluates solver.model.perf's own data-parallel terms."""
     d = result.pollux.data
     t4 = load_gpu_catalog()["T4"]
     eta = result.pollux.network_efficiency

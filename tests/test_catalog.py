@@ -9,14 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from solver.catalog import (
+from solver.domain import ModelSpec
+from solver.model.catalog import (
     MODELS_DIR_ENV,
     CatalogError,
     load_architectures,
     load_gpu_catalog,
     models_dir,
 )
-from solver.domain import ModelSpec
 
 ROOT = Path(__file__).resolve().parent.parent
 EXPECTED_GPUS = {

@@ -6,9 +6,9 @@ import dataclasses
 
 import pytest
 
-from solver.checker import check_plan
-from solver.configs import resolve_config
 from solver.domain import Config, GpuSlice, JobAssignment, JobState, Problem, Shape
+from solver.model.configs import resolve_config
+from solver.scoring.checker import check_plan
 from tests.factories import V100, cluster, job, node, point, problem, running
 
 

@@ -13,13 +13,13 @@ from google.protobuf import json_format
 from solver import orchestrator
 from solver._proto.dsfro.v1 import scheduler_pb2 as pb
 from solver._proto.dsfro.v1 import scheduler_pb2_grpc
-from solver.cli import compact_indices, format_plan, format_stats, main, parse_duration
+from solver.api.cli import compact_indices, format_plan, format_stats, main, parse_duration
+from solver.api.service import SchedulerServer
 from solver.domain import (
     Backend,
     Problem,
     SolveResult,
 )
-from solver.service import SchedulerServer
 from tests.factories import canned_result
 
 WAIT = 60.0
@@ -340,7 +340,7 @@ def test_json_output_stays_clean_with_highs_in_a_fresh_process(tmp_path: Path) -
     import sys
 
     done = subprocess.run(
-        [sys.executable, "-m", "solver.cli", "solve", write_request(tmp_path), "--json",
+        [sys.executable, "-m", "solver.api.cli", "solve", write_request(tmp_path), "--json",
          "--backend", "highs"],
         capture_output=True, text=True, timeout=120, cwd=Path(__file__).resolve().parent.parent,
     )

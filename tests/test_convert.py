@@ -10,7 +10,7 @@ from conftest import A100, H100, make_request
 from google.protobuf import json_format
 
 from solver._proto.dsfro.v1 import scheduler_pb2 as pb
-from solver.convert import (
+from solver.api.convert import (
     RequestFileError,
     allocations_from_proto,
     backend_from_proto,
@@ -20,6 +20,7 @@ from solver.convert import (
     problem_from_proto,
     result_to_proto,
 )
+from solver.api.validation import Limits
 from solver.domain import (
     Allocation,
     Backend,
@@ -39,7 +40,6 @@ from solver.domain import (
     Termination,
     ThroughputProfile,
 )
-from solver.validation import Limits
 
 
 def test_problem_from_proto_copies_every_field() -> None:

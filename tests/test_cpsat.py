@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import pytest
 
-from solver import formulation
-from solver.backends import ExactOptions, SolverStatus
-from solver.backends.cpsat import SCALE, CpSatBackend, CpSatModel
-from solver.configs import build_config_set
 from solver.domain import ObjectiveWeights
-from solver.formulation import Formulation, Variable
+from solver.exact import formulation
+from solver.exact.backends import ExactOptions, SolverStatus
+from solver.exact.backends.cpsat import SCALE, CpSatBackend, CpSatModel
+from solver.exact.formulation import Formulation, Variable
+from solver.model.configs import build_config_set
 from tests.factories import cluster, job, node, point, problem, running
 
 

@@ -8,15 +8,15 @@ from pathlib import Path
 
 import pytest
 
-from solver.checker import check_plan
-from solver.configs import build_config_set
-from solver.convert import load_request_json, problem_from_proto
-from solver.decompose import partition, solve_decomposed
+from solver.api.convert import load_request_json, problem_from_proto
+from solver.api.validation import Limits
 from solver.domain import Problem
-from solver.executor import InlineExecutor
-from solver.heuristic import Heuristic
-from solver.plans import materialize
-from solver.validation import Limits
+from solver.model.configs import build_config_set
+from solver.scoring.checker import check_plan
+from solver.scoring.plans import materialize
+from solver.search.decompose import partition, solve_decomposed
+from solver.search.executor import InlineExecutor
+from solver.search.heuristic import Heuristic
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from solver.convert import load_request_json, problem_from_proto
-from solver.decompose import solve_decomposed
-from solver.executor import (
+from solver.api.convert import load_request_json, problem_from_proto
+from solver.api.validation import Limits
+from solver.search.decompose import solve_decomposed
+from solver.search.executor import (
     THREAD_VARIABLES,
     Executor,
     InlineExecutor,
@@ -20,7 +21,6 @@ from solver.executor import (
     RayExecutor,
     make_executor,
 )
-from solver.validation import Limits
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -95,7 +95,7 @@ def test_a_decomposed_solve_through_the_service_runs_on_ray(ray_executor: RayExe
 
     from solver._proto.dsfro.v1 import scheduler_pb2 as pb
     from solver._proto.dsfro.v1 import scheduler_pb2_grpc
-    from solver.service import ServerConfig, build_server
+    from solver.api.service import ServerConfig, build_server
 
     server = build_server(ServerConfig(port=0, ray_address="auto"))
     server.start()

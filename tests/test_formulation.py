@@ -8,14 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from solver import formulation
-from solver.checker import check_plan
-from solver.configs import build_config_set
-from solver.convert import load_request_json, problem_from_proto
+from solver.api.convert import load_request_json, problem_from_proto
+from solver.api.validation import Limits
 from solver.domain import Problem
-from solver.formulation import INF, Constraint, Formulation
-from solver.heuristic import Heuristic
-from solver.validation import Limits
+from solver.exact import formulation
+from solver.exact.formulation import INF, Constraint, Formulation
+from solver.model.configs import build_config_set
+from solver.scoring.checker import check_plan
+from solver.search.heuristic import Heuristic
 from tests.factories import cluster, job, node, point, problem, running
 from tests.test_bruteforce import random_tiny
 

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from google.protobuf import json_format
 
-from solver import generate as g
 from solver._proto.dsfro.v1 import scheduler_pb2 as pb
+from solver.offline import generate as g
 
 ROOT = Path(__file__).resolve().parent.parent
 INSTANCES = ROOT / "instances"
@@ -23,7 +23,7 @@ def documented_commands() -> dict[str, list[str]]:
     """Instance file name -> generator arguments, as instances/README.md documents them."""
     out = {}
     for line in README.read_text().splitlines():
-        m = re.search(r"python -m solver\.generate (.*--out instances/(\S+\.json).*?)`?$", line)
+        m = re.search(r"dsfro generate (.*--out instances/(\S+\.json).*?)`?$", line)
         if m:
             out[m.group(2)] = shlex.split(m.group(1).rstrip("`"))
     return out

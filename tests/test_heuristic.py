@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import time
 
-from solver.checker import check_plan
-from solver.configs import build_config_set
 from solver.domain import JobState, ObjectiveWeights
-from solver.heuristic import place, solve_heuristic
+from solver.model.configs import build_config_set
+from solver.scoring.checker import check_plan
+from solver.search.heuristic import place, solve_heuristic
 from tests.factories import cluster, job, node, only_throughput, point, problem, running
 
 

@@ -14,10 +14,10 @@ from google.protobuf import json_format
 
 from solver import orchestrator
 from solver._proto.dsfro.v1 import scheduler_pb2 as pb
-from solver.checker import check_plan
-from solver.convert import load_request_json, plan_to_proto, problem_from_proto
+from solver.api.convert import load_request_json, plan_to_proto, problem_from_proto
+from solver.api.validation import Limits, validate_request
 from solver.domain import JobState, Problem, SolveResult, Termination
-from solver.validation import Limits, validate_request
+from solver.scoring.checker import check_plan
 
 ROOT = Path(__file__).resolve().parent.parent
 GOLDEN = Path(__file__).resolve().parent / "golden"

@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from solver.bound import solve_aggregate
-from solver.configs import build_config_set
-from solver.convert import load_request_json, problem_from_proto
-from solver.lagrangian import solve_lagrangian
-from solver.validation import Limits
+from solver.api.convert import load_request_json, problem_from_proto
+from solver.api.validation import Limits
+from solver.model.configs import build_config_set
+from solver.search.bound import solve_aggregate
+from solver.search.lagrangian import solve_lagrangian
 from tests.factories import cluster, job, node, only_throughput, point, problem, running
 from tests.test_bruteforce import brute_force, random_tiny
 

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from solver.catalog import load_architectures, load_gpu_catalog
 from solver.domain import GpuType, ModelSpec, Shape
-from solver.perf import (
+from solver.model.catalog import load_architectures, load_gpu_catalog
+from solver.model.perf import (
     DEFAULT_COMPUTE_EFFICIENCY,
     DEFAULT_COMPUTE_FRACTION,
     FRAMEWORK_RESERVE_GIB,
@@ -29,7 +29,7 @@ from solver.perf import (
     network_efficiency,
     rescale_clock,
 )
-from solver.power import gpu_watts
+from solver.model.power import gpu_watts
 
 ROOT = Path(__file__).resolve().parent.parent
 GPUS = load_gpu_catalog()

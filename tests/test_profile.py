@@ -7,11 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from solver import offline_cli
 from solver._proto.dsfro.v1 import scheduler_pb2 as pb
-from solver.convert import problem_from_proto
-from solver.domain import Backend
-from solver.profile import (
+from solver.api.convert import problem_from_proto
+from solver.api.profile import (
     Profile,
     ProfileError,
     apply_profile,
@@ -20,7 +18,9 @@ from solver.profile import (
     load_profile,
     parse_duration,
 )
-from solver.validation import Limits, duration_seconds
+from solver.api.validation import Limits, duration_seconds
+from solver.domain import Backend
+from solver.offline import commands as offline_cli
 
 GOOD = """
 [weights]

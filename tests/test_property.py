@@ -6,7 +6,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from solver import orchestrator
-from solver.checker import check_plan
 from solver.domain import (
     Allocation,
     Backend,
@@ -18,7 +17,8 @@ from solver.domain import (
     SolveOptions,
     Termination,
 )
-from solver.executor import InlineExecutor
+from solver.scoring.checker import check_plan
+from solver.search.executor import InlineExecutor
 from tests.factories import A100, V100, cluster, job, node, point
 
 

@@ -11,8 +11,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from solver import offline_cli, report
-from solver.batch import BatchConfig, run_batch
+from solver.offline import commands as offline_cli
+from solver.offline import report
+from solver.offline.batch import BatchConfig, run_batch
 
 ROOT = Path(__file__).resolve().parent.parent
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"

@@ -31,11 +31,7 @@ import solver
 from solver import orchestrator
 from solver._proto.dsfro.v1 import scheduler_pb2 as pb
 from solver._proto.dsfro.v1 import scheduler_pb2_grpc
-from solver.domain import (
-    Problem,
-    SolveResult,
-)
-from solver.service import (
+from solver.api.service import (
     SERVICE_NAME,
     ConfigError,
     SchedulerServer,
@@ -44,7 +40,11 @@ from solver.service import (
     build_server,
     config_from_args,
 )
-from solver.validation import Limits
+from solver.api.validation import Limits
+from solver.domain import (
+    Problem,
+    SolveResult,
+)
 from tests.factories import canned_result
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -9,9 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from solver import offline_cli
-from solver.executor import InlineExecutor
-from solver.sweep import (
+from solver.offline import commands as offline_cli
+from solver.offline.sweep import (
     JobChoice,
     SweepOutcome,
     SweepPoint,
@@ -25,6 +24,7 @@ from solver.sweep import (
     weight_grid,
     write_outputs,
 )
+from solver.search.executor import InlineExecutor
 
 ROOT = Path(__file__).resolve().parent.parent
 TINY_POWER = str(ROOT / "instances" / "tiny-power.json")

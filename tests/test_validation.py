@@ -10,7 +10,7 @@ import pytest
 from conftest import A100, H100, make_request
 
 from solver._proto.dsfro.v1 import scheduler_pb2 as pb
-from solver.validation import FieldViolation, Limits, validate_plan, validate_request
+from solver.api.validation import FieldViolation, Limits, validate_plan, validate_request
 
 Mutation = Callable[[pb.SolveRequest], object]
 NAN = math.nan
@@ -458,7 +458,7 @@ def test_pyomo_solver_with_another_backend_is_an_error(backend: int, shown: str)
 
 
 def test_an_unavailable_pyomo_solver_lists_the_available_ones() -> None:
-    from solver.backends.pyomo_backend import available_solvers
+    from solver.exact.backends.pyomo_backend import available_solvers
 
     [v] = _pyomo(pb.PYOMO, "gurobi-9000")
     assert v.field == "options.pyomo_solver"

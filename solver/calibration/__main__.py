@@ -1,8 +1,0 @@
-"""``python -m solver.calibration [options]``: the same as ``dsfro calibrate``."""
-
-import sys
-
-from solver.calibration.cli import main
-
-if __name__ == "__main__":
-    sys.exit(main())

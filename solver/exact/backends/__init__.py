@@ -1,0 +1,115 @@
+"""Exact backends: one interface over the solvers that take the full ``Formulation``.
+
+Plugin style: a backend is any object with a ``name`` and a ``solve`` method (``ExactBackend``);
+``get_backend`` finds it by ``domain.Backend`` in a registry that imports the built-in ones on
+first use (so that Pyomo is loaded only when asked for) and that ``register_backend`` extends.
+Every backend returns an ``ExactOutcome`` with the same meaning: a status, the extracted plan,
+and a bound only where the solver proved it.
+"""
+
+from __future__ import annotations
+
+import enum
+import importlib
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Protocol
+
+from solver.domain import Backend, Plan
+from solver.exact.formulation import Formulation
+
+
+class SolverStatus(enum.Enum):
+    OPTIMAL = "OPTIMAL"
+    """Proven optimal (within ExactOptions.relative_gap)."""
+    FEASIBLE = "FEASIBLE"
+    """A solution, not proven optimal (time or gap limit)."""
+    INFEASIBLE = "INFEASIBLE"
+    """Proven to have no solution."""
+    NO_SOLUTION = "NO_SOLUTION"
+    """Stopped (time limit) before finding any solution."""
+    ERROR = "ERROR"
+    """The solver failed, or its answer could not be read."""
+
+
+@dataclass(frozen=True)
+class ExactOptions:
+    time_limit: float = 10.0
+    """Wall-clock seconds for the whole backend call, translation included."""
+    relative_gap: float = 0.0
+    """Stop once the proven relative gap is at most this."""
+    seed: int = 0
+    threads: int = 1
+    deterministic_limit: float | None = None
+    """CP-SAT deterministic-time limit (machine-independent); other backends ignore it."""
+    solver_name: str = ""
+    """Pyomo SolverFactory name; empty: appsi_highs. Other backends ignore it."""
+
+
+@dataclass(frozen=True)
+class ExactOutcome:
+    status: SolverStatus
+    plan: Plan | None
+    """The solver's best solution as a plan (scored by solver.scoring.objective), if it has one."""
+    best_bound: float | None
+    """Proven upper bound on the formulation's optimum, tolerances included; None unproven."""
+    wall_seconds: float
+    detail: str = ""
+    values: tuple[float, ...] | None = None
+    """The solver's values of the formulation's variables, by index, where it has a solution
+    (also when the plan could not be extracted: status ERROR)."""
+
+
+DEFAULT_OPTIONS = ExactOptions()
+
+
+class ExactBackend(Protocol):
+    name: str
+    """For notes and logs, e.g. "CP-SAT", "HiGHS", "Pyomo/appsi_highs"."""
+
+    def solve(
+        self,
+        formulation: Formulation,
+        *,
+        hint: Mapping[int, float] | None = None,
+        options: ExactOptions = DEFAULT_OPTIONS,
+    ) -> ExactOutcome:
+        """Solve within options.time_limit (translation included); never raises for a
+        solver failure (status ERROR with the reason in detail)."""
+        ...
+
+
+_BUILTIN: dict[Backend, tuple[str, str]] = {
+    Backend.CPSAT: ("solver.exact.backends.cpsat", "CpSatBackend"),
+    Backend.HIGHS: ("solver.exact.backends.highs", "HighsBackend"),
+    Backend.PYOMO: ("solver.exact.backends.pyomo_backend", "PyomoBackend"),
+}
+_registry: dict[Backend, Callable[[], ExactBackend]] = {}
+_lock = threading.Lock()
+
+
+def register_backend(backend: Backend, factory: Callable[[], ExactBackend]) -> None:
+    """Make `factory()` the backend for `backend` (replaces a built-in one)."""
+    with _lock:
+        _registry[backend] = factory
+
+
+def get_backend(backend: Backend) -> ExactBackend:
+    """A new instance of the exact backend for `backend` (CPSAT, HIGHS, PYOMO)."""
+    with _lock:
+        factory = _registry.get(backend)
+    if factory is None:
+        if backend not in _BUILTIN:
+            raise ValueError(f"{backend.value} is not an exact backend")
+        module, cls = _BUILTIN[backend]
+        factory = getattr(importlib.import_module(module), cls)
+        with _lock:
+            _registry.setdefault(backend, factory)
+    return factory()
+
+
+def exact_backends() -> tuple[Backend, ...]:
+    """The backends get_backend knows."""
+    with _lock:
+        return tuple(dict.fromkeys((*_BUILTIN, *_registry)))

@@ -1,0 +1,204 @@
+"""HiGHS backend: the formulation as a MILP passed to highspy directly (no modelling layer).
+
+Columns and rows go in bulk (``addVars``, ``addRows`` in CSR form); indicators become big-M
+rows with the tightest M the variable bounds allow (``Formulation.linear_rows``). The
+objective keeps its exact floating-point coefficients; the bound is HiGHS's proven dual bound
+plus an explicit margin for its floating-point tolerances.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import sys
+import threading
+import time
+from collections.abc import Mapping
+
+import highspy
+import numpy as np
+
+from solver.exact.backends import DEFAULT_OPTIONS, ExactOptions, ExactOutcome, SolverStatus
+from solver.exact.formulation import Formulation, extract
+
+BOUND_MARGIN = 1e-7
+"""Relative margin (of max(1, |bound|)) added to HiGHS's dual bound: its LP relaxations are
+solved to primal/dual feasibility tolerances of 1e-7, so the dual bound is exact only up to
+about that much per unit of objective. Small enough to leave the 1e-6 optimality test intact."""
+
+ABSOLUTE_GAP = 1e-9
+"""mip_abs_gap: HiGHS's default (1e-6) would stop short of the relative gap asked for on
+objectives near 0; the relative gap is what the service reports."""
+
+_banner_lock = threading.Lock()
+_banner_done = False
+
+
+def new_highs() -> highspy.Highs:
+    """A silent Highs instance.
+
+    The first instance of a process prints HiGHS's banner on file descriptor 1 before any
+    option can be set; it would land in ``dsfro solve --json`` output. It is sent to /dev/null.
+    """
+    global _banner_done
+    with _banner_lock:
+        if not _banner_done:
+            sys.stdout.flush()
+            saved = os.dup(1)
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            try:
+                os.dup2(devnull, 1)
+                h = highspy.Highs()  # type: ignore[no-untyped-call]
+            finally:
+                os.dup2(saved, 1)
+                os.close(saved)
+                os.close(devnull)
+            _banner_done = True
+        else:
+            h = highspy.Highs()  # type: ignore[no-untyped-call]
+    h.setOptionValue("output_flag", False)
+    return h
+
+
+def load(h: highspy.Highs, f: Formulation) -> int:
+    """Put the formulation into `h` (maximised); returns the number of rows."""
+    n = f.num_variables
+    inf = highspy.kHighsInf
+    lower = np.array([v.lb for v in f.variables], dtype=np.float64)
+    upper = np.array([v.ub for v in f.variables], dtype=np.float64)
+    if n:
+        h.addVars(n, np.maximum(lower, -inf), np.minimum(upper, inf))
+        integer = np.array([i for i, v in enumerate(f.variables) if v.integer], dtype=np.int32)
+        if integer.size:
+            h.changeColsIntegrality(
+                integer.size, integer, np.full(integer.size, highspy.HighsVarType.kInteger)
+            )
+    cost = np.zeros(n, dtype=np.float64)
+    for v, c in f.objective:
+        cost[v] += c
+    if n:
+        h.changeColsCost(n, np.arange(n, dtype=np.int32), cost)
+    h.changeObjectiveOffset(f.offset)
+    h.changeObjectiveSense(highspy.ObjSense.kMaximize)
+    lo: list[float] = []
+    hi: list[float] = []
+    starts: list[int] = []
+    index: list[int] = []
+    value: list[float] = []
+    for _, _, terms, row_lo, row_hi in f.linear_rows():
+        starts.append(len(index))
+        lo.append(max(row_lo, -inf))
+        hi.append(min(row_hi, inf))
+        for v, c in terms:
+            index.append(v)
+            value.append(c)
+    if lo:
+        h.addRows(
+            len(lo),
+            np.array(lo, dtype=np.float64),
+            np.array(hi, dtype=np.float64),
+            len(index),
+            np.array(starts, dtype=np.int32),
+            np.array(index, dtype=np.int32),
+            np.array(value, dtype=np.float64),
+        )
+    return len(lo)
+
+
+def dual_bound(h: highspy.Highs, has_integers: bool, status: SolverStatus) -> float | None:
+    """HiGHS's proven upper bound plus BOUND_MARGIN; None where it proved none."""
+    info = h.getInfo()
+    if status is SolverStatus.INFEASIBLE or status is SolverStatus.ERROR:
+        return None
+    if has_integers and info.mip_node_count >= 0:
+        bound = float(info.mip_dual_bound)
+    elif status is SolverStatus.OPTIMAL:
+        bound = float(info.objective_function_value)  # an LP (or empty model) solved
+    else:
+        return None
+    if not math.isfinite(bound):
+        return None
+    return bound + BOUND_MARGIN * max(1.0, abs(bound))
+
+
+class HighsBackend:
+    name = "HiGHS"
+
+    def solve(
+        self,
+        formulation: Formulation,
+        *,
+        hint: Mapping[int, float] | None = None,
+        options: ExactOptions = DEFAULT_OPTIONS,
+    ) -> ExactOutcome:
+        start = time.monotonic()
+        h = new_highs()
+        try:
+            load(h, formulation)
+            h.setOptionValue(
+                "time_limit", max(options.time_limit - (time.monotonic() - start), 0.001)
+            )
+            h.setOptionValue("mip_rel_gap", options.relative_gap)
+            h.setOptionValue("mip_abs_gap", ABSOLUTE_GAP)
+            h.setOptionValue("random_seed", options.seed)
+            h.setOptionValue("threads", max(options.threads, 1))
+            if hint:
+                idx = np.array(list(hint), dtype=np.int32)
+                h.setSolution(idx.size, idx, np.array(list(hint.values()), dtype=np.float64))
+            detail = ""
+            if h.run() == highspy.HighsStatus.kError and h.getModelStatus() == _NOTSET:
+                # HiGHS's thread pool is process-wide and sized by its first solve; a later
+                # solve asking for another size is refused. Run on the pool as it is.
+                h.setOptionValue("threads", 0)
+                h.run()
+                detail = "on HiGHS's existing thread pool"
+            return self._outcome(h, formulation, start, detail)
+        finally:
+            h.clear()
+
+    def _outcome(self, h: highspy.Highs, f: Formulation, start: float, detail: str) -> ExactOutcome:
+        model_status = h.getModelStatus()
+        info = h.getInfo()
+        has_solution = info.primal_solution_status == _FEASIBLE_SOLUTION
+        if model_status in (
+            highspy.HighsModelStatus.kOptimal,
+            highspy.HighsModelStatus.kModelEmpty,
+        ):
+            status = SolverStatus.OPTIMAL
+        elif model_status in (
+            highspy.HighsModelStatus.kInfeasible,
+            highspy.HighsModelStatus.kUnboundedOrInfeasible,  # every variable is bounded
+        ):
+            status = SolverStatus.INFEASIBLE
+        elif model_status in _LIMITS:
+            status = SolverStatus.FEASIBLE if has_solution else SolverStatus.NO_SOLUTION
+        else:
+            status = SolverStatus.ERROR
+            detail = f"HiGHS model status {h.modelStatusToString(model_status)}"
+        plan = values = None
+        if status in (SolverStatus.OPTIMAL, SolverStatus.FEASIBLE):
+            values = tuple(h.getSolution().col_value) if f.num_variables else ()
+            try:
+                plan = extract(f, values)
+            except ValueError as e:
+                status, detail = SolverStatus.ERROR, f"HiGHS solution unreadable: {e}"
+        has_integers = any(v.integer for v in f.variables)
+        bound = dual_bound(h, has_integers, status)
+        proven = has_integers and info.mip_node_count >= 0 and math.isfinite(info.mip_gap)
+        gap = f"gap {info.mip_gap:.2g}, " if proven else ""
+        nodes = f"{gap}{max(info.mip_node_count, 0)} nodes"
+        detail = f"{nodes}; {detail}" if detail else nodes
+        return ExactOutcome(status, plan, bound, time.monotonic() - start, detail, values)
+
+
+_NOTSET = highspy.HighsModelStatus.kNotset
+_FEASIBLE_SOLUTION = 2
+"""HiGHS's kSolutionStatusFeasible."""
+_LIMITS = (
+    highspy.HighsModelStatus.kTimeLimit,
+    highspy.HighsModelStatus.kIterationLimit,
+    highspy.HighsModelStatus.kSolutionLimit,
+    highspy.HighsModelStatus.kInterrupt,
+    highspy.HighsModelStatus.kObjectiveBound,
+    highspy.HighsModelStatus.kObjectiveTarget,
+)

@@ -1,0 +1,299 @@
+"""Pyomo backend: the formulation as a Pyomo ConcreteModel, solved by any SolverFactory name.
+
+Each variable kind (``y``, ``x``, ``z`` ...) is one indexed ``Var`` and each row kind one indexed
+``Constraint``, so a written model reads like the formulation (``y[job,3]``,
+``gang_size[job]``). Indicators are big-M rows as for HiGHS (``Formulation.linear_rows``), which
+every solver and file format takes. The default solver is ``appsi_highs``; another name given
+in ``SolveOptions.pyomo_solver`` (gurobi, cplex, scip, cbc ...) is used as it is, with the time
+limit, and its gap, seed and thread options where this module knows their names.
+
+Pyomo is imported on first use: loading it takes about half a second.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import logging
+import math
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from solver.exact.backends import DEFAULT_OPTIONS, ExactOptions, ExactOutcome, SolverStatus
+from solver.exact.backends.highs import BOUND_MARGIN, new_highs
+from solver.exact.formulation import Formulation, extract
+
+DEFAULT_SOLVER = "appsi_highs"
+KNOWN_SOLVERS = (
+    "appsi_highs",
+    "highs",
+    "gurobi",
+    "gurobi_direct",
+    "cplex",
+    "cplex_direct",
+    "scip",
+    "cbc",
+    "glpk",
+)
+"""Names available_solvers() probes."""
+
+EXPORT_FORMATS = ("mps", "lp")
+
+_GAP_SEED_THREADS: dict[str, tuple[str | None, str | None, str | None]] = {
+    # HiGHS's thread pool is process-wide and fixed by its first solve: threads left alone.
+    "appsi_highs": ("mip_rel_gap", "random_seed", None),
+    "highs": ("mip_rel_gap", "random_seed", None),
+    "gurobi": ("MIPGap", "Seed", "Threads"),
+    "gurobi_direct": ("MIPGap", "Seed", "Threads"),
+    "cplex": ("mip_tolerances_mipgap", "randomseed", "threads"),
+    "cplex_direct": ("mip_tolerances_mipgap", "randomseed", "threads"),
+    "scip": ("limits/gap", "randomization/randomseedshift", "parallel/maxnthreads"),
+    "cbc": ("ratioGap", "randomCbcSeed", "threads"),
+    "glpk": ("mipgap", None, None),
+}
+"""Option names of the relative gap, random seed and thread count, per solver."""
+
+
+class _AbortedLoadFilter(logging.Filter):
+    """Drops Pyomo's warning on loading a solution after a time limit: that is expected here
+    (the status says FEASIBLE)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not record.getMessage().startswith("Loading a SolverResults object with a")
+
+
+_filter = _AbortedLoadFilter()
+
+
+def _pyomo() -> Any:
+    import pyomo.environ as pyo  # type: ignore[import-untyped]
+
+    logger = logging.getLogger("pyomo.core")
+    if _filter not in logger.filters:
+        logger.addFilter(_filter)
+    return pyo
+
+
+@functools.cache
+def available_solvers() -> list[str]:
+    """The names of KNOWN_SOLVERS that Pyomo can run here (probed once, never raises)."""
+    try:
+        pyo = _pyomo()
+    except Exception:  # pragma: no cover - pyomo is a dependency
+        return []
+    found = []
+    for name in KNOWN_SOLVERS:
+        try:
+            if pyo.SolverFactory(name).available(exception_flag=False):
+                found.append(name)
+        except Exception:  # a broken plugin or executable: not available
+            continue
+    return found
+
+
+def _split(name: str, used: set[str]) -> tuple[str, str]:
+    """``kind[key]`` as (kind, key), the key made unique within its kind."""
+    kind, sep, rest = name.partition("[")
+    key = rest[:-1] if sep and rest.endswith("]") else rest
+    if key in used:
+        key = f"{key}#{len(used)}"
+    used.add(key)
+    return kind, key
+
+
+def to_pyomo(f: Formulation) -> tuple[Any, list[Any]]:
+    """The ConcreteModel of a formulation, and its variables by formulation index."""
+    pyo = _pyomo()
+    from pyomo.core.expr.numeric_expr import LinearExpression  # type: ignore[import-untyped]
+
+    m = pyo.ConcreteModel(name="dsfro")
+    kinds: dict[str, list[tuple[int, str]]] = {}
+    used: dict[str, set[str]] = {}
+    for i, v in enumerate(f.variables):
+        kind, _, _ = v.name.partition("[")
+        kind, key = _split(v.name, used.setdefault(kind, set()))
+        kinds.setdefault(kind, []).append((i, key))
+    xs: list[Any] = [None] * f.num_variables
+    for kind, items in kinds.items():
+        comp = pyo.Var([k for _, k in items], dense=True)
+        m.add_component(_component_name(m, kind), comp)
+        for i, key in items:
+            v = f.variables[i]
+            var = comp[key]
+            var.domain = pyo.Binary if v.binary else (pyo.Integers if v.integer else pyo.Reals)
+            var.setlb(None if v.lb == -math.inf else v.lb)
+            var.setub(None if v.ub == math.inf else v.ub)
+            xs[i] = var
+    rows: dict[str, list[tuple[str, Any, float | None, float | None]]] = {}
+    used_rows: dict[str, set[str]] = {}
+    for _, name, terms, lo, hi in f.linear_rows():
+        kind, _, _ = name.partition("[")
+        kind, key = _split(name, used_rows.setdefault(kind, set()))
+        expr = LinearExpression(
+            constant=0, linear_coefs=[c for _, c in terms], linear_vars=[xs[v] for v, _ in terms]
+        )
+        rows.setdefault(kind, []).append(
+            (key, expr, None if lo == -math.inf else lo, None if hi == math.inf else hi)
+        )
+    for kind, row_items in rows.items():
+        data = {key: (lo, expr, hi) for key, expr, lo, hi in row_items}
+        comp = pyo.Constraint(list(data), rule=lambda _m, k, d=data: d[k])
+        m.add_component(_component_name(m, kind), comp)
+    objective = LinearExpression(
+        constant=f.offset,
+        linear_coefs=[c for _, c in f.objective],
+        linear_vars=[xs[v] for v, _ in f.objective],
+    )
+    m.objective = pyo.Objective(expr=objective, sense=pyo.maximize)
+    return m, xs
+
+
+def _component_name(m: Any, kind: str) -> str:
+    name = kind or "v"
+    while m.component(name) is not None:
+        name += "_"
+    return name
+
+
+def export_model(f: Formulation, path: str | Path, fmt: str) -> Path:
+    """Write the formulation as an MPS or LP file (readable names) for any MILP solver.
+
+    Maximised; the objective's constant is kept as the writer allows (see docs/backends.md).
+    """
+    if fmt not in EXPORT_FORMATS:
+        raise ValueError(f"unknown format {fmt!r}: use one of {', '.join(EXPORT_FORMATS)}")
+    from pyomo.opt import ProblemFormat  # type: ignore[import-untyped,unused-ignore]
+
+    m, _ = to_pyomo(f)
+    out = Path(path)
+    writer = ProblemFormat.mps if fmt == "mps" else ProblemFormat.cpxlp
+    m.write(str(out), format=writer, io_options={"symbolic_solver_labels": True})
+    return out
+
+
+class PyomoBackend:
+    def __init__(self, solver_name: str = "") -> None:
+        self.solver_name = solver_name
+        self.name = f"Pyomo/{solver_name or DEFAULT_SOLVER}"
+
+    def solve(
+        self,
+        formulation: Formulation,
+        *,
+        hint: Mapping[int, float] | None = None,
+        options: ExactOptions = DEFAULT_OPTIONS,
+    ) -> ExactOutcome:
+        start = time.monotonic()
+        name = options.solver_name or self.solver_name or DEFAULT_SOLVER
+        self.name = f"Pyomo/{name}"
+        try:
+            return self._solve(formulation, hint, options, name, start)
+        except Exception as e:  # a solver plugin failing is an outcome, not a crash
+            detail = f"{name}: {type(e).__name__}: {e}"
+            return ExactOutcome(SolverStatus.ERROR, None, None, time.monotonic() - start, detail)
+
+    def _solve(
+        self,
+        f: Formulation,
+        hint: Mapping[int, float] | None,
+        options: ExactOptions,
+        name: str,
+        start: float,
+    ) -> ExactOutcome:
+        pyo = _pyomo()
+        from pyomo.opt import TerminationCondition as TC  # type: ignore[import-untyped,unused-ignore]
+
+        if not f.num_variables:  # a constant: no solver takes an empty model
+            constant = extract(f, ())
+            return ExactOutcome(
+                SolverStatus.OPTIMAL,
+                constant,
+                f.offset,
+                time.monotonic() - start,
+                "empty model",
+                (),
+            )
+        if "highs" in name:
+            new_highs()  # HiGHS's one-off banner goes to /dev/null, not to stdout
+        m, xs = to_pyomo(f)
+        opt = pyo.SolverFactory(name)
+        if not opt.available(exception_flag=False):
+            raise RuntimeError(f"solver {name!r} is not available")
+        kwargs: dict[str, Any] = {"load_solutions": False, "tee": False}
+        if hint and _warm_start_capable(opt):
+            for v, value in hint.items():
+                xs[v].set_value(
+                    round(value) if f.variables[v].integer else value, skip_validation=True
+                )
+            kwargs["warmstart"] = True
+        solver_options: dict[str, Any] = {}
+        gap, seed, threads = _GAP_SEED_THREADS.get(name, (None, None, None))
+        if gap:
+            solver_options[gap] = options.relative_gap
+        if seed:
+            solver_options[seed] = options.seed
+        if threads and options.threads > 0:
+            solver_options[threads] = options.threads
+        if "highs" in name:
+            solver_options["mip_abs_gap"] = 1e-9
+        if solver_options:
+            kwargs["options"] = solver_options
+        kwargs["timelimit"] = max(options.time_limit - (time.monotonic() - start), 0.01)
+        results = opt.solve(m, **kwargs)
+        tc = results.solver.termination_condition
+        has_solution = len(results.solution) > 0
+        if tc in (TC.optimal, TC.globallyOptimal, TC.locallyOptimal):
+            status = SolverStatus.OPTIMAL
+        elif tc in (TC.infeasible, TC.infeasibleOrUnbounded):  # every variable is bounded
+            status = SolverStatus.INFEASIBLE
+        elif tc in (
+            TC.maxTimeLimit,
+            TC.maxIterations,
+            TC.maxEvaluations,
+            TC.userInterrupt,
+            TC.minFunctionValue,
+            TC.minStepLength,
+        ):
+            status = SolverStatus.FEASIBLE if has_solution else SolverStatus.NO_SOLUTION
+        else:
+            return ExactOutcome(
+                SolverStatus.ERROR, None, None, time.monotonic() - start, f"{name}: {tc}"
+            )
+        plan = values = None
+        detail = f"{name}: {tc}"
+        if status in (SolverStatus.OPTIMAL, SolverStatus.FEASIBLE):
+            if not has_solution:
+                return ExactOutcome(
+                    SolverStatus.ERROR,
+                    None,
+                    None,
+                    time.monotonic() - start,
+                    f"{name}: {tc} without a solution",
+                )
+            for var in xs:
+                var.set_value(None, skip_validation=True)
+            m.solutions.load_from(results)
+            values = tuple(0.0 if var.value is None else float(var.value) for var in xs)
+            try:
+                plan = extract(f, values)
+            except ValueError as e:
+                status, detail = SolverStatus.ERROR, f"{name} solution unreadable: {e}"
+        bound = None
+        upper = results.problem.upper_bound
+        if status is not SolverStatus.INFEASIBLE and upper is not None:
+            upper = float(upper)
+            if math.isfinite(upper):
+                bound = upper + BOUND_MARGIN * max(1.0, abs(upper))
+        return ExactOutcome(status, plan, bound, time.monotonic() - start, detail, values)
+
+
+def _warm_start_capable(opt: Any) -> bool:
+    capable = getattr(opt, "warm_start_capable", None)
+    if capable is not None:
+        try:
+            return bool(capable())
+        except Exception:
+            return False
+    return "warmstart" in inspect.signature(opt.solve).parameters

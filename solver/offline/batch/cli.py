@@ -1,0 +1,203 @@
+"""The ``dsfro batch`` command line: its arguments, the config they make, the command."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import TextIO
+
+from solver.api.profile import (
+    Profile,
+    ProfileError,
+    load_profile,
+    parse_backend,
+    parse_duration,
+)
+from solver.offline.batch.records import JOB_CLASS_MODES, BatchError
+from solver.offline.batch.runs import BatchConfig, run_batch
+from solver.offline.batch.summary import format_errors, format_summary, summarize
+from solver.search.executor import available_cores
+
+
+def _csv(text: str) -> list[str]:
+    items = [t.strip() for t in text.split(",") if t.strip()]
+    if not items:
+        raise argparse.ArgumentTypeError("expected a comma-separated list")
+    return items
+
+
+def parse_backends(text: str) -> list[str]:
+    try:
+        return [parse_backend(b).name.lower() for b in _csv(text)]
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def parse_budgets(text: str) -> list[float]:
+    try:
+        return [parse_duration(b) for b in _csv(text)]
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def parse_seeds(text: str) -> list[int]:
+    out = []
+    for s in _csv(text):
+        try:
+            n = int(s)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"invalid seed {s!r}") from None
+        if not 0 <= n < 2**31:
+            raise argparse.ArgumentTypeError(f"seed {n} is out of range [0, 2^31)")
+        out.append(n)
+    return out
+
+
+def _positive_int(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid integer {text!r}") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {n}")
+    return n
+
+
+def _threads(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid integer {text!r}") from None
+    if not 0 <= n <= 256:
+        raise argparse.ArgumentTypeError(f"must be in [0, 256], got {n}")
+    return n
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "inputs",
+        nargs="+",
+        metavar="DIR_OR_GLOB",
+        help="instance files: a directory (its *.json), a glob ('runs/**/*.json') or a file",
+    )
+    parser.add_argument(
+        "--backends",
+        type=parse_backends,
+        metavar="LIST",
+        help="e.g. auto,heuristic (default: each request's own backend)",
+    )
+    parser.add_argument(
+        "--budgets",
+        type=parse_budgets,
+        metavar="LIST",
+        help="time budgets, e.g. 1s,5s (default: each request's own)",
+    )
+    parser.add_argument(
+        "--seeds", type=parse_seeds, metavar="LIST", help="e.g. 1,2 (default: each request's own)"
+    )
+    parser.add_argument(
+        "--threads",
+        type=_threads,
+        default=1,
+        help="solver threads per run, overriding file and profile (default 1, "
+        "so that N workers use N cores)",
+    )
+    parser.add_argument(
+        "--workers",
+        type=_positive_int,
+        default=None,
+        help="runs in parallel (default: the cores here; 1: in this process)",
+    )
+    parser.add_argument(
+        "--ray-address",
+        metavar="ADDR",
+        help="run on a Ray cluster ('auto', 'ray://host:10001', or 'local')",
+    )
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=Path("results.jsonl"),
+        help="JSON Lines results file (default results.jsonl)",
+    )
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue the results file: skip runs it already holds",
+    )
+    mode.add_argument("--overwrite", action="store_true", help="start the results file over")
+    parser.add_argument(
+        "--max-runs",
+        type=_positive_int,
+        metavar="N",
+        help="stop after N new runs (continue later with --resume)",
+    )
+    parser.add_argument(
+        "--store-allocation",
+        nargs="?",
+        const="name",
+        choices=JOB_CLASS_MODES,
+        metavar="name|workload",
+        help="store GPUs per (GPU type, job class) for the report's heatmap; "
+        "job class from the job name (default) or the workload kind",
+    )
+    parser.add_argument("--quiet", action="store_true", help="no progress display")
+
+
+def config_from_args(args: argparse.Namespace, profile: Profile | None) -> BatchConfig:
+    workers = args.workers if args.workers is not None else available_cores()
+    return BatchConfig(
+        inputs=args.inputs,
+        out=args.out,
+        backends=args.backends,
+        budgets=args.budgets,
+        seeds=args.seeds,
+        threads=args.threads,
+        workers=workers,
+        ray_address=args.ray_address,
+        resume=args.resume,
+        overwrite=args.overwrite,
+        max_runs=args.max_runs,
+        allocation_mode=args.store_allocation,
+        profile=profile,
+    )
+
+
+def command(
+    args: argparse.Namespace, *, stdout: TextIO | None = None, stderr: TextIO | None = None
+) -> int:
+    """``dsfro batch``: 0 when every run has a plan, 1 when some failed, 2 for bad arguments."""
+    out = stdout or sys.stdout
+    err = stderr or sys.stderr
+    try:
+        profile = getattr(args, "profile", None)
+        if isinstance(profile, str | Path):
+            profile = load_profile(profile)
+        config = config_from_args(args, profile)
+        outcome = run_batch(config, progress=None if args.quiet else err)
+    except (BatchError, ProfileError) as e:
+        print(f"dsfro batch: error: {e}", file=err)
+        return 2
+    except KeyboardInterrupt:
+        print(
+            f"dsfro batch: interrupted; finished runs are in {args.out}, continue with --resume",
+            file=err,
+        )
+        return 130
+    if outcome.dropped_partial:
+        print(
+            f"dsfro batch: dropped an incomplete last line of {args.out} (a crash mid-write)",
+            file=err,
+        )
+    print(format_summary(summarize(outcome.records)), file=out)
+    print(
+        f"\n{outcome.new_runs} runs now, {outcome.skipped} already in {args.out}, "
+        f"{outcome.failed} failed",
+        file=out,
+    )
+    if outcome.remaining:
+        print(f"{outcome.remaining} runs left (--max-runs): continue with --resume", file=out)
+    if outcome.failed:
+        print(format_errors(outcome.records), file=err)
+    return outcome.exit_code

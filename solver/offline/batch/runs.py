@@ -1,0 +1,291 @@
+"""Planning and running a batch: inputs expanded into runs (file, backend, budget, seed), one run
+solved in a worker, the runs sent to an Executor in chunks and their lines appended in order."""
+
+from __future__ import annotations
+
+import glob
+import hashlib
+import itertools
+import logging
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TextIO
+
+from solver import orchestrator
+from solver._proto.dsfro.v1 import scheduler_pb2 as pb
+from solver.api.convert import (
+    RequestFileError,
+    backend_from_proto,
+    duration_to_proto,
+    load_request_json,
+    problem_from_proto,
+)
+from solver.api.profile import Profile, apply_profile, parse_backend, wire_backend
+from solver.api.validation import Limits, duration_seconds, validate_request
+from solver.offline.batch.progress import Progress
+from solver.offline.batch.records import (
+    BatchError,
+    Record,
+    RunKey,
+    _none_first,
+    _size,
+    error_record,
+    result_record,
+)
+from solver.offline.batch.results import ResultsLog, latest_by_key
+from solver.search.executor import Executor, InlineExecutor, make_executor
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class SolveTask:
+    """One run, picklable for the worker processes."""
+
+    key: RunKey
+    request: bytes
+    """The SolveRequest, serialized, with backend, budget, seed and threads set."""
+    size: dict[str, int]
+    allocation_mode: str | None = None
+
+
+def solve_task(task: SolveTask) -> Record:
+    """Solve one run and return its result line (an error line if the solver fails)."""
+    try:
+        req = pb.SolveRequest.FromString(task.request)
+        problem = problem_from_proto(req, Limits())
+        result = orchestrator.solve(problem)
+        return result_record(task.key, problem, result, task.size, task.allocation_mode)
+    except Exception as e:  # reported in the line; the batch goes on
+        log.debug("run %s failed", task.key, exc_info=True)
+        return error_record(task.key, "internal", f"{type(e).__name__}: {e}", size=task.size)
+
+
+def expand_inputs(patterns: Sequence[str]) -> list[str]:
+    """Instance files of directories (their ``*.json``), globs and file names, sorted, once
+    each; BatchError if a pattern matches nothing."""
+    out: list[str] = []
+    for pattern in patterns:
+        path = Path(pattern)
+        if path.is_dir():
+            found = sorted(str(p) for p in path.glob("*.json") if p.is_file())
+        elif glob.has_magic(pattern):
+            found = sorted(p for p in glob.glob(pattern, recursive=True) if Path(p).is_file())
+        else:
+            found = [pattern]  # a missing file is reported as its runs' error
+        if not found:
+            raise BatchError(f"{pattern}: no instance files")
+        out.extend(found)
+    return list(dict.fromkeys(out))
+
+
+@dataclass(frozen=True)
+class BatchConfig:
+    inputs: Sequence[str]
+    out: Path
+    backends: Sequence[str] | None = None
+    """Lower-case backend names; None: each request's own (file, then profile, then AUTO)."""
+    budgets: Sequence[float] | None = None
+    """Seconds; None: each request's own."""
+    seeds: Sequence[int] | None = None
+    """None: each request's own."""
+    threads: int = 1
+    """Solver threads per run (overrides file and profile): N workers use N cores."""
+    workers: int = 1
+    ray_address: str | None = None
+    resume: bool = False
+    overwrite: bool = False
+    max_runs: int | None = None
+    """Stop after this many new runs (the rest are left for --resume)."""
+    allocation_mode: str | None = None
+    """name or workload: store allocation counts by (GPU type, job class); None: don't."""
+    profile: Profile | None = None
+
+
+@dataclass
+class Run:
+    key: RunKey
+    task: SolveTask | None = None
+    record: Record | None = None
+    """Known without solving: the error of an unreadable or invalid request."""
+
+
+def plan_runs(config: BatchConfig, files: Sequence[str]) -> list[Run]:
+    """Every run, in the order they are solved and written: budget, file, backend, seed."""
+    limits = Limits()
+    runs: list[Run] = []
+    for file in files:
+        runs.extend(_file_runs(config, file, limits))
+    order = {b: i for i, b in enumerate(sorted({r.key[3] for r in runs}, key=_none_first))}
+    runs.sort(key=lambda r: order[r.key[3]])  # stable: file, backend, seed within a budget
+    return runs
+
+
+def override_options(
+    o: pb.SolveOptions,
+    backend: str | None,
+    time_budget: float | None,
+    seed: int | None,
+    threads: int | None,
+) -> None:
+    """Set the options that are given (not None) over the file's and the profile's: a
+    command's flags win (``dsfro batch`` per run, ``dsfro sweep`` for its base request)."""
+    if backend is not None:
+        o.backend = wire_backend(parse_backend(backend))
+    if time_budget is not None:
+        o.time_budget.CopyFrom(duration_to_proto(time_budget))
+    if seed is not None:
+        o.seed = seed
+    if threads is not None:
+        o.threads = threads
+
+
+def _file_runs(config: BatchConfig, file: str, limits: Limits) -> list[Run]:
+    backends: Sequence[str | None] = config.backends or [None]
+    budgets: Sequence[float | None] = config.budgets or [None]
+    seeds: Sequence[int | None] = config.seeds or [None]
+    sha: str | None = None
+    try:
+        sha = hashlib.sha256(Path(file).read_bytes()).hexdigest()
+        req = load_request_json(file)
+    except (OSError, RequestFileError) as e:
+        message = str(e) if isinstance(e, RequestFileError) else f"{file}: cannot read: {e}"
+        return [
+            Run(key, record=error_record(key, "read", message))
+            for key in dict.fromkeys(
+                (file, sha, b, t, s) for b, t, s in itertools.product(backends, budgets, seeds)
+            )
+        ]
+    if config.profile is not None:
+        apply_profile(req, config.profile)
+    size = _size(req)
+    runs = []
+    seen: set[RunKey] = set()
+    for backend, budget, seed in itertools.product(backends, budgets, seeds):
+        run_req = pb.SolveRequest()
+        run_req.CopyFrom(req)
+        o = run_req.options
+        override_options(o, backend, budget, seed, config.threads)
+        key = (
+            file,
+            sha,
+            backend_from_proto(o.backend).name.lower(),
+            duration_seconds(o.time_budget)
+            if o.HasField("time_budget")
+            else limits.default_time_budget_seconds,
+            o.seed,
+        )
+        if key in seen:
+            continue
+        seen.add(key)
+        violations = validate_request(run_req, limits)
+        if violations:
+            first = f"{violations[0].field}: {violations[0].description}"
+            more = f" (and {len(violations) - 1} more)" if len(violations) > 1 else ""
+            record = error_record(
+                key,
+                "invalid",
+                f"invalid request: {first}{more}",
+                [(v.field, v.description) for v in violations],
+                size,
+            )
+            runs.append(Run(key, record=record))
+        else:
+            task = SolveTask(
+                key, run_req.SerializeToString(deterministic=True), size, config.allocation_mode
+            )
+            runs.append(Run(key, task=task))
+    return runs
+
+
+@dataclass
+class BatchOutcome:
+    records: list[Record]
+    """The latest line of every requested run that has one (done now or before)."""
+    new_runs: int
+    skipped: int
+    """Runs already in the file (--resume)."""
+    remaining: int
+    """Runs left for a later --resume (--max-runs)."""
+    dropped_partial: bool
+
+    @property
+    def failed(self) -> int:
+        return sum(1 for r in self.records if not r["ok"])
+
+    @property
+    def exit_code(self) -> int:
+        return 1 if self.failed else 0
+
+
+def make_batch_executor(workers: int, ray_address: str | None) -> Executor:
+    """Ray at an address; a local pool of `workers` processes; this process for one worker."""
+    if ray_address or workers > 1:
+        return make_executor(ray_address, workers)
+    return InlineExecutor()
+
+
+def run_batch(
+    config: BatchConfig,
+    *,
+    executor: Executor | None = None,
+    progress: TextIO | None = None,
+    tty: bool | None = None,
+) -> BatchOutcome:
+    """Run the batch; BatchError for bad arguments or an unusable results file."""
+    files = expand_inputs(config.inputs)
+    runs = plan_runs(config, files)
+    log_file = ResultsLog(config.out, resume=config.resume, overwrite=config.overwrite)
+    own_executor = executor is None
+    try:
+        done = latest_by_key(log_file.existing)
+        pending = [r for r in runs if r.key not in done]
+        skipped = len(runs) - len(pending)
+        if config.max_runs is not None:
+            pending, rest = pending[: config.max_runs], pending[config.max_runs :]
+        else:
+            rest = []
+        solves = sum(1 for r in pending if r.task is not None)
+        if own_executor and solves:
+            executor = make_batch_executor(min(config.workers, solves), config.ray_address)
+        bar = Progress(len(pending), progress, tty=tty)
+        try:
+            for chunk in _chunks(pending, executor.workers if executor else 1):
+                tasks = [r.task for r in chunk if r.task is not None]
+                solved = iter(executor.map(solve_task, tasks) if executor and tasks else [])
+                for run in chunk:
+                    record = run.record if run.record is not None else next(solved)
+                    log_file.append(record)
+                    done[run.key] = record
+                    bar.update(record)
+        finally:
+            bar.finish()
+    finally:
+        log_file.close()
+        if own_executor and executor is not None:
+            executor.close()
+    records = [done[r.key] for r in runs if r.key in done]
+    return BatchOutcome(
+        records=records,
+        new_runs=len(pending),
+        skipped=skipped,
+        remaining=len(rest),
+        dropped_partial=log_file.dropped_partial,
+    )
+
+
+def _chunks(runs: Sequence[Run], workers: int) -> Iterable[list[Run]]:
+    """Consecutive runs with at most `workers` solves each (error lines ride along): a chunk
+    is solved in parallel and written in order, so the file is always a prefix of the plan."""
+    chunk: list[Run] = []
+    solves = 0
+    for run in runs:
+        if run.task is not None:
+            if solves == workers:
+                yield chunk
+                chunk, solves = [], 0
+            solves += 1
+        chunk.append(run)
+    if chunk:
+        yield chunk

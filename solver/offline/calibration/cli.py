@@ -1,0 +1,91 @@
+"""The ``dsfro calibrate`` command (also ``python -m solver.offline.calibration``)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from solver.model import perf
+from solver.model.catalog import models_dir
+from solver.offline.calibration.figures import make_figures, write_figures
+from solver.offline.calibration.fit import calibration_doc, run
+from solver.offline.calibration.report import render_markdown
+from solver.offline.calibration.sources import DATA_DIR, ROOT
+from solver.offline.calibration.summary import summary
+
+DOC_PATH = ROOT / "docs" / "calibration.md"
+IMG_DIR = ROOT / "docs" / "img"
+
+
+def add_commands(subparsers: Any) -> None:
+    """Register ``calibrate`` on the ``dsfro`` command's sub-parsers."""
+    p = subparsers.add_parser(
+        "calibrate",
+        help="fit the performance model's constants to the bundled measurements and report",
+        description=(
+            "Compare the analytic model with Gavel, Pollux and Zeus measurements, fit its "
+            "constants, and write models/calibration.json, docs/calibration.md and "
+            "docs/img/calibration-*.png."
+        ),
+    )
+    p.add_argument("--data", type=Path, default=DATA_DIR, help="data folder (default: data/)")
+    p.add_argument(
+        "--models-out",
+        type=Path,
+        default=None,
+        help="where to write calibration.json (default: the models folder)",
+    )
+    p.add_argument("--doc", type=Path, default=DOC_PATH, help="report path")
+    p.add_argument("--img", type=Path, default=IMG_DIR, help="figure folder")
+    p.add_argument(
+        "--check",
+        action="store_true",
+        help="write nothing; exit 1 if the fitted constants differ from the models file",
+    )
+    p.set_defaults(func=cmd_calibrate)
+
+
+def _shown(path: Path) -> str:
+    """A path relative to the working directory when it is inside it."""
+    try:
+        return str(path.resolve().relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
+
+
+def cmd_calibrate(args: argparse.Namespace) -> int:
+    data: Path = args.data
+    if not (data / "gavel").is_dir():
+        print(f"dsfro: error: {data} has no gavel/, pollux/, zeus/ data", file=sys.stderr)
+        return 2
+    result = run(data)
+    s = summary(result)
+    doc = calibration_doc(result, s)
+    out: Path = args.models_out or models_dir() / perf.CALIBRATION_FILE
+    if args.check:
+        current = json.loads(out.read_text()) if out.exists() else {}
+        same = all(current.get(k) == doc[k] for k in ("compute_efficiency", "network_efficiency"))
+        print(f"{'up to date' if same else 'differs'}: {_shown(out)}")
+        return 0 if same else 1
+    out.write_text(json.dumps(doc, indent=2) + "\n")
+    args.doc.parent.mkdir(parents=True, exist_ok=True)
+    args.doc.write_text(render_markdown(s))
+    paths = write_figures(make_figures(result), args.img)
+    print(f"compute efficiency {doc['compute_efficiency']}")
+    print(f"network efficiency {doc['network_efficiency']}")
+    shown = ", ".join(_shown(p) for p in (out, args.doc))
+    print(f"wrote {shown} and {len(paths)} figures in {_shown(args.img)}")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m solver.offline.calibration [options]``: the same as ``dsfro calibrate``."""
+    parser = argparse.ArgumentParser(prog="python -m solver.offline.calibration")
+    add_commands(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(["calibrate", *(sys.argv[1:] if argv is None else argv)])
+    code: int = args.func(args)
+    return code

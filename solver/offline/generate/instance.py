@@ -1,0 +1,73 @@
+"""An instance from its spec (``generate``) and its file text (``to_json``)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from google.protobuf import json_format
+
+from solver._proto.dsfro.v1 import scheduler_pb2 as pb
+from solver.api.convert import gpu_type_to_proto
+from solver.model.catalog import load_gpu_catalog
+from solver.offline.generate.cluster import _build_cluster
+from solver.offline.generate.data import gavel_workloads, load_philly, pollux_workloads
+from solver.offline.generate.jobs import _model_job, _profile_job
+from solver.offline.generate.spec import InstanceSpec
+
+DEADLINE_TIGHTNESS = (0.1, 0.6)
+"""Remaining samples = U(lo, hi) x reference rate x time to deadline (a generator choice)."""
+
+
+def generate(spec: InstanceSpec) -> pb.SolveRequest:
+    """Build the instance that ``spec`` describes; deterministic in ``spec`` (seed included)."""
+    rng = np.random.default_rng(spec.seed)
+    catalog = load_gpu_catalog()
+    philly = load_philly()
+    cluster = _build_cluster(spec, catalog, rng)
+    types = cluster.types()
+    workloads = gavel_workloads(types)
+    t4 = [k for k in spec.node_kinds if k.gpu_type == "T4"]
+    if t4 and "T4" in types:
+        workloads += pollux_workloads(t4[0].gpus_per_node, sorted(philly.jobs))
+    workloads = [
+        w for w in workloads if any(p.num_gpus <= cluster.pool(p.gpu_type) for p in w.points)
+    ]
+    num_profile = round(spec.profile_share * spec.num_jobs)
+    if num_profile and not workloads:
+        raise ValueError(f"no measured profile exists for the cluster's GPU types {types}")
+    is_profile = rng.permutation(spec.num_jobs) < num_profile
+
+    request = pb.SolveRequest()
+    request.cluster.gpu_types.extend(gpu_type_to_proto(catalog[t]) for t in types)
+    request.cluster.nodes.extend(cluster.nodes)
+    if spec.power_budget_fraction is not None:
+        full = sum(n.gpu_count * catalog[n.gpu_type].tdp_watts for n in cluster.nodes)
+        request.cluster.power_budget_watts = round(spec.power_budget_fraction * full, 1)
+    for i in range(spec.num_jobs):
+        job = request.jobs.add()
+        job.name = f"j{i:04d}"
+        job.tenant = f"vc-{philly.draw_tenant(rng)}"
+        job.weight = float(rng.integers(1, 5))
+        if is_profile[i]:
+            rate = _profile_job(rng, spec, cluster, catalog, philly, workloads, job)
+        else:
+            rate = _model_job(rng, spec, cluster, catalog, philly, job)
+        if rng.random() < spec.deadline_share:
+            seconds = max(1, round(philly.draw_duration(rng, job.max_gpus)))
+            tightness = rng.uniform(*DEADLINE_TIGHTNESS)
+            job.time_to_deadline.seconds = seconds
+            job.remaining_samples = float(math.ceil(tightness * rate * seconds))
+    running = [j for j in request.jobs if j.HasField("current_allocation")]
+    if running and spec.non_preemptible_share > 0:
+        k = max(1, round(spec.non_preemptible_share * len(running)))
+        for i in sorted(int(x) for x in rng.choice(len(running), size=k, replace=False)):
+            running[i].preemptible = False
+    request.options.time_budget.FromNanoseconds(round(spec.time_budget_seconds * 1e9))
+    request.options.seed = spec.seed
+    return request
+
+
+def to_json(request: pb.SolveRequest) -> str:
+    """The instance file text: canonical JSON with the proto's field names, indent 1."""
+    return json_format.MessageToJson(request, preserving_proto_field_name=True, indent=1) + "\n"

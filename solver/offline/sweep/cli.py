@@ -1,0 +1,143 @@
+"""The ``dsfro sweep`` command line: its arguments and the command."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from solver._proto.dsfro.v1 import scheduler_pb2 as pb
+from solver.api.convert import backend_from_proto
+from solver.api.profile import parse_backend, parse_duration
+from solver.api.validation import Limits, duration_seconds
+from solver.offline.batch import make_batch_executor
+from solver.offline.sweep.grid import SweepError, parse_weight_spec, weight_grid
+from solver.offline.sweep.outputs import write_outputs
+from solver.offline.sweep.run import prepare, run_sweep
+from solver.search.executor import available_cores
+
+
+def _weight_arg(text: str) -> tuple[str, list[float]]:
+    try:
+        return parse_weight_spec(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def _duration_arg(text: str) -> float:
+    try:
+        return parse_duration(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def _backend_arg(text: str) -> str:
+    try:
+        return parse_backend(text).name.lower()
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def _int_arg(low: int, high: int) -> Any:
+    def parse(text: str) -> int:
+        try:
+            n = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"invalid integer {text!r}") from None
+        if not low <= n <= high:
+            raise argparse.ArgumentTypeError(f"must be in [{low}, {high}], got {n}")
+        return n
+
+    return parse
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("file", help="SolveRequest in protobuf JSON")
+    parser.add_argument(
+        "--weight",
+        type=_weight_arg,
+        action="append",
+        required=True,
+        metavar="NAME=V1,V2,...",
+        help="values of one objective weight (throughput, energy, migration, "
+        "locality, deadline); repeat for a grid",
+    )
+    parser.add_argument("--out", type=Path, help="output directory (default: sweep-<instance>)")
+    parser.add_argument(
+        "--prefix", default="sweep", help="output file names: PREFIX.png, .md, .csv (default sweep)"
+    )
+    parser.add_argument("--backend", type=_backend_arg, help="e.g. auto, heuristic")
+    parser.add_argument(
+        "--time-budget", type=_duration_arg, metavar="DURATION", help="per point, e.g. 2s"
+    )
+    parser.add_argument("--seed", type=_int_arg(0, 2**31 - 1))
+    parser.add_argument(
+        "--threads", type=_int_arg(0, 256), default=1, help="solver threads per point (default 1)"
+    )
+    parser.add_argument(
+        "--workers",
+        type=_int_arg(1, 4096),
+        default=None,
+        help="points solved in parallel (default: the cores here)",
+    )
+    parser.add_argument("--ray-address", metavar="ADDR", help="solve the points on Ray")
+    parser.add_argument("--quiet", action="store_true", help="no progress display")
+
+
+def command(args: argparse.Namespace) -> int:
+    """``dsfro sweep``: 0 written, 1 if a point failed, 2 for bad arguments or input."""
+    out = args.out or Path(f"sweep-{Path(args.file).stem}")
+    try:
+        names = [n for n, _ in args.weight]
+        if len(set(names)) != len(names):
+            raise SweepError("a weight is given twice; give all its values in one --weight")
+        req = prepare(
+            args.file,
+            profile=getattr(args, "profile", None),
+            backend=args.backend,
+            time_budget=args.time_budget,
+            seed=args.seed,
+            threads=args.threads,
+        )
+        workers = args.workers if args.workers is not None else available_cores()
+        points = len(weight_grid(args.weight))
+        executor = make_batch_executor(min(workers, points), args.ray_address)
+        try:
+            outcome = run_sweep(
+                req,
+                args.weight,
+                executor=executor,
+                progress=None if args.quiet else sys.stderr,
+                title=_title(args.file, req),
+            )
+        finally:
+            executor.close()
+    except SweepError as e:
+        print(f"dsfro sweep: error: {e}", file=sys.stderr)
+        return 2
+    try:
+        paths = write_outputs(outcome, out, args.prefix)
+    except OSError as e:
+        print(f"dsfro sweep: error: cannot write {out}: {e.strerror or e}", file=sys.stderr)
+        return 2
+    for path in paths:
+        print(path)
+    failed = [p for p in outcome.points if p.error]
+    for point in failed:
+        print(
+            f"dsfro sweep: point #{point.index} ({point.label()}) failed: {point.error}",
+            file=sys.stderr,
+        )
+    return 1 if failed else 0
+
+
+def _title(path: str, req: pb.SolveRequest) -> str:
+    o = req.options
+    budget = (
+        duration_seconds(o.time_budget)
+        if o.HasField("time_budget")
+        else Limits().default_time_budget_seconds
+    )
+    backend = backend_from_proto(o.backend).name.lower()
+    return f"{Path(path).stem}: throughput against power ({backend}, {budget:g} s per point)"

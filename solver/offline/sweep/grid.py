@@ -1,0 +1,146 @@
+"""The grid of a sweep (every combination of the ``--weight`` values) and one grid point solved
+in a worker: its plan's throughput, power and per-job choices."""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from solver import orchestrator
+from solver._proto.dsfro.v1 import scheduler_pb2 as pb
+from solver.api.convert import problem_from_proto
+from solver.api.profile import WEIGHT_KEYS
+from solver.api.validation import Limits
+from solver.domain import JobState, Termination
+
+SHORT = {"throughput": "T", "energy": "E", "migration": "M", "locality": "L", "deadline": "D"}
+
+
+class SweepError(Exception):
+    """Bad arguments or input: exit 2."""
+
+
+def parse_weight_spec(text: str) -> tuple[str, list[float]]:
+    """``energy=0,0.05,0.1`` -> ("energy", [0.0, 0.05, 0.1]); ValueError says what is wrong."""
+    name, sep, values = text.partition("=")
+    name = name.strip()
+    if not sep:
+        raise ValueError(f"expected NAME=V1,V2,... got {text!r}")
+    if name not in WEIGHT_KEYS:
+        raise ValueError(f"unknown weight {name!r}; one of {', '.join(WEIGHT_KEYS)}")
+    out: list[float] = []
+    for v in values.split(","):
+        try:
+            x = float(v)
+        except ValueError:
+            raise ValueError(f"{name}: invalid number {v.strip()!r}") from None
+        if not (math.isfinite(x) and x >= 0):
+            raise ValueError(f"{name}: weights must be finite and >= 0, got {v.strip()}")
+        out.append(x)
+    if len(set(out)) != len(out):
+        raise ValueError(f"{name}: repeated value")
+    return name, out
+
+
+def weight_grid(axes: Sequence[tuple[str, Sequence[float]]]) -> list[dict[str, float]]:
+    """Every combination of the axes' values, the first axis varying slowest."""
+    names = [n for n, _ in axes]
+    if len(set(names)) != len(names):
+        raise ValueError("a weight is given twice")
+    return [
+        dict(zip(names, combo, strict=True)) for combo in itertools.product(*(v for _, v in axes))
+    ]
+
+
+@dataclass(frozen=True)
+class JobChoice:
+    job: str
+    state: str
+    gpu_type: str = ""
+    shape: str = ""
+    """dp x tp x pp."""
+    clock_mhz: int = 0
+    gpus: int = 0
+    watts: float = 0.0
+
+    def describe(self) -> tuple[str, str, str, str]:
+        """(state, GPU type, shape, clock) as table cells."""
+        if self.state != "RUNNING":
+            return (self.state, "-", "-", "-")
+        return (self.state, self.gpu_type, self.shape, str(self.clock_mhz))
+
+
+@dataclass(frozen=True)
+class SweepPoint:
+    index: int
+    swept: dict[str, float]
+    """The weights this point sets (the grid's axes)."""
+    weights: dict[str, float]
+    """Every effective weight."""
+    termination: str = ""
+    objective: float = 0.0
+    throughput: float = 0.0
+    """Normalised: sum_j w_j u_j / sum_j w_j."""
+    power_w: float = 0.0
+    gpus_used: int = 0
+    jobs: tuple[JobChoice, ...] = ()
+    error: str | None = None
+
+    @property
+    def placed(self) -> bool:
+        """Has a plan to place on the figure."""
+        return self.error is None and self.termination != Termination.INFEASIBLE.name
+
+    def label(self) -> str:
+        return ", ".join(f"{SHORT[k]}={v:g}" for k, v in self.swept.items())
+
+
+@dataclass(frozen=True)
+class SweepTask:
+    index: int
+    swept: dict[str, float]
+    request: bytes
+
+
+def solve_point(task: SweepTask) -> SweepPoint:
+    """Solve one grid point (top-level: runs in worker processes)."""
+    req = pb.SolveRequest.FromString(task.request)
+    weights: dict[str, float] = {}
+    try:
+        problem = problem_from_proto(req, Limits())
+        weights = {k: getattr(problem.weights, k) for k in WEIGHT_KEYS}
+        result = orchestrator.solve(problem)
+    except Exception as e:  # reported with the point
+        return SweepPoint(task.index, task.swept, weights, error=f"{type(e).__name__}: {e}")
+    total_weight = sum(j.weight for j in problem.jobs) or 1.0
+    jobs = []
+    for a in sorted(result.plan.assignments, key=lambda a: a.job):
+        c = a.config
+        if a.state is JobState.RUNNING and c is not None:
+            s = c.shape
+            jobs.append(
+                JobChoice(
+                    a.job,
+                    "RUNNING",
+                    c.gpu_type,
+                    f"{s.data_parallel}x{s.tensor_parallel}x{s.pipeline_parallel}",
+                    c.sm_clock_mhz,
+                    c.num_gpus,
+                    c.watts,
+                )
+            )
+        else:
+            jobs.append(JobChoice(a.job, "QUEUED"))
+    return SweepPoint(
+        index=task.index,
+        swept=task.swept,
+        weights=weights,
+        termination=result.stats.termination.name,
+        objective=result.plan.objective.total,
+        throughput=result.plan.objective.throughput / total_weight,
+        power_w=sum(j.watts for j in jobs),
+        gpus_used=sum(j.gpus for j in jobs),
+        jobs=tuple(jobs),
+    )

@@ -1,0 +1,101 @@
+"""Running a sweep: the base request (file, profile, flags), every grid point solved on an
+Executor, the outcome with its front and changes."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, TextIO
+
+from solver._proto.dsfro.v1 import scheduler_pb2 as pb
+from solver.api.convert import RequestFileError, load_request_json
+from solver.api.profile import Profile, apply_profile
+from solver.api.validation import Limits, validate_request
+from solver.offline.batch import Progress, make_batch_executor, override_options
+from solver.offline.sweep.front import Change, front_changes, pareto_front
+from solver.offline.sweep.grid import SweepError, SweepPoint, SweepTask, solve_point, weight_grid
+from solver.search.executor import Executor
+
+
+@dataclass
+class SweepOutcome:
+    points: list[SweepPoint]
+    front: list[int]
+    changes: list[Change] = field(default_factory=list)
+    title: str = ""
+
+
+def prepare(
+    path: str,
+    *,
+    profile: Profile | None = None,
+    backend: str | None = None,
+    time_budget: float | None = None,
+    seed: int | None = None,
+    threads: int | None = 1,
+) -> pb.SolveRequest:
+    """The base request of a sweep: the file, then the profile, then these flags (which win).
+    SweepError if it can't be read."""
+    try:
+        req = load_request_json(path)
+    except RequestFileError as e:
+        raise SweepError(str(e)) from e
+    if profile is not None:
+        apply_profile(req, profile)
+    override_options(req.options, backend, time_budget, seed, threads)
+    return req
+
+
+def run_sweep(
+    request: pb.SolveRequest,
+    axes: Sequence[tuple[str, Sequence[float]]],
+    *,
+    executor: Executor | None = None,
+    progress: TextIO | None = None,
+    title: str = "",
+) -> SweepOutcome:
+    """Solve every grid point; SweepError if a point's request is invalid."""
+    grid = weight_grid(axes)
+    tasks = []
+    for i, swept in enumerate(grid, start=1):
+        req = pb.SolveRequest()
+        req.CopyFrom(request)
+        for name, value in swept.items():
+            setattr(req.weights, name, value)
+        violations = validate_request(req, Limits())
+        if violations:
+            lines = [f"{v.field}: {v.description}" for v in violations]
+            raise SweepError("invalid request:\n" + "\n".join(lines))
+        tasks.append(SweepTask(i, swept, req.SerializeToString(deterministic=True)))
+    own = executor is None
+    ex = executor or make_batch_executor(1, None)
+    bar = Progress(len(tasks), progress)
+    points: list[SweepPoint] = []
+    try:
+        for start in range(0, len(tasks), max(ex.workers, 1)):
+            for point in ex.map(solve_point, tasks[start : start + max(ex.workers, 1)]):
+                points.append(point)
+                bar.update(_progress_record(point))
+    finally:
+        bar.finish()
+        if own:
+            ex.close()
+    front = pareto_front(points)
+    return SweepOutcome(points, front, front_changes(points, front), title)
+
+
+def _progress_record(p: SweepPoint) -> dict[str, Any]:
+    """A batch-like record for the progress display."""
+    return {
+        "ok": p.error is None,
+        "error": {"kind": "internal", "message": p.error},
+        "file": f"#{p.index}",
+        "sha256": None,
+        "backend": p.label(),
+        "budget_s": None,
+        "seed": None,
+        "termination": p.termination,
+        "objective": {"total": p.objective},
+        "gap": None,
+        "timing": {"wall_s": None},
+    }

@@ -1,0 +1,122 @@
+"""Turning a backend's decisions (a configuration and GPUs per node for each job) into a Plan.
+
+Backends decide counts; this module picks the GPU indices (a running job keeps its own GPUs
+wherever it stays on a node), says why queued jobs wait, and scores the result.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from solver.domain import (
+    Config,
+    GpuSlice,
+    Job,
+    JobAssignment,
+    JobState,
+    Plan,
+    Problem,
+    QueueReason,
+)
+from solver.model.configs import ConfigSet
+from solver.scoring.objective import is_migrated, running_gain, score_plan
+
+Choice = tuple[Config, Mapping[str, int]]
+"""A running job's configuration and its GPU count per node."""
+
+
+def materialize(
+    problem: Problem,
+    configs: ConfigSet,
+    choices: Mapping[str, Choice | None],
+) -> Plan:
+    """The plan for the given choices; jobs absent from `choices` are queued."""
+    free: dict[str, list[int]] = {
+        n.name: list(n.available_gpu_indices) for n in problem.cluster.nodes
+    }
+    picked: dict[str, dict[str, list[int]]] = {}
+    jobs = {j.name: j for j in problem.jobs}
+    # First every job takes back the GPUs it already holds on the nodes it stays on.
+    for name, choice in choices.items():
+        if choice is None:
+            continue
+        job = jobs[name]
+        mine: dict[str, list[int]] = {}
+        if job.current is not None:
+            for s in job.current.placement:
+                want = choice[1].get(s.node, 0)
+                keep = [i for i in s.gpu_indices if i in free[s.node]][:want]
+                if keep:
+                    mine.setdefault(s.node, []).extend(keep)
+                    for i in keep:
+                        free[s.node].remove(i)
+        picked[name] = mine
+    for name, choice in choices.items():
+        if choice is None:
+            continue
+        for node, count in choice[1].items():
+            have = picked[name].setdefault(node, [])
+            need = count - len(have)
+            if need > len(free[node]):
+                raise ValueError(
+                    f"{name}: node {node} has {len(free[node])} free GPUs, needs {need}"
+                )
+            have.extend(free[node][:need])
+            del free[node][:need]
+    assignments = []
+    for job in problem.jobs:
+        choice = choices.get(job.name)
+        if choice is None:
+            assignments.append(queued_assignment(problem, configs, job))
+            continue
+        placement = tuple(
+            GpuSlice(node, tuple(sorted(idx)))
+            for node, idx in sorted(picked[job.name].items())
+            if idx
+        )
+        a = JobAssignment(
+            job=job.name, state=JobState.RUNNING, config=choice[0], placement=placement
+        )
+        assignments.append(_with_migration(job, a))
+    objective = score_plan(problem, assignments, configs.best_samples_per_second)
+    return Plan(assignments=tuple(assignments), objective=objective)
+
+
+def queued_assignment(problem: Problem, configs: ConfigSet, job: Job) -> JobAssignment:
+    """A queued job with the reason it waits."""
+    options = configs.by_job.get(job.name, ())
+    if not options:
+        reason, detail = (
+            QueueReason.NO_FEASIBLE_CONFIGURATION,
+            ("no configuration fits the job's GPU limits, allowed types, memory and node sizes"),
+        )
+    else:
+        best = configs.best_samples_per_second[job.name]
+        max_watts = problem.cluster.max_gpu_watts()
+        gain = max(running_gain(job, c, best, problem.weights, max_watts) for c in options)
+        if gain > 0:
+            reason, detail = (
+                QueueReason.INSUFFICIENT_RESOURCES,
+                ("its GPUs or power went to jobs of more value"),
+            )
+        else:
+            reason, detail = (
+                QueueReason.NOT_WORTH_RUNNING,
+                ("its energy cost outweighs its weighted throughput under the current weights"),
+            )
+    a = JobAssignment(job=job.name, state=JobState.QUEUED, queue_reason=reason, queue_detail=detail)
+    return _with_migration(job, a)
+
+
+def _with_migration(job: Job, a: JobAssignment) -> JobAssignment:
+    if not is_migrated(job, a):
+        return a
+    return JobAssignment(
+        job=a.job,
+        state=a.state,
+        config=a.config,
+        placement=a.placement,
+        migrated=True,
+        queue_reason=a.queue_reason,
+        queue_detail=a.queue_detail,
+    )

@@ -1,0 +1,255 @@
+"""Decomposition for snapshots too large for one model (POP-style partitioning).
+
+Racks (kept whole, and joined where a running job spans them) and jobs are split into parts of
+similar GPU capacity per type; every part is solved on its own through an Executor, in two
+rounds: configurations and a greedy plan first (merged: the first plan), then the aggregated
+LP's guided plan and local search within the time left. The merged plan is completed by one
+global pass that starts queued jobs wherever room is left, and checked as a whole.
+
+Configurations are enumerated against the whole cluster's facts, and every part scores with
+the whole cluster's power reference, so part objectives add up to the global one exactly and
+the Lagrangian bound over all parts' configurations is a valid bound for the whole snapshot.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from solver.domain import Cluster, Job, Node, Plan, Problem
+from solver.model.configs import ConfigSet, TypeFacts, build_config_set, type_facts
+from solver.scoring.plans import Choice
+from solver.search.bound import solve_aggregate
+from solver.search.executor import Executor
+from solver.search.heuristic import Heuristic
+
+PART_GPUS = 2048
+"""Target GPUs per part: a part is then about as large as the medium instance."""
+
+
+@dataclass(frozen=True)
+class Part:
+    problem: Problem
+    """The part as a problem of its own: its racks' nodes and its jobs."""
+
+
+def _rack_groups(problem: Problem) -> list[list[str]]:
+    """Racks joined where a running job's GPUs span several (union-find)."""
+    parent = {r: r for r in problem.cluster.racks}
+
+    def root(r: str) -> str:
+        while parent[r] != r:
+            parent[r] = parent[parent[r]]
+            r = parent[r]
+        return r
+
+    for job in problem.jobs:
+        if job.current is None:
+            continue
+        racks = [problem.cluster.node(s.node).rack for s in job.current.placement]
+        for other in racks[1:]:
+            parent[root(other)] = root(racks[0])
+    groups: dict[str, list[str]] = {}
+    for r in sorted(parent):
+        groups.setdefault(root(r), []).append(r)
+    return list(groups.values())
+
+
+def partition(problem: Problem, parts: int, seed: int) -> list[Part]:
+    """Split racks and jobs into `parts` parts balanced in GPUs per type and in demand."""
+    cluster = problem.cluster
+    types = sorted(cluster.gpu_types)
+    rack_gpus: dict[str, dict[str, int]] = {}
+    for n in cluster.nodes:
+        per = rack_gpus.setdefault(n.rack, dict.fromkeys(types, 0))
+        per[n.gpu_type] += n.available_gpus
+    total = {t: max(sum(r[t] for r in rack_gpus.values()), 1) for t in types}
+    groups = _rack_groups(problem)
+    rng = random.Random(seed)
+    rng.shuffle(groups)
+    groups.sort(key=lambda g: -sum(sum(rack_gpus[r].values()) for r in g))
+    load = [dict.fromkeys(types, 0) for _ in range(parts)]
+    part_racks: list[set[str]] = [set() for _ in range(parts)]
+    for g in groups:
+        gpus = {t: sum(rack_gpus[r][t] for r in g) for t in types}
+
+        def worst(p: int, gpus: dict[str, int] = gpus) -> tuple[float, int]:
+            return (max((load[p][t] + gpus[t]) / total[t] for t in types), p)
+
+        best = min(range(parts), key=worst)
+        part_racks[best].update(g)
+        for t in types:
+            load[best][t] += gpus[t]
+    rack_part = {r: p for p, racks in enumerate(part_racks) for r in racks}
+
+    jobs_of: list[list[Job]] = [[] for _ in range(parts)]
+    demand = [0.0] * parts
+    waiting = []
+    for job in problem.jobs:
+        if job.current is not None:
+            p = rack_part[cluster.node(job.current.placement[0].node).rack]
+            jobs_of[p].append(job)
+            demand[p] += job.max_gpus
+        else:
+            waiting.append(job)
+    rng.shuffle(waiting)
+    for job in waiting:
+        usable = [t for t in types if job.allows(t)] or types
+
+        def pressure(p: int, usable: list[str] = usable, job: Job = job) -> tuple[float, int]:
+            room = sum(load[p][t] for t in usable)
+            return ((demand[p] + job.max_gpus) / max(room, 1), p)
+
+        p = min(range(parts), key=pressure)
+        jobs_of[p].append(job)
+        demand[p] += job.max_gpus
+    return [Part(_sub_problem(problem, part_racks[p], jobs_of[p], p)) for p in range(parts)]
+
+
+def _sub_problem(problem: Problem, racks: set[str], jobs: list[Job], index: int) -> Problem:
+    cluster = problem.cluster
+    nodes = tuple(n for n in cluster.nodes if n.rack in racks)
+    budget = None
+    if cluster.power_budget_watts is not None:
+        budget = _power_share(cluster, nodes)
+    sub = Cluster(
+        gpu_types=cluster.gpu_types,
+        nodes=nodes,
+        power_budget_watts=budget,
+        rack_power_budgets_watts={
+            r: w for r, w in cluster.rack_power_budgets_watts.items() if r in racks
+        },
+        reference_gpu_watts=cluster.max_gpu_watts(),
+    )
+    options = dataclasses.replace(problem.options, threads=1, seed=problem.options.seed + index)
+    order = {j.name: i for i, j in enumerate(problem.jobs)}
+    return Problem(sub, tuple(sorted(jobs, key=lambda j: order[j.name])), problem.weights, options)
+
+
+def _power_share(cluster: Cluster, nodes: Sequence[Node]) -> float:
+    """The part's idle power plus its share of the budget's headroom, by dynamic range."""
+    assert cluster.power_budget_watts is not None
+
+    def idle(ns: Sequence[Node]) -> float:
+        return sum(n.gpu_count * cluster.gpu_types[n.gpu_type].idle_watts for n in ns)
+
+    def span(ns: Sequence[Node]) -> float:
+        return sum(
+            n.gpu_count
+            * (cluster.gpu_types[n.gpu_type].tdp_watts - cluster.gpu_types[n.gpu_type].idle_watts)
+            for n in ns
+        )
+
+    headroom = cluster.power_budget_watts - idle(cluster.nodes)
+    return idle(nodes) + headroom * span(nodes) / max(span(cluster.nodes), 1e-9)
+
+
+# ---------------------------------------------------------------- work done in the workers
+
+
+@dataclass(frozen=True)
+class GreedyTask:
+    problem: Problem
+    facts: Mapping[str, TypeFacts]
+    """The whole cluster's facts: configurations as a global enumeration would make them."""
+    seconds: float
+
+
+@dataclass(frozen=True)
+class GreedyResult:
+    configs: ConfigSet
+    choices: dict[str, Choice]
+
+
+@dataclass(frozen=True)
+class ImproveTask:
+    problem: Problem
+    configs: ConfigSet
+    choices: dict[str, Choice]
+    seconds: float
+
+
+def greedy_part(task: GreedyTask) -> GreedyResult:
+    """Round 1 in a worker: the part's configurations and one greedy plan."""
+    configs = build_config_set(task.problem, task.facts)
+    heuristic = Heuristic(task.problem, configs)
+    state = heuristic.greedy(0.0)
+    heuristic.improve(state, time.monotonic() + task.seconds)
+    return GreedyResult(configs, dict(state.choices))
+
+
+def improve_part(task: ImproveTask) -> dict[str, Choice]:
+    """Round 2 in a worker: the aggregated LP's guided plan against the round-1 plan."""
+    end = time.monotonic() + task.seconds
+    heuristic = Heuristic(task.problem, task.configs)
+    current = heuristic.complete(task.choices, end)
+    if time.monotonic() < end:
+        guide = solve_aggregate(task.problem, task.configs).choice
+        if guide:
+            guided = heuristic.run_guided(guide, end)
+            if guided.objective.total > current.objective.total:
+                return _choices(guided)
+    return _choices(current)
+
+
+def _choices(plan: Plan) -> dict[str, Choice]:
+    return {
+        a.job: (a.config, a.gpus_per_node())
+        for a in plan.assignments
+        if a.config is not None and a.placement
+    }
+
+
+# ---------------------------------------------------------------- in the caller
+
+
+@dataclass(frozen=True)
+class Decomposition:
+    configs: ConfigSet
+    """All parts' configurations: the global configuration set."""
+    first: dict[str, Choice]
+    first_seconds: float
+    final: dict[str, Choice]
+    parts: int
+
+
+def solve_decomposed(
+    problem: Problem, executor: Executor, *, end: float, parts: int | None = None
+) -> Decomposition:
+    """Both rounds over `executor`; `end` is the time.monotonic() instant to be done by."""
+    start = time.monotonic()
+    total_gpus = sum(n.available_gpus for n in problem.cluster.nodes)
+    k = parts or max(executor.workers, round(total_gpus / PART_GPUS), 1)
+    pieces = partition(problem, k, problem.options.seed)
+    facts = type_facts(problem.cluster)
+    waves = -(-k // executor.workers)
+    # A safety stop only: the local search is limited by passes, not by the clock.
+    greedy_seconds = 0.4 * (end - start) / waves
+    results = executor.map(
+        greedy_part, [GreedyTask(p.problem, facts, greedy_seconds) for p in pieces]
+    )
+    configs = ConfigSet(
+        by_job={j: c for r in results for j, c in r.configs.by_job.items()},
+        best_samples_per_second={
+            j: b for r in results for j, b in r.configs.best_samples_per_second.items()
+        },
+        num_enumerated=sum(r.configs.num_enumerated for r in results),
+    )
+    first = {j: c for r in results for j, c in r.choices.items()}
+    first_seconds = time.monotonic() - start
+    left = end - time.monotonic()
+    final = first
+    if left > 0.5:
+        seconds = 0.8 * left / waves
+        improved = executor.map(
+            improve_part,
+            [
+                ImproveTask(p.problem, r.configs, r.choices, seconds)
+                for p, r in zip(pieces, results, strict=True)
+            ],
+        )
+        final = {j: c for part in improved for j, c in part.items()}
+    return Decomposition(configs, first, first_seconds, final, k)
