@@ -8,7 +8,8 @@ import pytest
 
 from solver.domain import Config, GpuSlice, JobAssignment, JobState, Problem, Shape
 from solver.model.configs import resolve_config
-from solver.scoring.checker import check_plan
+from solver.scoring import checker
+from solver.scoring.checker import CHECKS, PlanView, check_plan
 from tests.factories import V100, cluster, job, node, point, problem, running
 
 
@@ -123,6 +124,37 @@ def test_broken_rule_is_named(assignments: object, constraint: str) -> None:
     if constraint == "gpu_limits":
         p = dataclasses.replace(P, jobs=(dataclasses.replace(P.jobs[0], max_gpus=4), P.jobs[1]))
     assert constraint in _constraints(p, *assignments())  # type: ignore[operator]
+    # The family's own check finds it alone.
+    own = getattr(checker, "check_" + FAMILY_OF.get(constraint, constraint))
+    view = PlanView(p, assignments())  # type: ignore[operator]
+    assert constraint in {v.constraint for v in own(view)}
+
+
+FAMILY_OF = {
+    "gpu_available": "placement",
+    "gpu_index": "placement",
+    "gpu_type_match": "placement",
+    "one_assignment": "jobs_known_once",
+    "memory_fit": "configuration",
+    "sm_clock": "configuration",
+    "gpu_limits": "configuration",
+}
+"""Constraint names reported by a check of another name."""
+
+
+def test_every_family_passes_a_valid_plan_alone() -> None:
+    a = run("a", _config(P, "a", 4), n0=(0, 1, 2, 3))
+    b = run("b", _config(P, "b", 2), n0=(4, 5))
+    for check in CHECKS:
+        assert list(check(PlanView(P, [a, b]))) == [], check.__name__
+
+
+def test_shared_gpu_is_one_capacity_violation_not_a_gang_one() -> None:
+    a = run("a", _config(P, "a", 4), n0=(0, 1, 2, 3))
+    b = run("b", _config(P, "b", 2), n0=(3, 3))
+    found = check_plan(P, [a, b])
+    assert [v.constraint for v in found] == ["gpu_capacity", "gpu_capacity", "gang"]
+    assert found[0].message == "GPU n0/3 is also given to a"
 
 
 def test_power_budget_counts_idle_gpus() -> None:

@@ -1,15 +1,19 @@
 """Independent plan checker: every plan is verified here before it leaves the solver.
 
 It re-derives every rule from the request itself and shares no code with the formulations,
-so that a modelling bug in a backend shows up as a violation rather than as a bad plan.
+so that a modelling bug in a backend shows up as a violation rather than as a bad plan. Like
+the formulation, it has one function per constraint family (``check_*``, listed in
+``CHECKS``), each reading a ``PlanView`` and returning that family's violations, so that each
+family can be tested on its own.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from functools import cached_property
 
-from solver.domain import Job, JobAssignment, JobState, Problem
+from solver.domain import Config, GpuType, Job, JobAssignment, JobState, Node, Problem
 
 POWER_TOLERANCE = 1e-6
 """Relative slack on power budgets, for floating-point sums only."""
@@ -23,130 +27,281 @@ class PlanViolation:
     message: str
 
 
-def check_plan(problem: Problem, assignments: Iterable[JobAssignment]) -> list[PlanViolation]:
-    """All the constraints the plan breaks; an empty list means the plan is valid."""
-    cluster = problem.cluster
-    jobs = {j.name: j for j in problem.jobs}
-    nodes = {n.name: n for n in cluster.nodes}
-    out: list[PlanViolation] = []
+@dataclass(frozen=True)
+class Running:
+    """A running assignment whose configuration names a known GPU type."""
+
+    job: Job
+    assignment: JobAssignment
+    config: Config
+    gpu: GpuType
+
+
+class PlanView:
+    """A plan read against its request: the assignments of known jobs, once each, and the
+    running ones resolved. Checks share it so that each lookup is made once."""
+
+    def __init__(self, problem: Problem, assignments: Iterable[JobAssignment]) -> None:
+        self.problem = problem
+        self.jobs = {j.name: j for j in problem.jobs}
+        self.nodes: dict[str, Node] = {n.name: n for n in problem.cluster.nodes}
+        self.assignments = tuple(assignments)
+
+    @cached_property
+    def unique(self) -> tuple[tuple[Job, JobAssignment], ...]:
+        """The first assignment of each known job, in plan order."""
+        seen: set[str] = set()
+        out = []
+        for a in self.assignments:
+            if a.job in self.jobs and a.job not in seen:
+                seen.add(a.job)
+                out.append((self.jobs[a.job], a))
+        return tuple(out)
+
+    @cached_property
+    def running(self) -> tuple[Running, ...]:
+        out = []
+        types = self.problem.cluster.gpu_types
+        for job, a in self.unique:
+            c = a.config
+            if a.state is JobState.RUNNING and c is not None and c.gpu_type in types:
+                out.append(Running(job, a, c, types[c.gpu_type]))
+        return tuple(out)
+
+    def gpus(self, r: Running) -> Iterator[tuple[Node, int]]:
+        """The job's GPUs that exist and are available (known node, index in range)."""
+        for s in r.assignment.placement:
+            node = self.nodes.get(s.node)
+            if node is None:
+                continue
+            for i in s.gpu_indices:
+                if 0 <= i < node.gpu_count and i not in node.unavailable_gpu_indices:
+                    yield node, i
+
+    @cached_property
+    def used(self) -> frozenset[tuple[str, int]]:
+        """Every existing, available GPU some running job holds."""
+        return frozenset((n.name, i) for r in self.running for n, i in self.gpus(r))
+
+
+Check = Callable[[PlanView], Iterator[PlanViolation]]
+
+
+def check_jobs_known_once(view: PlanView) -> Iterator[PlanViolation]:
+    """Every job of the request is assigned exactly once, and no other job is."""
     seen: set[str] = set()
-    owner: dict[tuple[str, int], str] = {}
-    used_gpus = 0
-    job_watts = 0.0
-    rack_watts: dict[str, float] = {}
-
-    def bad(constraint: str, job: str, message: str) -> None:
-        out.append(PlanViolation(constraint, job, message))
-
-    for a in assignments:
-        if a.job not in jobs:
-            bad("known_job", a.job, "the plan assigns a job that is not in the request")
-            continue
-        if a.job in seen:
-            bad("one_assignment", a.job, "the job is assigned more than once")
-            continue
+    for a in view.assignments:
+        if a.job not in view.jobs:
+            yield PlanViolation(
+                "known_job", a.job, "the plan assigns a job that is not in the request"
+            )
+        elif a.job in seen:
+            yield PlanViolation("one_assignment", a.job, "the job is assigned more than once")
         seen.add(a.job)
-        job = jobs[a.job]
-        running = a.state is JobState.RUNNING
-        if not running:
-            if a.placement:
-                bad("queued_has_no_gpus", a.job, "a queued job holds GPUs")
-            if job.current is not None and not job.preemptible:
-                bad("non_preemptible", a.job, "a running non-preemptible job is stopped")
+    for name in view.jobs.keys() - seen:
+        yield PlanViolation("one_assignment", name, "the job is missing from the plan")
+
+
+def check_queued_jobs(view: PlanView) -> Iterator[PlanViolation]:
+    """A queued job holds no GPUs and is not a running non-preemptible job."""
+    for job, a in view.unique:
+        if a.state is JobState.RUNNING:
             continue
+        if a.placement:
+            yield PlanViolation("queued_has_no_gpus", a.job, "a queued job holds GPUs")
+        if job.current is not None and not job.preemptible:
+            yield PlanViolation(
+                "non_preemptible", a.job, "a running non-preemptible job is stopped"
+            )
+
+
+def check_configuration(view: PlanView) -> Iterator[PlanViolation]:
+    """A running job has a configuration on a GPU type of the cluster that it may use, within
+    its GPU limits, at a supported clock, that fits in memory."""
+    types = view.problem.cluster.gpu_types
+    for job, a in view.unique:
         c = a.config
-        if c is None:
-            bad("configuration", a.job, "a running job has no configuration")
+        if a.state is not JobState.RUNNING:
             continue
-        gpu = cluster.gpu_types.get(c.gpu_type)
+        if c is None:
+            yield PlanViolation("configuration", a.job, "a running job has no configuration")
+            continue
+        gpu = types.get(c.gpu_type)
         if gpu is None:
-            bad("gpu_type", a.job, f"unknown GPU type {c.gpu_type}")
+            yield PlanViolation("gpu_type", a.job, f"unknown GPU type {c.gpu_type}")
             continue
         if not job.allows(c.gpu_type):
-            bad("allowed_gpu_types", a.job, f"GPU type {c.gpu_type} is not allowed for the job")
+            yield PlanViolation(
+                "allowed_gpu_types", a.job, f"GPU type {c.gpu_type} is not allowed for the job"
+            )
         if not job.min_gpus <= c.num_gpus <= job.max_gpus:
-            bad(
+            yield PlanViolation(
                 "gpu_limits",
                 a.job,
                 f"{c.num_gpus} GPUs outside the job's limits [{job.min_gpus}, {job.max_gpus}]",
             )
         if c.sm_clock_mhz not in gpu.sm_clocks_mhz:
-            bad("sm_clock", a.job, f"{c.sm_clock_mhz} MHz is not a supported clock of {gpu.name}")
+            yield PlanViolation(
+                "sm_clock", a.job, f"{c.sm_clock_mhz} MHz is not a supported clock of {gpu.name}"
+            )
         if c.memory_per_gpu_gib > gpu.memory_gib and not _stays(job, a):
-            bad(
+            yield PlanViolation(
                 "memory_fit",
                 a.job,
                 f"{c.memory_per_gpu_gib:.1f} GiB per GPU exceeds {gpu.name}'s {gpu.memory_gib} GiB",
             )
-        placed = 0
-        per_gpu_watts = c.watts / c.num_gpus
-        for s in a.placement:
-            node = nodes.get(s.node)
+
+
+def check_placement(view: PlanView) -> Iterator[PlanViolation]:
+    """Each slice names a node of the cluster with the configuration's GPU type, and GPUs of
+    that node that exist and are available."""
+    for r in view.running:
+        for s in r.assignment.placement:
+            node = view.nodes.get(s.node)
             if node is None:
-                bad("known_node", a.job, f"unknown node {s.node}")
+                yield PlanViolation("known_node", r.job.name, f"unknown node {s.node}")
                 continue
-            if node.gpu_type != c.gpu_type:
-                bad("gpu_type_match", a.job, f"node {s.node} has {node.gpu_type}, not {c.gpu_type}")
-            if len(s.gpu_indices) % c.shape.tensor_parallel:
-                bad(
-                    "tensor_group_in_node",
-                    a.job,
-                    f"{len(s.gpu_indices)} GPUs on {s.node} split a tensor-parallel group of "
-                    f"{c.shape.tensor_parallel}",
+            if node.gpu_type != r.config.gpu_type:
+                yield PlanViolation(
+                    "gpu_type_match",
+                    r.job.name,
+                    f"node {s.node} has {node.gpu_type}, not {r.config.gpu_type}",
                 )
             for i in s.gpu_indices:
                 if not 0 <= i < node.gpu_count:
-                    bad("gpu_index", a.job, f"{s.node} has no GPU {i}")
+                    yield PlanViolation("gpu_index", r.job.name, f"{s.node} has no GPU {i}")
                 elif i in node.unavailable_gpu_indices:
-                    bad("gpu_available", a.job, f"GPU {s.node}/{i} is unavailable")
-                elif (s.node, i) in owner:
-                    bad(
-                        "gpu_capacity",
-                        a.job,
-                        f"GPU {s.node}/{i} is also given to {owner[(s.node, i)]}",
+                    yield PlanViolation(
+                        "gpu_available", r.job.name, f"GPU {s.node}/{i} is unavailable"
                     )
-                else:
-                    owner[(s.node, i)] = a.job
-                    placed += 1
-                    rack_watts[node.rack] = rack_watts.get(node.rack, 0.0) + per_gpu_watts
-        if placed != c.num_gpus:
-            bad("gang", a.job, f"{placed} GPUs placed for a configuration of {c.num_gpus}")
-        used_gpus += placed
-        job_watts += c.watts
-        if job.current is not None and not job.preemptible:
-            old = sorted((s.node, i) for s in job.current.placement for i in s.gpu_indices)
-            new = sorted((s.node, i) for s in a.placement for i in s.gpu_indices)
-            if c.shape != job.current.shape or old != new:
-                bad("non_preemptible", a.job, "a non-preemptible job is moved or reshaped")
 
-    for name in jobs.keys() - seen:
-        bad("one_assignment", name, "the job is missing from the plan")
 
-    # Every GPU draws idle power unless a job uses it, in which case the job's power counts.
-    idle_rack: dict[str, float] = {}
-    for each in cluster.nodes:
-        idle = each.gpu_count * cluster.gpu_types[each.gpu_type].idle_watts
-        idle_rack[each.rack] = idle_rack.get(each.rack, 0.0) + idle
-    for name, _ in owner:
-        used = nodes[name]
-        idle_rack[used.rack] -= cluster.gpu_types[used.gpu_type].idle_watts
-    if cluster.power_budget_watts is not None:
-        drawn = job_watts + sum(idle_rack.values())
-        if drawn > cluster.power_budget_watts * (1 + POWER_TOLERANCE):
-            bad(
-                "power_budget",
-                "",
-                f"cluster draws {drawn:.0f} W over its budget {cluster.power_budget_watts:.0f} W",
+def check_tensor_group_in_node(view: PlanView) -> Iterator[PlanViolation]:
+    """A tensor-parallel group never spans nodes: each node holds whole groups."""
+    for r in view.running:
+        tp = r.config.shape.tensor_parallel
+        for s in r.assignment.placement:
+            if len(s.gpu_indices) % tp:
+                yield PlanViolation(
+                    "tensor_group_in_node",
+                    r.job.name,
+                    f"{len(s.gpu_indices)} GPUs on {s.node} split a tensor-parallel group of {tp}",
+                )
+
+
+def check_gpu_capacity(view: PlanView) -> Iterator[PlanViolation]:
+    """A GPU runs at most one job (and is listed once by it)."""
+    owner: dict[tuple[str, int], str] = {}
+    for r in view.running:
+        for node, i in view.gpus(r):
+            key = (node.name, i)
+            if key in owner:
+                yield PlanViolation(
+                    "gpu_capacity", r.job.name, f"GPU {node.name}/{i} is also given to {owner[key]}"
+                )
+            else:
+                owner[key] = r.job.name
+
+
+def check_gang(view: PlanView) -> Iterator[PlanViolation]:
+    """A running job holds exactly its configuration's number of GPUs."""
+    for r in view.running:
+        placed = len(set(view.gpus(r)))
+        if placed != r.config.num_gpus:
+            yield PlanViolation(
+                "gang",
+                r.job.name,
+                f"{placed} GPUs placed for a configuration of {r.config.num_gpus}",
             )
-    for rack, budget in cluster.rack_power_budgets_watts.items():
-        drawn = rack_watts.get(rack, 0.0) + idle_rack.get(rack, 0.0)
-        if drawn > budget * (1 + POWER_TOLERANCE):
-            bad(
+
+
+def check_non_preemptible(view: PlanView) -> Iterator[PlanViolation]:
+    """A running non-preemptible job keeps its shape and its GPUs (stopping it is
+    check_queued_jobs' concern)."""
+    for r in view.running:
+        job = r.job
+        if job.current is None or job.preemptible:
+            continue
+        old = sorted((s.node, i) for s in job.current.placement for i in s.gpu_indices)
+        new = sorted((s.node, i) for s in r.assignment.placement for i in s.gpu_indices)
+        if r.config.shape != job.current.shape or old != new:
+            yield PlanViolation(
+                "non_preemptible", job.name, "a non-preemptible job is moved or reshaped"
+            )
+
+
+def rack_watts(view: PlanView) -> dict[str, float]:
+    """Power drawn per rack: running jobs' watts spread over their GPUs, and idle power of
+    every GPU no job uses."""
+    cluster = view.problem.cluster
+    out: dict[str, float] = {}
+    for node in cluster.nodes:
+        idle = node.gpu_count * cluster.gpu_types[node.gpu_type].idle_watts
+        out[node.rack] = out.get(node.rack, 0.0) + idle
+    for name, _ in view.used:
+        node = view.nodes[name]
+        out[node.rack] -= cluster.gpu_types[node.gpu_type].idle_watts
+    for r in view.running:
+        gpus = set(view.gpus(r))
+        if not gpus:
+            continue
+        per_gpu = r.config.watts / r.config.num_gpus
+        for node, _ in gpus:
+            out[node.rack] += per_gpu
+    return out
+
+
+def check_power_budget(view: PlanView) -> Iterator[PlanViolation]:
+    """The cluster draws at most its power budget: running jobs' configured watts plus the
+    idle power of every unused GPU."""
+    budget = view.problem.cluster.power_budget_watts
+    if budget is None:
+        return
+    cluster = view.problem.cluster
+    idle = sum(n.gpu_count * cluster.gpu_types[n.gpu_type].idle_watts for n in cluster.nodes)
+    idle -= sum(cluster.gpu_types[view.nodes[name].gpu_type].idle_watts for name, _ in view.used)
+    drawn = sum(r.config.watts for r in view.running) + idle
+    if drawn > budget * (1 + POWER_TOLERANCE):
+        yield PlanViolation(
+            "power_budget", "", f"cluster draws {drawn:.0f} W over its budget {budget:.0f} W"
+        )
+
+
+def check_rack_power_budget(view: PlanView) -> Iterator[PlanViolation]:
+    """Each rack with a budget draws at most that budget."""
+    budgets = view.problem.cluster.rack_power_budgets_watts
+    if not budgets:
+        return
+    drawn = rack_watts(view)
+    for rack, budget in budgets.items():
+        watts = drawn.get(rack, 0.0)
+        if watts > budget * (1 + POWER_TOLERANCE):
+            yield PlanViolation(
                 "rack_power_budget",
                 "",
-                f"rack {rack} draws {drawn:.0f} W over its budget {budget:.0f} W",
+                f"rack {rack} draws {watts:.0f} W over its budget {budget:.0f} W",
             )
-    return out
+
+
+CHECKS: tuple[Check, ...] = (
+    check_jobs_known_once,
+    check_queued_jobs,
+    check_configuration,
+    check_placement,
+    check_tensor_group_in_node,
+    check_gpu_capacity,
+    check_gang,
+    check_non_preemptible,
+    check_power_budget,
+    check_rack_power_budget,
+)
+"""Every constraint family, in the order its violations are reported."""
+
+
+def check_plan(problem: Problem, assignments: Iterable[JobAssignment]) -> list[PlanViolation]:
+    """All the constraints the plan breaks; an empty list means the plan is valid."""
+    view = PlanView(problem, assignments)
+    return [v for check in CHECKS for v in check(view)]
 
 
 def _stays(job: Job, a: JobAssignment) -> bool:
