@@ -20,8 +20,8 @@ from solver.domain import (
     Termination,
 )
 from solver.exact import formulation
-from solver.exact.backends import ExactOptions, SolverStatus, get_backend
-from solver.exact.backends.cpsat import DETERMINISTIC_TIME_PER_SECOND
+from solver.exact.backends import ExactOptions, SolverStatus
+from solver.exact.solve import solve_full
 from solver.model.configs import ConfigSet, build_config_set
 from solver.scoring.checker import check_plan
 from solver.scoring.plans import materialize
@@ -231,32 +231,33 @@ class _Portfolio:
             self.notes.append("building the full model used up the time budget")
             return
         o = self.problem.options
-        backend = get_backend(which)
-        outcome = backend.solve(
+        result = solve_full(
             model,
+            which,
             hint=hint,
             options=ExactOptions(
                 time_limit=time_limit,
                 relative_gap=o.relative_gap,
                 seed=o.seed,
                 threads=self.threads,
-                deterministic_limit=DETERMINISTIC_TIME_PER_SECOND * o.time_budget_seconds,
+                time_budget=o.time_budget_seconds,
                 solver_name=o.pyomo_solver,
             ),
         )
-        note = f"{backend.name} {outcome.status.value} in {outcome.wall_seconds:.2f} s"
-        self.notes.append(f"{note} ({outcome.detail})" if outcome.detail else note)
-        if outcome.status is SolverStatus.INFEASIBLE:
+        name = result.backend
+        note = f"{name} {result.status.value} in {result.wall_seconds:.2f} s"
+        self.notes.append(f"{note} ({result.detail})" if result.detail else note)
+        if result.status is SolverStatus.INFEASIBLE:
             # The heuristic's plan passed the checker, so the model disagrees with the checker.
-            log.error("%s says infeasible but the heuristic plan passes the checker", backend.name)
-            self.notes.append(f"{backend.name} disagreed with the checker; its verdict ignored")
+            log.error("%s says infeasible but the heuristic plan passes the checker", name)
+            self.notes.append(f"{name} disagreed with the checker; its verdict ignored")
             return
-        if outcome.status is SolverStatus.ERROR:
-            log.error("%s failed: %s", backend.name, outcome.detail)
+        if result.status is SolverStatus.ERROR:
+            log.error("%s failed: %s", name, result.detail)
             return
-        self.offer(outcome.plan, backend.name, which)
-        self.tighten(outcome.best_bound)
-        if outcome.status is SolverStatus.OPTIMAL:
+        self.offer(result.plan, name, which)
+        self.tighten(result.best_bound)
+        if result.status is SolverStatus.OPTIMAL:
             self.proven_optimal = True
 
     def finish(self) -> SolveResult:

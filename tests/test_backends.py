@@ -36,11 +36,13 @@ from solver.exact.backends import (
     SolverStatus,
     exact_backends,
     get_backend,
+    outcome,
     register_backend,
 )
 from solver.exact.backends.highs import new_highs
 from solver.exact.backends.pyomo_backend import KNOWN_SOLVERS, available_solvers, export_model
 from solver.exact.formulation import Formulation
+from solver.exact.solve import ExactResult, plan_of, solve_full
 from solver.model.configs import ConfigSet, build_config_set
 from solver.scoring.checker import check_plan
 from solver.scoring.plans import materialize
@@ -314,7 +316,7 @@ def _instance(name: str) -> tuple[Problem, ConfigSet]:
     return p, build_config_set(p)
 
 
-def _agree(p: Problem, configs: ConfigSet, time_limit: float) -> dict[Backend, ExactOutcome]:
+def _agree(p: Problem, configs: ConfigSet, time_limit: float) -> dict[Backend, ExactResult]:
     f = formulation.build(p, configs)
     outcomes = {b: solve_exact(b, f, time_limit) for b in EXACT_BACKENDS}
     for b, o in outcomes.items():
@@ -361,8 +363,8 @@ def test_a_bound_under_a_tiny_time_limit_is_above_the_exact_optimum(backend: Bac
     # Whatever a short limit stops at on this machine (nothing, a plan, a plan and a bound),
     # a bound is never below the optimum, and the reported gap never below the true one.
     for time_limit in (0.02, 0.06, 0.12):
-        quick = get_backend(backend).solve(
-            f, hint=None, options=ExactOptions(time_limit=time_limit, threads=1)
+        quick = solve_full(
+            f, backend, hint=None, options=ExactOptions(time_limit=time_limit, threads=1)
         )
         assert quick.status is not SolverStatus.ERROR, quick.detail
         if quick.best_bound is not None:
@@ -387,8 +389,11 @@ def test_cpsat_stopped_early_reports_a_gap_at_least_the_true_gap() -> None:
     assert optimum.plan is not None
     best = optimum.plan.objective.total
     for limit in (0.02, 0.03):
-        o = get_backend(Backend.CPSAT).solve(
-            f, hint=None, options=ExactOptions(time_limit=10, threads=1, deterministic_limit=limit)
+        o = solve_full(
+            f,
+            Backend.CPSAT,
+            hint=None,
+            options=ExactOptions(time_limit=10, threads=1, time_budget=2 * limit),
         )
         assert o.status is SolverStatus.FEASIBLE and o.plan is not None, o.detail
         assert o.best_bound is not None
@@ -409,8 +414,8 @@ def test_highs_warm_started_with_the_heuristic_plan_does_at_least_as_well() -> N
     hint = formulation.hint(f, heuristic)
     # A tiny limit: HiGHS may stop before finding anything of its own; the hint is its start.
     for time_limit in (0.02, 5.0):
-        o = get_backend(Backend.HIGHS).solve(
-            f, hint=hint, options=ExactOptions(time_limit=time_limit, threads=1)
+        o = solve_full(
+            f, Backend.HIGHS, hint=hint, options=ExactOptions(time_limit=time_limit, threads=1)
         )
         assert o.plan is not None, o.detail
         assert o.plan.objective.total >= heuristic.objective.total - 1e-9
@@ -422,8 +427,11 @@ def test_a_hint_is_accepted_by_every_backend(backend: Backend) -> None:
     p, configs = _instance("tiny-migration")
     heuristic = Heuristic(p, configs).run(0.0)
     f = formulation.build(p, configs)
-    o = get_backend(backend).solve(
-        f, hint=formulation.hint(f, heuristic), options=ExactOptions(time_limit=10, threads=1)
+    o = solve_full(
+        f,
+        backend,
+        hint=formulation.hint(f, heuristic),
+        options=ExactOptions(time_limit=10, threads=1),
     )
     assert o.status is SolverStatus.OPTIMAL and o.plan is not None
     assert o.plan.objective.total >= heuristic.objective.total - 1e-9
@@ -537,8 +545,11 @@ def test_available_solvers_probes_the_known_list_without_raising() -> None:
 def test_an_unavailable_pyomo_solver_is_an_error_outcome() -> None:
     p, configs = _instance("tiny-1node")
     missing = "no_such_solver"  # a name Pyomo has no plugin for
-    o = get_backend(Backend.PYOMO).solve(
-        formulation.build(p, configs), hint=None, options=ExactOptions(solver_name=missing)
+    o = solve_full(
+        formulation.build(p, configs),
+        Backend.PYOMO,
+        hint=None,
+        options=ExactOptions(solver_name=missing),
     )
     assert o.status is SolverStatus.ERROR
     assert missing in o.detail and "not available" in o.detail
@@ -559,7 +570,7 @@ def test_highs_solves_whatever_thread_count_its_pool_was_made_with() -> None:
     p, configs = _instance("tiny-power")
     f = formulation.build(p, configs)
     outcomes = [
-        get_backend(Backend.HIGHS).solve(f, options=ExactOptions(time_limit=10, threads=t))
+        solve_full(f, Backend.HIGHS, options=ExactOptions(time_limit=10, threads=t))
         for t in (1, 2, 3)
     ]
     assert all(o.status is SolverStatus.OPTIMAL for o in outcomes)
@@ -576,3 +587,30 @@ def test_a_model_without_variables_is_solved(backend: Backend) -> None:
     assert o.status is SolverStatus.OPTIMAL and o.plan is not None
     assert o.plan.assignment("a").state is JobState.QUEUED
     assert o.best_bound is not None and o.best_bound >= o.plan.objective.total
+
+
+# ---------------------------------------------------------------- one outcome, one extraction
+
+
+def test_an_outcome_is_made_consistent_whatever_the_solver_said() -> None:
+    limit = outcome(SolverStatus.FEASIBLE, None, 3.0, 0.1)
+    assert (limit.status, limit.values, limit.best_bound) == (SolverStatus.NO_SOLUTION, None, 3.0)
+    claimed = outcome(SolverStatus.OPTIMAL, None, 3.0, 0.1, "x")
+    assert claimed.status is SolverStatus.ERROR and claimed.best_bound is None
+    assert claimed.detail == "x; optimal without a solution"
+    infeasible = outcome(SolverStatus.INFEASIBLE, (1.0,), 2.0, 0.1)
+    assert infeasible.values is None and infeasible.best_bound is None
+
+
+def test_values_that_are_no_plan_make_an_error_result() -> None:
+    p, configs = _instance("tiny-1node")
+    f = formulation.build(p, configs)
+    good = solve_exact(Backend.HIGHS, f)
+    assert good.values is not None and good.plan is not None
+    # Every variable at 100: more GPUs on a node than it has.
+    bad_values = tuple(100.0 for _ in good.values)
+    bad = plan_of(f, outcome(SolverStatus.FEASIBLE, bad_values, 5.0, 0.1), "stub")
+    assert bad.status is SolverStatus.ERROR and bad.plan is None and bad.best_bound is None
+    assert bad.detail.startswith("stub solution unreadable")
+    same = plan_of(f, outcome(SolverStatus.OPTIMAL, good.values, good.best_bound, 0.1), "stub")
+    assert same.plan == good.plan

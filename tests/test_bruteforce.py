@@ -11,8 +11,9 @@ import pytest
 
 from solver.domain import Backend, Config, Node, ObjectiveWeights, Problem
 from solver.exact import formulation
-from solver.exact.backends import ExactOptions, ExactOutcome, SolverStatus, get_backend
+from solver.exact.backends import ExactOptions, SolverStatus
 from solver.exact.backends.pyomo_backend import available_solvers
+from solver.exact.solve import ExactResult, solve_full
 from solver.model.configs import ConfigSet, build_config_set
 from solver.scoring.checker import check_plan
 from solver.scoring.plans import Choice, materialize
@@ -26,10 +27,10 @@ EXACT_BACKENDS = [Backend.CPSAT, Backend.HIGHS] + (
 
 def solve_exact(
     backend: Backend, f: formulation.Formulation, time_limit: float = 30.0
-) -> ExactOutcome:
+) -> ExactResult:
     """Solve to proven optimality (one thread, seed 0)."""
     options = ExactOptions(time_limit=time_limit, relative_gap=0.0, seed=0, threads=1)
-    return get_backend(backend).solve(f, hint=None, options=options)
+    return solve_full(f, backend, hint=None, options=options)
 
 
 def placements(config: Config, nodes: list[Node]) -> Iterator[dict[str, int]]:

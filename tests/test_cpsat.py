@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import pytest
 
-from solver.domain import ObjectiveWeights
+from solver.domain import Backend, ObjectiveWeights
 from solver.exact import formulation
 from solver.exact.backends import ExactOptions, SolverStatus
-from solver.exact.backends.cpsat import SCALE, CpSatBackend, CpSatModel
+from solver.exact.backends.cpsat import SCALE, CpSatModel
 from solver.exact.formulation import Formulation, Variable
+from solver.exact.solve import solve_full
 from solver.model.configs import build_config_set
 from tests.factories import cluster, job, node, point, problem, running
 
@@ -55,7 +56,7 @@ def test_the_objective_is_scaled_to_integers() -> None:
 @pytest.mark.parametrize("budget", [None, 2000.0])
 def test_bound_is_at_least_the_objective(budget: float | None) -> None:
     f = _formulation(budget)
-    outcome = CpSatBackend().solve(f, options=ExactOptions(time_limit=20, threads=1))
+    outcome = solve_full(f, Backend.CPSAT, options=ExactOptions(time_limit=20, threads=1))
     assert outcome.status is SolverStatus.OPTIMAL
     assert outcome.plan is not None and outcome.best_bound is not None
     assert outcome.best_bound >= outcome.plan.objective.total
@@ -64,9 +65,9 @@ def test_bound_is_at_least_the_objective(budget: float | None) -> None:
 
 def test_the_same_seed_gives_the_same_plan() -> None:
     f = _formulation(2000.0)
-    options = ExactOptions(time_limit=20, threads=2, seed=7, deterministic_limit=5.0)
-    first = CpSatBackend().solve(f, options=options)
-    second = CpSatBackend().solve(f, options=options)
+    options = ExactOptions(time_limit=20, threads=2, seed=7, time_budget=10.0)
+    first = solve_full(f, Backend.CPSAT, options=options)
+    second = solve_full(f, Backend.CPSAT, options=options)
     assert first.plan == second.plan
 
 
@@ -89,6 +90,6 @@ def test_locality_rounding_error_is_bounded() -> None:
     error = abs(round(0.0123456789 * SCALE) - 0.0123456789 * SCALE) / SCALE
     gpus = 16
     assert m.rounding_slack >= error * 2 * gpus
-    outcome = CpSatBackend().solve(f, options=ExactOptions(time_limit=20, threads=1))
+    outcome = solve_full(f, Backend.CPSAT, options=ExactOptions(time_limit=20, threads=1))
     assert outcome.plan is not None and outcome.best_bound is not None
     assert outcome.best_bound >= outcome.plan.objective.total

@@ -3,8 +3,9 @@
 Plugin style: a backend is any object with a ``name`` and a ``solve`` method (``ExactBackend``);
 ``get_backend`` finds it by ``domain.Backend`` in a registry that imports the built-in ones on
 first use (so that Pyomo is loaded only when asked for) and that ``register_backend`` extends.
-Every backend returns an ``ExactOutcome`` with the same meaning: a status, the extracted plan,
-and a bound only where the solver proved it.
+Every backend returns an ``ExactOutcome`` with the same meaning: a status (each backend maps
+its solver's own statuses in one table), the variables' values, and a bound only where the
+solver proved it. Turning values into a scored plan happens once, in ``solver.exact.solve``.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
-from solver.domain import Backend, Plan
+from solver.domain import Backend
 from solver.exact.formulation import Formulation
 
 
@@ -41,8 +42,10 @@ class ExactOptions:
     """Stop once the proven relative gap is at most this."""
     seed: int = 0
     threads: int = 1
-    deterministic_limit: float | None = None
-    """CP-SAT deterministic-time limit (machine-independent); other backends ignore it."""
+    time_budget: float | None = None
+    """The request's whole time budget, in seconds. A backend with a machine-independent work
+    limit (CP-SAT's deterministic time) derives it from this, so that the same request and seed
+    give the same result however loaded the machine is; None: no such limit."""
     solver_name: str = ""
     """Pyomo SolverFactory name; empty: appsi_highs. Other backends ignore it."""
 
@@ -50,15 +53,38 @@ class ExactOptions:
 @dataclass(frozen=True)
 class ExactOutcome:
     status: SolverStatus
-    plan: Plan | None
-    """The solver's best solution as a plan (scored by solver.scoring.objective), if it has one."""
+    values: tuple[float, ...] | None
+    """The solver's values of the formulation's variables, by index: present exactly when the
+    status is OPTIMAL or FEASIBLE."""
     best_bound: float | None
     """Proven upper bound on the formulation's optimum, tolerances included; None unproven."""
     wall_seconds: float
     detail: str = ""
-    values: tuple[float, ...] | None = None
-    """The solver's values of the formulation's variables, by index, where it has a solution
-    (also when the plan could not be extracted: status ERROR)."""
+
+
+def outcome(
+    status: SolverStatus,
+    values: tuple[float, ...] | None,
+    best_bound: float | None,
+    wall_seconds: float,
+    detail: str = "",
+) -> ExactOutcome:
+    """An ExactOutcome whose fields agree, whatever the solver said: a solution status without
+    values is NO_SOLUTION (after a limit) or ERROR (a claimed optimum), values come only with a
+    solution, and an infeasible or failed model has no bound."""
+    if status in (SolverStatus.OPTIMAL, SolverStatus.FEASIBLE) and values is None:
+        if status is SolverStatus.OPTIMAL:
+            detail = (
+                f"{detail}; optimal without a solution" if detail else "optimal without a solution"
+            )
+            status = SolverStatus.ERROR
+        else:
+            status = SolverStatus.NO_SOLUTION
+    if status not in (SolverStatus.OPTIMAL, SolverStatus.FEASIBLE):
+        values = None
+    if status in (SolverStatus.INFEASIBLE, SolverStatus.ERROR):
+        best_bound = None
+    return ExactOutcome(status, values, best_bound, wall_seconds, detail)
 
 
 DEFAULT_OPTIONS = ExactOptions()

@@ -14,8 +14,14 @@ from collections.abc import Mapping
 
 from ortools.sat.python import cp_model
 
-from solver.exact.backends import DEFAULT_OPTIONS, ExactOptions, ExactOutcome, SolverStatus
-from solver.exact.formulation import Formulation, extract
+from solver.exact.backends import (
+    DEFAULT_OPTIONS,
+    ExactOptions,
+    ExactOutcome,
+    SolverStatus,
+    outcome,
+)
+from solver.exact.formulation import Formulation
 
 SCALE = 1_000_000
 """Objective units per integer step."""
@@ -96,8 +102,9 @@ class CpSatBackend:
         solver = cp_model.CpSolver()
         params = solver.parameters
         params.max_time_in_seconds = max(options.time_limit - (time.monotonic() - start), 0.001)
-        if options.deterministic_limit is not None:
-            params.max_deterministic_time = options.deterministic_limit
+        limit = deterministic_limit(options.time_budget)
+        if limit is not None:
+            params.max_deterministic_time = limit
         params.random_seed = options.seed
         params.num_workers = max(options.threads, 1)
         params.interleave_search = options.threads > 1
@@ -108,12 +115,13 @@ class CpSatBackend:
         detail = f"{solver.deterministic_time:.2f} deterministic"
         if code == cp_model.MODEL_INVALID:
             detail = m.model.validate()
-        plan = bound = values = None
+        values = bound = None
         if status in (SolverStatus.OPTIMAL, SolverStatus.FEASIBLE):
             values = tuple(float(solver.value(v)) for v in m.vars)
             bound = solver.best_objective_bound / SCALE + formulation.offset + m.rounding_slack
-            try:
-                plan = extract(formulation, values)
-            except ValueError as e:
-                status, detail = SolverStatus.ERROR, f"CP-SAT solution unreadable: {e}"
-        return ExactOutcome(status, plan, bound, time.monotonic() - start, detail, values)
+        return outcome(status, values, bound, time.monotonic() - start, detail)
+
+
+def deterministic_limit(time_budget: float | None) -> float | None:
+    """CP-SAT's deterministic-time limit for a request's whole time budget."""
+    return None if time_budget is None else DETERMINISTIC_TIME_PER_SECOND * time_budget

@@ -18,8 +18,14 @@ from collections.abc import Mapping
 import highspy
 import numpy as np
 
-from solver.exact.backends import DEFAULT_OPTIONS, ExactOptions, ExactOutcome, SolverStatus
-from solver.exact.formulation import Formulation, extract
+from solver.exact.backends import (
+    DEFAULT_OPTIONS,
+    ExactOptions,
+    ExactOutcome,
+    SolverStatus,
+    outcome,
+)
+from solver.exact.formulation import Formulation
 
 BOUND_MARGIN = 1e-7
 """Relative margin (of max(1, |bound|)) added to HiGHS's dual bound: its LP relaxations are
@@ -159,46 +165,37 @@ class HighsBackend:
     def _outcome(self, h: highspy.Highs, f: Formulation, start: float, detail: str) -> ExactOutcome:
         model_status = h.getModelStatus()
         info = h.getInfo()
-        has_solution = info.primal_solution_status == _FEASIBLE_SOLUTION
-        if model_status in (
-            highspy.HighsModelStatus.kOptimal,
-            highspy.HighsModelStatus.kModelEmpty,
-        ):
-            status = SolverStatus.OPTIMAL
-        elif model_status in (
-            highspy.HighsModelStatus.kInfeasible,
-            highspy.HighsModelStatus.kUnboundedOrInfeasible,  # every variable is bounded
-        ):
-            status = SolverStatus.INFEASIBLE
-        elif model_status in _LIMITS:
-            status = SolverStatus.FEASIBLE if has_solution else SolverStatus.NO_SOLUTION
-        else:
-            status = SolverStatus.ERROR
+        status = _STATUS.get(model_status, SolverStatus.ERROR)
+        if status is SolverStatus.ERROR:
             detail = f"HiGHS model status {h.modelStatusToString(model_status)}"
-        plan = values = None
-        if status in (SolverStatus.OPTIMAL, SolverStatus.FEASIBLE):
+        values = None
+        if info.primal_solution_status == _FEASIBLE_SOLUTION or model_status == _EMPTY:
             values = tuple(h.getSolution().col_value) if f.num_variables else ()
-            try:
-                plan = extract(f, values)
-            except ValueError as e:
-                status, detail = SolverStatus.ERROR, f"HiGHS solution unreadable: {e}"
         has_integers = any(v.integer for v in f.variables)
         bound = dual_bound(h, has_integers, status)
         proven = has_integers and info.mip_node_count >= 0 and math.isfinite(info.mip_gap)
         gap = f"gap {info.mip_gap:.2g}, " if proven else ""
         nodes = f"{gap}{max(info.mip_node_count, 0)} nodes"
         detail = f"{nodes}; {detail}" if detail else nodes
-        return ExactOutcome(status, plan, bound, time.monotonic() - start, detail, values)
+        return outcome(status, values, bound, time.monotonic() - start, detail)
 
 
 _NOTSET = highspy.HighsModelStatus.kNotset
+_EMPTY = highspy.HighsModelStatus.kModelEmpty
 _FEASIBLE_SOLUTION = 2
 """HiGHS's kSolutionStatusFeasible."""
-_LIMITS = (
-    highspy.HighsModelStatus.kTimeLimit,
-    highspy.HighsModelStatus.kIterationLimit,
-    highspy.HighsModelStatus.kSolutionLimit,
-    highspy.HighsModelStatus.kInterrupt,
-    highspy.HighsModelStatus.kObjectiveBound,
-    highspy.HighsModelStatus.kObjectiveTarget,
-)
+_STATUS: dict[highspy.HighsModelStatus, SolverStatus] = {
+    highspy.HighsModelStatus.kOptimal: SolverStatus.OPTIMAL,
+    _EMPTY: SolverStatus.OPTIMAL,
+    highspy.HighsModelStatus.kInfeasible: SolverStatus.INFEASIBLE,
+    # Every variable is bounded, so "unbounded or infeasible" is infeasible.
+    highspy.HighsModelStatus.kUnboundedOrInfeasible: SolverStatus.INFEASIBLE,
+    # Limits: FEASIBLE with a solution, NO_SOLUTION without (backends.outcome).
+    highspy.HighsModelStatus.kTimeLimit: SolverStatus.FEASIBLE,
+    highspy.HighsModelStatus.kIterationLimit: SolverStatus.FEASIBLE,
+    highspy.HighsModelStatus.kSolutionLimit: SolverStatus.FEASIBLE,
+    highspy.HighsModelStatus.kInterrupt: SolverStatus.FEASIBLE,
+    highspy.HighsModelStatus.kObjectiveBound: SolverStatus.FEASIBLE,
+    highspy.HighsModelStatus.kObjectiveTarget: SolverStatus.FEASIBLE,
+}
+"""HiGHS model status -> shared status; anything else is ERROR."""

@@ -21,9 +21,15 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from solver.exact.backends import DEFAULT_OPTIONS, ExactOptions, ExactOutcome, SolverStatus
+from solver.exact.backends import (
+    DEFAULT_OPTIONS,
+    ExactOptions,
+    ExactOutcome,
+    SolverStatus,
+    outcome,
+)
 from solver.exact.backends.highs import BOUND_MARGIN, new_highs
-from solver.exact.formulation import Formulation, extract
+from solver.exact.formulation import Formulation
 
 DEFAULT_SOLVER = "appsi_highs"
 KNOWN_SOLVERS = (
@@ -192,7 +198,7 @@ class PyomoBackend:
             return self._solve(formulation, hint, options, name, start)
         except Exception as e:  # a solver plugin failing is an outcome, not a crash
             detail = f"{name}: {type(e).__name__}: {e}"
-            return ExactOutcome(SolverStatus.ERROR, None, None, time.monotonic() - start, detail)
+            return outcome(SolverStatus.ERROR, None, None, time.monotonic() - start, detail)
 
     def _solve(
         self,
@@ -206,14 +212,8 @@ class PyomoBackend:
         from pyomo.opt import TerminationCondition as TC  # type: ignore[import-untyped,unused-ignore]
 
         if not f.num_variables:  # a constant: no solver takes an empty model
-            constant = extract(f, ())
-            return ExactOutcome(
-                SolverStatus.OPTIMAL,
-                constant,
-                f.offset,
-                time.monotonic() - start,
-                "empty model",
-                (),
+            return outcome(
+                SolverStatus.OPTIMAL, (), f.offset, time.monotonic() - start, "empty model"
             )
         if "highs" in name:
             new_highs()  # HiGHS's one-off banner goes to /dev/null, not to stdout
@@ -243,50 +243,37 @@ class PyomoBackend:
         kwargs["timelimit"] = max(options.time_limit - (time.monotonic() - start), 0.01)
         results = opt.solve(m, **kwargs)
         tc = results.solver.termination_condition
-        has_solution = len(results.solution) > 0
-        if tc in (TC.optimal, TC.globallyOptimal, TC.locallyOptimal):
-            status = SolverStatus.OPTIMAL
-        elif tc in (TC.infeasible, TC.infeasibleOrUnbounded):  # every variable is bounded
-            status = SolverStatus.INFEASIBLE
-        elif tc in (
-            TC.maxTimeLimit,
-            TC.maxIterations,
-            TC.maxEvaluations,
-            TC.userInterrupt,
-            TC.minFunctionValue,
-            TC.minStepLength,
-        ):
-            status = SolverStatus.FEASIBLE if has_solution else SolverStatus.NO_SOLUTION
-        else:
-            return ExactOutcome(
-                SolverStatus.ERROR, None, None, time.monotonic() - start, f"{name}: {tc}"
-            )
-        plan = values = None
-        detail = f"{name}: {tc}"
-        if status in (SolverStatus.OPTIMAL, SolverStatus.FEASIBLE):
-            if not has_solution:
-                return ExactOutcome(
-                    SolverStatus.ERROR,
-                    None,
-                    None,
-                    time.monotonic() - start,
-                    f"{name}: {tc} without a solution",
-                )
+        status = _status_table(TC).get(tc, SolverStatus.ERROR)
+        values = None
+        if status in (SolverStatus.OPTIMAL, SolverStatus.FEASIBLE) and len(results.solution) > 0:
             for var in xs:
                 var.set_value(None, skip_validation=True)
             m.solutions.load_from(results)
             values = tuple(0.0 if var.value is None else float(var.value) for var in xs)
-            try:
-                plan = extract(f, values)
-            except ValueError as e:
-                status, detail = SolverStatus.ERROR, f"{name} solution unreadable: {e}"
         bound = None
         upper = results.problem.upper_bound
-        if status is not SolverStatus.INFEASIBLE and upper is not None:
-            upper = float(upper)
-            if math.isfinite(upper):
-                bound = upper + BOUND_MARGIN * max(1.0, abs(upper))
-        return ExactOutcome(status, plan, bound, time.monotonic() - start, detail, values)
+        if upper is not None and math.isfinite(float(upper)):
+            bound = float(upper) + BOUND_MARGIN * max(1.0, abs(float(upper)))
+        return outcome(status, values, bound, time.monotonic() - start, f"{name}: {tc}")
+
+
+@functools.cache
+def _status_table(tc: Any) -> dict[Any, SolverStatus]:
+    """Pyomo termination condition -> shared status; anything else is ERROR. Limits are
+    FEASIBLE with a solution and NO_SOLUTION without (backends.outcome)."""
+    return {
+        tc.optimal: SolverStatus.OPTIMAL,
+        tc.globallyOptimal: SolverStatus.OPTIMAL,
+        tc.locallyOptimal: SolverStatus.OPTIMAL,
+        tc.infeasible: SolverStatus.INFEASIBLE,
+        tc.infeasibleOrUnbounded: SolverStatus.INFEASIBLE,  # every variable is bounded
+        tc.maxTimeLimit: SolverStatus.FEASIBLE,
+        tc.maxIterations: SolverStatus.FEASIBLE,
+        tc.maxEvaluations: SolverStatus.FEASIBLE,
+        tc.userInterrupt: SolverStatus.FEASIBLE,
+        tc.minFunctionValue: SolverStatus.FEASIBLE,
+        tc.minStepLength: SolverStatus.FEASIBLE,
+    }
 
 
 def _warm_start_capable(opt: Any) -> bool:
