@@ -205,9 +205,13 @@ class Backend(enum.Enum):
     DECOMPOSED = "DECOMPOSED"
 
 
+DEFAULT_TIME_BUDGET_SECONDS = 5.0
+"""The time budget of a request that sets none (a server may lower it: settings.Limits)."""
+
+
 @dataclass(frozen=True)
 class SolveOptions:
-    time_budget_seconds: float = 5.0
+    time_budget_seconds: float = DEFAULT_TIME_BUDGET_SECONDS
     backend: Backend = Backend.AUTO
     relative_gap: float = 0.0
     seed: int = 0
