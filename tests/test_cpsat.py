@@ -12,7 +12,7 @@ from solver.domain import Backend, ObjectiveWeights
 from solver.exact import formulation
 from solver.exact.backends import ExactOptions, SolverStatus
 from solver.exact.backends.cpsat import SCALE, CpSatModel
-from solver.exact.formulation import Formulation, Variable
+from solver.exact.model import Formulation, Variable
 from solver.exact.solve import solve_full
 from solver.model.configs import build_config_set
 from tests.factories import cluster, job, node, point, problem, running

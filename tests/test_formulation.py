@@ -12,7 +12,7 @@ from solver.api.convert import load_request_json, problem_from_proto
 from solver.api.validation import Limits
 from solver.domain import Problem
 from solver.exact import formulation
-from solver.exact.formulation import INF, Constraint, Formulation
+from solver.exact.model import INF, Constraint, Formulation
 from solver.model.configs import build_config_set
 from solver.scoring.checker import check_plan
 from solver.search.heuristic import Heuristic

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from solver.domain import Backend
-from solver.exact.formulation import Formulation
+from solver.exact.model import Formulation
 
 
 class SolverStatus(enum.Enum):

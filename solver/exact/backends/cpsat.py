@@ -21,7 +21,7 @@ from solver.exact.backends import (
     SolverStatus,
     outcome,
 )
-from solver.exact.formulation import Formulation
+from solver.exact.model import Formulation
 
 SCALE = 1_000_000
 """Objective units per integer step."""

@@ -25,7 +25,7 @@ from solver.exact.backends import (
     SolverStatus,
     outcome,
 )
-from solver.exact.formulation import Formulation
+from solver.exact.model import Formulation
 
 BOUND_MARGIN = 1e-7
 """Relative margin (of max(1, |bound|)) added to HiGHS's dual bound: its LP relaxations are

@@ -29,7 +29,7 @@ from solver.exact.backends import (
     outcome,
 )
 from solver.exact.backends.highs import BOUND_MARGIN, new_highs
-from solver.exact.formulation import Formulation
+from solver.exact.model import Formulation
 
 DEFAULT_SOLVER = "appsi_highs"
 KNOWN_SOLVERS = (
