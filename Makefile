@@ -3,8 +3,10 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# The released wire contract: `make test` fails on a change that breaks it (buf breaking).
+CONTRACT := proto/contract/dsfro-v1.binpb
 
-.PHONY: serve test lint proto bench clean
+.PHONY: serve test lint proto contract bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -16,15 +18,28 @@ $(STAMP): pyproject.toml
 serve: $(STAMP)
 	$(BIN)/python server.py
 
-## Lint, type-check and run the whole test suite.
+## Lint, type-check and run the whole test suite; check proto/ against the released contract.
 test: $(STAMP)
+	$(BIN)/buf lint
+	$(BIN)/buf breaking proto --against $(CONTRACT)
 	$(BIN)/ruff check solver tests scripts server.py
 	$(BIN)/mypy
 	$(BIN)/python -m pytest
 
+## Lint proto/ (buf lint, buf format) and the Python code (ruff); `buf format -w` fixes format.
+lint: $(STAMP)
+	$(BIN)/buf lint
+	$(BIN)/buf format -d --exit-code
+	$(BIN)/ruff check solver tests scripts server.py
+
 ## Regenerate the checked-in gRPC code from proto/.
 proto: $(STAMP)
 	$(BIN)/python scripts/gen_proto.py
+
+## Rewrite the released contract from proto/: run only when tagging a release of the API.
+contract: $(STAMP)
+	$(BIN)/buf lint
+	$(BIN)/buf build -o $(CONTRACT)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

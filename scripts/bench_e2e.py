@@ -20,7 +20,7 @@ import grpc
 from solver import orchestrator
 from solver._proto.dsfro.v1 import scheduler_pb2 as pb
 from solver._proto.dsfro.v1 import scheduler_pb2_grpc
-from solver.api.convert import load_request_json, problem_from_proto
+from solver.api.convert import enum_label, load_request_json, problem_from_proto
 from solver.api.service import ServerConfig, build_server
 from solver.api.validation import Limits
 from solver.domain import Backend, Plan
@@ -92,7 +92,7 @@ def service_table(name: str, budget: float, repeat: int, rpc_timeouts: list[floa
                 same = all(
                     _plan_key(r.plan) == _plan_key_domain(direct.plan) for r in responses
                 )
-                status = pb.Termination.Name(responses[-1].stats.termination)
+                status = enum_label(pb.Termination, responses[-1].stats.termination)
                 rows.append(
                     f"| {name} | {budget:g} | {timeout if timeout is not None else '-'} | "
                     f"{statistics.median(times):.3f} / {max(times):.3f} | "

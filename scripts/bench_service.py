@@ -17,6 +17,7 @@ import grpc
 
 from solver._proto.dsfro.v1 import scheduler_pb2 as pb
 from solver._proto.dsfro.v1 import scheduler_pb2_grpc
+from solver.api.convert import enum_label
 from solver.api.service import ServerConfig, build_server
 from solver.api.validation import Limits
 from solver.offline.generate import FAMILIES, generate, spec_from_args
@@ -50,7 +51,7 @@ def main() -> None:
     finally:
         server.stop(grace=5.0)
     s = response.stats
-    running = sum(a.state == pb.RUNNING for a in response.plan.assignments)
+    running = sum(a.state == pb.JOB_STATE_RUNNING for a in response.plan.assignments)
     print("| family | seed | executor | request (MiB) | response (s) | first plan (s) | status "
           "(plan from) | objective | gap | jobs running | EvaluatePlan |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
@@ -58,7 +59,7 @@ def main() -> None:
         f"| {args.family} | {args.seed} | {'ray' if args.ray_address else 'local'} | "
         f"{request.ByteSize() / 2**20:.1f} | {elapsed:.2f} | "
         f"{s.time_to_first_plan.ToTimedelta().total_seconds():.2f} | "
-        f"{pb.Termination.Name(s.termination)} ({pb.Backend.Name(s.backend_used)}) | "
+        f"{enum_label(pb.Termination, s.termination)} ({enum_label(pb.Backend, s.backend_used)}) | "
         f"{s.objective:.2f} | {100 * s.relative_gap:.3f} % | {running:,} / "
         f"{len(response.plan.assignments):,} | {'valid' if check.valid else 'INVALID'} |"
     )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import A100, H100, make_request
@@ -14,12 +15,15 @@ from solver.api.convert import (
     RequestFileError,
     allocations_from_proto,
     backend_from_proto,
+    enum_label,
     load_request_json,
     message_to_json,
     plan_to_proto,
     problem_from_proto,
     result_to_proto,
+    wire_name,
 )
+from solver.api.profile import wire_backend
 from solver.api.validation import Limits
 from solver.domain import (
     Allocation,
@@ -108,11 +112,29 @@ def test_sub_second_durations_convert_exactly() -> None:
 
 @pytest.mark.parametrize(
     ("wire", "domain"),
-    [(pb.BACKEND_UNSPECIFIED, Backend.AUTO), (pb.AUTO, Backend.AUTO),
-     (pb.CPSAT, Backend.CPSAT), (pb.HEURISTIC, Backend.HEURISTIC)],
+    [(pb.BACKEND_UNSPECIFIED, Backend.AUTO), (pb.BACKEND_AUTO, Backend.AUTO),
+     (pb.BACKEND_CPSAT, Backend.CPSAT), (pb.BACKEND_HEURISTIC, Backend.HEURISTIC)],
 )
 def test_backends_map_by_name(wire: int, domain: Backend) -> None:
     assert backend_from_proto(wire) is domain
+
+
+@pytest.mark.parametrize(
+    ("domain", "wire"),
+    [(Backend, pb.Backend), (JobState, pb.JobState), (QueueReason, pb.QueueReason),
+     (Termination, pb.Termination)],
+)
+def test_every_domain_enum_member_has_its_prefixed_wire_value(domain: Any, wire: Any) -> None:
+    prefix = wire.Name(0).removesuffix("UNSPECIFIED")
+    assert [wire.Name(v) for v in wire.values() if v] == [prefix + m.name for m in domain]
+    for member in domain:
+        assert wire_name(member) == prefix + member.name
+        assert enum_label(wire, wire.Value(wire_name(member))) == member.name
+
+
+def test_backends_round_trip_through_the_wire() -> None:
+    for backend in Backend:
+        assert backend_from_proto(wire_backend(backend)) is backend
 
 
 def _config(job: str, dp: int, tp: int) -> Config:
@@ -138,7 +160,7 @@ def _plan() -> Plan:
 def test_plan_to_proto() -> None:
     out = plan_to_proto(_plan())
     a, b = out.assignments
-    assert (a.job, a.state, a.gpu_type, a.num_gpus) == ("a", pb.RUNNING, A100, 4)
+    assert (a.job, a.state, a.gpu_type, a.num_gpus) == ("a", pb.JOB_STATE_RUNNING, A100, 4)
     assert (a.data_parallel, a.tensor_parallel, a.pipeline_parallel) == (2, 2, 1)
     assert (a.sm_clock_mhz, a.samples_per_second, a.watts) == (1275, 123.5, 1400.0)
     assert (a.memory_per_gpu_gib, a.migrated, a.queue_reason) == (31.5, True, 0)
@@ -146,7 +168,7 @@ def test_plan_to_proto() -> None:
         ("a100-0", [4, 5]), ("a100-1", [0, 1])
     ]
     assert (b.job, b.state, b.queue_reason, b.queue_detail) == (
-        "b", pb.QUEUED, pb.NOT_WORTH_RUNNING, "too hot"
+        "b", pb.JOB_STATE_QUEUED, pb.QUEUE_REASON_NOT_WORTH_RUNNING, "too hot"
     )
     assert (b.num_gpus, len(b.placement)) == (0, 0)
     assert out.objective == pb.ObjectiveBreakdown(
@@ -173,7 +195,9 @@ def _stats(bound: float | None, gap: float | None) -> SolveStats:
 def test_result_to_proto_with_a_bound() -> None:
     resp = result_to_proto(SolveResult(_plan(), _stats(0.8, 0.0625)))
     s = resp.stats
-    assert (s.termination, s.backend_used, s.objective) == (pb.FALLBACK, pb.CPSAT, 0.75)
+    assert (s.termination, s.backend_used, s.objective) == (
+        pb.TERMINATION_FALLBACK, pb.BACKEND_CPSAT, 0.75
+    )
     assert (s.best_bound, s.relative_gap) == (0.8, 0.0625)
     assert (s.wall_time.seconds, s.wall_time.nanos) == (1, 500_000_000)
     assert (s.time_to_first_plan.seconds, s.time_to_first_plan.nanos) == (0, 2_000_000)

@@ -101,7 +101,7 @@ def test_a_decomposed_solve_through_the_service_runs_on_ray(ray_executor: RayExe
     server.start()
     try:
         request = load_request_json(ROOT / "instances" / "small.json")
-        request.options.backend = pb.DECOMPOSED
+        request.options.backend = pb.BACKEND_DECOMPOSED
         request.options.time_budget.FromSeconds(5)
         with grpc.insecure_channel(f"127.0.0.1:{server.port}") as channel:
             stub = scheduler_pb2_grpc.SchedulerServiceStub(channel)  # type: ignore[no-untyped-call]
@@ -109,7 +109,7 @@ def test_a_decomposed_solve_through_the_service_runs_on_ray(ray_executor: RayExe
             evaluation = stub.EvaluatePlan(
                 pb.EvaluatePlanRequest(request=request, plan=response.plan), timeout=30
             )
-        assert response.stats.backend_used == pb.DECOMPOSED
+        assert response.stats.backend_used == pb.BACKEND_DECOMPOSED
         assert "on ray" in response.stats.detail
         assert response.stats.HasField("best_bound")
         assert evaluation.valid, evaluation.violations

@@ -82,7 +82,7 @@ def test_tiny_migration_keeps_the_running_job() -> None:
 def test_larger_instances_give_checked_plans_with_a_proven_bound(name: str) -> None:
     req = load_request_json(ROOT / "instances" / f"{name}.json")
     req.options.time_budget.FromMilliseconds(1500)
-    req.options.backend = pb.AGGREGATE
+    req.options.backend = pb.BACKEND_AGGREGATE
     problem = problem_from_proto(req, Limits())
     r = orchestrator.solve(problem)
     assert check_plan(problem, r.plan.assignments) == []

@@ -142,7 +142,7 @@ def test_request_fields_win_over_the_profile(tmp_path: Path) -> None:
     assert not req.weights.HasField("throughput")  # the profile doesn't set it: default later
     assert duration_seconds(req.options.time_budget) == 9
     assert req.options.seed == 3
-    assert req.options.backend == pb.HEURISTIC
+    assert req.options.backend == pb.BACKEND_HEURISTIC
     assert req.options.relative_gap == 0.01
     assert req.options.threads == 2
 

@@ -361,13 +361,13 @@ def test_long_names_are_shortened_in_descriptions() -> None:
 def make_plan() -> pb.Plan:
     """A well-formed plan for make_request(): llm on a100-1, bert queued, resnet stays."""
     return pb.Plan(assignments=[
-        pb.JobAssignment(job="llm", state=pb.RUNNING, gpu_type=A100, num_gpus=2,
+        pb.JobAssignment(job="llm", state=pb.JOB_STATE_RUNNING, gpu_type=A100, num_gpus=2,
                          data_parallel=2, tensor_parallel=1, pipeline_parallel=1,
                          sm_clock_mhz=1410, placement=[pb.GpuSlice(node="a100-1",
                                                                    gpu_indices=[0, 1])]),
-        pb.JobAssignment(job="bert", state=pb.QUEUED,
-                         queue_reason=pb.INSUFFICIENT_RESOURCES),
-        pb.JobAssignment(job="resnet", state=pb.RUNNING, gpu_type=A100, data_parallel=4,
+        pb.JobAssignment(job="bert", state=pb.JOB_STATE_QUEUED,
+                         queue_reason=pb.QUEUE_REASON_INSUFFICIENT_RESOURCES),
+        pb.JobAssignment(job="resnet", state=pb.JOB_STATE_RUNNING, gpu_type=A100, data_parallel=4,
                          tensor_parallel=1, pipeline_parallel=1, sm_clock_mhz=1410,
                          placement=[pb.GpuSlice(node="a100-0", gpu_indices=[0, 1, 2, 3])]),
     ])
@@ -378,9 +378,9 @@ PA = "plan.assignments"
 PLAN_CASES = [
     pytest.param(lambda p: p.assignments.add().CopyFrom(p.assignments[1]), f"{PA}[3].job",
                  'duplicate assignment for job "bert" (also plan.assignments[1])', id="dup"),
-    pytest.param(lambda p: p.assignments.add(job="ghost", state=pb.QUEUED), f"{PA}[3].job",
-                 'unknown job "ghost"', id="unknown-job"),
-    pytest.param(lambda p: p.assignments.add(state=pb.QUEUED), f"{PA}[3].job",
+    pytest.param(lambda p: p.assignments.add(job="ghost", state=pb.JOB_STATE_QUEUED),
+                 f"{PA}[3].job", 'unknown job "ghost"', id="unknown-job"),
+    pytest.param(lambda p: p.assignments.add(state=pb.JOB_STATE_QUEUED), f"{PA}[3].job",
                  "must not be empty", id="no-job"),
     pytest.param(lambda p: p.assignments.pop(1), PA, 'no assignment for job "bert"',
                  id="missing-job"),
@@ -397,12 +397,12 @@ PLAN_CASES = [
     pytest.param(_set("assignments[0].num_gpus", 3), f"{PA}[0].num_gpus", "(2) when set, got 3",
                  id="num-gpus"),
     pytest.param(lambda p: p.assignments[0].ClearField("placement"), f"{PA}[0].placement",
-                 "must not be empty for a RUNNING assignment", id="no-placement"),
+                 "must not be empty for a JOB_STATE_RUNNING assignment", id="no-placement"),
     pytest.param(lambda p: p.assignments[1].placement.add(node="a100-1", gpu_indices=[0]),
-                 f"{PA}[1].placement", "must be empty for a QUEUED assignment",
+                 f"{PA}[1].placement", "must be empty for a JOB_STATE_QUEUED assignment",
                  id="queued-with-gpus"),
     pytest.param(_set("assignments[1].state", pb.JOB_STATE_UNSPECIFIED), f"{PA}[1].state",
-                 "must be RUNNING or QUEUED", id="no-state"),
+                 "must be JOB_STATE_RUNNING or JOB_STATE_QUEUED", id="no-state"),
 ]
 
 
@@ -423,7 +423,7 @@ def test_bad_plans_are_reported_at_their_field(
 
 def test_a_running_assignment_without_shape_reports_each_field() -> None:
     plan = make_plan()
-    plan.assignments[0].CopyFrom(pb.JobAssignment(job="llm", state=pb.RUNNING))
+    plan.assignments[0].CopyFrom(pb.JobAssignment(job="llm", state=pb.JOB_STATE_RUNNING))
     assert [v.field for v in validate_plan(make_request(), plan)] == [
         f"{PA}[0].gpu_type", f"{PA}[0].data_parallel", f"{PA}[0].tensor_parallel",
         f"{PA}[0].pipeline_parallel", f"{PA}[0].placement",
@@ -441,18 +441,22 @@ def _pyomo(backend: int, solver: str) -> list[FieldViolation]:
 
 
 def test_pyomo_solver_is_valid_with_backend_pyomo() -> None:
-    assert _pyomo(pb.PYOMO, "appsi_highs") == []
-    assert _pyomo(pb.PYOMO, "") == []
+    assert _pyomo(pb.BACKEND_PYOMO, "appsi_highs") == []
+    assert _pyomo(pb.BACKEND_PYOMO, "") == []
 
 
 @pytest.mark.parametrize(
     ("backend", "shown"),
-    [(pb.CPSAT, "CPSAT"), (pb.HIGHS, "HIGHS"), (pb.BACKEND_UNSPECIFIED, "AUTO (unset)")],
+    [
+        (pb.BACKEND_CPSAT, "BACKEND_CPSAT"),
+        (pb.BACKEND_HIGHS, "BACKEND_HIGHS"),
+        (pb.BACKEND_UNSPECIFIED, "BACKEND_UNSPECIFIED"),
+    ],
 )
 def test_pyomo_solver_with_another_backend_is_an_error(backend: int, shown: str) -> None:
     assert _pyomo(backend, "appsi_highs") == [
         FieldViolation(
-            "options.pyomo_solver", f"is only used with backend PYOMO, got backend {shown}"
+            "options.pyomo_solver", f"is only used with BACKEND_PYOMO, got {shown}"
         )
     ]
 
@@ -460,7 +464,7 @@ def test_pyomo_solver_with_another_backend_is_an_error(backend: int, shown: str)
 def test_an_unavailable_pyomo_solver_lists_the_available_ones() -> None:
     from solver.exact.backends.pyomo_backend import available_solvers
 
-    [v] = _pyomo(pb.PYOMO, "gurobi-9000")
+    [v] = _pyomo(pb.BACKEND_PYOMO, "gurobi-9000")
     assert v.field == "options.pyomo_solver"
     assert v.description == (
         'solver "gurobi-9000" is not available here; available: ' + ", ".join(available_solvers())

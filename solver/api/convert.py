@@ -1,6 +1,7 @@
 """Protobuf <-> domain conversion, at the edge of the service and the CLI.
 
-Enums map by name (domain ``Backend.CPSAT`` <-> wire ``CPSAT``).
+Enums map by name, the wire name carrying its enum's prefix (domain ``Backend.CPSAT`` <-> wire
+``BACKEND_CPSAT``; ``wire_name`` and ``enum_label``).
 
 Only this module (with validation) reads the wire types: solvers see ``solver.domain`` only.
 Requests are converted after validation, so the converters assume names resolve and numbers
@@ -10,12 +11,14 @@ are in range; defaults of unset fields are applied here, in one place.
 from __future__ import annotations
 
 import dataclasses
+import enum
 import json
 from pathlib import Path
 from typing import Any, TypeVar
 
 from google.protobuf import json_format
 from google.protobuf.duration_pb2 import Duration
+from google.protobuf.internal.enum_type_wrapper import EnumTypeWrapper
 
 from solver._proto.dsfro.v1 import scheduler_pb2 as pb
 from solver.api.validation import Limits, duration_seconds
@@ -35,15 +38,37 @@ from solver.domain import (
     Plan,
     Problem,
     ProfilePoint,
+    QueueReason,
     Shape,
     SolveOptions,
     SolveResult,
     SolveStats,
+    Termination,
     ThroughputProfile,
     Workload,
 )
 
 T = TypeVar("T")
+
+_WIRE_PREFIX = {
+    Backend.__name__: "BACKEND_",
+    JobState.__name__: "JOB_STATE_",
+    QueueReason.__name__: "QUEUE_REASON_",
+    Termination.__name__: "TERMINATION_",
+}
+"""Prefix of the wire value names of each enum; domain and wire enums share their type names."""
+
+
+def wire_name(value: enum.Enum) -> str:
+    """The wire value name of a domain enum member: ``Backend.CPSAT`` -> ``BACKEND_CPSAT``."""
+    return _WIRE_PREFIX[type(value).__name__] + value.name
+
+
+def enum_label(enum_type: EnumTypeWrapper, number: int) -> str:
+    """A wire value's name without its enum's prefix, for tables: ``OPTIMAL``, ``CPSAT``."""
+    name: str = enum_type.Name(number)
+    return name.removeprefix(_WIRE_PREFIX[enum_type.DESCRIPTOR.name])
+
 
 # ---------------------------------------------------------------- request -> domain
 
@@ -163,14 +188,14 @@ def backend_from_proto(value: int) -> Backend:
     """Domain backend of a wire value; BACKEND_UNSPECIFIED means AUTO."""
     if value == pb.BACKEND_UNSPECIFIED:
         return Backend.AUTO
-    return Backend[pb.Backend.Name(value)]
+    return Backend[enum_label(pb.Backend, value)]
 
 
 def allocations_from_proto(plan: pb.Plan) -> dict[str, Allocation | None]:
-    """What a caller's (validated) plan gives each job; None for a QUEUED job."""
+    """What a caller's (validated) plan gives each job; None for a queued job."""
     out: dict[str, Allocation | None] = {}
     for a in plan.assignments:
-        if a.state != pb.RUNNING:
+        if a.state != pb.JOB_STATE_RUNNING:
             out[a.job] = None
             continue
         shape = Shape(a.gpu_type, a.data_parallel, a.tensor_parallel, a.pipeline_parallel)
@@ -201,8 +226,8 @@ def objective_to_proto(o: ObjectiveBreakdown) -> pb.ObjectiveBreakdown:
 def assignment_to_proto(a: JobAssignment) -> pb.JobAssignment:
     out = pb.JobAssignment(
         job=a.job,
-        state=a.state.name,
-        queue_reason=a.queue_reason.name if a.queue_reason is not None else None,
+        state=wire_name(a.state),
+        queue_reason=wire_name(a.queue_reason) if a.queue_reason is not None else None,
         queue_detail=a.queue_detail,
         migrated=a.migrated,
     )
@@ -231,8 +256,8 @@ def plan_to_proto(plan: Plan) -> pb.Plan:
 
 def stats_to_proto(s: SolveStats) -> pb.SolveStats:
     out = pb.SolveStats(
-        termination=s.termination.name,
-        backend_used=s.backend_used.name,
+        termination=wire_name(s.termination),
+        backend_used=wire_name(s.backend_used),
         objective=s.objective,
         wall_time=duration_to_proto(s.wall_seconds),
         time_to_first_plan=duration_to_proto(s.first_plan_seconds),

@@ -321,8 +321,8 @@ def apply_profile(request: pb.SolveRequest, profile: Profile) -> None:
 
 
 def wire_backend(backend: Backend) -> pb.Backend:
-    """The wire enum value of a domain backend."""
-    value: pb.Backend = getattr(pb, backend.name)
+    """The wire enum value of a domain backend: ``Backend.CPSAT`` -> ``BACKEND_CPSAT``."""
+    value: pb.Backend = getattr(pb, f"BACKEND_{backend.name}")
     return value
 
 

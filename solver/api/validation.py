@@ -475,16 +475,14 @@ def _check_options(c: _Collector, req: pb.SolveRequest, limits: Limits) -> None:
 
 
 def _check_pyomo_solver(c: _Collector, o: pb.SolveOptions) -> None:
-    """pyomo_solver goes with backend PYOMO and must name a solver installed here."""
+    """pyomo_solver goes with BACKEND_PYOMO and must name a solver installed here."""
     if not o.pyomo_solver:
         return
-    if o.backend != pb.PYOMO:
+    if o.backend != pb.BACKEND_PYOMO:
         backend: object = o.backend
-        if o.backend == pb.BACKEND_UNSPECIFIED:
-            backend = "AUTO (unset)"
-        elif o.backend in pb.Backend.values():
+        if o.backend in pb.Backend.values():
             backend = pb.Backend.Name(o.backend)
-        c.add("options.pyomo_solver", f"is only used with backend PYOMO, got backend {backend}")
+        c.add("options.pyomo_solver", f"is only used with BACKEND_PYOMO, got {backend}")
         return
     # Imported here: Pyomo takes ~0.5 s to load, and only these requests need it.
     from solver.exact.backends.pyomo_backend import available_solvers
@@ -522,13 +520,13 @@ def validate_plan(req: pb.SolveRequest, plan: pb.Plan) -> list[FieldViolation]:
             c.add(f"{p}.job", f"duplicate assignment for job {_q(a.job)} (also {seen[a.job]})")
         else:
             seen[a.job] = p
-        if a.state == pb.QUEUED:
+        if a.state == pb.JOB_STATE_QUEUED:
             if a.placement:
-                c.add(f"{p}.placement", "must be empty for a QUEUED assignment")
-        elif a.state == pb.RUNNING:
+                c.add(f"{p}.placement", "must be empty for a JOB_STATE_QUEUED assignment")
+        elif a.state == pb.JOB_STATE_RUNNING:
             _check_running(c, p, a, types, nodes)
         else:
-            c.add(f"{p}.state", f"must be RUNNING or QUEUED, got {a.state}")
+            c.add(f"{p}.state", f"must be JOB_STATE_RUNNING or JOB_STATE_QUEUED, got {a.state}")
     for j in req.jobs:
         if j.name and j.name not in seen:
             c.add("plan.assignments", f"no assignment for job {_q(j.name)}")
@@ -558,7 +556,7 @@ def _check_running(
     if gpu is not None and a.sm_clock_mhz not in gpu.sm_clocks_mhz:
         c.add(f"{p}.sm_clock_mhz", _unsupported_clock(gpu, a.sm_clock_mhz))
     if not a.placement:
-        c.add(f"{p}.placement", "must not be empty for a RUNNING assignment")
+        c.add(f"{p}.placement", "must not be empty for a JOB_STATE_RUNNING assignment")
     for k, s in enumerate(a.placement):
         node = nodes.get(s.node)
         if node is None:

@@ -13,54 +13,54 @@ DESCRIPTOR: _descriptor.FileDescriptor
 class Backend(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     BACKEND_UNSPECIFIED: _ClassVar[Backend]
-    AUTO: _ClassVar[Backend]
-    CPSAT: _ClassVar[Backend]
-    HEURISTIC: _ClassVar[Backend]
-    AGGREGATE: _ClassVar[Backend]
-    HIGHS: _ClassVar[Backend]
-    PYOMO: _ClassVar[Backend]
-    DECOMPOSED: _ClassVar[Backend]
+    BACKEND_AUTO: _ClassVar[Backend]
+    BACKEND_CPSAT: _ClassVar[Backend]
+    BACKEND_HEURISTIC: _ClassVar[Backend]
+    BACKEND_AGGREGATE: _ClassVar[Backend]
+    BACKEND_HIGHS: _ClassVar[Backend]
+    BACKEND_PYOMO: _ClassVar[Backend]
+    BACKEND_DECOMPOSED: _ClassVar[Backend]
 
 class JobState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     JOB_STATE_UNSPECIFIED: _ClassVar[JobState]
-    RUNNING: _ClassVar[JobState]
-    QUEUED: _ClassVar[JobState]
+    JOB_STATE_RUNNING: _ClassVar[JobState]
+    JOB_STATE_QUEUED: _ClassVar[JobState]
 
 class QueueReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     QUEUE_REASON_UNSPECIFIED: _ClassVar[QueueReason]
-    NO_FEASIBLE_CONFIGURATION: _ClassVar[QueueReason]
-    INSUFFICIENT_RESOURCES: _ClassVar[QueueReason]
-    NOT_WORTH_RUNNING: _ClassVar[QueueReason]
+    QUEUE_REASON_NO_FEASIBLE_CONFIGURATION: _ClassVar[QueueReason]
+    QUEUE_REASON_INSUFFICIENT_RESOURCES: _ClassVar[QueueReason]
+    QUEUE_REASON_NOT_WORTH_RUNNING: _ClassVar[QueueReason]
 
 class Termination(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     TERMINATION_UNSPECIFIED: _ClassVar[Termination]
-    OPTIMAL: _ClassVar[Termination]
-    FEASIBLE: _ClassVar[Termination]
-    FALLBACK: _ClassVar[Termination]
-    INFEASIBLE: _ClassVar[Termination]
+    TERMINATION_OPTIMAL: _ClassVar[Termination]
+    TERMINATION_FEASIBLE: _ClassVar[Termination]
+    TERMINATION_FALLBACK: _ClassVar[Termination]
+    TERMINATION_INFEASIBLE: _ClassVar[Termination]
 BACKEND_UNSPECIFIED: Backend
-AUTO: Backend
-CPSAT: Backend
-HEURISTIC: Backend
-AGGREGATE: Backend
-HIGHS: Backend
-PYOMO: Backend
-DECOMPOSED: Backend
+BACKEND_AUTO: Backend
+BACKEND_CPSAT: Backend
+BACKEND_HEURISTIC: Backend
+BACKEND_AGGREGATE: Backend
+BACKEND_HIGHS: Backend
+BACKEND_PYOMO: Backend
+BACKEND_DECOMPOSED: Backend
 JOB_STATE_UNSPECIFIED: JobState
-RUNNING: JobState
-QUEUED: JobState
+JOB_STATE_RUNNING: JobState
+JOB_STATE_QUEUED: JobState
 QUEUE_REASON_UNSPECIFIED: QueueReason
-NO_FEASIBLE_CONFIGURATION: QueueReason
-INSUFFICIENT_RESOURCES: QueueReason
-NOT_WORTH_RUNNING: QueueReason
+QUEUE_REASON_NO_FEASIBLE_CONFIGURATION: QueueReason
+QUEUE_REASON_INSUFFICIENT_RESOURCES: QueueReason
+QUEUE_REASON_NOT_WORTH_RUNNING: QueueReason
 TERMINATION_UNSPECIFIED: Termination
-OPTIMAL: Termination
-FEASIBLE: Termination
-FALLBACK: Termination
-INFEASIBLE: Termination
+TERMINATION_OPTIMAL: Termination
+TERMINATION_FEASIBLE: Termination
+TERMINATION_FALLBACK: Termination
+TERMINATION_INFEASIBLE: Termination
 
 class GpuType(_message.Message):
     __slots__ = ("name", "memory_gib", "peak_tflops", "memory_bandwidth_gbps", "intra_node_bandwidth_gbps", "tdp_watts", "idle_watts", "sm_clocks_mhz")
@@ -410,7 +410,7 @@ class GetServerInfoRequest(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
 
-class ServerInfo(_message.Message):
+class GetServerInfoResponse(_message.Message):
     __slots__ = ("version", "backends", "max_time_budget", "max_nodes", "max_jobs", "max_concurrent_solves", "max_message_bytes", "solver_versions")
     class SolverVersionsEntry(_message.Message):
         __slots__ = ("key", "value")

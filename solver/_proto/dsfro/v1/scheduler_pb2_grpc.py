@@ -53,7 +53,7 @@ class SchedulerServiceStub:
         self.GetServerInfo = channel.unary_unary(
                 '/dsfro.v1.SchedulerService/GetServerInfo',
                 request_serializer=dsfro_dot_v1_dot_scheduler__pb2.GetServerInfoRequest.SerializeToString,
-                response_deserializer=dsfro_dot_v1_dot_scheduler__pb2.ServerInfo.FromString,
+                response_deserializer=dsfro_dot_v1_dot_scheduler__pb2.GetServerInfoResponse.FromString,
                 _registered_method=True)
 
 
@@ -112,7 +112,7 @@ def add_SchedulerServiceServicer_to_server(servicer, server):
             'GetServerInfo': grpc.unary_unary_rpc_method_handler(
                     servicer.GetServerInfo,
                     request_deserializer=dsfro_dot_v1_dot_scheduler__pb2.GetServerInfoRequest.FromString,
-                    response_serializer=dsfro_dot_v1_dot_scheduler__pb2.ServerInfo.SerializeToString,
+                    response_serializer=dsfro_dot_v1_dot_scheduler__pb2.GetServerInfoResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -223,7 +223,7 @@ class SchedulerService:
             target,
             '/dsfro.v1.SchedulerService/GetServerInfo',
             dsfro_dot_v1_dot_scheduler__pb2.GetServerInfoRequest.SerializeToString,
-            dsfro_dot_v1_dot_scheduler__pb2.ServerInfo.FromString,
+            dsfro_dot_v1_dot_scheduler__pb2.GetServerInfoResponse.FromString,
             options,
             channel_credentials,
             insecure,
