@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from solver import orchestrator
 from solver.api.convert import problem_from_proto
-from solver.api.validation import Limits
+from solver.api.settings import Limits
 from solver.domain import Backend, SolveResult
 from solver.offline.generate import FAMILIES as GENERATED_FAMILIES
 from solver.offline.generate import generate, spec_from_args

@@ -18,7 +18,7 @@ import highspy
 import pytest
 
 from solver.api.convert import load_request_json, problem_from_proto
-from solver.api.validation import Limits
+from solver.api.settings import Limits
 from solver.domain import (
     Backend,
     GpuSlice,
@@ -41,14 +41,14 @@ from solver.exact.backends import (
 )
 from solver.exact.backends.highs import new_highs
 from solver.exact.backends.pyomo_backend import KNOWN_SOLVERS, available_solvers, export_model
-from solver.exact.formulation import Formulation
+from solver.exact.model import Formulation
 from solver.exact.solve import ExactResult, plan_of, solve_full
 from solver.model.configs import ConfigSet, build_config_set
 from solver.scoring.checker import check_plan
 from solver.scoring.plans import materialize
 from solver.search.heuristic import Heuristic
+from tests.bruteforce import EXACT_BACKENDS, enumerated, solve_exact
 from tests.factories import V100, cluster, job, node, only_throughput, point, problem, running
-from tests.test_bruteforce import EXACT_BACKENDS, enumerated, solve_exact
 
 ROOT = Path(__file__).resolve().parent.parent
 Family = Callable[[Formulation], None]

@@ -7,20 +7,20 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import make_request
 from google.protobuf import json_format
 
 from solver import orchestrator
 from solver._proto.dsfro.v1 import scheduler_pb2 as pb
 from solver._proto.dsfro.v1 import scheduler_pb2_grpc
-from solver.api.cli import compact_indices, format_plan, format_stats, main, parse_duration
+from solver.api.cli import duration_arg, main
+from solver.api.plan_text import compact_indices, format_plan, format_stats
 from solver.api.service import SchedulerServer
 from solver.domain import (
     Backend,
     Problem,
     SolveResult,
 )
-from tests.factories import canned_result
+from tests.factories import canned_result, make_request
 
 WAIT = 60.0
 
@@ -218,14 +218,14 @@ def test_serve_with_a_bad_setting_exits_2(capsys: pytest.CaptureFixture[str]) ->
     [("5s", 5.0), ("500ms", 0.5), ("1.5s", 1.5), ("2m", 120.0), ("1h", 3600.0), ("3", 3.0),
      (".25s", 0.25)],
 )
-def test_parse_duration(text: str, seconds: float) -> None:
-    assert parse_duration(text) == seconds
+def test_duration_arg(text: str, seconds: float) -> None:
+    assert duration_arg(text) == seconds
 
 
-@pytest.mark.parametrize("text", ["", "s", "-1s", "5x", "1.5.2s", "5 s s"])
-def test_parse_duration_rejects(text: str) -> None:
+@pytest.mark.parametrize("text", ["", "s", "-1s", "5x", "1.5.2s", "5 s s", "0s"])
+def test_duration_arg_rejects(text: str) -> None:
     with pytest.raises(argparse.ArgumentTypeError):
-        parse_duration(text)
+        duration_arg(text)
 
 
 def test_compact_indices() -> None:
@@ -236,13 +236,14 @@ def test_compact_indices() -> None:
 
 def test_format_plan_rows() -> None:
     plan = pb.Plan(assignments=[
-        pb.JobAssignment(job="a", state=pb.RUNNING, gpu_type="A100-80GB", num_gpus=6,
+        pb.JobAssignment(job="a", state=pb.JOB_STATE_RUNNING, gpu_type="A100-80GB", num_gpus=6,
                          data_parallel=3, tensor_parallel=2, pipeline_parallel=1,
                          sm_clock_mhz=1275, samples_per_second=1234.56, watts=2100.4,
                          migrated=True,
                          placement=[pb.GpuSlice(node="a100-0", gpu_indices=[0, 1, 2, 3]),
                                     pb.GpuSlice(node="a100-1", gpu_indices=[4, 5])]),
-        pb.JobAssignment(job="b", state=pb.QUEUED, queue_reason=pb.INSUFFICIENT_RESOURCES,
+        pb.JobAssignment(job="b", state=pb.JOB_STATE_QUEUED,
+                         queue_reason=pb.QUEUE_REASON_INSUFFICIENT_RESOURCES,
                          queue_detail="GPUs went to a"),
     ])
     _, a, b = format_plan(plan).splitlines()
@@ -253,9 +254,9 @@ def test_format_plan_rows() -> None:
 
 
 def test_format_stats_shows_bound_and_gap_only_when_set() -> None:
-    stats = pb.SolveStats(termination=pb.FEASIBLE, backend_used=pb.CPSAT, objective=0.75,
-                          best_bound=0.8, relative_gap=0.0625, num_configurations=12,
-                          num_configurations_enumerated=40)
+    stats = pb.SolveStats(termination=pb.TERMINATION_FEASIBLE, backend_used=pb.BACKEND_CPSAT,
+                          objective=0.75, best_bound=0.8, relative_gap=0.0625,
+                          num_configurations=12, num_configurations_enumerated=40)
     stats.wall_time.FromMilliseconds(1500)
     text = format_stats(stats, pb.ObjectiveBreakdown(total=0.75, throughput=1.0))
     assert "termination     FEASIBLE (backend CPSAT)" in text
@@ -303,8 +304,8 @@ def test_backend_and_pyomo_solver_flags_reach_the_options(
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["--pyomo-solver", "appsi_highs"], "options.pyomo_solver: is only used with backend "
-                                            "PYOMO, got backend AUTO (unset)"),
+        (["--pyomo-solver", "appsi_highs"], "options.pyomo_solver: is only used with "
+                                            "BACKEND_PYOMO, got BACKEND_UNSPECIFIED"),
         (["--backend", "pyomo", "--pyomo-solver", "no-such-solver"],
          'options.pyomo_solver: solver "no-such-solver" is not available here; available: '
          "appsi_highs"),
@@ -328,7 +329,7 @@ def test_solve_with_a_milp_backend(
                          "--time-budget", "20s")
     assert code == 0, err
     resp = json_format.Parse(out, pb.SolveResponse())
-    assert resp.stats.termination == pb.OPTIMAL
+    assert resp.stats.termination == pb.TERMINATION_OPTIMAL
     assert ("HiGHS OPTIMAL" if backend == "highs" else "Pyomo/appsi_highs OPTIMAL") in (
         resp.stats.detail)
 
@@ -345,7 +346,7 @@ def test_json_output_stays_clean_with_highs_in_a_fresh_process(tmp_path: Path) -
         capture_output=True, text=True, timeout=120, cwd=Path(__file__).resolve().parent.parent,
     )
     assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout)["stats"]["termination"] == "OPTIMAL"
+    assert json.loads(done.stdout)["stats"]["termination"] == "TERMINATION_OPTIMAL"
 
 
 def test_export_writes_mps_next_to_where_it_runs(

@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import A100, H100, make_request
 from google.protobuf import json_format
 
 from solver._proto.dsfro.v1 import scheduler_pb2 as pb
@@ -24,7 +23,7 @@ from solver.api.convert import (
     wire_name,
 )
 from solver.api.profile import wire_backend
-from solver.api.validation import Limits
+from solver.api.settings import Limits
 from solver.domain import (
     Allocation,
     Backend,
@@ -44,19 +43,21 @@ from solver.domain import (
     Termination,
     ThroughputProfile,
 )
+from tests.factories import A100_80GB, H100_SXM, make_request
 
 
 def test_problem_from_proto_copies_every_field() -> None:
     p = problem_from_proto(make_request(), Limits())
     c = p.cluster
-    assert list(c.gpu_types) == [A100, H100]
-    a100 = c.gpu_types[A100]
+    assert list(c.gpu_types) == [A100_80GB, H100_SXM]
+    a100 = c.gpu_types[A100_80GB]
     assert (a100.memory_gib, a100.peak_tflops, a100.memory_bandwidth_gbps) == (80, 312, 2039)
     assert (a100.intra_node_bandwidth_gbps, a100.tdp_watts, a100.idle_watts) == (600, 400, 50)
     assert a100.sm_clocks_mhz == (960, 1110, 1275, 1410)
     assert [n.name for n in c.nodes] == ["a100-0", "a100-1", "h100-0"]
     n1 = c.nodes[1]
-    assert (n1.gpu_type, n1.gpu_count, n1.rack, n1.network_bandwidth_gbps) == (A100, 8, "r1", 200)
+    assert (n1.gpu_type, n1.gpu_count, n1.rack, n1.network_bandwidth_gbps) == (
+        A100_80GB, 8, "r1", 200)
     assert n1.unavailable_gpu_indices == frozenset({7})
     assert c.power_budget_watts == 12000
     assert dict(c.rack_power_budgets_watts) == {"r1": 8000}
@@ -67,14 +68,14 @@ def test_problem_from_proto_copies_every_field() -> None:
     assert (llm.min_gpus, llm.max_gpus, llm.allowed_gpu_types) == (1, 8, frozenset())
     assert llm.deadline_seconds is None and llm.current is None and llm.preemptible is True
 
-    assert bert.weight == 2.0 and bert.allowed_gpu_types == frozenset({A100})
+    assert bert.weight == 2.0 and bert.allowed_gpu_types == frozenset({A100_80GB})
     assert isinstance(bert.workload, ThroughputProfile)
     assert len(bert.workload.points) == 6
-    assert bert.workload.points[1] == ProfilePoint(A100, 1, 1, 1, 1110, 85.0, 255.0, 30.0)
+    assert bert.workload.points[1] == ProfilePoint(A100_80GB, 1, 1, 1, 1110, 85.0, 255.0, 30.0)
 
     assert (resnet.remaining_samples, resnet.deadline_seconds) == (1e6, 3600.0)
     assert resnet.current == Allocation(
-        Shape(A100, 4, 1, 1), 1410, (GpuSlice("a100-0", (0, 1, 2, 3)),)
+        Shape(A100_80GB, 4, 1, 1), 1410, (GpuSlice("a100-0", (0, 1, 2, 3)),)
     )
     assert p.weights == ObjectiveWeights()
     o = p.options
@@ -138,7 +139,7 @@ def test_backends_round_trip_through_the_wire() -> None:
 
 
 def _config(job: str, dp: int, tp: int) -> Config:
-    return Config(job=job, shape=Shape(A100, dp, tp, 1), sm_clock_mhz=1275,
+    return Config(job=job, shape=Shape(A100_80GB, dp, tp, 1), sm_clock_mhz=1275,
                   samples_per_second=123.5, watts=1400.0, memory_per_gpu_gib=31.5,
                   min_nodes=1, min_racks=1)
 
@@ -160,7 +161,7 @@ def _plan() -> Plan:
 def test_plan_to_proto() -> None:
     out = plan_to_proto(_plan())
     a, b = out.assignments
-    assert (a.job, a.state, a.gpu_type, a.num_gpus) == ("a", pb.JOB_STATE_RUNNING, A100, 4)
+    assert (a.job, a.state, a.gpu_type, a.num_gpus) == ("a", pb.JOB_STATE_RUNNING, A100_80GB, 4)
     assert (a.data_parallel, a.tensor_parallel, a.pipeline_parallel) == (2, 2, 1)
     assert (a.sm_clock_mhz, a.samples_per_second, a.watts) == (1275, 123.5, 1400.0)
     assert (a.memory_per_gpu_gib, a.migrated, a.queue_reason) == (31.5, True, 0)
@@ -179,7 +180,7 @@ def test_plan_to_proto() -> None:
 def test_allocations_round_trip_through_the_wire_plan() -> None:
     wire = pb.Plan.FromString(plan_to_proto(_plan()).SerializeToString())
     assert allocations_from_proto(wire) == {
-        "a": Allocation(Shape(A100, 2, 2, 1), 1275,
+        "a": Allocation(Shape(A100_80GB, 2, 2, 1), 1275,
                         (GpuSlice("a100-0", (4, 5)), GpuSlice("a100-1", (0, 1)))),
         "b": None,
     }

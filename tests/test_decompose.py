@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from solver.api.convert import load_request_json, problem_from_proto
-from solver.api.validation import Limits
+from solver.api.settings import Limits
 from solver.domain import Problem
 from solver.model.configs import build_config_set
 from solver.scoring.checker import check_plan

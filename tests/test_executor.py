@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from solver.api.convert import load_request_json, problem_from_proto
-from solver.api.validation import Limits
+from solver.api.settings import Limits
 from solver.search.decompose import solve_decomposed
 from solver.search.executor import (
     THREAD_VARIABLES,
@@ -48,7 +48,8 @@ def ray_executor() -> Iterator[RayExecutor]:
 
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     # Ray workers can't import this test module by name: ship its functions by value.
-    ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    # Ray vendors cloudpickle without annotations.
+    ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # type: ignore[no-untyped-call]
     try:
         yield RayExecutor("auto")
     finally:

@@ -9,15 +9,14 @@ from pathlib import Path
 import pytest
 
 from solver.api.convert import load_request_json, problem_from_proto
-from solver.api.validation import Limits
+from solver.api.settings import Limits
 from solver.domain import Problem
 from solver.exact import formulation
 from solver.exact.model import INF, Constraint, Formulation
 from solver.model.configs import build_config_set
 from solver.scoring.checker import check_plan
 from solver.search.heuristic import Heuristic
-from tests.factories import cluster, job, node, point, problem, running
-from tests.test_bruteforce import random_tiny
+from tests.factories import cluster, job, node, point, problem, random_tiny, running
 
 ROOT = Path(__file__).resolve().parent.parent
 INSTANCES = ["tiny-1node", "tiny-power", "tiny-migration", "small"]

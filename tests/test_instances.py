@@ -15,7 +15,8 @@ from google.protobuf import json_format
 from solver import orchestrator
 from solver._proto.dsfro.v1 import scheduler_pb2 as pb
 from solver.api.convert import load_request_json, plan_to_proto, problem_from_proto
-from solver.api.validation import Limits, validate_request
+from solver.api.settings import Limits
+from solver.api.validation import validate_request
 from solver.domain import JobState, Problem, SolveResult, Termination
 from solver.scoring.checker import check_plan
 

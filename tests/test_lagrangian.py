@@ -7,12 +7,21 @@ from pathlib import Path
 import pytest
 
 from solver.api.convert import load_request_json, problem_from_proto
-from solver.api.validation import Limits
+from solver.api.settings import Limits
 from solver.model.configs import build_config_set
 from solver.search.bound import solve_aggregate
 from solver.search.lagrangian import solve_lagrangian
-from tests.factories import cluster, job, node, only_throughput, point, problem, running
-from tests.test_bruteforce import brute_force, random_tiny
+from tests.bruteforce import brute_force
+from tests.factories import (
+    cluster,
+    job,
+    node,
+    only_throughput,
+    point,
+    problem,
+    random_tiny,
+    running,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 

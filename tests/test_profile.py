@@ -9,16 +9,9 @@ import pytest
 
 from solver._proto.dsfro.v1 import scheduler_pb2 as pb
 from solver.api.convert import problem_from_proto
-from solver.api.profile import (
-    Profile,
-    ProfileError,
-    apply_profile,
-    format_duration,
-    format_profile,
-    load_profile,
-    parse_duration,
-)
-from solver.api.validation import Limits, duration_seconds
+from solver.api.profile import Profile, ProfileError, apply_profile, format_profile, load_profile
+from solver.api.settings import Limits, format_duration, parse_duration
+from solver.api.validation import duration_seconds
 from solver.domain import Backend
 from solver.offline import commands as offline_cli
 
@@ -154,7 +147,7 @@ def test_unset_request_takes_the_profile_then_the_defaults(tmp_path: Path) -> No
     assert duration_seconds(req.options.time_budget) == 1.5
     assert req.options.seed == 7
     # The converter then fills what neither set with the built-in defaults.
-    from tests.conftest import make_request
+    from tests.factories import make_request
 
     full = make_request()
     full.ClearField("weights")

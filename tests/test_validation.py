@@ -7,10 +7,11 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from conftest import A100, H100, make_request
 
 from solver._proto.dsfro.v1 import scheduler_pb2 as pb
-from solver.api.validation import FieldViolation, Limits, validate_plan, validate_request
+from solver.api.settings import Limits
+from solver.api.validation import FieldViolation, validate_plan, validate_request
+from tests.factories import A100_80GB, H100_SXM, make_request
 
 Mutation = Callable[[pb.SolveRequest], object]
 NAN = math.nan
@@ -41,7 +42,7 @@ def _place(r: pb.SolveRequest, *slices: tuple[str, list[int]]) -> None:
 
 def _llm_holds_gpu3(r: pb.SolveRequest) -> None:
     r.jobs[0].current_allocation.CopyFrom(pb.Allocation(
-        gpu_type=A100, data_parallel=1, tensor_parallel=1, pipeline_parallel=1,
+        gpu_type=A100_80GB, data_parallel=1, tensor_parallel=1, pipeline_parallel=1,
         sm_clock_mhz=1410, placement=[pb.GpuSlice(node="a100-0", gpu_indices=[3])]))
 
 
@@ -93,7 +94,7 @@ CASES = [
                  N, "must not be empty", id="no-nodes"),
     pytest.param(_extra_type("", [1000]), "cluster.gpu_types[2].name", "must not be empty",
                  id="type-empty-name"),
-    pytest.param(_extra_type(H100, [1000]), "cluster.gpu_types[2].name",
+    pytest.param(_extra_type(H100_SXM, [1000]), "cluster.gpu_types[2].name",
                  'duplicate name "H100-SXM" (also cluster.gpu_types[1].name)', id="type-dup"),
     pytest.param(_set(f"{P0}.memory_gib", 0.0), f"{P0}.memory_gib",
                  "must be a positive finite number, got 0", id="memory-zero"),
@@ -223,7 +224,7 @@ CASES = [
                  "must be > 0 when time_to_deadline is set", id="deadline-no-remaining"),
     pytest.param(_set(f"{CA}.gpu_type", "V100"), f"{CA}.gpu_type", 'unknown gpu type "V100"',
                  id="alloc-type-unknown"),
-    pytest.param(lambda r: r.jobs[2].allowed_gpu_types.append(H100), f"{CA}.gpu_type",
+    pytest.param(lambda r: r.jobs[2].allowed_gpu_types.append(H100_SXM), f"{CA}.gpu_type",
                  'gpu type "A100-80GB" is not in allowed_gpu_types', id="alloc-type-not-allowed"),
     pytest.param(_set(f"{CA}.data_parallel", 0), f"{CA}.data_parallel", "must be >= 1",
                  id="alloc-dp"),
@@ -361,14 +362,14 @@ def test_long_names_are_shortened_in_descriptions() -> None:
 def make_plan() -> pb.Plan:
     """A well-formed plan for make_request(): llm on a100-1, bert queued, resnet stays."""
     return pb.Plan(assignments=[
-        pb.JobAssignment(job="llm", state=pb.JOB_STATE_RUNNING, gpu_type=A100, num_gpus=2,
+        pb.JobAssignment(job="llm", state=pb.JOB_STATE_RUNNING, gpu_type=A100_80GB, num_gpus=2,
                          data_parallel=2, tensor_parallel=1, pipeline_parallel=1,
                          sm_clock_mhz=1410, placement=[pb.GpuSlice(node="a100-1",
                                                                    gpu_indices=[0, 1])]),
         pb.JobAssignment(job="bert", state=pb.JOB_STATE_QUEUED,
                          queue_reason=pb.QUEUE_REASON_INSUFFICIENT_RESOURCES),
-        pb.JobAssignment(job="resnet", state=pb.JOB_STATE_RUNNING, gpu_type=A100, data_parallel=4,
-                         tensor_parallel=1, pipeline_parallel=1, sm_clock_mhz=1410,
+        pb.JobAssignment(job="resnet", state=pb.JOB_STATE_RUNNING, gpu_type=A100_80GB,
+                         data_parallel=4, tensor_parallel=1, pipeline_parallel=1, sm_clock_mhz=1410,
                          placement=[pb.GpuSlice(node="a100-0", gpu_indices=[0, 1, 2, 3])]),
     ])
 
@@ -433,7 +434,7 @@ def test_a_running_assignment_without_shape_reports_each_field() -> None:
 # ---------------------------------------------------------------- pyomo_solver
 
 
-def _pyomo(backend: int, solver: str) -> list[FieldViolation]:
+def _pyomo(backend: pb.Backend, solver: str) -> list[FieldViolation]:
     req = make_request()
     req.options.backend = backend
     req.options.pyomo_solver = solver
@@ -453,7 +454,7 @@ def test_pyomo_solver_is_valid_with_backend_pyomo() -> None:
         (pb.BACKEND_UNSPECIFIED, "BACKEND_UNSPECIFIED"),
     ],
 )
-def test_pyomo_solver_with_another_backend_is_an_error(backend: int, shown: str) -> None:
+def test_pyomo_solver_with_another_backend_is_an_error(backend: pb.Backend, shown: str) -> None:
     assert _pyomo(backend, "appsi_highs") == [
         FieldViolation(
             "options.pyomo_solver", f"is only used with BACKEND_PYOMO, got {shown}"

@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import re
 import sys
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -19,61 +18,54 @@ import grpc
 from google.rpc import error_details_pb2
 from grpc_status import rpc_status
 
-from solver import orchestrator
+from solver import __version__
 from solver._proto.dsfro.v1 import scheduler_pb2 as pb
 from solver._proto.dsfro.v1 import scheduler_pb2_grpc
+from solver.api import pipeline
 from solver.api.convert import (
     RequestFileError,
-    duration_to_proto,
     load_request_json,
     message_to_json,
-    problem_from_proto,
-    result_to_proto,
+    requested_time_budget,
 )
-from solver.api.profile import apply_profile
+from solver.api.plan_text import format_response
 from solver.api.service import add_server_arguments, run_server
-from solver.api.validation import Limits, duration_seconds, validate_request
+from solver.api.settings import (
+    EXPORT_FORMATS,
+    INT32_MAX,
+    Limits,
+    backend_names,
+    parse_backend,
+    parse_duration,
+)
+from solver.api.validation import FieldViolation
+from solver.domain import Problem
 from solver.exact import formulation
 from solver.model import configs
 from solver.offline import calibration, generate
 from solver.offline.commands import add_commands, add_profile_option
-from solver.search.executor import make_executor
 
 log = logging.getLogger("dsfro")
 
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*(ms|s|m|h)?\s*$")
-_UNIT_SECONDS = {"ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
-_INT32_MAX = 2**31 - 1
 _REMOTE_SLACK_SECONDS = 5.0
 """RPC timeout beyond the time budget: the service answers within the budget plus a margin."""
-_BACKENDS = {
-    "auto": pb.AUTO,
-    "cpsat": pb.CPSAT,
-    "heuristic": pb.HEURISTIC,
-    "aggregate": pb.AGGREGATE,
-    "highs": pb.HIGHS,
-    "decomposed": pb.DECOMPOSED,
-    "pyomo": pb.PYOMO,
-}
-EXPORT_FORMATS = ("mps", "lp")
 
 
-def parse_duration(text: str) -> float:
-    """Seconds of ``5s``, ``500ms``, ``1.5s``, ``2m``, ``1h`` (a bare number is seconds)."""
-    m = _DURATION.match(text)
-    if m is None:
-        raise argparse.ArgumentTypeError(
-            f"invalid duration {text!r}: use e.g. 5s, 500ms, 1.5s or 2m"
-        )
-    return float(m.group(1)) * _UNIT_SECONDS[m.group(2) or "s"]
+def duration_arg(text: str) -> float:
+    """An argparse type: seconds of ``5s``, ``500ms``, ``1.5s``, ``2m``."""
+    try:
+        return parse_duration(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
-def _int32(text: str) -> int:
+def int32_arg(text: str) -> int:
+    """An argparse type: an integer that fits the wire's int32 fields."""
     try:
         n = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"invalid integer {text!r}") from None
-    if not -_INT32_MAX - 1 <= n <= _INT32_MAX:
+    if not -INT32_MAX - 1 <= n <= INT32_MAX:
         raise argparse.ArgumentTypeError(f"{text} is out of range")
     return n
 
@@ -86,162 +78,54 @@ class RemoteError(Exception):
     """The service failed the call, already explained on stderr: exit 1."""
 
 
-# ---------------------------------------------------------------- output
-
-
-def compact_indices(indices: Iterable[int]) -> str:
-    """``0,1,2,3,6`` as ``0-3,6``."""
-    out: list[str] = []
-    run: list[int] = []
-    for i in sorted(indices):
-        if run and i == run[-1] + 1:
-            run.append(i)
-            continue
-        if run:
-            out.append(_run(run))
-        run = [i]
-    if run:
-        out.append(_run(run))
-    return ",".join(out)
-
-
-def _run(run: list[int]) -> str:
-    return str(run[0]) if len(run) == 1 else f"{run[0]}-{run[-1]}"
-
-
-def format_placement(placement: Iterable[pb.GpuSlice]) -> str:
-    """``node:indices`` per node, e.g. ``a100-0:0-3 a100-1:0,2``."""
-    per_node: dict[str, list[int]] = {}
-    for s in placement:
-        per_node.setdefault(s.node, []).extend(s.gpu_indices)
-    return " ".join(f"{node}:{compact_indices(idx)}" for node, idx in per_node.items())
-
-
-def format_plan(plan: pb.Plan) -> str:
-    """One line per job: where and how it runs, or why it waits."""
-    header = [
-        "JOB",
-        "STATE",
-        "GPU",
-        "DPxTPxPP",
-        "CLOCK",
-        "GPUS",
-        "SAMPLES/S",
-        "WATTS",
-        "MIGRATED",
-        "NOTE",
-    ]
-    rows = [header]
-    for a in plan.assignments:
-        migrated = "yes" if a.migrated else "no"
-        if a.state == pb.RUNNING:
-            rows.append(
-                [
-                    a.job,
-                    "RUNNING",
-                    a.gpu_type,
-                    f"{a.data_parallel}x{a.tensor_parallel}x{a.pipeline_parallel}",
-                    f"{a.sm_clock_mhz} MHz",
-                    format_placement(a.placement),
-                    f"{a.samples_per_second:.1f}",
-                    f"{a.watts:.0f}",
-                    migrated,
-                    "",
-                ]
-            )
-        else:
-            note = pb.QueueReason.Name(a.queue_reason)
-            if a.queue_detail:
-                note += f": {a.queue_detail}"
-            rows.append(
-                [a.job, pb.JobState.Name(a.state), "-", "-", "-", "-", "-", "-", migrated, note]
-            )
-    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
-    return "\n".join(
-        "  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip() for r in rows
-    )
-
-
-def format_stats(stats: pb.SolveStats, objective: pb.ObjectiveBreakdown) -> str:
-    lines = [
-        f"termination     {pb.Termination.Name(stats.termination)} "
-        f"(backend {pb.Backend.Name(stats.backend_used)})",
-        f"objective       {stats.objective:.6g}  (throughput {objective.throughput:.6g}, "
-        f"energy {objective.energy:.6g}, migration {objective.migration:.6g}, "
-        f"locality {objective.locality:.6g}, deadline {objective.deadline:.6g})",
-    ]
-    if stats.HasField("best_bound"):
-        bound = f"best bound      {stats.best_bound:.6g}"
-        if stats.HasField("relative_gap"):
-            bound += f"  (gap {stats.relative_gap:.2%})"
-        lines.append(bound)
-    lines += [
-        f"time            first plan {duration_seconds(stats.time_to_first_plan):.3f}s, "
-        f"wall {duration_seconds(stats.wall_time):.3f}s",
-        f"configurations  {stats.num_configurations} "
-        f"(of {stats.num_configurations_enumerated} enumerated)",
-    ]
-    if stats.detail:
-        lines.append(f"detail          {stats.detail}")
-    return "\n".join(lines)
-
-
-def format_response(resp: pb.SolveResponse) -> str:
-    return format_plan(resp.plan) + "\n\n" + format_stats(resp.stats, resp.plan.objective)
-
-
 # ---------------------------------------------------------------- commands
 
 
-def _load_valid(path: str, limits: Limits, req: pb.SolveRequest | None = None) -> pb.SolveRequest:
-    """The request of a file, validated; violations are printed to stderr."""
-    if req is None:
-        req = load_request_json(path)
-    violations = validate_request(req, limits)
-    if violations:
-        for v in violations:
-            print(f"{v.field}: {v.description}", file=sys.stderr)
-        print(f"dsfro: {path}: {len(violations)} problem(s)", file=sys.stderr)
-        raise InputError
-    return req
+def _print_violations(
+    path: str, violations: Iterable[FieldViolation | pb.FieldViolation]
+) -> None:
+    shown = list(violations)
+    for v in shown:
+        print(f"{v.field}: {v.description}", file=sys.stderr)
+    print(f"dsfro: {path}: {len(shown)} problem(s)", file=sys.stderr)
+
+
+def _valid_problem(path: str, limits: Limits) -> Problem:
+    """The validated problem of a file; its violations are printed to stderr."""
+    try:
+        return pipeline.to_problem(load_request_json(path), limits)
+    except pipeline.InvalidRequest as e:
+        _print_violations(path, e.violations)
+        raise InputError from e
 
 
 def cmd_solve(args: argparse.Namespace) -> int:
-    limits = Limits()
+    overrides = pipeline.Overrides(
+        time_budget_seconds=args.time_budget,
+        backend=None if args.backend is None else parse_backend(args.backend),
+        seed=args.seed,
+        threads=args.threads,
+        pyomo_solver=args.pyomo_solver,
+    )
     req = load_request_json(args.file)
-    if args.profile is not None:
-        apply_profile(req, args.profile)
-    o = req.options
-    if args.time_budget is not None:
-        o.time_budget.CopyFrom(duration_to_proto(args.time_budget))
-    if args.backend is not None:
-        o.backend = _BACKENDS[args.backend]
-    if args.seed is not None:
-        o.seed = args.seed
-    if args.threads is not None:
-        o.threads = args.threads
-    if args.pyomo_solver is not None:
-        o.pyomo_solver = args.pyomo_solver
     if args.server:
-        resp = _solve_remote(args.server, req)
+        resp = _solve_remote(args.server, pipeline.prepare(req, args.profile, overrides))
     else:
-        _load_valid(args.file, limits, req)
-        problem = problem_from_proto(req, limits)
-        executor = (
-            make_executor(args.ray_address) if orchestrator.decomposes(problem) else None
-        )
         try:
-            resp = result_to_proto(orchestrator.solve(problem, executor=executor))
-        finally:
-            if executor is not None:
-                executor.close()
+            solved = pipeline.solve_request(
+                req, profile=args.profile, overrides=overrides, ray_address=args.ray_address
+            )
+        except pipeline.InvalidRequest as e:
+            _print_violations(args.file, e.violations)
+            raise InputError from e
+        resp = solved.response()
     print(message_to_json(resp) if args.json else format_response(resp))
     return 0
 
 
 def _solve_remote(address: str, req: pb.SolveRequest) -> pb.SolveResponse:
     """Send the request to a running service; its field violations print as the local ones."""
-    budget = duration_seconds(req.options.time_budget) or Limits().default_time_budget_seconds
+    budget = Limits().time_budget(requested_time_budget(req.options))
     options = [("grpc.max_send_message_length", -1), ("grpc.max_receive_message_length", -1)]
     with grpc.insecure_channel(address, options=options) as channel:
         stub = scheduler_pb2_grpc.SchedulerServiceStub(channel)  # type: ignore[no-untyped-call]
@@ -263,27 +147,26 @@ def _solve_remote(address: str, req: pb.SolveRequest) -> pb.SolveResponse:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    limits = Limits()
-    req = _load_valid(args.file, limits)
-    problem = problem_from_proto(req, limits)
-    config_set = configs.build_config_set(problem)
-    print(
-        f"OK: {len(problem.jobs)} jobs, {len(problem.cluster.nodes)} nodes, "
-        f"{len(problem.cluster.gpu_types)} GPU types"
-    )
-    width = max((len(j.name) for j in problem.jobs), default=0)
-    for j in problem.jobs:
-        n = len(config_set.by_job.get(j.name, ()))
-        best = config_set.best_samples_per_second.get(j.name, 0.0)
-        print(f"  {j.name.ljust(width)}  {n} configurations, best {best:.1f} samples/s")
+    """The same check as the ValidateSnapshot RPC (pipeline.validate_snapshot)."""
+    request = load_request_json(args.file)
+    response = pipeline.validate_snapshot(request, Limits())
+    if not response.valid:
+        _print_violations(args.file, response.violations)
+        raise InputError
+    c = request.cluster
+    print(f"OK: {len(response.jobs)} jobs, {len(c.nodes)} nodes, {len(c.gpu_types)} GPU types")
+    width = max((len(j.job) for j in response.jobs), default=0)
+    for j in response.jobs:
+        print(
+            f"  {j.job.ljust(width)}  {j.num_configurations} configurations, "
+            f"best {j.best_samples_per_second:.1f} samples/s"
+        )
     return 0
 
 
 def cmd_export(args: argparse.Namespace) -> int:
     """Write the full model of an instance (configurations enumerated as for a solve)."""
-    limits = Limits()
-    req = _load_valid(args.file, limits)
-    problem = problem_from_proto(req, limits)
+    problem = _valid_problem(args.file, Limits())
     model = formulation.build(problem, configs.build_config_set(problem))
     out = Path(args.out) if args.out else Path(Path(args.file).stem + "." + args.format)
     # Imported here: Pyomo, which writes the files, takes ~0.5 s to load.
@@ -323,19 +206,20 @@ def build_parser() -> argparse.ArgumentParser:
         default=0,
         help="log progress (-v) and debug detail with tracebacks (-vv)",
     )
+    parser.add_argument("--version", action="version", version=f"dsfro {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
 
     solve = sub.add_parser("solve", help="solve an instance file and print the plan")
     solve.add_argument("file", help="SolveRequest in protobuf JSON")
     solve.add_argument(
         "--time-budget",
-        type=parse_duration,
+        type=duration_arg,
         metavar="DURATION",
         help="e.g. 5s, 500ms, 2m (overrides the file)",
     )
-    solve.add_argument("--backend", choices=list(_BACKENDS))
-    solve.add_argument("--seed", type=_int32)
-    solve.add_argument("--threads", type=_int32)
+    solve.add_argument("--backend", choices=backend_names())
+    solve.add_argument("--seed", type=int32_arg)
+    solve.add_argument("--threads", type=int32_arg)
     solve.add_argument(
         "--pyomo-solver",
         metavar="NAME",
@@ -347,15 +231,21 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="HOST:PORT",
         help="send the request to a running service instead of solving here",
     )
-    solve.add_argument("--ray-address", metavar="ADDRESS",
-                       help="run a decomposed solve's parts on this Ray cluster "
-                       "(DSFRO_RAY_ADDRESS; default: local processes)")
+    solve.add_argument(
+        "--ray-address",
+        metavar="ADDRESS",
+        help="run a decomposed solve's parts on this Ray cluster "
+        "(DSFRO_RAY_ADDRESS; default: local processes)",
+    )
     add_profile_option(solve)
     solve.set_defaults(func=cmd_solve)
 
     # Listed for --help; main() hands `dsfro generate ...` to solver.offline.generate whole.
-    sub.add_parser("generate", add_help=False,
-                   help="generate a benchmark snapshot from public data (--help for more)")
+    sub.add_parser(
+        "generate",
+        add_help=False,
+        help="generate a benchmark snapshot from public data (--help for more)",
+    )
 
     validate = sub.add_parser("validate", help="check an instance file without solving it")
     validate.add_argument("file")

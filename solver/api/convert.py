@@ -21,7 +21,8 @@ from google.protobuf.duration_pb2 import Duration
 from google.protobuf.internal.enum_type_wrapper import EnumTypeWrapper
 
 from solver._proto.dsfro.v1 import scheduler_pb2 as pb
-from solver.api.validation import Limits, duration_seconds
+from solver.api.settings import Limits
+from solver.api.validation import duration_seconds
 from solver.domain import (
     Allocation,
     Backend,
@@ -168,14 +169,14 @@ def _weights(w: pb.ObjectiveWeights) -> ObjectiveWeights:
     )
 
 
+def requested_time_budget(o: pb.SolveOptions) -> float | None:
+    """The time budget the request asks for, in seconds; None: it sets none."""
+    return duration_seconds(o.time_budget) if o.HasField("time_budget") else None
+
+
 def _options(o: pb.SolveOptions, limits: Limits) -> SolveOptions:
-    budget = (
-        duration_seconds(o.time_budget)
-        if o.HasField("time_budget")
-        else limits.default_time_budget_seconds
-    )
     return SolveOptions(
-        time_budget_seconds=budget,
+        time_budget_seconds=limits.time_budget(requested_time_budget(o)),
         backend=backend_from_proto(o.backend),
         relative_gap=o.relative_gap,
         seed=o.seed,

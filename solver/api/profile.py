@@ -29,7 +29,6 @@ Every problem of a file is reported at once, each naming the file and the key.
 from __future__ import annotations
 
 import math
-import re
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -37,15 +36,17 @@ from pathlib import Path
 from typing import Any
 
 from solver._proto.dsfro.v1 import scheduler_pb2 as pb
-from solver.api.validation import MAX_THREADS
+from solver.api.settings import (
+    INT32_MAX,
+    MAX_THREADS,
+    format_duration,
+    parse_backend,
+    parse_duration,
+)
 from solver.domain import Backend, ObjectiveWeights, SolveOptions
 
 WEIGHT_KEYS = ("throughput", "energy", "migration", "locality", "deadline")
 SOLVER_KEYS = ("time_budget", "backend", "relative_gap", "threads", "seed", "pyomo_solver")
-INT32_MAX = 2**31 - 1
-
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*(ms|s|m|h)?\s*$")
-_UNIT_SECONDS = {"ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
 
 
 class ProfileError(ValueError):
@@ -54,42 +55,6 @@ class ProfileError(ValueError):
     def __init__(self, problems: list[str]) -> None:
         super().__init__("\n".join(problems))
         self.problems = problems
-
-
-def parse_duration(text: str) -> float:
-    """Seconds of ``5s``, ``500ms``, ``1.5s``, ``2m``, ``1h`` (a bare number is seconds).
-
-    Raises ValueError for anything else, and for zero.
-    """
-    m = _DURATION.match(text)
-    if m is None:
-        raise ValueError(f"invalid duration {text!r}: use e.g. 5s, 500ms, 1.5s or 2m")
-    seconds = float(m.group(1)) * _UNIT_SECONDS[m.group(2) or "s"]
-    if seconds <= 0:
-        raise ValueError(f"duration {text!r} must be > 0")
-    return seconds
-
-
-def format_duration(seconds: float) -> str:
-    """The shortest of ``500ms``, ``5s``, ``1.5s`` that parse_duration reads back exactly."""
-    if seconds < 1 and float(f"{seconds * 1000:g}") / 1000 == seconds:
-        return f"{seconds * 1000:g}ms"
-    if float(f"{seconds:g}") == seconds:
-        return f"{seconds:g}s"
-    return f"{seconds:.9f}".rstrip("0").rstrip(".") + "s"
-
-
-def backend_names() -> tuple[str, ...]:
-    """Lower-case backend names, as profiles and the CLI spell them."""
-    return tuple(b.name.lower() for b in Backend)
-
-
-def parse_backend(text: str) -> Backend:
-    """The backend of a name (case-insensitive); ValueError names the valid ones."""
-    try:
-        return Backend[text.strip().upper()]
-    except KeyError:
-        raise ValueError(f"unknown backend {text!r}; one of {', '.join(backend_names())}") from None
 
 
 @dataclass(frozen=True)

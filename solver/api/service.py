@@ -28,13 +28,13 @@ import grpc
 from google.protobuf import any_pb2
 from google.rpc import code_pb2, error_details_pb2, status_pb2
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
-from grpc_reflection.v1alpha import reflection
 from grpc_status import rpc_status
 
 import solver
-from solver import orchestrator
+from solver import extras
 from solver._proto.dsfro.v1 import scheduler_pb2 as pb
 from solver._proto.dsfro.v1 import scheduler_pb2_grpc
+from solver.api import pipeline
 from solver.api.convert import (
     allocations_from_proto,
     duration_to_proto,
@@ -42,12 +42,14 @@ from solver.api.convert import (
     problem_from_proto,
     result_to_proto,
 )
-from solver.api.profile import Profile, ProfileError, apply_profile, load_profile
-from solver.api.validation import FieldViolation, Limits, validate_plan, validate_request
+from solver.api.profile import Profile, ProfileError, load_profile
+from solver.api.reflection import enable_server_reflection
+from solver.api.settings import MAX_MESSAGE_BYTES, Limits
+from solver.api.validation import FieldViolation, validate_plan, validate_request
 from solver.domain import SolveResult
-from solver.model import configs
+from solver.model import catalog
 from solver.scoring import evaluation
-from solver.search.executor import RAY_ADDRESS_ENV, Executor, make_executor
+from solver.search.executor import RAY_ADDRESS_ENV, LazyExecutor
 
 log = logging.getLogger(__name__)
 
@@ -65,8 +67,7 @@ class ServerConfig:
     host: str = "127.0.0.1"
     port: int = 50051
     max_concurrent_solves: int = 2
-    max_message_bytes: int = 256 * 1024 * 1024
-    """Snapshots of thousands of nodes exceed gRPC's 4 MiB default."""
+    max_message_bytes: int = MAX_MESSAGE_BYTES
     limits: Limits = field(default_factory=Limits)
     rpc_deadline_margin_seconds: float = 0.2
     """Time kept back from the RPC deadline to convert and send the answer."""
@@ -90,8 +91,8 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
         self._config = config
         self._limits = config.limits
         self._slots = threading.BoundedSemaphore(config.max_concurrent_solves)
-        self._executor: Executor | None = None
-        self._executor_lock = threading.Lock()
+        self._executor = LazyExecutor(config.ray_address)
+        """Runs decomposed solves' parts; joins Ray or starts processes on first use only."""
         self._pool = ThreadPoolExecutor(
             max_workers=config.max_concurrent_solves, thread_name_prefix="dsfro-solve"
         )
@@ -99,29 +100,10 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
     def close(self) -> None:
         """Accept no more solves; running ones finish on their own threads."""
         self._pool.shutdown(wait=False, cancel_futures=True)
-        with self._executor_lock:
-            if self._executor is not None:
-                self._executor.close()
-                self._executor = None
-
-    def executor(self) -> Executor:
-        """The sub-problem executor of decomposed solves, made on first use and kept."""
-        with self._executor_lock:
-            if self._executor is None:
-                self._executor = make_executor(self._config.ray_address)
-            return self._executor
-
-    def _with_profile(self, request: pb.SolveRequest) -> pb.SolveRequest:
-        """The request with the server's profile filling its unset weights and options."""
-        if self._config.profile is None:
-            return request
-        filled = pb.SolveRequest()
-        filled.CopyFrom(request)
-        apply_profile(filled, self._config.profile)
-        return filled
+        self._executor.close()
 
     def Solve(self, request: pb.SolveRequest, context: grpc.ServicerContext) -> pb.SolveResponse:
-        request = self._with_profile(request)
+        request = pipeline.prepare(request, self._config.profile)
         violations = validate_request(request, self._limits)
         if violations:
             _abort_invalid(context, violations)
@@ -138,9 +120,8 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
             self._slots.release()
             _abort_internal(context, "converting the request", e)
         try:
-            executor = self.executor() if orchestrator.decomposes(problem) else None
             future = self._pool.submit(
-                orchestrator.solve, problem, deadline=deadline, executor=executor
+                pipeline.solve, problem, deadline=deadline, executor=self._executor
             )
         except RuntimeError:  # the pool is shut down
             self._slots.release()
@@ -185,30 +166,10 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
     def ValidateSnapshot(
         self, request: pb.ValidateSnapshotRequest, context: grpc.ServicerContext
     ) -> pb.ValidateSnapshotResponse:
-        request = pb.ValidateSnapshotRequest(request=self._with_profile(request.request))
-        violations = validate_request(request.request, self._limits)
-        if violations:
-            return pb.ValidateSnapshotResponse(
-                valid=False, violations=[_violation_to_proto(v) for v in violations]
-            )
-        problem = _guard(
+        return _guard(
             context,
-            "converting the request",
-            lambda: problem_from_proto(request.request, self._limits),
-        )
-        config_set = _guard(
-            context, "enumerating configurations", lambda: configs.build_config_set(problem)
-        )
-        return pb.ValidateSnapshotResponse(
-            valid=True,
-            jobs=[
-                pb.JobSummary(
-                    job=j.name,
-                    num_configurations=len(config_set.by_job.get(j.name, ())),
-                    best_samples_per_second=config_set.best_samples_per_second.get(j.name, 0.0),
-                )
-                for j in problem.jobs
-            ],
+            "validating the snapshot",
+            lambda: pipeline.validate_snapshot(request.request, self._limits, self._config.profile),
         )
 
     def EvaluatePlan(
@@ -243,18 +204,18 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
 
     def GetServerInfo(
         self, request: pb.GetServerInfoRequest, context: grpc.ServicerContext
-    ) -> pb.ServerInfo:
+    ) -> pb.GetServerInfoResponse:
         c = self._config
-        return pb.ServerInfo(
+        return pb.GetServerInfoResponse(
             version=solver.__version__,
             backends=[
-                pb.AUTO,
-                pb.CPSAT,
-                pb.HIGHS,
-                pb.PYOMO,
-                pb.AGGREGATE,
-                pb.DECOMPOSED,
-                pb.HEURISTIC,
+                pb.BACKEND_AUTO,
+                pb.BACKEND_CPSAT,
+                pb.BACKEND_HIGHS,
+                pb.BACKEND_PYOMO,
+                pb.BACKEND_AGGREGATE,
+                pb.BACKEND_DECOMPOSED,
+                pb.BACKEND_HEURISTIC,
             ],
             max_time_budget=duration_to_proto(c.limits.max_time_budget_seconds),
             max_nodes=c.limits.max_nodes,
@@ -353,12 +314,8 @@ class SchedulerServer(grpc.Server):  # type: ignore[misc]
             self.servicer, self._server
         )
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self._server)
-        reflection.enable_server_reflection(
-            (
-                SERVICE_NAME,
-                health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
-                reflection.SERVICE_NAME,
-            ),
+        enable_server_reflection(
+            (SERVICE_NAME, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name),
             self._server,
         )
         host = f"[{config.host}]" if ":" in config.host else config.host
@@ -372,6 +329,9 @@ class SchedulerServer(grpc.Server):  # type: ignore[misc]
         self.port = port
 
     def start(self) -> None:
+        """Load and validate models/ (CatalogError naming a missing or bad file), then serve;
+        health stays NOT_SERVING until the models have loaded."""
+        catalog.load_all()
         self._server.start()
         for name in ("", SERVICE_NAME):
             self.health.set(name, health_pb2.HealthCheckResponse.SERVING)
@@ -533,6 +493,8 @@ def config_from_args(
             raise ConfigError(f"{v[1]}: {e}") from e
     if (v := _setting(args, env, "ray_address", RAY_ADDRESS_ENV)) is not None:
         c = replace(c, ray_address=v[0] or None)
+        if c.ray_address and not extras.available("ray"):
+            raise ConfigError(f"{v[1]} needs ray, which is not installed: pip install 'dsfro[ray]'")
     if (v := _setting(args, env, "grace_period_seconds", None)) is not None:
         c = replace(c, grace_period_seconds=_seconds(v))
     workers = _setting(args, env, "workers", None)
@@ -570,7 +532,7 @@ def run_server(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
         return 2
     try:
         serve(config)
-    except OSError as e:
+    except (OSError, catalog.CatalogError) as e:
         print(f"dsfro: error: {e}", file=sys.stderr)
         return 2
     return 0

@@ -15,18 +15,7 @@ from dataclasses import dataclass
 from google.protobuf.duration_pb2 import Duration
 
 from solver._proto.dsfro.v1 import scheduler_pb2 as pb
-
-
-@dataclass(frozen=True)
-class Limits:
-    """Size and time limits of one server; requests beyond them are rejected."""
-
-    max_nodes: int = 20000
-    max_jobs: int = 20000
-    max_gpus_per_node: int = 64
-    max_profile_points_per_job: int = 4096
-    max_time_budget_seconds: float = 300.0
-    default_time_budget_seconds: float = 5.0
+from solver.api.settings import MAX_THREADS, Limits
 
 
 @dataclass(frozen=True)
@@ -35,7 +24,6 @@ class FieldViolation:
     description: str
 
 
-MAX_THREADS = 256
 _NAME_SHOWN = 64
 """Names are cut to this length in descriptions: error details travel in metadata."""
 

@@ -9,9 +9,12 @@ from __future__ import annotations
 import logging
 import multiprocessing
 import os
+import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from typing import Any, Protocol, TypeVar
+
+from solver.extras import MissingExtraError
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -25,8 +28,15 @@ THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"
 class Executor(Protocol):
     """Runs independent tasks in parallel and returns their results in order."""
 
-    name: str
-    workers: int
+    @property
+    def name(self) -> str:
+        """For notes and logs: "inline", "local", "ray"."""
+        ...
+
+    @property
+    def workers(self) -> int:
+        """Tasks it runs at once."""
+        ...
 
     def map(self, fn: Callable[[T], R], items: Sequence[T]) -> list[R]: ...
 
@@ -93,7 +103,10 @@ class RayExecutor:
     name = "ray"
 
     def __init__(self, address: str) -> None:
-        import ray
+        try:
+            import ray
+        except ImportError as e:
+            raise MissingExtraError("ray", f"the Ray executor (address {address!r})") from e
 
         self._ray: Any = ray
         if not ray.is_initialized():
@@ -125,3 +138,37 @@ def make_executor(ray_address: str | None = None, workers: int | None = None) ->
     if address:
         return RayExecutor(address)
     return LocalExecutor(workers)
+
+
+class LazyExecutor:
+    """The executor make_executor gives, made on first use and then kept: a server or a
+    command holds one without starting a pool or joining Ray until a solve decomposes."""
+
+    def __init__(self, ray_address: str | None = None, workers: int | None = None) -> None:
+        self._ray_address = ray_address
+        self._workers = workers
+        self._inner: Executor | None = None
+        self._lock = threading.Lock()
+
+    def _get(self) -> Executor:
+        with self._lock:
+            if self._inner is None:
+                self._inner = make_executor(self._ray_address, self._workers)
+            return self._inner
+
+    @property
+    def name(self) -> str:
+        return self._get().name
+
+    @property
+    def workers(self) -> int:
+        return self._get().workers
+
+    def map(self, fn: Callable[[T], R], items: Sequence[T]) -> list[R]:
+        return self._get().map(fn, items)
+
+    def close(self) -> None:
+        with self._lock:
+            inner, self._inner = self._inner, None
+        if inner is not None:
+            inner.close()

@@ -7,13 +7,8 @@ import sys
 from pathlib import Path
 from typing import TextIO
 
-from solver.api.profile import (
-    Profile,
-    ProfileError,
-    load_profile,
-    parse_backend,
-    parse_duration,
-)
+from solver.api.profile import Profile, ProfileError, load_profile
+from solver.api.settings import parse_backend, parse_duration
 from solver.offline.batch.records import JOB_CLASS_MODES, BatchError
 from solver.offline.batch.runs import BatchConfig, run_batch
 from solver.offline.batch.summary import format_errors, format_summary, summarize

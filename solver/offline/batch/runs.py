@@ -12,17 +12,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
-from solver import orchestrator
 from solver._proto.dsfro.v1 import scheduler_pb2 as pb
+from solver.api import pipeline
 from solver.api.convert import (
     RequestFileError,
     backend_from_proto,
-    duration_to_proto,
     load_request_json,
-    problem_from_proto,
+    requested_time_budget,
 )
-from solver.api.profile import Profile, apply_profile, parse_backend, wire_backend
-from solver.api.validation import Limits, duration_seconds, validate_request
+from solver.api.pipeline import Overrides
+from solver.api.profile import Profile
+from solver.api.settings import Limits, backend_name, parse_backend
+from solver.api.validation import validate_request
 from solver.offline.batch.progress import Progress
 from solver.offline.batch.records import (
     BatchError,
@@ -53,10 +54,10 @@ class SolveTask:
 def solve_task(task: SolveTask) -> Record:
     """Solve one run and return its result line (an error line if the solver fails)."""
     try:
-        req = pb.SolveRequest.FromString(task.request)
-        problem = problem_from_proto(req, Limits())
-        result = orchestrator.solve(problem)
-        return result_record(task.key, problem, result, task.size, task.allocation_mode)
+        solved = pipeline.solve_request(pb.SolveRequest.FromString(task.request))
+        return result_record(
+            task.key, solved.problem, solved.result, task.size, task.allocation_mode
+        )
     except Exception as e:  # reported in the line; the batch goes on
         log.debug("run %s failed", task.key, exc_info=True)
         return error_record(task.key, "internal", f"{type(e).__name__}: {e}", size=task.size)
@@ -122,25 +123,6 @@ def plan_runs(config: BatchConfig, files: Sequence[str]) -> list[Run]:
     return runs
 
 
-def override_options(
-    o: pb.SolveOptions,
-    backend: str | None,
-    time_budget: float | None,
-    seed: int | None,
-    threads: int | None,
-) -> None:
-    """Set the options that are given (not None) over the file's and the profile's: a
-    command's flags win (``dsfro batch`` per run, ``dsfro sweep`` for its base request)."""
-    if backend is not None:
-        o.backend = wire_backend(parse_backend(backend))
-    if time_budget is not None:
-        o.time_budget.CopyFrom(duration_to_proto(time_budget))
-    if seed is not None:
-        o.seed = seed
-    if threads is not None:
-        o.threads = threads
-
-
 def _file_runs(config: BatchConfig, file: str, limits: Limits) -> list[Run]:
     backends: Sequence[str | None] = config.backends or [None]
     budgets: Sequence[float | None] = config.budgets or [None]
@@ -157,23 +139,23 @@ def _file_runs(config: BatchConfig, file: str, limits: Limits) -> list[Run]:
                 (file, sha, b, t, s) for b, t, s in itertools.product(backends, budgets, seeds)
             )
         ]
-    if config.profile is not None:
-        apply_profile(req, config.profile)
     size = _size(req)
     runs = []
     seen: set[RunKey] = set()
     for backend, budget, seed in itertools.product(backends, budgets, seeds):
-        run_req = pb.SolveRequest()
-        run_req.CopyFrom(req)
+        overrides = Overrides(
+            time_budget_seconds=budget,
+            backend=None if backend is None else parse_backend(backend),
+            seed=seed,
+            threads=config.threads,
+        )
+        run_req = pipeline.prepare(req, config.profile, overrides)
         o = run_req.options
-        override_options(o, backend, budget, seed, config.threads)
         key = (
             file,
             sha,
-            backend_from_proto(o.backend).name.lower(),
-            duration_seconds(o.time_budget)
-            if o.HasField("time_budget")
-            else limits.default_time_budget_seconds,
+            backend_name(backend_from_proto(o.backend)),
+            limits.time_budget(requested_time_budget(o)),
             o.seed,
         )
         if key in seen:

@@ -7,10 +7,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from solver import extras
 from solver._proto.dsfro.v1 import scheduler_pb2 as pb
 from solver.api.convert import backend_from_proto
-from solver.api.profile import parse_backend, parse_duration
-from solver.api.validation import Limits, duration_seconds
+from solver.api.settings import Limits, parse_backend, parse_duration
+from solver.api.validation import duration_seconds
 from solver.offline.batch import make_batch_executor
 from solver.offline.sweep.grid import SweepError, parse_weight_spec, weight_grid
 from solver.offline.sweep.outputs import write_outputs
@@ -88,6 +89,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def command(args: argparse.Namespace) -> int:
     """``dsfro sweep``: 0 written, 1 if a point failed, 2 for bad arguments or input."""
     out = args.out or Path(f"sweep-{Path(args.file).stem}")
+    if (why := extras.missing("plot", "the sweep figure")) is not None:
+        print(f"dsfro sweep: error: {why}", file=sys.stderr)
+        return 2
     try:
         names = [n for n, _ in args.weight]
         if len(set(names)) != len(names):

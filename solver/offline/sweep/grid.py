@@ -8,11 +8,9 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from solver import orchestrator
 from solver._proto.dsfro.v1 import scheduler_pb2 as pb
-from solver.api.convert import problem_from_proto
+from solver.api import pipeline
 from solver.api.profile import WEIGHT_KEYS
-from solver.api.validation import Limits
 from solver.domain import JobState, Termination
 
 SHORT = {"throughput": "T", "energy": "E", "migration": "M", "locality": "L", "deadline": "D"}
@@ -106,14 +104,12 @@ class SweepTask:
 
 def solve_point(task: SweepTask) -> SweepPoint:
     """Solve one grid point (top-level: runs in worker processes)."""
-    req = pb.SolveRequest.FromString(task.request)
-    weights: dict[str, float] = {}
     try:
-        problem = problem_from_proto(req, Limits())
-        weights = {k: getattr(problem.weights, k) for k in WEIGHT_KEYS}
-        result = orchestrator.solve(problem)
+        solved = pipeline.solve_request(pb.SolveRequest.FromString(task.request))
     except Exception as e:  # reported with the point
-        return SweepPoint(task.index, task.swept, weights, error=f"{type(e).__name__}: {e}")
+        return SweepPoint(task.index, task.swept, {}, error=f"{type(e).__name__}: {e}")
+    problem, result = solved.problem, solved.result
+    weights = {k: getattr(problem.weights, k) for k in WEIGHT_KEYS}
     total_weight = sum(j.weight for j in problem.jobs) or 1.0
     jobs = []
     for a in sorted(result.plan.assignments, key=lambda a: a.job):

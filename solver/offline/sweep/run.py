@@ -8,10 +8,13 @@ from dataclasses import dataclass, field
 from typing import Any, TextIO
 
 from solver._proto.dsfro.v1 import scheduler_pb2 as pb
+from solver.api import pipeline
 from solver.api.convert import RequestFileError, load_request_json
-from solver.api.profile import Profile, apply_profile
-from solver.api.validation import Limits, validate_request
-from solver.offline.batch import Progress, make_batch_executor, override_options
+from solver.api.pipeline import Overrides
+from solver.api.profile import Profile
+from solver.api.settings import Limits, parse_backend
+from solver.api.validation import validate_request
+from solver.offline.batch import Progress, make_batch_executor
 from solver.offline.sweep.front import Change, front_changes, pareto_front
 from solver.offline.sweep.grid import SweepError, SweepPoint, SweepTask, solve_point, weight_grid
 from solver.search.executor import Executor
@@ -40,10 +43,13 @@ def prepare(
         req = load_request_json(path)
     except RequestFileError as e:
         raise SweepError(str(e)) from e
-    if profile is not None:
-        apply_profile(req, profile)
-    override_options(req.options, backend, time_budget, seed, threads)
-    return req
+    overrides = Overrides(
+        time_budget_seconds=time_budget,
+        backend=None if backend is None else parse_backend(backend),
+        seed=seed,
+        threads=threads,
+    )
+    return pipeline.prepare(req, profile, overrides)
 
 
 def run_sweep(
@@ -58,10 +64,7 @@ def run_sweep(
     grid = weight_grid(axes)
     tasks = []
     for i, swept in enumerate(grid, start=1):
-        req = pb.SolveRequest()
-        req.CopyFrom(request)
-        for name, value in swept.items():
-            setattr(req.weights, name, value)
+        req = pipeline.prepare(request, overrides=Overrides(weights=swept))
         violations = validate_request(req, Limits())
         if violations:
             lines = [f"{v.field}: {v.description}" for v in violations]
