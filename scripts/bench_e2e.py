@@ -21,8 +21,9 @@ from solver import orchestrator
 from solver._proto.dsfro.v1 import scheduler_pb2 as pb
 from solver._proto.dsfro.v1 import scheduler_pb2_grpc
 from solver.api.convert import enum_label, load_request_json, problem_from_proto
-from solver.api.service import ServerConfig, build_server
-from solver.api.validation import Limits
+from solver.api.server import build_server
+from solver.api.server_config import ServerConfig
+from solver.api.settings import Limits
 from solver.domain import Backend, Plan
 from solver.scoring.checker import check_plan
 

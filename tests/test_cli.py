@@ -14,7 +14,7 @@ from solver._proto.dsfro.v1 import scheduler_pb2 as pb
 from solver._proto.dsfro.v1 import scheduler_pb2_grpc
 from solver.api.cli import duration_arg, main
 from solver.api.plan_text import compact_indices, format_plan, format_stats
-from solver.api.service import SchedulerServer
+from solver.api.server import SchedulerServer
 from solver.domain import (
     Backend,
     Problem,

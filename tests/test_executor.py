@@ -96,7 +96,8 @@ def test_a_decomposed_solve_through_the_service_runs_on_ray(ray_executor: RayExe
 
     from solver._proto.dsfro.v1 import scheduler_pb2 as pb
     from solver._proto.dsfro.v1 import scheduler_pb2_grpc
-    from solver.api.service import ServerConfig, build_server
+    from solver.api.server import build_server
+    from solver.api.server_config import ServerConfig
 
     server = build_server(ServerConfig(port=0, ray_address="auto"))
     server.start()

@@ -19,7 +19,7 @@ from typing import Any
 
 import grpc
 import pytest
-from conftest import make_request
+from google.protobuf import descriptor_pb2
 from google.rpc import error_details_pb2
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha.proto_reflection_descriptor_database import (
@@ -31,21 +31,22 @@ import solver
 from solver import orchestrator
 from solver._proto.dsfro.v1 import scheduler_pb2 as pb
 from solver._proto.dsfro.v1 import scheduler_pb2_grpc
-from solver.api.service import (
-    SERVICE_NAME,
+from solver._proto.grpc.reflection.v1 import reflection_pb2 as reflection_v1
+from solver._proto.grpc.reflection.v1 import reflection_pb2_grpc as reflection_v1_grpc
+from solver.api.server import SchedulerServer, build_server
+from solver.api.server_config import (
     ConfigError,
-    SchedulerServer,
     ServerConfig,
     add_server_arguments,
-    build_server,
     config_from_args,
 )
-from solver.api.validation import Limits
+from solver.api.service import SERVICE_NAME
+from solver.api.settings import Limits
 from solver.domain import (
     Problem,
     SolveResult,
 )
-from tests.factories import canned_result
+from tests.factories import canned_result, make_request
 
 ROOT = Path(__file__).resolve().parent.parent
 WAIT = 30.0
@@ -61,7 +62,7 @@ def serving(**overrides: Any) -> Iterator[tuple[SchedulerServer, Stub]]:
     srv.start()
     try:
         with grpc.insecure_channel(f"127.0.0.1:{srv.port}") as ch:
-            yield srv, Stub(ch)
+            yield srv, Stub(ch)  # type: ignore[no-untyped-call]  # generated, unannotated
     finally:
         srv.stop(None).wait(WAIT)
 
@@ -82,14 +83,16 @@ def bad_request(err: grpc.RpcError) -> list[tuple[str, str]]:
 def test_solve_returns_a_complete_plan(stub: Stub) -> None:
     resp = stub.Solve(make_request(), timeout=WAIT)
     assert sorted(a.job for a in resp.plan.assignments) == ["bert", "llm", "resnet"]
-    assert resp.stats.termination in (pb.OPTIMAL, pb.FEASIBLE, pb.FALLBACK)
+    assert resp.stats.termination in (
+        pb.TERMINATION_OPTIMAL, pb.TERMINATION_FEASIBLE, pb.TERMINATION_FALLBACK
+    )
     assert resp.stats.objective == pytest.approx(resp.plan.objective.total)
     for a in resp.plan.assignments:
-        if a.state == pb.RUNNING:
+        if a.state == pb.JOB_STATE_RUNNING:
             assert a.num_gpus == a.data_parallel * a.tensor_parallel * a.pipeline_parallel
             assert sum(len(s.gpu_indices) for s in a.placement) == a.num_gpus
         else:
-            assert a.state == pb.QUEUED and not a.placement
+            assert a.state == pb.JOB_STATE_QUEUED and not a.placement
 
 
 def test_invalid_request_is_invalid_argument_with_field_violations(stub: Stub) -> None:
@@ -236,12 +239,12 @@ def test_evaluate_plan_of_a_solved_plan_is_valid_with_the_same_objective(stub: S
 def test_evaluate_plan_reports_broken_constraints(stub: Stub) -> None:
     req = make_request()
     plan = pb.Plan(assignments=[
-        pb.JobAssignment(job="llm", state=pb.QUEUED),
-        pb.JobAssignment(job="bert", state=pb.RUNNING, gpu_type="A100-80GB", data_parallel=4,
-                         tensor_parallel=1, pipeline_parallel=1, sm_clock_mhz=1410,
+        pb.JobAssignment(job="llm", state=pb.JOB_STATE_QUEUED),
+        pb.JobAssignment(job="bert", state=pb.JOB_STATE_RUNNING, gpu_type="A100-80GB",
+                         data_parallel=4, tensor_parallel=1, pipeline_parallel=1, sm_clock_mhz=1410,
                          placement=[pb.GpuSlice(node="a100-0", gpu_indices=[0, 1, 2, 3])]),
-        pb.JobAssignment(job="resnet", state=pb.RUNNING, gpu_type="A100-80GB", data_parallel=4,
-                         tensor_parallel=1, pipeline_parallel=1, sm_clock_mhz=1410,
+        pb.JobAssignment(job="resnet", state=pb.JOB_STATE_RUNNING, gpu_type="A100-80GB",
+                         data_parallel=4, tensor_parallel=1, pipeline_parallel=1, sm_clock_mhz=1410,
                          placement=[pb.GpuSlice(node="a100-0", gpu_indices=[0, 1, 2, 3])]),
     ])
     ev = stub.EvaluatePlan(pb.EvaluatePlanRequest(request=req, plan=plan), timeout=WAIT)
@@ -252,8 +255,8 @@ def test_evaluate_plan_reports_broken_constraints(stub: Stub) -> None:
 
 def test_evaluate_plan_rejects_a_malformed_plan(stub: Stub) -> None:
     plan = pb.Plan(assignments=[
-        pb.JobAssignment(job=j, state=pb.QUEUED) for j in ("llm", "bert")
-    ] + [pb.JobAssignment(job="resnet", state=pb.RUNNING, gpu_type="A100-80GB",
+        pb.JobAssignment(job=j, state=pb.JOB_STATE_QUEUED) for j in ("llm", "bert")
+    ] + [pb.JobAssignment(job="resnet", state=pb.JOB_STATE_RUNNING, gpu_type="A100-80GB",
                           data_parallel=1, tensor_parallel=1, pipeline_parallel=1,
                           sm_clock_mhz=1410, placement=[pb.GpuSlice(node="nope",
                                                                     gpu_indices=[0])])])
@@ -306,7 +309,8 @@ def test_get_server_info(stub: Stub) -> None:
     info = stub.GetServerInfo(pb.GetServerInfoRequest(), timeout=WAIT)
     assert info.version == solver.__version__
     assert list(info.backends) == [
-        pb.AUTO, pb.CPSAT, pb.HIGHS, pb.PYOMO, pb.AGGREGATE, pb.DECOMPOSED, pb.HEURISTIC
+        pb.BACKEND_AUTO, pb.BACKEND_CPSAT, pb.BACKEND_HIGHS, pb.BACKEND_PYOMO,
+        pb.BACKEND_AGGREGATE, pb.BACKEND_DECOMPOSED, pb.BACKEND_HEURISTIC,
     ]
     assert (info.max_time_budget.seconds, info.max_time_budget.nanos) == (300, 0)
     assert (info.max_nodes, info.max_jobs, info.max_concurrent_solves) == (20000, 20000, 2)
@@ -331,10 +335,66 @@ def test_health_is_serving(channel: grpc.Channel) -> None:
         assert resp.status == health_pb2.HealthCheckResponse.SERVING
 
 
-def test_reflection_lists_the_service(channel: grpc.Channel) -> None:
-    services = ProtoReflectionDescriptorDatabase(channel).get_services()
-    assert "dsfro.v1.SchedulerService" in services
-    assert "grpc.health.v1.Health" in services
+def test_reflection_v1alpha_lists_and_describes_the_service(channel: grpc.Channel) -> None:
+    db = ProtoReflectionDescriptorDatabase(channel)
+    assert {
+        "dsfro.v1.SchedulerService",
+        "grpc.health.v1.Health",
+        "grpc.reflection.v1.ServerReflection",
+        "grpc.reflection.v1alpha.ServerReflection",
+    } <= set(db.get_services())
+    file = db.FindFileContainingSymbol("dsfro.v1.SchedulerService")
+    assert (file.name, file.package) == ("dsfro/v1/scheduler.proto", "dsfro.v1")
+
+
+def _reflect_v1(
+    channel: grpc.Channel, *requests: reflection_v1.ServerReflectionRequest
+) -> list[reflection_v1.ServerReflectionResponse]:
+    # Generated gRPC code is unannotated.
+    stub = reflection_v1_grpc.ServerReflectionStub(channel)  # type: ignore[no-untyped-call]
+    return list(stub.ServerReflectionInfo(iter(requests), timeout=WAIT))
+
+
+def _files(response: reflection_v1.ServerReflectionResponse) -> dict[str, Any]:
+    assert response.WhichOneof("message_response") == "file_descriptor_response", response
+    files = [
+        descriptor_pb2.FileDescriptorProto.FromString(b)
+        for b in response.file_descriptor_response.file_descriptor_proto
+    ]
+    return {f.name: f for f in files}
+
+
+def test_reflection_v1_lists_and_describes_the_service(channel: grpc.Channel) -> None:
+    listed, scheduler, itself = _reflect_v1(
+        channel,
+        reflection_v1.ServerReflectionRequest(list_services=""),
+        reflection_v1.ServerReflectionRequest(file_containing_symbol="dsfro.v1.SchedulerService"),
+        reflection_v1.ServerReflectionRequest(
+            file_containing_symbol="grpc.reflection.v1.ServerReflection"
+        ),
+    )
+    assert {
+        "dsfro.v1.SchedulerService",
+        "grpc.health.v1.Health",
+        "grpc.reflection.v1.ServerReflection",
+        "grpc.reflection.v1alpha.ServerReflection",
+    } <= {s.name for s in listed.list_services_response.service}
+    files = _files(scheduler)
+    proto = files["dsfro/v1/scheduler.proto"]
+    assert proto.package == "dsfro.v1"
+    [service] = proto.service
+    assert service.name == "SchedulerService"
+    assert "GetServerInfo" in {m.name for m in service.method}
+    assert "google/protobuf/duration.proto" in files  # dependencies come along
+    assert _files(itself)["grpc/reflection/v1/reflection.proto"].package == "grpc.reflection.v1"
+
+
+def test_reflection_v1_reports_an_unknown_symbol(channel: grpc.Channel) -> None:
+    [response] = _reflect_v1(
+        channel, reflection_v1.ServerReflectionRequest(file_containing_symbol="no.such.Service")
+    )
+    assert response.error_response.error_code == grpc.StatusCode.NOT_FOUND.value[0]
+    assert response.original_request.file_containing_symbol == "no.such.Service"
 
 
 def test_shutdown_lets_a_running_solve_finish(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -462,7 +522,7 @@ def test_a_server_profile_fills_what_requests_leave_unset(tmp_path: Path) -> Non
             request.ClearField("weights")
             response = stub.Solve(request, timeout=WAIT)
             # From the profile: the heuristic backend, which proves no bound.
-            assert response.stats.backend_used == pb.HEURISTIC
+            assert response.stats.backend_used == pb.BACKEND_HEURISTIC
             assert not response.stats.HasField("best_bound")
             o = response.plan.objective
             assert o.energy > 0
@@ -471,7 +531,7 @@ def test_a_server_profile_fills_what_requests_leave_unset(tmp_path: Path) -> Non
                 o.throughput - 7.5 * o.energy - 0.05 * o.migration - 0.01 * o.locality
                 - 0.5 * o.deadline
             )
-            request.options.backend = pb.AGGREGATE  # the request's own field wins
+            request.options.backend = pb.BACKEND_AGGREGATE  # the request's own field wins
             response = stub.Solve(request, timeout=WAIT)
             assert response.stats.HasField("best_bound")
     finally:

@@ -29,7 +29,8 @@ from solver.api.convert import (
     requested_time_budget,
 )
 from solver.api.plan_text import format_response
-from solver.api.service import add_server_arguments, run_server
+from solver.api.server import run_server
+from solver.api.server_config import add_server_arguments
 from solver.api.settings import (
     EXPORT_FORMATS,
     INT32_MAX,

@@ -1,0 +1,157 @@
+"""The gRPC server: the service, health and reflection on one port; health says SERVING only
+once the models have loaded; SIGTERM drains running calls within the grace period."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import sys
+import threading
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from types import FrameType
+from typing import Any
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+
+import solver
+from solver._proto.dsfro.v1 import scheduler_pb2_grpc
+from solver.api.reflection import enable_server_reflection
+from solver.api.server_config import (
+    ConfigError,
+    ServerConfig,
+    add_server_arguments,
+    config_from_args,
+)
+from solver.api.service import SERVICE_NAME, SchedulerServicer
+from solver.model import catalog
+
+log = logging.getLogger(__name__)
+
+
+class SchedulerServer(grpc.Server):  # type: ignore[misc]
+    """A grpc.Server with the service, health and reflection, bound to ``port``.
+
+    ``stop`` reports NOT_SERVING first, then lets running calls finish within the grace period.
+    """
+
+    def __init__(self, config: ServerConfig) -> None:
+        self.config = config
+        self.servicer = SchedulerServicer(config)
+        self.health = health.HealthServicer()
+        for name in ("", SERVICE_NAME):
+            self.health.set(name, health_pb2.HealthCheckResponse.NOT_SERVING)
+        n = config.max_message_bytes
+        self._server = grpc.server(
+            ThreadPoolExecutor(max_workers=config.grpc_workers, thread_name_prefix="dsfro-rpc"),
+            options=[("grpc.max_receive_message_length", n), ("grpc.max_send_message_length", n)],
+        )
+        # Generated code is untyped.
+        scheduler_pb2_grpc.add_SchedulerServiceServicer_to_server(  # type: ignore[no-untyped-call]
+            self.servicer, self._server
+        )
+        health_pb2_grpc.add_HealthServicer_to_server(self.health, self._server)
+        enable_server_reflection(
+            (SERVICE_NAME, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name),
+            self._server,
+        )
+        host = f"[{config.host}]" if ":" in config.host else config.host
+        self.address = f"{host}:{config.port}"
+        try:
+            port: int = self._server.add_insecure_port(self.address)
+        except RuntimeError as e:
+            raise OSError(f"cannot listen on {self.address}: {e}") from e
+        if port == 0:
+            raise OSError(f"cannot listen on {self.address}")
+        self.port = port
+
+    def start(self) -> None:
+        """Load and validate models/ (CatalogError naming a missing or bad file), then serve;
+        health stays NOT_SERVING until the models have loaded."""
+        catalog.load_all()
+        self._server.start()
+        for name in ("", SERVICE_NAME):
+            self.health.set(name, health_pb2.HealthCheckResponse.SERVING)
+        log.info("dsfro %s listening on %s:%d", solver.__version__, self.config.host, self.port)
+
+    def stop(self, grace: float | None) -> threading.Event:
+        self.health.enter_graceful_shutdown()
+        done: threading.Event = self._server.stop(grace)
+        self.servicer.close()
+        return done
+
+    def wait_for_termination(self, timeout: float | None = None) -> bool:
+        return bool(self._server.wait_for_termination(timeout))
+
+    def add_generic_rpc_handlers(self, generic_rpc_handlers: Any) -> None:
+        self._server.add_generic_rpc_handlers(generic_rpc_handlers)
+
+    def add_registered_method_handlers(self, service_name: str, method_handlers: Any) -> None:
+        self._server.add_registered_method_handlers(service_name, method_handlers)
+
+    def add_insecure_port(self, address: str) -> int:
+        return int(self._server.add_insecure_port(address))
+
+    def add_secure_port(self, address: str, server_credentials: Any) -> int:
+        return int(self._server.add_secure_port(address, server_credentials))
+
+
+def build_server(config: ServerConfig) -> SchedulerServer:
+    """A ready-to-start server bound to config.host:config.port (port 0: any free port)."""
+    return SchedulerServer(config)
+
+
+def serve(config: ServerConfig) -> None:
+    """Run until SIGTERM or SIGINT, then shut down gracefully."""
+    server = build_server(config)
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        log.info("received %s: shutting down", signal.Signals(signum).name)
+        stop.set()
+
+    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        server.start()
+        stop.wait()
+        log.info("draining for up to %gs", config.grace_period_seconds)
+        server.stop(config.grace_period_seconds).wait()
+        log.info("stopped")
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+
+
+def configure_logging(level: str) -> None:
+    logging.basicConfig(
+        level=level.upper(),
+        stream=sys.stderr,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+
+
+def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None) -> int:
+    """``python server.py [flags]``: serve until SIGTERM/SIGINT; 2 on a bad setting."""
+    parser = argparse.ArgumentParser(prog="server.py", description="Run the DSFRO gRPC service.")
+    add_server_arguments(parser)
+    args = parser.parse_args(argv)
+    return run_server(args, os.environ if environ is None else environ)
+
+
+def run_server(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
+    """Serve with parsed flags; shared by server.py and ``dsfro serve``."""
+    try:
+        configure_logging(args.log_level)
+        config = config_from_args(args, environ)
+    except (ConfigError, ValueError) as e:
+        print(f"dsfro: error: {e}", file=sys.stderr)
+        return 2
+    try:
+        serve(config)
+    except (OSError, catalog.CatalogError) as e:
+        print(f"dsfro: error: {e}", file=sys.stderr)
+        return 2
+    return 0

@@ -1,0 +1,151 @@
+"""The server's settings: flags, each overriding its DSFRO_* environment variable, checked
+into one ServerConfig (a bad value is a ConfigError naming the flag or variable)."""
+
+from __future__ import annotations
+
+import argparse
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+
+from solver import extras
+from solver.api.profile import Profile, ProfileError, load_profile
+from solver.api.settings import MAX_MESSAGE_BYTES, Limits
+from solver.search.executor import RAY_ADDRESS_ENV
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    host: str = "127.0.0.1"
+    port: int = 50051
+    max_concurrent_solves: int = 2
+    max_message_bytes: int = MAX_MESSAGE_BYTES
+    limits: Limits = field(default_factory=Limits)
+    rpc_deadline_margin_seconds: float = 0.2
+    """Time kept back from the RPC deadline to convert and send the answer."""
+    grpc_workers: int = 16
+    """RPC threads; more than max_concurrent_solves so other calls are served during solves."""
+    grace_period_seconds: float = 10.0
+    ray_address: str | None = None
+    """Decomposed solves run their sub-problems on this Ray cluster; None: local processes."""
+    profile: Profile | None = None
+    """Operator weights and solver settings that fill what a request leaves unset."""
+    """On shutdown, how long running calls may take to finish."""
+
+
+class ConfigError(ValueError):
+    """A bad server setting; the message names the flag or environment variable."""
+
+
+def add_server_arguments(parser: argparse.ArgumentParser) -> None:
+    """The server's flags; each overrides its environment variable."""
+    parser.add_argument("--host", help="address to listen on (DSFRO_HOST; 127.0.0.1)")
+    parser.add_argument("--port", help="port, 0 for any free one (DSFRO_PORT; 50051)")
+    parser.add_argument(
+        "--max-concurrent-solves",
+        help="solves at once; more get RESOURCE_EXHAUSTED (DSFRO_MAX_CONCURRENT_SOLVES; 2)",
+    )
+    parser.add_argument(
+        "--max-message-bytes", help="largest request/response (DSFRO_MAX_MESSAGE_BYTES; 256 MiB)"
+    )
+    parser.add_argument(
+        "--max-time-budget-seconds",
+        help="largest time budget accepted (DSFRO_MAX_TIME_BUDGET_SECONDS; 300)",
+    )
+    parser.add_argument("--workers", help="gRPC worker threads (16)")
+    parser.add_argument("--grace-period-seconds", help="shutdown grace period (10)")
+    parser.add_argument("--log-level", default="INFO", help="logging level (INFO)")
+    parser.add_argument(
+        "--ray-address",
+        help="Ray cluster for decomposed solves (DSFRO_RAY_ADDRESS; none: local processes)",
+    )
+    parser.add_argument(
+        "--profile",
+        metavar="FILE",
+        help="TOML profile of weights and solver settings for requests that leave them unset "
+        "(DSFRO_PROFILE)",
+    )
+
+
+def _setting(
+    args: argparse.Namespace,
+    environ: Mapping[str, str],
+    attr: str,
+    env: str | None,
+) -> tuple[str, str] | None:
+    """(value, where it came from) of one setting: the flag wins over the environment."""
+    flag = getattr(args, attr, None)
+    if flag is not None:
+        return str(flag), "--" + attr.replace("_", "-")
+    if env is not None and env in environ:
+        return environ[env], env
+    return None
+
+
+def _int(value: tuple[str, str], low: int, high: int) -> int:
+    raw, where = value
+    try:
+        n = int(raw)
+    except ValueError:
+        n = low - 1
+    if not low <= n <= high:
+        raise ConfigError(f"{where} must be an integer in [{low}, {high}], got {raw!r}")
+    return n
+
+
+def _seconds(value: tuple[str, str]) -> float:
+    raw, where = value
+    try:
+        x = float(raw)
+    except ValueError:
+        x = math.nan
+    if not (math.isfinite(x) and x > 0):
+        raise ConfigError(f"{where} must be a positive number of seconds, got {raw!r}")
+    return x
+
+
+def config_from_args(
+    args: argparse.Namespace, environ: Mapping[str, str] | None = None
+) -> ServerConfig:
+    """The server configuration from flags (see add_server_arguments) and environment."""
+    env: Mapping[str, str] = environ if environ is not None else {}
+    c = ServerConfig()
+    if (v := _setting(args, env, "host", "DSFRO_HOST")) is not None:
+        if not v[0]:
+            raise ConfigError(f"{v[1]} must not be empty")
+        c = replace(c, host=v[0])
+    if (v := _setting(args, env, "port", "DSFRO_PORT")) is not None:
+        c = replace(c, port=_int(v, 0, 65535))
+    v = _setting(args, env, "max_concurrent_solves", "DSFRO_MAX_CONCURRENT_SOLVES")
+    if v is not None:
+        c = replace(c, max_concurrent_solves=_int(v, 1, 1024))
+    if (v := _setting(args, env, "max_message_bytes", "DSFRO_MAX_MESSAGE_BYTES")) is not None:
+        c = replace(c, max_message_bytes=_int(v, 4 * 1024 * 1024, 2**31 - 1))
+    v = _setting(args, env, "max_time_budget_seconds", "DSFRO_MAX_TIME_BUDGET_SECONDS")
+    if v is not None:
+        top = _seconds(v)
+        default = min(c.limits.default_time_budget_seconds, top)
+        c = replace(
+            c,
+            limits=replace(
+                c.limits, max_time_budget_seconds=top, default_time_budget_seconds=default
+            ),
+        )
+    if (v := _setting(args, env, "profile", "DSFRO_PROFILE")) is not None:
+        try:
+            c = replace(c, profile=load_profile(v[0]))
+        except ProfileError as e:
+            raise ConfigError(f"{v[1]}: {e}") from e
+    if (v := _setting(args, env, "ray_address", RAY_ADDRESS_ENV)) is not None:
+        c = replace(c, ray_address=v[0] or None)
+        if c.ray_address and not extras.available("ray"):
+            raise ConfigError(f"{v[1]} needs ray, which is not installed: pip install 'dsfro[ray]'")
+    if (v := _setting(args, env, "grace_period_seconds", None)) is not None:
+        c = replace(c, grace_period_seconds=_seconds(v))
+    workers = _setting(args, env, "workers", None)
+    low = c.max_concurrent_solves + 2
+    if workers is not None:
+        c = replace(c, grpc_workers=_int(workers, low, 4096))
+    elif c.grpc_workers < low:
+        c = replace(c, grpc_workers=low + 8)
+    return c
