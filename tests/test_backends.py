@@ -18,7 +18,7 @@ import highspy
 import pytest
 
 from solver.api.convert import load_request_json, problem_from_proto
-from solver.api.settings import Limits
+from solver.api.settings import EXPORT_FORMATS, Limits
 from solver.domain import (
     Backend,
     GpuSlice,
@@ -614,3 +614,13 @@ def test_values_that_are_no_plan_make_an_error_result() -> None:
     assert bad.detail.startswith("stub solution unreadable")
     same = plan_of(f, outcome(SolverStatus.OPTIMAL, good.values, good.best_bound, 0.1), "stub")
     assert same.plan == good.plan
+
+
+def test_every_export_format_the_cli_offers_is_written(tmp_path: Path) -> None:
+    p, configs = _instance("tiny-1node")
+    f = formulation.build(p, configs)
+    for fmt in EXPORT_FORMATS:
+        out = export_model(f, tmp_path / f"m.{fmt}", fmt)
+        assert out.stat().st_size > 0
+    with pytest.raises(ValueError, match="unknown format 'xml'"):
+        export_model(f, tmp_path / "m.xml", "xml")

@@ -139,3 +139,10 @@ def exact_backends() -> tuple[Backend, ...]:
     """The backends get_backend knows."""
     with _lock:
         return tuple(dict.fromkeys((*_BUILTIN, *_registry)))
+
+
+def pyomo_solvers() -> list[str]:
+    """The Pyomo solver names usable here (probed once; loads Pyomo on first call)."""
+    from solver.exact.backends.pyomo_backend import available_solvers
+
+    return available_solvers()

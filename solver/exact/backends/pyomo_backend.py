@@ -45,7 +45,6 @@ KNOWN_SOLVERS = (
 )
 """Names available_solvers() probes."""
 
-EXPORT_FORMATS = ("mps", "lp")
 
 _GAP_SEED_THREADS: dict[str, tuple[str | None, str | None, str | None]] = {
     # HiGHS's thread pool is process-wide and fixed by its first solve: threads left alone.
@@ -168,13 +167,14 @@ def export_model(f: Formulation, path: str | Path, fmt: str) -> Path:
 
     Maximised; the objective's constant is kept as the writer allows (see docs/backends.md).
     """
-    if fmt not in EXPORT_FORMATS:
-        raise ValueError(f"unknown format {fmt!r}: use one of {', '.join(EXPORT_FORMATS)}")
     from pyomo.opt import ProblemFormat  # type: ignore[import-untyped,unused-ignore]
 
+    writers = {"mps": ProblemFormat.mps, "lp": ProblemFormat.cpxlp}
+    writer = writers.get(fmt)
+    if writer is None:
+        raise ValueError(f"unknown format {fmt!r}: use one of {', '.join(writers)}")
     m, _ = to_pyomo(f)
     out = Path(path)
-    writer = ProblemFormat.mps if fmt == "mps" else ProblemFormat.cpxlp
     m.write(str(out), format=writer, io_options={"symbolic_solver_labels": True})
     return out
 

@@ -1,0 +1,209 @@
+"""Validation of each job: limits, model or profile, and the allocation it runs in now."""
+
+from __future__ import annotations
+
+import math
+
+from solver._proto.dsfro.v1 import scheduler_pb2 as pb
+from solver.api.settings import Limits
+from solver.api.validation.common import Collector, duration_seconds, positive_duration, quoted
+
+
+def check_job(
+    c: Collector, p: str, job: pb.Job, types: dict[str, pb.GpuType], limits: Limits
+) -> None:
+    """Everything about one job except its name and current allocation."""
+    if job.HasField("weight") and not (math.isfinite(job.weight) and job.weight > 0):
+        c.add(f"{p}.weight", f"must be > 0 and finite, got {job.weight:g}")
+    kind = job.WhichOneof("workload")
+    if kind is None:
+        c.add(f"{p}.workload", "one of model or profile is required")
+    elif kind == "model":
+        _check_model(c, f"{p}.model", job.model)
+    else:
+        _check_profile(c, f"{p}.profile", job.profile, types, limits)
+    c.at_least(f"{p}.min_gpus", job.min_gpus, 1)
+    if job.max_gpus < max(job.min_gpus, 1):
+        c.add(f"{p}.max_gpus", f"must be >= min_gpus ({max(job.min_gpus, 1)}), got {job.max_gpus}")
+    for k, name in enumerate(job.allowed_gpu_types):
+        if name not in types and types:
+            c.add(f"{p}.allowed_gpu_types[{k}]", f"unknown gpu type {quoted(name)}")
+    c.non_negative(f"{p}.remaining_samples", job.remaining_samples)
+    if job.HasField("time_to_deadline"):
+        if not positive_duration(job.time_to_deadline):
+            secs = duration_seconds(job.time_to_deadline)
+            c.add(f"{p}.time_to_deadline", f"must be > 0, got {secs:g}s")
+        if not job.remaining_samples > 0:
+            c.add(f"{p}.remaining_samples", "must be > 0 when time_to_deadline is set")
+
+
+def _check_model(c: Collector, p: str, m: pb.ModelSpec) -> None:
+    c.positive(f"{p}.parameters", m.parameters)
+    c.at_least(f"{p}.layers", m.layers, 1)
+    ok_hidden = c.at_least(f"{p}.hidden_size", m.hidden_size, 1)
+    ok_heads = c.at_least(f"{p}.attention_heads", m.attention_heads, 1)
+    c.at_least(f"{p}.sequence_length", m.sequence_length, 1)
+    c.at_least(f"{p}.global_batch_size", m.global_batch_size, 1)
+    if ok_hidden and ok_heads and m.hidden_size % m.attention_heads:
+        c.add(
+            f"{p}.hidden_size",
+            f"must be divisible by attention_heads ({m.attention_heads}), got {m.hidden_size}",
+        )
+
+
+def _check_profile(
+    c: Collector,
+    p: str,
+    prof: pb.ThroughputProfile,
+    types: dict[str, pb.GpuType],
+    limits: Limits,
+) -> None:
+    if not prof.points:
+        c.add(f"{p}.points", "must not be empty")
+    if len(prof.points) > limits.max_profile_points_per_job:
+        c.add(
+            f"{p}.points",
+            f"{len(prof.points)} points exceed the limit of "
+            f"{limits.max_profile_points_per_job} (max_profile_points_per_job)",
+        )
+    first: dict[tuple[str, int, int, int, int], tuple[int, tuple[float, float, float]]] = {}
+    for k, pt in enumerate(prof.points):
+        pp = f"{p}.points[{k}]"
+        gpu = types.get(pt.gpu_type)
+        if gpu is None and types:
+            c.add(f"{pp}.gpu_type", f"unknown gpu type {quoted(pt.gpu_type)}")
+        ok = c.at_least(f"{pp}.num_gpus", pt.num_gpus, 1)
+        ok = c.at_least(f"{pp}.tensor_parallel", pt.tensor_parallel, 1) and ok
+        ok = c.at_least(f"{pp}.pipeline_parallel", pt.pipeline_parallel, 1) and ok
+        group = pt.tensor_parallel * pt.pipeline_parallel
+        if ok and pt.num_gpus % group:
+            c.add(
+                f"{pp}.num_gpus",
+                "must be divisible by tensor_parallel*pipeline_parallel "
+                f"({group}), got {pt.num_gpus}",
+            )
+        if gpu is not None and pt.sm_clock_mhz not in gpu.sm_clocks_mhz:
+            c.add(f"{pp}.sm_clock_mhz", unsupported_clock(gpu, pt.sm_clock_mhz))
+        c.positive(f"{pp}.samples_per_second", pt.samples_per_second)
+        c.positive(f"{pp}.watts", pt.watts)
+        c.positive(f"{pp}.memory_per_gpu_gib", pt.memory_per_gpu_gib)
+        key = (pt.gpu_type, pt.num_gpus, pt.tensor_parallel, pt.pipeline_parallel, pt.sm_clock_mhz)
+        values = (pt.samples_per_second, pt.watts, pt.memory_per_gpu_gib)
+        if key not in first:
+            first[key] = (k, values)
+        elif first[key][1] != values:
+            c.add(
+                pp,
+                f"contradicts points[{first[key][0]}]: same gpu_type, num_gpus, "
+                "tensor_parallel, pipeline_parallel and sm_clock_mhz, different values",
+            )
+
+
+def unsupported_clock(gpu: pb.GpuType, mhz: int) -> str:
+    clocks = ", ".join(str(x) for x in sorted(gpu.sm_clocks_mhz, reverse=True))
+    return f"{mhz} is not a supported clock of {quoted(gpu.name)} ({clocks})"
+
+
+def check_kept_shape_profiled(c: Collector, i: int, job: pb.Job) -> None:
+    """A job that may not be moved must run in a shape its profile measured."""
+    if (
+        job.preemptible
+        or not job.HasField("preemptible")
+        or job.WhichOneof("workload") != "profile"
+    ):
+        return
+    a = job.current_allocation
+    shape = (
+        a.gpu_type,
+        a.data_parallel * a.tensor_parallel * a.pipeline_parallel,
+        a.tensor_parallel,
+        a.pipeline_parallel,
+    )
+    measured = {
+        (q.gpu_type, q.num_gpus, q.tensor_parallel, q.pipeline_parallel) for q in job.profile.points
+    }
+    if shape not in measured:
+        c.add(
+            f"jobs[{i}].current_allocation",
+            f"the job is not preemptible, so it keeps this shape, but its profile has no point "
+            f"for {a.gpu_type} with {shape[1]} GPUs (tp {a.tensor_parallel}, "
+            f"pp {a.pipeline_parallel})",
+        )
+
+
+def check_allocation(
+    c: Collector,
+    i: int,
+    job: pb.Job,
+    types: dict[str, pb.GpuType],
+    nodes: dict[str, pb.Node],
+    claims: dict[tuple[str, int], tuple[int, str]],
+) -> None:
+    """A job's current allocation; ``claims`` maps (node, gpu) to the job that holds it."""
+    p = f"jobs[{i}].current_allocation"
+    a = job.current_allocation
+    gpu = types.get(a.gpu_type)
+    if gpu is None:
+        if types:
+            c.add(f"{p}.gpu_type", f"unknown gpu type {quoted(a.gpu_type)}")
+    elif job.allowed_gpu_types and a.gpu_type not in job.allowed_gpu_types:
+        c.add(f"{p}.gpu_type", f"gpu type {quoted(a.gpu_type)} is not in allowed_gpu_types")
+    ok = c.at_least(f"{p}.data_parallel", a.data_parallel, 1)
+    ok = c.at_least(f"{p}.tensor_parallel", a.tensor_parallel, 1) and ok
+    ok = c.at_least(f"{p}.pipeline_parallel", a.pipeline_parallel, 1) and ok
+    if gpu is not None and a.sm_clock_mhz not in gpu.sm_clocks_mhz:
+        c.add(f"{p}.sm_clock_mhz", unsupported_clock(gpu, a.sm_clock_mhz))
+    per_node: dict[str, tuple[int, int]] = {}  # node -> (first slice index, GPU count)
+    mine: set[tuple[str, int]] = set()
+    for k, s in enumerate(a.placement):
+        sp = f"{p}.placement[{k}]"
+        node = nodes.get(s.node)
+        if node is None:
+            if nodes:
+                c.add(f"{sp}.node", f"unknown node {quoted(s.node)}")
+        elif gpu is not None and node.gpu_type != a.gpu_type:
+            c.add(
+                f"{sp}.node",
+                f"node {quoted(s.node)} has gpu type {quoted(node.gpu_type)}, "
+                f"not {quoted(a.gpu_type)}",
+            )
+        if not s.gpu_indices:
+            c.add(f"{sp}.gpu_indices", "must not be empty")
+        first, count = per_node.get(s.node, (k, 0))
+        per_node[s.node] = (first, count + len(s.gpu_indices))
+        for m, idx in enumerate(s.gpu_indices):
+            ip = f"{sp}.gpu_indices[{m}]"
+            gpu_id = f"GPU {idx} of node {quoted(s.node)}"
+            if node is not None and not 0 <= idx < node.gpu_count:
+                c.add(ip, f"must be in [0, {node.gpu_count}) for node {quoted(s.node)}, got {idx}")
+                continue
+            if node is not None and idx in node.unavailable_gpu_indices:
+                c.add(ip, f"{gpu_id} is unavailable")
+            if (s.node, idx) in mine:
+                c.add(ip, f"{gpu_id} appears twice in this allocation")
+                continue
+            mine.add((s.node, idx))
+            other = claims.get((s.node, idx))
+            if other is not None:
+                c.add(
+                    ip,
+                    f"{gpu_id} is also in the current allocation of job "
+                    f"{quoted(other[1])} (jobs[{other[0]}])",
+                )
+            else:
+                claims[(s.node, idx)] = (i, job.name)
+    total = sum(n for _, n in per_node.values())
+    if ok:
+        want = a.data_parallel * a.tensor_parallel * a.pipeline_parallel
+        if total != want:
+            c.add(
+                f"{p}.placement",
+                f"holds {total} GPUs, but data_parallel*tensor_parallel*pipeline_parallel = {want}",
+            )
+        for node_name, (k, n) in per_node.items():
+            if n % a.tensor_parallel:
+                c.add(
+                    f"{p}.placement[{k}].gpu_indices",
+                    f"{n} GPUs on node {quoted(node_name)} is not a multiple of tensor_parallel "
+                    f"({a.tensor_parallel}): tensor groups must stay inside a node",
+                )
