@@ -12,7 +12,8 @@ from google.protobuf import json_format
 from solver import orchestrator
 from solver._proto.dsfro.v1 import scheduler_pb2 as pb
 from solver._proto.dsfro.v1 import scheduler_pb2_grpc
-from solver.api.cli import duration_arg, main
+from solver.api.arguments import duration_arg
+from solver.api.cli import main
 from solver.api.plan_text import compact_indices, format_plan, format_stats
 from solver.api.server import SchedulerServer
 from solver.domain import (

@@ -11,8 +11,9 @@ import argparse
 import logging
 import os
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
+from typing import Any
 
 import grpc
 from google.rpc import error_details_pb2
@@ -22,6 +23,7 @@ from solver import __version__
 from solver._proto.dsfro.v1 import scheduler_pb2 as pb
 from solver._proto.dsfro.v1 import scheduler_pb2_grpc
 from solver.api import pipeline
+from solver.api.arguments import add_profile_option, duration_arg, seed_arg, threads_arg
 from solver.api.convert import (
     RequestFileError,
     load_request_json,
@@ -33,42 +35,21 @@ from solver.api.server import run_server
 from solver.api.server_config import add_server_arguments
 from solver.api.settings import (
     EXPORT_FORMATS,
-    INT32_MAX,
     Limits,
     backend_names,
     parse_backend,
-    parse_duration,
 )
 from solver.api.validation import FieldViolation
 from solver.domain import Problem
 from solver.exact import formulation
 from solver.model import configs
 from solver.offline import calibration, generate
-from solver.offline.commands import add_commands, add_profile_option
+from solver.offline import commands as offline_commands
 
 log = logging.getLogger("dsfro")
 
 _REMOTE_SLACK_SECONDS = 5.0
 """RPC timeout beyond the time budget: the service answers within the budget plus a margin."""
-
-
-def duration_arg(text: str) -> float:
-    """An argparse type: seconds of ``5s``, ``500ms``, ``1.5s``, ``2m``."""
-    try:
-        return parse_duration(text)
-    except ValueError as e:
-        raise argparse.ArgumentTypeError(str(e)) from None
-
-
-def int32_arg(text: str) -> int:
-    """An argparse type: an integer that fits the wire's int32 fields."""
-    try:
-        n = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"invalid integer {text!r}") from None
-    if not -INT32_MAX - 1 <= n <= INT32_MAX:
-        raise argparse.ArgumentTypeError(f"{text} is out of range")
-    return n
 
 
 class InputError(Exception):
@@ -209,7 +190,16 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"dsfro {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
+    for add in COMMANDS:
+        add(sub)
+    for name, (_, summary) in PASSTHROUGH.items():
+        # Listed for --help; main() hands the whole command line to the command's own parser.
+        sub.add_parser(name, add_help=False, help=summary)
+    return parser
 
+
+def add_solve_commands(sub: Any) -> None:
+    """``solve``, ``validate``, ``export`` and ``serve``."""
     solve = sub.add_parser("solve", help="solve an instance file and print the plan")
     solve.add_argument("file", help="SolveRequest in protobuf JSON")
     solve.add_argument(
@@ -219,8 +209,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="e.g. 5s, 500ms, 2m (overrides the file)",
     )
     solve.add_argument("--backend", choices=backend_names())
-    solve.add_argument("--seed", type=int32_arg)
-    solve.add_argument("--threads", type=int32_arg)
+    solve.add_argument("--seed", type=seed_arg)
+    solve.add_argument("--threads", type=threads_arg)
     solve.add_argument(
         "--pyomo-solver",
         metavar="NAME",
@@ -240,13 +230,6 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add_profile_option(solve)
     solve.set_defaults(func=cmd_solve)
-
-    # Listed for --help; main() hands `dsfro generate ...` to solver.offline.generate whole.
-    sub.add_parser(
-        "generate",
-        add_help=False,
-        help="generate a benchmark snapshot from public data (--help for more)",
-    )
 
     validate = sub.add_parser("validate", help="check an instance file without solving it")
     validate.add_argument("file")
@@ -268,15 +251,29 @@ def build_parser() -> argparse.ArgumentParser:
     serve = sub.add_parser("serve", help="run the gRPC service (as server.py)")
     add_server_arguments(serve)
     serve.set_defaults(func=cmd_serve)
-    calibration.add_commands(sub)
-    add_commands(sub)
-    return parser
+
+
+COMMANDS: tuple[Callable[[Any], None], ...] = (
+    add_solve_commands,
+    calibration.add_commands,
+    offline_commands.add_commands,
+)
+"""The command registry: each entry adds its commands to the ``dsfro`` sub-parsers, each
+command setting ``func`` (parsed arguments -> exit code)."""
+
+PASSTHROUGH: dict[str, tuple[Callable[[list[str]], int], str]] = {
+    "generate": (
+        generate.main,
+        "generate a benchmark snapshot from public data (--help for more)",
+    ),
+}
+"""Commands with a parser of their own, given the rest of the command line whole."""
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args_in = list(sys.argv[1:] if argv is None else argv)
-    if args_in[:1] == ["generate"]:
-        return generate.main(args_in[1:])
+    if args_in and args_in[0] in PASSTHROUGH:
+        return PASSTHROUGH[args_in[0]][0](args_in[1:])
     argv = args_in
     parser = build_parser()
     try:

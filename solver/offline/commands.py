@@ -2,9 +2,8 @@
 
 ``solver.api.cli`` registers them with ``add_commands(subparsers)``; each sub-parser sets ``func``,
 which takes the parsed arguments and returns the exit code (0 success, 1 some run failed or an
-internal error, 2 bad arguments or input). ``add_profile_option`` gives any command a
-``--profile FILE`` option whose value is the loaded ``Profile`` (a bad profile is a usage error,
-exit 2, naming the file and key). ``python -m solver.offline.commands`` runs these commands alone.
+internal error, 2 bad arguments or input). ``python -m solver.offline.commands`` runs these
+commands alone.
 """
 
 from __future__ import annotations
@@ -15,30 +14,9 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from solver.api.profile import Profile, ProfileError, format_profile, load_profile
+from solver.api.arguments import add_profile_option
+from solver.api.profile import ProfileError, format_profile, load_profile
 from solver.offline import batch, report, sweep
-
-
-def _profile_arg(text: str) -> Profile:
-    try:
-        return load_profile(text)
-    except ProfileError as e:
-        raise argparse.ArgumentTypeError(str(e)) from None
-
-
-def add_profile_option(parser: argparse.ArgumentParser) -> None:
-    """``--profile FILE``: weights and solver settings from a TOML profile (solver.api.profile).
-
-    ``args.profile`` is the loaded Profile, or None; apply it with
-    ``solver.api.profile.apply_profile(request, args.profile)`` before the command's own flags.
-    """
-    parser.add_argument(
-        "--profile",
-        type=_profile_arg,
-        metavar="FILE",
-        help="TOML profile of objective weights and solver settings; the request's own "
-        "fields and the command's flags win over it",
-    )
 
 
 def _batch(args: argparse.Namespace) -> int:

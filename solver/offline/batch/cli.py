@@ -7,66 +7,26 @@ import sys
 from pathlib import Path
 from typing import TextIO
 
+from solver.api.arguments import (
+    backend_arg,
+    csv_arg,
+    duration_arg,
+    positive_int_arg,
+    seed_arg,
+    threads_arg,
+)
 from solver.api.profile import Profile, ProfileError, load_profile
-from solver.api.settings import parse_backend, parse_duration
 from solver.offline.batch.records import JOB_CLASS_MODES, BatchError
 from solver.offline.batch.runs import BatchConfig, run_batch
 from solver.offline.batch.summary import format_errors, format_summary, summarize
 from solver.search.executor import available_cores
 
-
-def _csv(text: str) -> list[str]:
-    items = [t.strip() for t in text.split(",") if t.strip()]
-    if not items:
-        raise argparse.ArgumentTypeError("expected a comma-separated list")
-    return items
-
-
-def parse_backends(text: str) -> list[str]:
-    try:
-        return [parse_backend(b).name.lower() for b in _csv(text)]
-    except ValueError as e:
-        raise argparse.ArgumentTypeError(str(e)) from None
-
-
-def parse_budgets(text: str) -> list[float]:
-    try:
-        return [parse_duration(b) for b in _csv(text)]
-    except ValueError as e:
-        raise argparse.ArgumentTypeError(str(e)) from None
-
-
-def parse_seeds(text: str) -> list[int]:
-    out = []
-    for s in _csv(text):
-        try:
-            n = int(s)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"invalid seed {s!r}") from None
-        if not 0 <= n < 2**31:
-            raise argparse.ArgumentTypeError(f"seed {n} is out of range [0, 2^31)")
-        out.append(n)
-    return out
-
-
-def _positive_int(text: str) -> int:
-    try:
-        n = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"invalid integer {text!r}") from None
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {n}")
-    return n
-
-
-def _threads(text: str) -> int:
-    try:
-        n = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"invalid integer {text!r}") from None
-    if not 0 <= n <= 256:
-        raise argparse.ArgumentTypeError(f"must be in [0, 256], got {n}")
-    return n
+parse_backends = csv_arg(backend_arg)
+"""``--backends``: lower-case backend names."""
+parse_budgets = csv_arg(duration_arg)
+"""``--budgets``: seconds."""
+parse_seeds = csv_arg(seed_arg)
+"""``--seeds``."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -93,14 +53,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--threads",
-        type=_threads,
+        type=threads_arg,
         default=1,
         help="solver threads per run, overriding file and profile (default 1, "
         "so that N workers use N cores)",
     )
     parser.add_argument(
         "--workers",
-        type=_positive_int,
+        type=positive_int_arg,
         default=None,
         help="runs in parallel (default: the cores here; 1: in this process)",
     )
@@ -124,7 +84,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     mode.add_argument("--overwrite", action="store_true", help="start the results file over")
     parser.add_argument(
         "--max-runs",
-        type=_positive_int,
+        type=positive_int_arg,
         metavar="N",
         help="stop after N new runs (continue later with --resume)",
     )

@@ -5,13 +5,12 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
 
 from solver import extras
 from solver._proto.dsfro.v1 import scheduler_pb2 as pb
-from solver.api.convert import backend_from_proto
-from solver.api.settings import Limits, parse_backend, parse_duration
-from solver.api.validation import duration_seconds
+from solver.api.arguments import backend_arg, duration_arg, int_arg, seed_arg, threads_arg
+from solver.api.convert import backend_from_proto, requested_time_budget
+from solver.api.settings import Limits
 from solver.offline.batch import make_batch_executor
 from solver.offline.sweep.grid import SweepError, parse_weight_spec, weight_grid
 from solver.offline.sweep.outputs import write_outputs
@@ -24,33 +23,6 @@ def _weight_arg(text: str) -> tuple[str, list[float]]:
         return parse_weight_spec(text)
     except ValueError as e:
         raise argparse.ArgumentTypeError(str(e)) from None
-
-
-def _duration_arg(text: str) -> float:
-    try:
-        return parse_duration(text)
-    except ValueError as e:
-        raise argparse.ArgumentTypeError(str(e)) from None
-
-
-def _backend_arg(text: str) -> str:
-    try:
-        return parse_backend(text).name.lower()
-    except ValueError as e:
-        raise argparse.ArgumentTypeError(str(e)) from None
-
-
-def _int_arg(low: int, high: int) -> Any:
-    def parse(text: str) -> int:
-        try:
-            n = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"invalid integer {text!r}") from None
-        if not low <= n <= high:
-            raise argparse.ArgumentTypeError(f"must be in [{low}, {high}], got {n}")
-        return n
-
-    return parse
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -68,17 +40,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--prefix", default="sweep", help="output file names: PREFIX.png, .md, .csv (default sweep)"
     )
-    parser.add_argument("--backend", type=_backend_arg, help="e.g. auto, heuristic")
+    parser.add_argument("--backend", type=backend_arg, help="e.g. auto, heuristic")
     parser.add_argument(
-        "--time-budget", type=_duration_arg, metavar="DURATION", help="per point, e.g. 2s"
+        "--time-budget", type=duration_arg, metavar="DURATION", help="per point, e.g. 2s"
     )
-    parser.add_argument("--seed", type=_int_arg(0, 2**31 - 1))
+    parser.add_argument("--seed", type=seed_arg)
     parser.add_argument(
-        "--threads", type=_int_arg(0, 256), default=1, help="solver threads per point (default 1)"
+        "--threads", type=threads_arg, default=1, help="solver threads per point (default 1)"
     )
     parser.add_argument(
         "--workers",
-        type=_int_arg(1, 4096),
+        type=int_arg(1, 4096),
         default=None,
         help="points solved in parallel (default: the cores here)",
     )
@@ -138,10 +110,6 @@ def command(args: argparse.Namespace) -> int:
 
 def _title(path: str, req: pb.SolveRequest) -> str:
     o = req.options
-    budget = (
-        duration_seconds(o.time_budget)
-        if o.HasField("time_budget")
-        else Limits().default_time_budget_seconds
-    )
+    budget = Limits().time_budget(requested_time_budget(o))
     backend = backend_from_proto(o.backend).name.lower()
     return f"{Path(path).stem}: throughput against power ({backend}, {budget:g} s per point)"
