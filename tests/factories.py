@@ -1,7 +1,15 @@
-"""Small domain problems for the solver's unit tests (no protobuf: backends read the domain)."""
+"""Helpers shared by the tests: small domain problems and a valid wire ``SolveRequest``.
+
+Backends read the domain, so their tests build problems with ``node``, ``job``, ``problem`` ...;
+the service, CLI, validation and conversion tests start from ``make_request()``. Exact solves and
+brute-force enumeration live in ``tests/bruteforce.py`` (they load the solvers).
+"""
 
 from __future__ import annotations
 
+import random
+
+from solver._proto.dsfro.v1 import scheduler_pb2 as pb
 from solver.domain import (
     Allocation,
     Backend,
@@ -116,3 +124,113 @@ def canned_result(problem: Problem, backend: Backend = Backend.HEURISTIC) -> Sol
     )
     stats = SolveStats(Termination.FEASIBLE, backend, 0.0, None, None, 0.0, 0.0, 0, 0)
     return SolveResult(plan, stats)
+
+
+def random_tiny(seed: int) -> Problem:
+    """Three jobs on two small A100 nodes and a V100 node: small enough to enumerate."""
+    rnd = random.Random(seed)
+    nodes = [
+        node("n0", count=4, rack="r0"),
+        node("n1", count=4, rack="r1", unavailable=frozenset({rnd.randrange(4)})),
+        node("v0", V100, count=2, rack="r1"),
+    ]
+    jobs = []
+    for k in range(3):
+        pts = [
+            point(
+                g,
+                rnd.uniform(50, 100) * g ** rnd.uniform(0.6, 1.0),
+                tp=tp,
+                watts=rnd.uniform(150, 400) * g,
+            )
+            for g, tp in [(1, 1), (2, 1), (4, 2)]
+            if rnd.random() < 0.8
+        ]
+        pts.append(point(2, rnd.uniform(20, 60), gpu=V100))
+        current = running("A100", {"n0": (0, 1)}) if k == 0 and rnd.random() < 0.5 else None
+        jobs.append(
+            job(
+                f"j{k}",
+                *pts,
+                weight=rnd.choice([1.0, 2.0]),
+                max_gpus=4,
+                current=current,
+                preemptible=rnd.random() < 0.7,
+                remaining_samples=rnd.choice([0.0, 6000.0]),
+                deadline_seconds=60.0,
+            )
+        )
+    power = rnd.choice([None, 2500.0, 3500.0])
+    weights = ObjectiveWeights(1.0, rnd.choice([0.0, 0.5]), 0.2, rnd.choice([0.0, 0.05]), 0.3)
+    c = cluster(*nodes, power=power, rack_power=rnd.choice([{}, {"r1": 1200.0}]))
+    return problem(c, *jobs, weights=weights)
+
+
+# The wire request. Its GPU types carry their product names, unlike the domain A100/V100 above.
+A100_80GB = "A100-80GB"
+H100_SXM = "H100-SXM"
+
+
+def make_request() -> pb.SolveRequest:
+    """Two 8-GPU A100 nodes plus a 4-GPU node of a second type (H100), and three jobs.
+
+    ``llm`` is sized by a ModelSpec, ``bert`` by a ThroughputProfile (A100 only), and
+    ``resnet`` (profiled on both types) already runs on GPUs 0-3 of ``a100-0``.
+    """
+    req = pb.SolveRequest()
+    c = req.cluster
+    c.gpu_types.add(
+        name=A100_80GB, memory_gib=80, peak_tflops=312, memory_bandwidth_gbps=2039,
+        intra_node_bandwidth_gbps=600, tdp_watts=400, idle_watts=50,
+        sm_clocks_mhz=[1410, 1275, 1110, 960],
+    )
+    c.gpu_types.add(
+        name=H100_SXM, memory_gib=80, peak_tflops=989, memory_bandwidth_gbps=3350,
+        intra_node_bandwidth_gbps=900, tdp_watts=700, idle_watts=70,
+        sm_clocks_mhz=[1980, 1755, 1530, 1275],
+    )
+    c.nodes.add(name="a100-0", gpu_type=A100_80GB, gpu_count=8, rack="r1",
+                network_bandwidth_gbps=200)
+    c.nodes.add(name="a100-1", gpu_type=A100_80GB, gpu_count=8, unavailable_gpu_indices=[7],
+                rack="r1", network_bandwidth_gbps=200)
+    c.nodes.add(name="h100-0", gpu_type=H100_SXM, gpu_count=4, rack="r2",
+                network_bandwidth_gbps=400)
+    c.power_budget_watts = 12000
+    c.rack_power_budgets.add(rack="r1", watts=8000)
+
+    llm = req.jobs.add(name="llm", tenant="research", min_gpus=1, max_gpus=8)
+    llm.model.CopyFrom(pb.ModelSpec(
+        parameters=1.3e9, layers=24, hidden_size=2048, attention_heads=16,
+        sequence_length=2048, global_batch_size=64,
+    ))
+
+    bert = req.jobs.add(name="bert", tenant="nlp", weight=2.0, min_gpus=1, max_gpus=4,
+                        allowed_gpu_types=[A100_80GB])
+    for gpus, sps in ((1, 100.0), (2, 190.0), (4, 360.0)):
+        for clock, scale in ((1410, 1.0), (1110, 0.85)):
+            bert.profile.points.add(
+                gpu_type=A100_80GB, num_gpus=gpus, tensor_parallel=1, pipeline_parallel=1,
+                sm_clock_mhz=clock, samples_per_second=sps * scale,
+                watts=gpus * 300 * scale, memory_per_gpu_gib=30,
+            )
+
+    resnet = req.jobs.add(name="resnet", tenant="vision", min_gpus=2, max_gpus=4,
+                          remaining_samples=1e6)
+    resnet.time_to_deadline.FromSeconds(3600)
+    for gpu_type, clock, speed in ((A100_80GB, 1410, 1.0), (H100_SXM, 1980, 2.0)):
+        for gpus in (2, 4):
+            resnet.profile.points.add(
+                gpu_type=gpu_type, num_gpus=gpus, tensor_parallel=1, pipeline_parallel=1,
+                sm_clock_mhz=clock, samples_per_second=500 * gpus * speed,
+                watts=gpus * 350 * speed, memory_per_gpu_gib=20,
+            )
+    resnet.current_allocation.CopyFrom(pb.Allocation(
+        gpu_type=A100_80GB, data_parallel=4, tensor_parallel=1, pipeline_parallel=1,
+        sm_clock_mhz=1410,
+        placement=[pb.GpuSlice(node="a100-0", gpu_indices=[0, 1, 2, 3])],
+    ))
+
+    req.options.time_budget.FromSeconds(10)
+    req.options.seed = 7
+    req.options.threads = 1
+    return req

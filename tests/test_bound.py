@@ -10,8 +10,8 @@ from solver.exact.backends import SolverStatus
 from solver.model.configs import build_config_set
 from solver.orchestrator import solve
 from solver.search.bound import solve_aggregate
-from tests.factories import cluster, job, node, only_throughput, point, problem
-from tests.test_bruteforce import random_tiny, solve_exact
+from tests.bruteforce import solve_exact
+from tests.factories import cluster, job, node, only_throughput, point, problem, random_tiny
 
 
 @pytest.mark.parametrize("seed", range(6))

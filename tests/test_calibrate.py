@@ -167,7 +167,10 @@ def test_report_headline_errors(summary: dict[str, Any]) -> None:
         assert 0 <= h["after"]["median"] <= h["after"]["worst"]
 
     def row(source: str, what: str) -> dict[str, Any]:
-        (h,) = [h for h in summary["headline"] if h["source"] == source and what in h["what"]]
+        rows: list[dict[str, Any]] = [
+            h for h in summary["headline"] if h["source"] == source and what in h["what"]
+        ]
+        (h,) = rows
         return h
 
     # The fit improves what it fits.

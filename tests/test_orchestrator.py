@@ -9,7 +9,7 @@ import pytest
 from solver import orchestrator
 from solver.domain import Backend, JobState, Termination
 from solver.scoring.checker import check_plan
-from tests.factories import cluster, job, node, point, problem, running
+from tests.factories import cluster, job, node, point, problem, random_tiny, running
 
 
 def test_small_instance_is_proven_optimal() -> None:
@@ -106,7 +106,7 @@ def test_the_reported_gap_is_at_least_the_true_gap(seed: int, backend: Backend) 
 
     from solver.model.configs import build_config_set
     from solver.search.executor import InlineExecutor
-    from tests.test_bruteforce import brute_force, random_tiny
+    from tests.bruteforce import brute_force
 
     p = random_tiny(seed)
     p = dataclasses.replace(p, options=dataclasses.replace(p.options, backend=backend))
