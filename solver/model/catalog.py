@@ -1,7 +1,8 @@
 """The GPU and model catalogs in ``models/``: ``gpus.json`` and ``architectures.json``.
 
-The folder is ``models/`` beside the ``solver`` package (the repository's), or the directory that
-the environment variable ``DSFRO_MODELS_DIR`` names. Entries are validated field by field so that
+The folder is the bundled ``models/`` (``solver.resources``: the repository's in a checkout, the
+wheel's copy when installed), or the directory that the environment variable
+``DSFRO_MODELS_DIR`` names. Entries are validated field by field so that
 a bad figure fails loudly with the file, entry and field in the message instead of skewing a plan.
 """
 
@@ -14,6 +15,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from solver import resources
 from solver.domain import GpuType, ModelSpec
 
 MODELS_DIR_ENV = "DSFRO_MODELS_DIR"
@@ -40,19 +42,16 @@ _ARCH_FIELDS = (
 _OPTIONAL = frozenset({"source"})
 
 
-_DEFAULT_MODELS_DIR = Path(__file__).resolve().parents[2] / "models"
-
-
 class CatalogError(ValueError):
     """A catalog file is missing, unreadable or has a bad entry."""
 
 
 def models_dir() -> Path:
-    """``$DSFRO_MODELS_DIR`` if set, else ``models/`` beside the ``solver`` package."""
+    """``$DSFRO_MODELS_DIR`` if set, else the bundled ``models/`` (see ``solver.resources``)."""
     override = os.environ.get(MODELS_DIR_ENV)
     if override:
         return Path(override)
-    return _DEFAULT_MODELS_DIR
+    return resources.models_dir()
 
 
 def read_json(name: str) -> Any:
@@ -65,6 +64,8 @@ def read_json(name: str) -> Any:
         raise CatalogError(f"{path}: file not found (see {MODELS_DIR_ENV})") from e
     except json.JSONDecodeError as e:
         raise CatalogError(f"{path}: invalid JSON: {e}") from e
+    except (OSError, UnicodeDecodeError) as e:
+        raise CatalogError(f"{path}: cannot read: {e}") from e
 
 
 class _Entry:
@@ -181,3 +182,18 @@ def load_architectures() -> dict[str, ModelSpec]:
             raise CatalogError(f"{path}: entry {i}: duplicate name {name!r}")
         out[name] = _architecture(e)
     return out
+
+
+def load_all() -> None:
+    """Load and validate every file of ``models/``: the GPU and model catalogs and the fitted
+    constants of the performance and power models (``calibration.json``, ``clock_model.json``).
+
+    The service calls it before it reports SERVING; a missing or bad file raises CatalogError
+    naming it. The fitted constants stay cached (per models folder) for the solves.
+    """
+    from solver.model import perf, power  # they import this module
+
+    load_gpu_catalog()
+    load_architectures()
+    perf.load_calibration()
+    power.load_clock_model()

@@ -25,12 +25,10 @@ import sys
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
-from matplotlib.ticker import NullLocator
-
+from solver import extras
+from solver.extras import new_figure
 from solver.offline.batch import (
     TIMING_KEY,
     Record,
@@ -42,6 +40,9 @@ from solver.offline.batch import (
     summary_cells,
     summary_header,
 )
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 SIZE_LABEL = "instance size: GPUs x jobs"
 MIN_SECONDS = 1e-4
@@ -187,9 +188,7 @@ def summary_markdown(records: Sequence[Record], source: str, figures: Sequence[P
 
 
 def _figure(width: float, height: float) -> Figure:
-    fig = Figure(figsize=(width, height), layout="constrained")
-    FigureCanvasAgg(fig)
-    return fig
+    return new_figure(width, height)  # matplotlib: the ``plot`` extra
 
 
 def _ok(records: Iterable[Record]) -> list[Record]:
@@ -206,6 +205,8 @@ def plot_objective_gap(records: Sequence[Record]) -> Figure:
     instances = sorted({str(r["instance"]) for r in ok}) or ["(no results)"]
     backends = _sorted_backends(ok)
     fig = _figure(10, 2.8 * len(instances) + 0.6)
+    from matplotlib.ticker import NullLocator  # present: _figure needs matplotlib
+
     axes = fig.subplots(len(instances), 2, squeeze=False)
     for row, instance in enumerate(instances):
         ax_obj, ax_gap = axes[row]
@@ -414,6 +415,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def command(args: argparse.Namespace) -> int:
     """``dsfro report``: 0 written, 2 for an unusable results file."""
+    if (why := extras.missing("plot", "the report's figures")) is not None:
+        print(f"dsfro report: error: {why}", file=sys.stderr)
+        return 2
     try:
         records = load_records(args.results, warn=sys.stderr)
     except ReportError as e:

@@ -4,21 +4,27 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from solver import extras
 from solver.model import perf
-from solver.model.catalog import models_dir
+from solver.model.catalog import MODELS_DIR_ENV, models_dir
 from solver.offline.calibration.figures import make_figures, write_figures
 from solver.offline.calibration.fit import calibration_doc, run
 from solver.offline.calibration.report import render_markdown
-from solver.offline.calibration.sources import DATA_DIR, ROOT
+from solver.offline.calibration.sources import DATA_DIR
 from solver.offline.calibration.summary import summary
+from solver.resources import source_checkout
 
-DOC_PATH = ROOT / "docs" / "calibration.md"
-IMG_DIR = ROOT / "docs" / "img"
+CHECKOUT = source_checkout()
+"""The repository the outputs go to by default; None when installed (a wheel's files are not
+written: the flags name the outputs)."""
+DOC_PATH = None if CHECKOUT is None else CHECKOUT / "docs" / "calibration.md"
+IMG_DIR = None if CHECKOUT is None else CHECKOUT / "docs" / "img"
 
 
 def add_commands(subparsers: Any) -> None:
@@ -37,10 +43,13 @@ def add_commands(subparsers: Any) -> None:
         "--models-out",
         type=Path,
         default=None,
-        help="where to write calibration.json (default: the models folder)",
+        help="where to write calibration.json (default: $DSFRO_MODELS_DIR, else the "
+        "checkout's models/)",
     )
-    p.add_argument("--doc", type=Path, default=DOC_PATH, help="report path")
-    p.add_argument("--img", type=Path, default=IMG_DIR, help="figure folder")
+    p.add_argument(
+        "--doc", type=Path, default=DOC_PATH, help="report path (default: docs/calibration.md)"
+    )
+    p.add_argument("--img", type=Path, default=IMG_DIR, help="figure folder (default: docs/img)")
     p.add_argument(
         "--check",
         action="store_true",
@@ -57,15 +66,34 @@ def _shown(path: Path) -> str:
         return str(path)
 
 
+def _default_models_out() -> Path | None:
+    """``$DSFRO_MODELS_DIR``'s calibration.json, else the checkout's; None when installed."""
+    if os.environ.get(MODELS_DIR_ENV):
+        return models_dir() / perf.CALIBRATION_FILE
+    return None if CHECKOUT is None else CHECKOUT / "models" / perf.CALIBRATION_FILE
+
+
 def cmd_calibrate(args: argparse.Namespace) -> int:
     data: Path = args.data
     if not (data / "gavel").is_dir():
         print(f"dsfro: error: {data} has no gavel/, pollux/, zeus/ data", file=sys.stderr)
         return 2
+    out: Path | None = args.models_out or _default_models_out()
+    if args.check:
+        out = out or models_dir() / perf.CALIBRATION_FILE  # the installed file, only read
+    elif out is None or args.doc is None or args.img is None:
+        print(
+            "dsfro: error: not run from a source checkout: name the outputs with "
+            "--models-out, --doc and --img",
+            file=sys.stderr,
+        )
+        return 2
+    elif (why := extras.missing("plot", "dsfro calibrate (its figures)")) is not None:
+        print(f"dsfro: error: {why}", file=sys.stderr)
+        return 2
     result = run(data)
     s = summary(result)
     doc = calibration_doc(result, s)
-    out: Path = args.models_out or models_dir() / perf.CALIBRATION_FILE
     if args.check:
         current = json.loads(out.read_text()) if out.exists() else {}
         same = all(current.get(k) == doc[k] for k in ("compute_efficiency", "network_efficiency"))

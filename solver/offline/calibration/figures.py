@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from solver.extras import new_figure
 from solver.offline.calibration.fit import Result
 from solver.offline.calibration.gavel import PAIRS, pair_name
 from solver.offline.calibration.sources import GAVEL_TYPES, POLLUX_GPUS_PER_NODE
@@ -32,9 +33,7 @@ CLASS_COLOURS: Mapping[str, str] = {
 
 
 def _new_figure(width: float, height: float) -> Figure:
-    from matplotlib.figure import Figure
-
-    return Figure(figsize=(width, height), layout="constrained")
+    return new_figure(width, height)  # matplotlib: the ``plot`` extra
 
 
 def figure_gavel_ratios(r: Result) -> Figure:

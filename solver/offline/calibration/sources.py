@@ -5,15 +5,15 @@ each run used."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
+from solver import resources
 from solver.domain import GpuType
 from solver.model.catalog import load_gpu_catalog
 from solver.offline.generate import GAVEL_PARAMETERS, POLLUX_PARAMETERS
 
-ROOT = Path(__file__).resolve().parents[3]
-DATA_DIR = ROOT / "data"
+DATA_DIR = resources.data_dir()
+"""The bundled ``data/`` (the repository's in a checkout; see ``solver.resources``)."""
 
 FP32_PEAK_TFLOPS: Mapping[str, float] = {
     "K80": 4.365,

@@ -8,13 +8,14 @@ from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
-from pathlib import Path
 
 import numpy as np
 
+from solver import resources
 from solver.offline.generate.spec import NodeKind
 
-DATA_DIR = Path(__file__).resolve().parents[3] / "data"
+DATA_DIR = resources.data_dir()
+"""The bundled ``data/`` (the repository's in a checkout; see ``solver.resources``)."""
 
 
 PAI_TYPES: Mapping[str, str] = {

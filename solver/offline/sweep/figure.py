@@ -4,19 +4,19 @@ with its weights."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
-
+from solver.extras import new_figure
 from solver.offline.sweep.front import same_place
 from solver.offline.sweep.run import SweepOutcome
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 
 def plot_sweep(outcome: SweepOutcome) -> Figure:
     """Normalised throughput over power, every plan a point, the Pareto front marked."""
-    fig = Figure(figsize=(7.5, 5.2), layout="constrained")
-    FigureCanvasAgg(fig)
+    fig = new_figure(7.5, 5.2)  # matplotlib: the ``plot`` extra
     ax = fig.subplots()
     points = outcome.points
     on_front = set(outcome.front)

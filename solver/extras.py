@@ -1,0 +1,54 @@
+"""Optional dependencies, installed as extras of the ``dsfro`` package.
+
+- ``ray``: decomposed solves on a Ray cluster (``--ray-address``); local processes need nothing;
+- ``plot``: matplotlib, for the figures of ``dsfro report``, ``sweep`` and ``calibrate``.
+
+The service and ``dsfro solve`` import neither; the code that needs one imports it where it is
+used and turns an ImportError into MissingExtraError, whose message names the extra to install.
+"""
+
+from __future__ import annotations
+
+from importlib.util import find_spec
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+EXTRAS = {"ray": "ray", "plot": "matplotlib"}
+"""Extra -> the module it brings."""
+
+
+class MissingExtraError(ImportError):
+    """An optional dependency is not installed; the message says which extra brings it."""
+
+    def __init__(self, extra: str, what: str) -> None:
+        module = EXTRAS[extra]
+        super().__init__(
+            f"{what} needs {module}, which is not installed: pip install 'dsfro[{extra}]'",
+            name=module,
+        )
+        self.extra = extra
+
+
+def available(extra: str) -> bool:
+    """Whether the extra's module can be imported (without importing it)."""
+    return find_spec(EXTRAS[extra]) is not None
+
+
+def missing(extra: str, what: str) -> str | None:
+    """The error message for ``what`` if the extra is not installed, else None: commands check
+    before their work rather than fail at its end."""
+    return None if available(extra) else str(MissingExtraError(extra, what))
+
+
+def new_figure(width: float, height: float) -> Figure:
+    """A matplotlib Figure (inches, constrained layout) on the Agg canvas: no display needed."""
+    try:
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
+    except ImportError as e:
+        raise MissingExtraError("plot", "drawing figures") from e
+    fig = Figure(figsize=(width, height), layout="constrained")
+    FigureCanvasAgg(fig)
+    return fig
