@@ -148,7 +148,9 @@ def test_service_and_cli_import_neither_ray_nor_matplotlib() -> None:
     assert out.stdout.strip() == "[]"
 
 
-def test_ray_missing_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_ray_missing_names_the_extra(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     monkeypatch.setitem(sys.modules, "ray", None)  # import ray -> ImportError
     with pytest.raises(MissingExtraError, match=r"pip install 'dsfro\[ray\]'"):
         RayExecutor("local")
@@ -157,6 +159,10 @@ def test_ray_missing_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
     add_server_arguments(parser)
     with pytest.raises(ConfigError, match=r"--ray-address needs ray.*dsfro\[ray\]"):
         config_from_args(parser.parse_args(["--ray-address", "auto"]), {})
+    # dsfro solve: a usage error before any work, not an internal error.
+    small = str(ROOT / "instances" / "small.json")
+    assert cli.main(["solve", small, "--ray-address", "auto"]) == 2
+    assert "dsfro[ray]" in capsys.readouterr().err
 
 
 def test_matplotlib_missing_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -19,7 +19,7 @@ import grpc
 from google.rpc import error_details_pb2
 from grpc_status import rpc_status
 
-from solver import __version__
+from solver import __version__, extras
 from solver._proto.dsfro.v1 import scheduler_pb2 as pb
 from solver._proto.dsfro.v1 import scheduler_pb2_grpc
 from solver.api import pipeline
@@ -42,6 +42,7 @@ from solver.api.settings import (
 from solver.api.validation import FieldViolation
 from solver.domain import Problem
 from solver.exact import formulation
+from solver.extras import MissingExtraError
 from solver.model import configs
 from solver.offline import calibration, generate
 from solver.offline import commands as offline_commands
@@ -89,6 +90,8 @@ def cmd_solve(args: argparse.Namespace) -> int:
         threads=args.threads,
         pyomo_solver=args.pyomo_solver,
     )
+    if args.ray_address and not extras.available("ray"):
+        raise MissingExtraError("ray", "--ray-address")
     req = load_request_json(args.file)
     if args.server:
         resp = _solve_remote(args.server, pipeline.prepare(req, args.profile, overrides))
@@ -291,7 +294,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except RemoteError:
         return 1
-    except RequestFileError as e:
+    except (RequestFileError, MissingExtraError) as e:
         print(f"dsfro: error: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
