@@ -15,6 +15,7 @@ Nothing here writes. Writers (``dsfro calibrate``) take their targets from their
 
 from __future__ import annotations
 
+from functools import cache
 from importlib.resources import files
 from pathlib import Path
 
@@ -25,8 +26,10 @@ class ResourceError(FileNotFoundError):
     """A bundled data file is missing or cannot be reached as a file."""
 
 
+@cache
 def bundled_dir(name: str) -> Path:
-    """The bundled folder ``name`` (``models`` or ``data``), symlinks resolved."""
+    """The bundled folder ``name`` (``models`` or ``data``), symlinks resolved (found once per
+    process: the model reads it on every power estimate)."""
     folder = files("solver").joinpath(_BUNDLED, name)
     if not isinstance(folder, Path):  # e.g. imported from a zip: the readers need real files
         raise ResourceError(f"{folder}: dsfro must be installed unpacked to read its {name}/")
