@@ -14,6 +14,7 @@ from solver.api.convert import (
     RequestFileError,
     allocations_from_proto,
     backend_from_proto,
+    backend_to_proto,
     enum_label,
     load_request_json,
     message_to_json,
@@ -22,7 +23,6 @@ from solver.api.convert import (
     result_to_proto,
     wire_name,
 )
-from solver.api.profile import wire_backend
 from solver.api.settings import Limits
 from solver.domain import (
     Allocation,
@@ -135,7 +135,7 @@ def test_every_domain_enum_member_has_its_prefixed_wire_value(domain: Any, wire:
 
 def test_backends_round_trip_through_the_wire() -> None:
     for backend in Backend:
-        assert backend_from_proto(wire_backend(backend)) is backend
+        assert backend_from_proto(backend_to_proto(backend)) is backend
 
 
 def _config(job: str, dp: int, tp: int) -> Config:

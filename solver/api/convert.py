@@ -14,7 +14,7 @@ import dataclasses
 import enum
 import json
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from google.protobuf import json_format
 from google.protobuf.duration_pb2 import Duration
@@ -183,6 +183,12 @@ def _options(o: pb.SolveOptions, limits: Limits) -> SolveOptions:
         threads=o.threads,
         pyomo_solver=o.pyomo_solver,
     )
+
+
+def backend_to_proto(backend: Backend) -> pb.Backend:
+    """The wire value of a domain backend: ``Backend.CPSAT`` -> ``BACKEND_CPSAT``."""
+    # The stubs type Value() as a plain int; at run time it is the enum's number.
+    return cast("pb.Backend", pb.Backend.Value(wire_name(backend)))
 
 
 def backend_from_proto(value: int) -> Backend:

@@ -16,8 +16,13 @@ from dataclasses import dataclass, field
 
 from solver import orchestrator
 from solver._proto.dsfro.v1 import scheduler_pb2 as pb
-from solver.api.convert import duration_to_proto, problem_from_proto, result_to_proto
-from solver.api.profile import Profile, apply_profile, wire_backend
+from solver.api.convert import (
+    backend_to_proto,
+    duration_to_proto,
+    problem_from_proto,
+    result_to_proto,
+)
+from solver.api.profile import Profile, apply_profile
 from solver.api.settings import Limits
 from solver.api.validation import FieldViolation, validate_request
 from solver.domain import Backend, Problem, SolveResult
@@ -64,7 +69,7 @@ def prepare(
     if overrides.time_budget_seconds is not None:
         o.time_budget.CopyFrom(duration_to_proto(overrides.time_budget_seconds))
     if overrides.backend is not None:
-        o.backend = wire_backend(overrides.backend)
+        o.backend = backend_to_proto(overrides.backend)
     if overrides.seed is not None:
         o.seed = overrides.seed
     if overrides.threads is not None:

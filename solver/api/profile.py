@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from solver._proto.dsfro.v1 import scheduler_pb2 as pb
+from solver.api.convert import backend_to_proto
 from solver.api.settings import (
     INT32_MAX,
     MAX_THREADS,
@@ -274,7 +275,7 @@ def apply_profile(request: pb.SolveRequest, profile: Profile) -> None:
     if s.time_budget_seconds is not None and not o.HasField("time_budget"):
         o.time_budget.FromNanoseconds(round(s.time_budget_seconds * 1e9))
     if s.backend is not None and o.backend == pb.BACKEND_UNSPECIFIED:
-        o.backend = wire_backend(s.backend)
+        o.backend = backend_to_proto(s.backend)
     if s.relative_gap is not None and o.relative_gap == 0:
         o.relative_gap = s.relative_gap
     if s.threads is not None and o.threads == 0:
@@ -283,12 +284,6 @@ def apply_profile(request: pb.SolveRequest, profile: Profile) -> None:
         o.seed = s.seed
     if s.pyomo_solver is not None and not o.pyomo_solver:
         o.pyomo_solver = s.pyomo_solver
-
-
-def wire_backend(backend: Backend) -> pb.Backend:
-    """The wire enum value of a domain backend: ``Backend.CPSAT`` -> ``BACKEND_CPSAT``."""
-    value: pb.Backend = getattr(pb, f"BACKEND_{backend.name}")
-    return value
 
 
 def format_profile(profile: Profile) -> str:
