@@ -109,6 +109,30 @@ def model_spec_to_proto(m: ModelSpec) -> pb.ModelSpec:
     return pb.ModelSpec(**dataclasses.asdict(m))
 
 
+def workload_to_proto(job: pb.Job, workload: Workload) -> None:
+    """Set the job's model or measured profile (its ``workload`` oneof)."""
+    if isinstance(workload, ModelSpec):
+        job.model.CopyFrom(model_spec_to_proto(workload))
+    else:
+        job.profile.CopyFrom(
+            pb.ThroughputProfile(
+                points=[pb.ProfilePoint(**dataclasses.asdict(p)) for p in workload.points]
+            )
+        )
+
+
+def allocation_to_proto(a: Allocation) -> pb.Allocation:
+    s = a.shape
+    return pb.Allocation(
+        gpu_type=s.gpu_type,
+        data_parallel=s.data_parallel,
+        tensor_parallel=s.tensor_parallel,
+        pipeline_parallel=s.pipeline_parallel,
+        sm_clock_mhz=a.sm_clock_mhz,
+        placement=[pb.GpuSlice(node=g.node, gpu_indices=g.gpu_indices) for g in a.placement],
+    )
+
+
 def _node(n: pb.Node) -> Node:
     return Node(
         name=n.name,

@@ -1,0 +1,242 @@
+"""The numbers of one simulated run: ``summarize`` turns a ``SimulationLog`` into a ``Summary``.
+
+Definitions (each metric is None where it is undefined: no finished job, no budget, no round):
+
+- JCT: ``finish_s - submit_s`` of the finished jobs;
+- queueing delay: ``first_start_s - submit_s`` of the jobs that started at least once;
+- makespan: the last finish minus the first submission (None without a finished job);
+- energy: the cluster's true draw integrated over the power segments (``true_watts x
+  duration``, idle GPUs included), in kWh; ``jobs_energy_kwh`` is the sum of the jobs' own
+  ``energy_j``; energy per sample is the cluster energy (J) over all samples trained;
+- over budget: of the time a budget was in force, the share during which the draw exceeded it
+  (by more than a relative 1e-9, so rounding is not an excess), and the largest excess
+  ``(watts - budget) / budget`` (0 if never exceeded; budgets of 0 W are left out of it), for
+  the true and the predicted draw;
+- utilisation: GPU-seconds held by running jobs (``gpus_busy``) or making progress
+  (``gpus_computing``) over GPU-seconds available, time-weighted over the segments;
+- migrations and preemptions per job: their totals over the number of jobs;
+- deadline hit rate: among the jobs with a deadline, the share finished by it (an unfinished
+  job misses);
+- finish-time fairness (Themis: Mahajan et al., "Themis: Fair and Efficient GPU Cluster
+  Scheduling", NSDI 2020): ``rho = JCT / isolated_s`` per job; an unfinished job counts with
+  ``end_s - submit_s``, a lower bound, so starving a job never looks fair; jobs with
+  ``isolated_s <= 0`` are left out. Reported: the mean rho per tenant, the largest rho of any
+  job, the largest tenant mean (Themis' objective with tenants as its apps) and Jain's index
+  ``(sum x)^2 / (n sum x^2)`` of the tenant means (1: equal);
+- solver time: p50, p99 and max of the rounds' ``solver_seconds``; against the round's time
+  budget (rounds with a positive budget): the share of rounds over it and the p99 of
+  ``solver_seconds / budget_seconds``.
+
+Percentiles are numpy's default (linear interpolation between the closest ranks). Segments of
+zero or negative length weigh nothing.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, fields
+from typing import Any
+
+import numpy as np
+
+from solver.simulate.core import JobRecord, PowerSegment, SimulationLog
+
+JOULES_PER_KWH = 3.6e6
+EXCESS_TOLERANCE = 1e-9
+"""Relative margin above the budget before a draw counts as exceeding it."""
+
+
+@dataclass(frozen=True)
+class Summary:
+    """The metrics of one run (see the module docstring); JSON-ready through ``to_dict``."""
+
+    policy: str
+    seed: int
+    scenario: str
+    end_s: float
+    jobs_total: int
+    jobs_finished: int
+    jobs_unfinished: int
+    jct_mean_s: float | None
+    jct_median_s: float | None
+    jct_p95_s: float | None
+    queue_mean_s: float | None
+    queue_median_s: float | None
+    queue_p95_s: float | None
+    makespan_s: float | None
+    energy_kwh: float
+    jobs_energy_kwh: float
+    samples: float
+    energy_per_sample_j: float | None
+    over_budget_share: float | None
+    max_excess: float | None
+    predicted_over_budget_share: float | None
+    predicted_max_excess: float | None
+    utilisation_busy: float | None
+    utilisation_computing: float | None
+    migrations_per_job: float | None
+    preemptions_per_job: float | None
+    deadline_jobs: int
+    deadline_hit_rate: float | None
+    fairness_by_tenant: Mapping[str, float]
+    fairness_max_rho: float | None
+    fairness_max_tenant_rho: float | None
+    fairness_jain: float | None
+    rounds: int
+    solver_p50_s: float | None
+    solver_p99_s: float | None
+    solver_max_s: float | None
+    solver_over_budget_share: float | None
+    solver_p99_budget_ratio: float | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self) | {"fairness_by_tenant": dict(self.fairness_by_tenant)}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Summary:
+        """The inverse of ``to_dict`` (e.g. a ``<prefix>-summary.json`` read back)."""
+        return cls(**{f.name: data[f.name] for f in fields(cls)})
+
+
+# ---------------------------------------------------------------- helpers
+
+
+def percentile(values: Sequence[float], q: float) -> float | None:
+    """numpy's default (linear) percentile; None for no values."""
+    return float(np.percentile(values, q)) if values else None
+
+
+def _mean(values: Sequence[float]) -> float | None:
+    return sum(values) / len(values) if values else None
+
+
+def _share(part: float, whole: float) -> float | None:
+    return part / whole if whole > 0 else None
+
+
+def _duration(s: PowerSegment) -> float:
+    return max(0.0, s.end_s - s.start_s)
+
+
+def jct(job: JobRecord) -> float | None:
+    return None if job.finish_s is None else job.finish_s - job.submit_s
+
+
+def queue_delay(job: JobRecord) -> float | None:
+    return None if job.first_start_s is None else job.first_start_s - job.submit_s
+
+
+def _budget_exceedance(
+    segments: Iterable[PowerSegment], watts: Callable[[PowerSegment], float]
+) -> tuple[float | None, float | None]:
+    """(share of budgeted time over the budget, largest excess over it as a share of it)."""
+    budgeted = over = 0.0
+    excess: float | None = None
+    for s in segments:
+        d = _duration(s)
+        if s.budget_watts is None or d == 0:
+            continue
+        budgeted += d
+        w = watts(s)
+        if w > s.budget_watts * (1 + EXCESS_TOLERANCE):
+            over += d
+        if s.budget_watts > 0:
+            excess = max(excess or 0.0, (w - s.budget_watts) / s.budget_watts)
+    return _share(over, budgeted), excess
+
+
+def _fairness(log: SimulationLog) -> dict[str, list[float]]:
+    """Per tenant, the jobs' finish-time fairness rho (unfinished: up to ``end_s``)."""
+    rho: dict[str, list[float]] = defaultdict(list)
+    for j in log.jobs:
+        if j.isolated_s <= 0:
+            continue
+        finish = log.end_s if j.finish_s is None else j.finish_s
+        rho[j.tenant].append((finish - j.submit_s) / j.isolated_s)
+    return dict(sorted(rho.items()))
+
+
+def jain_index(values: Sequence[float]) -> float | None:
+    """Jain's fairness index ``(sum x)^2 / (n sum x^2)``: 1 when all are equal."""
+    squares = sum(v * v for v in values)
+    return sum(values) ** 2 / (len(values) * squares) if squares > 0 else None
+
+
+# ---------------------------------------------------------------- the summary
+
+
+def summarize(log: SimulationLog) -> Summary:
+    jobs = log.jobs
+    finished = [j for j in jobs if j.finish_s is not None]
+    jcts = [t for j in jobs if (t := jct(j)) is not None]
+    queues = [t for j in jobs if (t := queue_delay(j)) is not None]
+    segments = [s for s in log.power if _duration(s) > 0]
+    energy_j = sum(s.true_watts * _duration(s) for s in segments)
+    samples = sum(j.samples for j in jobs)
+    available = sum(s.gpus_available * _duration(s) for s in segments)
+    over, excess = _budget_exceedance(segments, lambda s: s.true_watts)
+    p_over, p_excess = _budget_exceedance(segments, lambda s: s.predicted_watts)
+    with_deadline = [j for j in jobs if j.deadline_s is not None]
+    hits = sum(
+        1
+        for j in with_deadline
+        if j.finish_s is not None and j.deadline_s is not None and j.finish_s <= j.deadline_s
+    )
+    rho = _fairness(log)
+    tenant_means = {t: sum(v) / len(v) for t, v in rho.items()}
+    solver = [r.solver_seconds for r in log.rounds]
+    budgeted_rounds = [r for r in log.rounds if r.budget_seconds > 0]
+    n = len(jobs)
+    return Summary(
+        policy=log.policy,
+        seed=log.seed,
+        scenario=log.scenario,
+        end_s=log.end_s,
+        jobs_total=n,
+        jobs_finished=len(finished),
+        jobs_unfinished=n - len(finished),
+        jct_mean_s=_mean(jcts),
+        jct_median_s=percentile(jcts, 50),
+        jct_p95_s=percentile(jcts, 95),
+        queue_mean_s=_mean(queues),
+        queue_median_s=percentile(queues, 50),
+        queue_p95_s=percentile(queues, 95),
+        makespan_s=(
+            max(j.finish_s for j in finished if j.finish_s is not None)
+            - min(j.submit_s for j in jobs)
+            if finished
+            else None
+        ),
+        energy_kwh=energy_j / JOULES_PER_KWH,
+        jobs_energy_kwh=sum(j.energy_j for j in jobs) / JOULES_PER_KWH,
+        samples=samples,
+        energy_per_sample_j=_share(energy_j, samples),
+        over_budget_share=over,
+        max_excess=excess,
+        predicted_over_budget_share=p_over,
+        predicted_max_excess=p_excess,
+        utilisation_busy=_share(sum(s.gpus_busy * _duration(s) for s in segments), available),
+        utilisation_computing=_share(
+            sum(s.gpus_computing * _duration(s) for s in segments), available
+        ),
+        migrations_per_job=_share(sum(j.migrations for j in jobs), n),
+        preemptions_per_job=_share(sum(j.preemptions for j in jobs), n),
+        deadline_jobs=len(with_deadline),
+        deadline_hit_rate=_share(hits, len(with_deadline)),
+        fairness_by_tenant=tenant_means,
+        fairness_max_rho=max((r for v in rho.values() for r in v), default=None),
+        fairness_max_tenant_rho=max(tenant_means.values(), default=None),
+        fairness_jain=jain_index(list(tenant_means.values())),
+        rounds=len(log.rounds),
+        solver_p50_s=percentile(solver, 50),
+        solver_p99_s=percentile(solver, 99),
+        solver_max_s=max(solver, default=None),
+        solver_over_budget_share=_share(
+            sum(1 for r in budgeted_rounds if r.solver_seconds > r.budget_seconds),
+            len(budgeted_rounds),
+        ),
+        solver_p99_budget_ratio=percentile(
+            [r.solver_seconds / r.budget_seconds for r in budgeted_rounds], 99
+        ),
+    )

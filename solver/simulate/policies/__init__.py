@@ -1,0 +1,47 @@
+"""Scheduling policies behind one interface (``solver.simulate.core.Policy``), by name.
+
+``make_policy(name, server=...)`` builds one; ``POLICY_NAMES`` lists them. Baselines are
+documented with their sources in docs/simulation.md; each gets the same ``RoundInput``.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+
+from solver.domain import Backend
+from solver.simulate.core import Policy
+from solver.simulate.policies.dsfro import DsfroOptions, DsfroPolicy
+
+_BASELINES: dict[str, tuple[str, str]] = {
+    "fifo": ("solver.simulate.policies.fifo", "FifoPolicy"),
+    "las": ("solver.simulate.policies.las", "LasPolicy"),
+    "gavel": ("solver.simulate.policies.gavel", "GavelPolicy"),
+    "sia": ("solver.simulate.policies.sia", "SiaPolicy"),
+    "zeus": ("solver.simulate.policies.zeus", "ZeusPolicy"),
+}
+
+_DSFRO: dict[str, Callable[[str | None, float], DsfroOptions]] = {
+    "dsfro": lambda server, h: DsfroOptions(server=server, power_headroom=h),
+    "dsfro-no-dvfs": lambda server, h: DsfroOptions(server=server, dvfs=False, power_headroom=h),
+    "dsfro-fixed-shape": lambda server, h: DsfroOptions(
+        server=server, adaptive_shape=False, power_headroom=h
+    ),
+    "dsfro-heuristic": lambda server, h: DsfroOptions(
+        server=server, backend=Backend.HEURISTIC, power_headroom=h
+    ),
+}
+
+POLICY_NAMES: tuple[str, ...] = (*_BASELINES, *_DSFRO)
+
+
+def make_policy(name: str, *, server: str | None = None, power_headroom: float = 0.0) -> Policy:
+    """The policy called `name`; DSFRO variants solve over gRPC at `server` when given.
+    ValueError names the known policies."""
+    if name in _DSFRO:
+        return DsfroPolicy(name, _DSFRO[name](server, power_headroom))
+    if name in _BASELINES:
+        module, cls = _BASELINES[name]
+        policy: Policy = getattr(importlib.import_module(module), cls)()
+        return policy
+    raise ValueError(f"unknown policy {name!r}; one of {', '.join(POLICY_NAMES)}")

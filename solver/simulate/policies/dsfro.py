@@ -1,0 +1,115 @@
+"""DSFRO as a policy: the round's snapshot sent as it is, in this process through the same
+pipeline as the service, or over gRPC to a running server (``server``), the way a real
+scheduler calls it. Ablations change only what DSFRO may decide, through the request:
+
+- ``dsfro-no-dvfs``: every GPU type offers only its top clock;
+- ``dsfro-fixed-shape``: each job gets exactly the GPUs it asked for (min = max = requested);
+- ``dsfro-heuristic``: the heuristic alone (``BACKEND_HEURISTIC``).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import grpc
+
+from solver._proto.dsfro.v1 import scheduler_pb2 as pb
+from solver._proto.dsfro.v1 import scheduler_pb2_grpc
+from solver.api import pipeline
+from solver.api.convert import allocations_from_proto, backend_to_proto, requested_time_budget
+from solver.domain import Allocation, Backend, JobState
+from solver.simulate.core import Decision, RoundInput
+
+RPC_SLACK_SECONDS = 5.0
+"""RPC deadline beyond the round's time budget."""
+
+
+@dataclass(frozen=True)
+class DsfroOptions:
+    server: str | None = None
+    """HOST:PORT of a running DSFRO service; None: solve in this process."""
+    backend: Backend = Backend.AUTO
+    dvfs: bool = True
+    """False: only the top clock of each GPU type is offered."""
+    adaptive_shape: bool = True
+    """False: every job gets exactly its requested GPU count."""
+    power_headroom: float = 0.0
+    """Share of the budget kept free for the truth's spread: DSFRO plans to (1 - h) x budget."""
+
+
+class DsfroPolicy:
+    def __init__(self, name: str = "dsfro", options: DsfroOptions | None = None) -> None:
+        self._name = name
+        self.options = options or DsfroOptions()
+        self._channel: grpc.Channel | None = None
+        self._stub: scheduler_pb2_grpc.SchedulerServiceStub | None = None
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    def decide(self, round_input: RoundInput) -> Decision:
+        request = self.adapt(round_input)
+        started = time.perf_counter()
+        if self.options.server is None:
+            result = pipeline.solve_request(request).result
+            allocations = {
+                a.job: Allocation(a.config.shape, a.config.sm_clock_mhz, a.placement)
+                for a in result.plan.assignments
+                if a.state is JobState.RUNNING and a.config is not None
+            }
+            detail = f"{result.stats.termination.name} ({result.stats.backend_used.name})"
+        else:
+            response = self._call(request)
+            allocations = {
+                name: a for name, a in allocations_from_proto(response.plan).items() if a
+            }
+            detail = pb.Termination.Name(response.stats.termination)
+        return Decision(allocations, time.perf_counter() - started, detail)
+
+    def adapt(self, round_input: RoundInput) -> pb.SolveRequest:
+        """The round's request with this variant's restrictions."""
+        o = self.options
+        request = pb.SolveRequest()
+        request.CopyFrom(round_input.request)
+        request.options.backend = backend_to_proto(o.backend)
+        if not o.dvfs:
+            for t in request.cluster.gpu_types:
+                top = max(t.sm_clocks_mhz)
+                del t.sm_clocks_mhz[:]
+                t.sm_clocks_mhz.append(top)
+            for job in request.jobs:
+                if job.HasField("current_allocation"):
+                    gpu = next(
+                        g
+                        for g in request.cluster.gpu_types
+                        if g.name == job.current_allocation.gpu_type
+                    )
+                    job.current_allocation.sm_clock_mhz = gpu.sm_clocks_mhz[0]
+        if not o.adaptive_shape:
+            for job in request.jobs:
+                n = round_input.history[job.name].requested_gpus
+                job.min_gpus = job.max_gpus = n
+        if o.power_headroom > 0 and request.cluster.HasField("power_budget_watts"):
+            request.cluster.power_budget_watts *= 1 - o.power_headroom
+        return request
+
+    def _call(self, request: pb.SolveRequest) -> pb.SolveResponse:
+        if self._stub is None:
+            assert self.options.server is not None
+            options = [
+                ("grpc.max_send_message_length", -1),
+                ("grpc.max_receive_message_length", -1),
+            ]
+            self._channel = grpc.insecure_channel(self.options.server, options=options)
+            self._stub = scheduler_pb2_grpc.SchedulerServiceStub(self._channel)  # type: ignore[no-untyped-call]
+        budget = requested_time_budget(request.options) or 0.0
+        response: pb.SolveResponse = self._stub.Solve(request, timeout=budget + RPC_SLACK_SECONDS)
+        return response
+
+    def close(self) -> None:
+        if self._channel is not None:
+            self._channel.close()
+            self._channel = None
+            self._stub = None
