@@ -371,7 +371,9 @@ class Simulation:
                 j.samples += done
                 true_w += j.rate.watts
                 j.energy_j += j.rate.watts * dt
-            idle_w = cluster_idle - sum(self._idle_of(j) * j.gpus() for j in active)
+            idle_w = cluster_idle - sum(
+                self._idle_of(j) * j.gpus() for j in active if j.allocation is not None
+            )
             self._power.append(
                 PowerSegment(
                     start_s=a,

@@ -17,7 +17,12 @@ import grpc
 from solver._proto.dsfro.v1 import scheduler_pb2 as pb
 from solver._proto.dsfro.v1 import scheduler_pb2_grpc
 from solver.api import pipeline
-from solver.api.convert import allocations_from_proto, backend_to_proto, requested_time_budget
+from solver.api.convert import (
+    allocations_from_proto,
+    backend_to_proto,
+    enum_label,
+    requested_time_budget,
+)
 from solver.domain import Allocation, Backend, JobState
 from solver.simulate.core import Decision, RoundInput
 
@@ -65,7 +70,11 @@ class DsfroPolicy:
             allocations = {
                 name: a for name, a in allocations_from_proto(response.plan).items() if a
             }
-            detail = pb.Termination.Name(response.stats.termination)
+            s = response.stats
+            detail = (
+                f"{enum_label(pb.Termination, s.termination)} "
+                f"({enum_label(pb.Backend, s.backend_used)})"
+            )
         return Decision(allocations, time.perf_counter() - started, detail)
 
     def adapt(self, round_input: RoundInput) -> pb.SolveRequest:

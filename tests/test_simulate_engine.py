@@ -1,0 +1,237 @@
+"""The simulation loop on small hand-made scenarios: exact JCTs and energy, restart costs,
+invariants, determinism, and the same results in-process and over gRPC."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any
+
+import pytest
+
+from solver._proto.dsfro.v1 import scheduler_pb2 as pb
+from solver.api.server import SchedulerServer
+from solver.domain import Allocation, GpuSlice, ProfilePoint, Shape, ThroughputProfile
+from solver.model.catalog import load_architectures
+from solver.simulate.core import (
+    Decision,
+    Policy,
+    PowerSchedule,
+    PowerStep,
+    RoundInput,
+    SimJob,
+    SimulationError,
+    SimulationLog,
+    TraceJob,
+)
+from solver.simulate.engine import EngineSettings, RestartCost, Simulation
+from solver.simulate.policies import make_policy
+from solver.simulate.truth import TruthSettings
+
+EXACT = TruthSettings(throughput_sigma=0.0, power_sigma=0.0, round_sigma=0.0)
+IDLE_W = 50.0
+
+
+def two_gpu_cluster(budget: float | None = None, nodes: int = 1) -> pb.ClusterSnapshot:
+    c = pb.ClusterSnapshot(
+        gpu_types=[
+            pb.GpuType(
+                name="G",
+                memory_gib=80,
+                peak_tflops=100,
+                memory_bandwidth_gbps=1000,
+                intra_node_bandwidth_gbps=300,
+                tdp_watts=300,
+                idle_watts=IDLE_W,
+                sm_clocks_mhz=[1000],
+            )
+        ],
+        nodes=[
+            pb.Node(name=f"n{i}", gpu_type="G", gpu_count=2, rack="r0", network_bandwidth_gbps=100)
+            for i in range(nodes)
+        ],
+    )
+    if budget is not None:
+        c.power_budget_watts = budget
+    return c
+
+
+def measured_job(name: str, submit: float, duration: float, *, gpus: int = 1) -> SimJob:
+    """A job measured at 10 samples/s and 100 W per GPU (its truth with EXACT settings)."""
+    points = tuple(ProfilePoint("G", n, 1, 1, 1000, 10.0 * n, 100.0 * n, 10.0) for n in range(1, 3))
+    trace = TraceJob(name, submit, "t", "measured", gpus, duration)
+    return SimJob(trace, ThroughputProfile(points), "measured", gpus, gpus, measured=True)
+
+
+class FirstFit:
+    """Runs every waiting job on the lowest free GPUs, keeps running jobs where they are."""
+
+    name = "first-fit"
+
+    def decide(self, r: RoundInput) -> Decision:
+        taken: set[tuple[str, int]] = set()
+        out: dict[str, Allocation] = {}
+        for job in r.request.jobs:
+            if job.HasField("current_allocation"):
+                a = job.current_allocation
+                slices = tuple(GpuSlice(s.node, tuple(s.gpu_indices)) for s in a.placement)
+                out[job.name] = Allocation(Shape(a.gpu_type, a.data_parallel, 1, 1), 1000, slices)
+                taken |= {(s.node, i) for s in slices for i in s.gpu_indices}
+        for job in sorted(r.request.jobs, key=lambda j: r.history[j.name].submit_time_s):
+            if job.name in out:
+                continue
+            n = r.history[job.name].requested_gpus
+            free = [
+                (node.name, i)
+                for node in r.request.cluster.nodes
+                for i in range(node.gpu_count)
+                if (node.name, i) not in taken and i not in node.unavailable_gpu_indices
+            ]
+            mine = [g for g in free if g[0] == free[0][0]][:n] if free else []
+            if len(mine) < n:
+                continue
+            taken |= set(mine)
+            out[job.name] = Allocation(
+                Shape("G", n, 1, 1), 1000, (GpuSlice(mine[0][0], tuple(i for _, i in mine)),)
+            )
+        return Decision(out, 0.0)
+
+    def close(self) -> None:
+        pass
+
+
+def run(
+    jobs: list[SimJob],
+    policy: Policy,
+    cluster: pb.ClusterSnapshot | None = None,
+    **settings: Any,
+) -> SimulationLog:
+    s = dataclasses.replace(EngineSettings(truth=EXACT, reference_gpu_type="G"), **settings)
+    sim = Simulation(cluster or two_gpu_cluster(), jobs, policy, settings=s, seed=1)
+    return sim.run()
+
+
+def by_job(log: SimulationLog) -> Mapping[str, tuple[float | None, float | None]]:
+    return {j.job_id: (j.first_start_s, j.finish_s) for j in log.jobs}
+
+
+def test_two_jobs_side_by_side_give_hand_computed_jcts_and_energy() -> None:
+    log = run([measured_job("a", 0, 100), measured_job("b", 50, 100)], FirstFit())
+    assert by_job(log) == {"a": (0.0, 100.0), "b": (50.0, 150.0)}
+    # [0,50): a 100 W + one idle GPU 50 W; [50,100): 200 W; [100,150): b 100 W + 50 W idle.
+    energy = sum((p.end_s - p.start_s) * p.true_watts for p in log.power)
+    assert energy == pytest.approx(150 * 50 + 200 * 50 + 150 * 50)
+    a, b = log.jobs
+    assert a.samples == pytest.approx(1000) and b.samples == pytest.approx(1000)
+    assert a.energy_j == pytest.approx(100 * 100)
+    assert [r.time_s for r in log.rounds] == [0.0, 50.0, 100.0]
+
+
+def test_a_job_that_does_not_fit_waits_for_the_gpus() -> None:
+    jobs = [measured_job("a", 0, 100, gpus=2), measured_job("b", 10, 100, gpus=2)]
+    log = run(jobs, FirstFit(), min_round_spacing_s=30.0)
+    # b arrives at 10, waits; a finishes at 100 and the next round (100 >= 10 + 30) starts b.
+    assert by_job(log) == {"a": (0.0, 100.0), "b": (100.0, 200.0)}
+
+
+class MoveEveryRound(FirstFit):
+    """Moves the one job between the two nodes at every round."""
+
+    name = "mover"
+
+    def decide(self, r: RoundInput) -> Decision:
+        node = f"n{r.round_index % 2}"
+        return Decision({"a": Allocation(Shape("G", 1, 1, 1), 1000, (GpuSlice(node, (0,)),))}, 0)
+
+
+def test_a_move_costs_the_restart_delay_without_progress() -> None:
+    job = dataclasses.replace(measured_job("a", 0, 600), parameters=1e9)
+    cost = RestartCost(overhead_s=20.0, bandwidth_bytes_per_s=14e9)  # 20 + 2 * 14e9 / 14e9 = 22 s
+    log = run([job], MoveEveryRound(), two_gpu_cluster(nodes=2), restart=cost, round_interval_s=300)
+    # Rounds at 0 (start), 300 (move: 22 s idle), 600 (move: 22 s) ... 6,000 samples at 10/s.
+    (rec,) = log.jobs
+    assert rec.migrations == 2
+    assert rec.finish_s == pytest.approx(600 + 44)
+    restarting = [p for p in log.power if p.gpus_busy == 1 and p.gpus_computing == 0]
+    assert sum(p.end_s - p.start_s for p in restarting) == pytest.approx(44)
+    assert all(p.true_watts == pytest.approx(4 * IDLE_W) for p in restarting)
+
+
+class DoubleBooker(FirstFit):
+    name = "double"
+
+    def decide(self, r: RoundInput) -> Decision:
+        same = (GpuSlice("n0", (0,)),)
+        shape = Shape("G", 1, 1, 1)
+        return Decision({j.name: Allocation(shape, 1000, same) for j in r.request.jobs}, 0)
+
+
+def test_a_plan_the_checker_rejects_stops_the_run() -> None:
+    with pytest.raises(SimulationError, match="gpu_capacity"):
+        run([measured_job("a", 0, 100), measured_job("b", 0, 100)], DoubleBooker())
+
+
+def test_a_budget_drop_replans_at_once_and_the_plan_keeps_within_it() -> None:
+    # Two 1-GPU jobs: 2 x 100 W = 200 W. From t = 40 the budget is 150 W: only one may run.
+    schedule = PowerSchedule((PowerStep(0.0, 1000.0), PowerStep(40.0, 150.0)), period_s=1e9)
+    jobs = [measured_job("a", 0, 100), measured_job("b", 0, 100)]
+    log = Simulation(
+        two_gpu_cluster(),
+        jobs,
+        make_policy("dsfro-heuristic"),
+        schedule=schedule,
+        settings=EngineSettings(truth=EXACT, reference_gpu_type="G"),
+        seed=1,
+    ).run()
+    assert [r.time_s for r in log.rounds][:2] == [0.0, 40.0]
+    for r in log.rounds:
+        assert r.budget_watts is not None and r.predicted_watts <= r.budget_watts + 1e-6
+    assert all(j.finish_s is not None for j in log.jobs)
+
+
+def _model_jobs(count: int) -> list[SimJob]:
+    archs = load_architectures()
+    jobs = []
+    for i in range(count):
+        name = ("bert-large", "gpt3-1.3b")[i % 2]
+        n = (1, 2)[i % 2]
+        trace = TraceJob(f"m{i}", 40.0 * i, f"t{i % 2}", name, n, 600.0 + 60 * i)
+        spec = archs[name]
+        jobs.append(SimJob(trace, spec, name, 1, 2 * n, parameters=spec.parameters))
+    return jobs
+
+
+def _comparable(log: SimulationLog) -> tuple[object, ...]:
+    rounds = [dataclasses.replace(r, solver_seconds=0.0) for r in log.rounds]
+    return (log.jobs, tuple(rounds), log.power)
+
+
+def test_model_jobs_finish_with_their_samples_and_the_same_seed_repeats() -> None:
+    cluster = two_gpu_cluster(nodes=3)
+    cluster.gpu_types[0].sm_clocks_mhz.extend([800, 600])
+    settings = EngineSettings(reference_gpu_type="G", solver_budget_s=1.0)
+    logs = [
+        Simulation(
+            cluster, _model_jobs(6), make_policy("dsfro-heuristic"), settings=settings, seed=4
+        ).run()
+        for _ in range(2)
+    ]
+    assert _comparable(logs[0]) == _comparable(logs[1])
+    for j in logs[0].jobs:
+        assert j.finish_s is not None and j.first_start_s is not None
+        assert j.samples > 0
+    other = Simulation(
+        cluster, _model_jobs(6), make_policy("dsfro-heuristic"), settings=settings, seed=5
+    ).run()
+    assert _comparable(other) != _comparable(logs[0])
+
+
+def test_over_grpc_the_results_are_those_in_process(server: SchedulerServer) -> None:
+    cluster = two_gpu_cluster(nodes=3)
+    settings = EngineSettings(reference_gpu_type="G", solver_budget_s=1.0)
+    here = Simulation(
+        cluster, _model_jobs(5), make_policy("dsfro-heuristic"), settings=settings, seed=2
+    ).run()
+    remote_policy = make_policy("dsfro-heuristic", server=f"127.0.0.1:{server.port}")
+    remote = Simulation(cluster, _model_jobs(5), remote_policy, settings=settings, seed=2).run()
+    assert _comparable(here) == _comparable(remote)
