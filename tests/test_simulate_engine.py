@@ -147,7 +147,14 @@ class MoveEveryRound(FirstFit):
 def test_a_move_costs_the_restart_delay_without_progress() -> None:
     job = dataclasses.replace(measured_job("a", 0, 600), parameters=1e9)
     cost = RestartCost(overhead_s=20.0, bandwidth_bytes_per_s=14e9)  # 20 + 2 * 14e9 / 14e9 = 22 s
-    log = run([job], MoveEveryRound(), two_gpu_cluster(nodes=2), restart=cost, round_interval_s=300)
+    log = run(
+        [job],
+        MoveEveryRound(),
+        two_gpu_cluster(nodes=2),
+        restart=cost,
+        round_interval_s=300,
+        quiet_interval_s=300,
+    )
     # Rounds at 0 (start), 300 (move: 22 s idle), 600 (move: 22 s) ... 6,000 samples at 10/s.
     (rec,) = log.jobs
     assert rec.migrations == 2

@@ -46,6 +46,7 @@ from solver.extras import MissingExtraError
 from solver.model import configs
 from solver.offline import calibration, generate
 from solver.offline import commands as offline_commands
+from solver.simulate import cli as simulate_cli
 
 log = logging.getLogger("dsfro")
 
@@ -260,6 +261,7 @@ COMMANDS: tuple[Callable[[Any], None], ...] = (
     add_solve_commands,
     calibration.add_commands,
     offline_commands.add_commands,
+    simulate_cli.add_commands,
 )
 """The command registry: each entry adds its commands to the ``dsfro`` sub-parsers, each
 command setting ``func`` (parsed arguments -> exit code)."""

@@ -16,7 +16,7 @@ import heapq
 import itertools
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -81,6 +81,9 @@ class FailureSettings:
 @dataclass(frozen=True)
 class EngineSettings:
     round_interval_s: float = 300.0
+    quiet_interval_s: float = 3600.0
+    """The interval instead while no job waits: nothing to share or admit, so the next round
+    comes with the next event, or after this long (the same rule for every policy)."""
     min_round_spacing_s: float = 30.0
     solver_budget_s: float = 1.0
     """The policy's time per round (the request's time_budget)."""
@@ -90,6 +93,9 @@ class EngineSettings:
     """The GPU type of the trace's durations; None: the cluster's most numerous type."""
     max_time_s: float | None = None
     """Stop the simulation here even if jobs remain."""
+    power_headroom: float = 0.0
+    """Share of the power budget the scheduler keeps back for prediction error: every policy is
+    told budget x (1 - headroom); exceedance is measured against the whole budget."""
     truth: TruthSettings = field(default_factory=TruthSettings)
     weights: pb.ObjectiveWeights | None = None
 
@@ -138,8 +144,11 @@ class Simulation:
         settings: EngineSettings | None = None,
         seed: int = 0,
         scenario: str = "",
+        progress: Callable[[RoundRecord, int, int], None] | None = None,
     ) -> None:
+        """``progress(round, jobs finished, jobs total)`` is called after every round."""
         self.cluster = cluster
+        self._progress = progress
         self.policy = policy
         self.schedule = schedule or PowerSchedule()
         self.settings = settings or EngineSettings()
@@ -202,7 +211,11 @@ class Simulation:
                 continue
             self._round(t, active)
             last_round = t
-            due = t + self.settings.round_interval_s
+            waiting = any(j.allocation is None for j in active)
+            s = self.settings
+            due = t + (
+                s.round_interval_s if waiting else max(s.quiet_interval_s, s.round_interval_s)
+            )
             seen = next_arrival  # arrivals before the next round wait for it
             while True:  # events until the next round is due
                 arrival = arrivals[seen] if seen < n else math.inf
@@ -300,6 +313,9 @@ class Simulation:
                 detail=decision.detail,
             )
         )
+        if self._progress is not None:
+            done = sum(1 for j in self._jobs.values() if j.finish is not None)
+            self._progress(self._rounds[-1], done, len(self._jobs))
 
     def _check(self, problem: Problem, decision: Decision, t: float) -> dict[str, float]:
         """Predicted watts of each running job; SimulationError if the plan breaks a rule."""
@@ -346,7 +362,8 @@ class Simulation:
         if t1 <= t0:
             return
         cuts = sorted({t0, t1, *(j.restart_until for j in active if t0 < j.restart_until < t1)})
-        cluster_idle = self._idle_watts_now()
+        powered_idle = self._idle_watts(powered_only=True)
+        installed_idle = self._idle_watts(powered_only=False)
         for a, b in itertools.pairwise(cuts):
             dt = b - a
             true_w = predicted_w = 0.0
@@ -371,15 +388,13 @@ class Simulation:
                 j.samples += done
                 true_w += j.rate.watts
                 j.energy_j += j.rate.watts * dt
-            idle_w = cluster_idle - sum(
-                self._idle_of(j) * j.gpus() for j in active if j.allocation is not None
-            )
+            held = sum(self._idle_of(j) * j.gpus() for j in active if j.allocation is not None)
             self._power.append(
                 PowerSegment(
                     start_s=a,
                     end_s=b,
-                    true_watts=true_w + idle_w,
-                    predicted_watts=predicted_w + idle_w,
+                    true_watts=true_w + powered_idle - held,
+                    predicted_watts=predicted_w + installed_idle - held,
                     budget_watts=self._budget(a),
                     gpus_busy=busy,
                     gpus_computing=computing,
@@ -458,7 +473,7 @@ class Simulation:
         if budget is None:
             c.ClearField("power_budget_watts")
         else:
-            c.power_budget_watts = budget
+            c.power_budget_watts = budget * (1 - self.settings.power_headroom)
         return c
 
     def _request(
@@ -502,12 +517,14 @@ class Simulation:
         assert j.allocation is not None
         return self.problem.cluster.gpu_types[j.allocation.shape.gpu_type].idle_watts
 
-    def _idle_watts_now(self) -> float:
+    def _idle_watts(self, *, powered_only: bool) -> float:
+        """Idle watts of every GPU: as the checker counts them (every installed GPU, unavailable
+        ones too), or as the truth draws them (failed nodes are powered off)."""
         types = self.problem.cluster.gpu_types
         return sum(
-            (n.gpu_count - len(n.unavailable_gpu_indices)) * types[n.gpu_type].idle_watts
+            n.gpu_count * types[n.gpu_type].idle_watts
             for n in self.cluster.nodes
-            if n.name not in self._failed_until
+            if not (powered_only and n.name in self._failed_until)
         )
 
     def _available_now(self) -> int:
@@ -518,7 +535,7 @@ class Simulation:
         )
 
     def _predicted_draw(self, cluster: pb.ClusterSnapshot, active: Sequence[_Job]) -> float:
-        idle = self._idle_watts_now() - sum(
+        idle = self._idle_watts(powered_only=False) - sum(
             self._idle_of(j) * j.gpus() for j in active if j.allocation
         )
         return idle + sum(j.predicted_watts for j in active if j.allocation is not None)

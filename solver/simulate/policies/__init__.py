@@ -21,25 +21,21 @@ _BASELINES: dict[str, tuple[str, str]] = {
     "zeus": ("solver.simulate.policies.zeus", "ZeusPolicy"),
 }
 
-_DSFRO: dict[str, Callable[[str | None, float], DsfroOptions]] = {
-    "dsfro": lambda server, h: DsfroOptions(server=server, power_headroom=h),
-    "dsfro-no-dvfs": lambda server, h: DsfroOptions(server=server, dvfs=False, power_headroom=h),
-    "dsfro-fixed-shape": lambda server, h: DsfroOptions(
-        server=server, adaptive_shape=False, power_headroom=h
-    ),
-    "dsfro-heuristic": lambda server, h: DsfroOptions(
-        server=server, backend=Backend.HEURISTIC, power_headroom=h
-    ),
+_DSFRO: dict[str, Callable[[str | None], DsfroOptions]] = {
+    "dsfro": lambda server: DsfroOptions(server=server),
+    "dsfro-no-dvfs": lambda server: DsfroOptions(server=server, dvfs=False),
+    "dsfro-fixed-shape": lambda server: DsfroOptions(server=server, adaptive_shape=False),
+    "dsfro-heuristic": lambda server: DsfroOptions(server=server, backend=Backend.HEURISTIC),
 }
 
 POLICY_NAMES: tuple[str, ...] = (*_BASELINES, *_DSFRO)
 
 
-def make_policy(name: str, *, server: str | None = None, power_headroom: float = 0.0) -> Policy:
+def make_policy(name: str, *, server: str | None = None) -> Policy:
     """The policy called `name`; DSFRO variants solve over gRPC at `server` when given.
     ValueError names the known policies."""
     if name in _DSFRO:
-        return DsfroPolicy(name, _DSFRO[name](server, power_headroom))
+        return DsfroPolicy(name, _DSFRO[name](server))
     if name in _BASELINES:
         module, cls = _BASELINES[name]
         policy: Policy = getattr(importlib.import_module(module), cls)()

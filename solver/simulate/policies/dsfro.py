@@ -39,8 +39,6 @@ class DsfroOptions:
     """False: only the top clock of each GPU type is offered."""
     adaptive_shape: bool = True
     """False: every job gets exactly its requested GPU count."""
-    power_headroom: float = 0.0
-    """Share of the budget kept free for the truth's spread: DSFRO plans to (1 - h) x budget."""
 
 
 class DsfroPolicy:
@@ -100,8 +98,6 @@ class DsfroPolicy:
             for job in request.jobs:
                 n = round_input.history[job.name].requested_gpus
                 job.min_gpus = job.max_gpus = n
-        if o.power_headroom > 0 and request.cluster.HasField("power_budget_watts"):
-            request.cluster.power_budget_watts *= 1 - o.power_headroom
         return request
 
     def _call(self, request: pb.SolveRequest) -> pb.SolveResponse:

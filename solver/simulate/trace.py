@@ -1,0 +1,257 @@
+"""Trace files: one CSV row per job (docs/simulation.md, "Trace format").
+
+``read_trace`` checks everything a trace can get wrong on its own and reports every problem at
+once, each as ``FILE:ROW:COLUMN: message`` (ROW is the line in the file, the header is line 1),
+in one ``SimulationError``. What needs the cluster or the workload mix (an unknown workload, more
+GPUs than the cluster has) is ``check_trace_against``, in the same form. ``write_trace`` writes
+the format back, atomically.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+import os
+import tempfile
+from collections.abc import Callable, Sequence, Set
+from pathlib import Path
+from typing import TYPE_CHECKING, TextIO
+
+from solver._proto.dsfro.v1 import scheduler_pb2 as pb
+from solver.simulate.core import SimulationError, TraceJob
+
+if TYPE_CHECKING:
+    from solver.simulate.workload import WorkloadMix
+
+REQUIRED = ("job_id", "submit_time_s", "tenant", "workload", "num_gpus", "duration_s")
+OPTIONAL = ("deadline_s", "weight", "preemptible")
+COLUMNS = REQUIRED + OPTIONAL
+"""The columns ``write_trace`` writes, in order. Other columns of a file are ignored."""
+
+_TRUE = frozenset({"true", "1"})
+_FALSE = frozenset({"false", "0"})
+
+
+class _Row:
+    """One record of the file, with the problems found in it."""
+
+    def __init__(self, path: Path, line: int, values: dict[str, str], problems: list[str]):
+        self.path, self.line, self.values, self.problems = path, line, values, problems
+        self.ok = True
+
+    def fail(self, column: str, message: str) -> None:
+        self.problems.append(f"{self.path}:{self.line}:{column}: {message}")
+        self.ok = False
+
+    def text(self, column: str) -> str:
+        value = self.values[column]
+        if not value:
+            self.fail(column, "must not be empty")
+        return value
+
+    def number(self, column: str, check: Callable[[float], bool], rule: str) -> float:
+        raw = self.values[column]
+        try:
+            value = float(raw)
+        except ValueError:
+            value = math.nan
+        if not (math.isfinite(value) and check(value)):
+            self.fail(column, f"must be {rule}, got {raw!r}")
+        return value
+
+    def positive_int(self, column: str) -> int:
+        raw = self.values[column]
+        try:
+            value = int(raw)
+        except ValueError:
+            value = 0
+        if value <= 0:
+            self.fail(column, f"must be a positive integer, got {raw!r}")
+        return value
+
+    def optional(self, column: str, rule: str) -> float | None:
+        """A positive number, or None where the column is empty or absent."""
+        if not self.values.get(column, ""):
+            return None
+        return self.number(column, lambda x: x > 0, rule)
+
+    def flag(self, column: str) -> bool:
+        raw = self.values.get(column, "").lower()
+        if raw in _TRUE or not raw:
+            return True
+        if raw not in _FALSE:
+            self.fail(column, f"must be empty (true), true, false, 1 or 0, got {raw!r}")
+        return False
+
+
+def read_trace(path: str | Path) -> list[TraceJob]:
+    """The jobs of a trace file, sorted by submission time (ties in file order).
+
+    Raises SimulationError listing every problem of the file.
+    """
+    path = Path(path)
+    problems: list[str] = []
+    jobs = _read(path, problems)
+    if problems:
+        raise SimulationError(problems)
+    return sorted(jobs, key=lambda j: (j.submit_time_s, j.row))
+
+
+def _read(path: Path, problems: list[str]) -> list[TraceJob]:
+    try:
+        with path.open(newline="", encoding="utf-8-sig") as f:
+            return _records(path, f, problems)
+    except (OSError, UnicodeDecodeError) as e:
+        problems.append(f"{path}: cannot read: {e}")
+    except csv.Error as e:
+        problems.append(f"{path}: not a CSV file: {e}")
+    return []
+
+
+def _records(path: Path, f: TextIO, problems: list[str]) -> list[TraceJob]:
+    reader = csv.reader(f)
+    header = next(reader, None)
+    if header is None or not any(h.strip() for h in header):
+        problems.append(f"{path}:1: empty file: expected a header with {', '.join(REQUIRED)}")
+        return []
+    names = [h.strip() for h in header]
+    for name in sorted({n for n in names if n and names.count(n) > 1}):
+        problems.append(f"{path}:1:{name}: duplicate column")
+    for name in REQUIRED:
+        if name not in names:
+            problems.append(f"{path}:1:{name}: missing required column")
+    if problems:
+        return []
+    line_num = reader.line_num
+    jobs: list[TraceJob] = []
+    first_line: dict[str, int] = {}
+    for record in reader:
+        line, line_num = line_num + 1, reader.line_num
+        if not record:
+            continue  # a blank line
+        if len(record) != len(names):
+            problems.append(f"{path}:{line}: {len(record)} fields, the header has {len(names)}")
+            continue
+        row = _Row(path, line, {n: v.strip() for n, v in zip(names, record, strict=True)}, problems)
+        job = _job(row)
+        if job.job_id in first_line:
+            first = first_line[job.job_id]
+            row.fail("job_id", f"duplicate job_id {job.job_id!r} (first on line {first})")
+        elif job.job_id:
+            first_line[job.job_id] = line
+        if row.ok:
+            jobs.append(job)
+    if not jobs and not problems:
+        problems.append(f"{path}:2: no jobs after the header")
+    return jobs
+
+
+def _job(row: _Row) -> TraceJob:
+    return TraceJob(
+        job_id=row.text("job_id"),
+        submit_time_s=row.number("submit_time_s", lambda x: x >= 0, "a finite number >= 0"),
+        tenant=row.text("tenant"),
+        workload=row.text("workload"),
+        num_gpus=row.positive_int("num_gpus"),
+        duration_s=row.number("duration_s", lambda x: x > 0, "a finite number > 0"),
+        deadline_s=row.optional("deadline_s", "empty (no deadline) or a finite number > 0"),
+        weight=row.optional("weight", "empty (1) or a finite number > 0") or 1.0,
+        preemptible=row.flag("preemptible"),
+        row=row.line,
+    )
+
+
+def _number(x: float) -> str:
+    """Shortest text that reads back as the same float (integers without a fraction)."""
+    return str(int(x)) if x.is_integer() and abs(x) < 1e15 else repr(x)
+
+
+def write_atomic(path: str | Path, text: str) -> None:
+    """Write ``text`` to ``path`` whole or not at all: a temporary file in the same folder,
+    renamed into place (mode 0644)."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", newline="", encoding="utf-8") as f:
+            f.write(text)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def trace_text(jobs: Sequence[TraceJob]) -> str:
+    """The trace file text of ``jobs``: all columns, in the given order."""
+    out = io.StringIO()
+    w = csv.writer(out, lineterminator="\n")
+    w.writerow(COLUMNS)
+    for j in jobs:
+        w.writerow(
+            [
+                j.job_id,
+                _number(j.submit_time_s),
+                j.tenant,
+                j.workload,
+                j.num_gpus,
+                _number(j.duration_s),
+                "" if j.deadline_s is None else _number(j.deadline_s),
+                _number(j.weight),
+                "true" if j.preemptible else "false",
+            ]
+        )
+    return out.getvalue()
+
+
+def write_trace(jobs: Sequence[TraceJob], path: str | Path) -> None:
+    """Write ``jobs`` in the trace format (``trace_text``), atomically (``write_atomic``)."""
+    write_atomic(path, trace_text(jobs))
+
+
+def cluster_pools(cluster: pb.ClusterSnapshot) -> dict[str, int]:
+    """Available GPUs of each type (installed minus unavailable)."""
+    pools: dict[str, int] = {}
+    for n in cluster.nodes:
+        pools[n.gpu_type] = (
+            pools.get(n.gpu_type, 0) + n.gpu_count - len(set(n.unavailable_gpu_indices))
+        )
+    return pools
+
+
+def check_trace_against(
+    jobs: Sequence[TraceJob],
+    path: str | Path,
+    cluster: pb.ClusterSnapshot,
+    mix: WorkloadMix | Set[str],
+) -> list[str]:
+    """Problems of a trace that depend on the cluster and the workload mix, one line each in the
+    form ``FILE:ROW:COLUMN: message``: a job needing more GPUs than the cluster has, or than any
+    one GPU type has (a job runs on one type); an unknown workload; a workload that cannot run
+    on the job's GPU count. ``mix`` may be just the set of known workload names."""
+    pools = cluster_pools(cluster)
+    total = sum(pools.values())
+    largest = max(pools.items(), key=lambda kv: (kv[1], kv[0]), default=("", 0))
+    problems = []
+    for j in jobs:
+        where = f"{path}:{j.row}"
+        if j.num_gpus > total:
+            problems.append(
+                f"{where}:num_gpus: needs {j.num_gpus} GPUs, the cluster has {total} available"
+            )
+            continue
+        if j.num_gpus > largest[1]:
+            problems.append(
+                f"{where}:num_gpus: needs {j.num_gpus} GPUs of one type, the cluster's largest "
+                f"pool of one type has {largest[1]} ({largest[0]})"
+            )
+            continue
+        if isinstance(mix, Set):
+            if j.workload not in mix:
+                problems.append(f"{where}:workload: unknown workload {j.workload!r}")
+            continue
+        found = mix.problem(j, cluster)
+        if found is not None:
+            column, message = found
+            problems.append(f"{where}:{column}: {message}")
+    return problems
