@@ -242,3 +242,11 @@ def test_over_grpc_the_results_are_those_in_process(server: SchedulerServer) -> 
     remote_policy = make_policy("dsfro-heuristic", server=f"127.0.0.1:{server.port}")
     remote = Simulation(cluster, _model_jobs(5), remote_policy, settings=settings, seed=2).run()
     assert _comparable(here) == _comparable(remote)
+
+
+def test_while_no_job_waits_rounds_come_on_events_or_after_the_quiet_interval() -> None:
+    # One job alone runs 7,000 s: rounds at 0 and then every quiet interval (3,000 s), not every
+    # 300 s; the arrival at 4,000 s and the completion at 4,100 s bring rounds at once.
+    jobs = [measured_job("a", 0, 7000), measured_job("b", 4000, 100)]
+    log = run(jobs, FirstFit(), round_interval_s=300, quiet_interval_s=3000)
+    assert [r.time_s for r in log.rounds] == [0.0, 3000.0, 4000.0, 4100.0]  # none after the last

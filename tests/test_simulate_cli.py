@@ -1,0 +1,101 @@
+"""``dsfro simulate`` as a user runs it: files in, files and a summary out; bad input is exit 2
+with one line per problem and nothing written."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+
+from solver.api.cli import main
+
+ROOT = Path(__file__).resolve().parent.parent
+CLUSTER = ROOT / "instances" / "sim" / "philly-a-cluster.json"
+POWER = ROOT / "instances" / "sim" / "philly-a-power.json"
+HEADER = "job_id,submit_time_s,tenant,workload,num_gpus,duration_s,deadline_s\n"
+
+
+def write_trace(tmp_path: Path, rows: list[str], header: str = HEADER) -> Path:
+    path = tmp_path / "trace.csv"
+    path.write_text(header + "".join(r + "\n" for r in rows))
+    return path
+
+
+GOOD = [
+    "a,0,t1,philly,1,600,",
+    "b,30,t1,llama2-7b,8,1200,7200",
+    "c,60,t2,philly,2,900,",
+    "d,90,t2,bert-large,4,300,",
+]
+
+
+def test_one_run_writes_its_files_and_prints_the_summary(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    trace = write_trace(tmp_path, GOOD)
+    out = tmp_path / "out"
+    args = ["simulate", "--trace", str(trace), "--cluster", str(CLUSTER)]
+    args += ["--power-schedule", str(POWER), "--policy", "dsfro-heuristic", "--seed", "3"]
+    assert main([*args, "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "trace / dsfro-heuristic / seed 3" in printed and "jct_mean_s" in printed
+    summary = json.loads((out / "trace-dsfro-heuristic-s3-summary.json").read_text())
+    assert summary["jobs_total"] == 4 and summary["jobs_finished"] == 4
+    with (out / "trace-dsfro-heuristic-s3-jobs.csv").open() as f:
+        jobs = list(csv.DictReader(f))
+    assert [j["job_id"] for j in jobs] == ["a", "b", "c", "d"]
+    assert all(float(j["finish_s"]) > float(j["submit_s"]) for j in jobs)
+    assert (out / "trace-dsfro-heuristic-s3-power.csv").stat().st_size > 0
+
+
+def test_compare_writes_one_table_with_every_policy(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    trace = write_trace(tmp_path, GOOD)
+    out = tmp_path / "cmp"
+    args = ["simulate", "--trace", str(trace), "--cluster", str(CLUSTER), "--compare"]
+    args += ["--policies", "fifo,dsfro-heuristic", "--seeds", "1", "--workers", "1"]
+    assert main([*args, "--out", str(out)]) == 0
+    capsys.readouterr()
+    table = (out / "trace-comparison.csv").read_text()
+    assert "fifo" in table and "dsfro-heuristic" in table
+    assert sorted(p.name for p in out.glob("*.png"))
+
+
+@pytest.mark.parametrize(
+    ("rows", "header", "expected"),
+    [
+        (
+            ["a,0,t1,philly,1,600"],
+            "job_id,submit_time_s,tenant,workload,num_gpus\n",
+            ":1:duration_s:",
+        ),
+        (["a,-5,t1,philly,1,600,"], HEADER, ":2:submit_time_s:"),
+        (["a,0,t1,philly,0,600,"], HEADER, ":2:num_gpus:"),
+        (["a,0,t1,no-such-model,1,600,"], HEADER, ":2:workload:"),
+        (["a,0,t1,philly,4096,600,"], HEADER, ":2:num_gpus:"),
+    ],
+)
+def test_bad_input_is_exit_2_naming_file_row_and_column_and_writes_nothing(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    rows: list[str],
+    header: str,
+    expected: str,
+) -> None:
+    trace = write_trace(tmp_path, rows, header)
+    out = tmp_path / "out"
+    args = ["simulate", "--trace", str(trace), "--cluster", str(CLUSTER), "--out", str(out)]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert f"{trace}{expected}" in err
+    assert not out.exists()
+
+
+def test_a_scenario_or_files_but_not_both(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["simulate"]) == 2
+    assert main(["simulate", "--scenario", "philly-a", "--trace", "x.csv"]) == 2
+    assert main(["simulate", "--trace", "x.csv"]) == 2
+    assert "--cluster" in capsys.readouterr().err
