@@ -101,7 +101,8 @@ def load_records(path: str | Path, warn: TextIO | None = None) -> list[Record]:
 # ---------------------------------------------------------------- tables
 
 
-def _cell(value: Any) -> str:
+def csv_cell(value: Any) -> str:
+    """A value as a CSV cell: empty for None, true/false, floats exactly (repr)."""
     if value is None:
         return ""
     if isinstance(value, bool):
@@ -126,7 +127,7 @@ def run_row(r: Record) -> list[str]:
         "first_plan_s": timing.get("first_plan_s"),
         "wall_s": timing.get("wall_s"),
     }
-    return [_cell(values.get(c)) for c in RUN_COLUMNS]
+    return [csv_cell(values.get(c)) for c in RUN_COLUMNS]
 
 
 def _md_escape(text: str) -> str:

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from solver.extras import new_figure
-from solver.offline.report import markdown_table
+from solver.offline.report import csv_cell, markdown_table
 from solver.simulate.core import JobRecord, PowerSegment, RoundRecord, SimulationLog
 from solver.simulate.metrics import Summary, jct, queue_delay, summarize
 
@@ -60,21 +60,11 @@ def write_text(path: Path, text: str) -> Path:
     return write_atomic(path, lambda f: f.write(text.encode("utf-8")))
 
 
-def _cell(value: Any) -> str:
-    if value is None:
-        return ""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, float):
-        return repr(value)
-    return str(value)
-
-
 def write_csv(path: Path, header: Sequence[str], rows: Iterable[Sequence[Any]]) -> Path:
     buffer = io.StringIO()
     w = csv.writer(buffer, lineterminator="\n")
     w.writerow(header)
-    w.writerows([_cell(v) for v in row] for row in rows)
+    w.writerows([csv_cell(v) for v in row] for row in rows)
     return write_text(path, buffer.getvalue())
 
 
