@@ -179,6 +179,10 @@ class Simulation:
         self._rounds: list[RoundRecord] = []
         self._power: list[PowerSegment] = []
 
+    def samples_to_train(self, job: str) -> float:
+        """The job's work: its trace duration at its true reference pace."""
+        return self._jobs[job].total_samples
+
     # ------------------------------------------------------------ the loop
 
     def run(self) -> SimulationLog:
