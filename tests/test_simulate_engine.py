@@ -271,3 +271,41 @@ def test_every_policy_keeps_the_invariants_every_round(policy: str) -> None:
     for j in log.jobs:
         assert j.finish_s is not None, j.job_id
         assert j.samples == pytest.approx(truth.samples_to_train(j.job_id), rel=1e-9)
+
+
+class Recorder(FirstFit):
+    """FirstFit that keeps every request it was sent."""
+
+    name = "recorder"
+
+    def __init__(self) -> None:
+        self.requests: list[pb.SolveRequest] = []
+
+    def decide(self, r: RoundInput) -> Decision:
+        self.requests.append(r.request)
+        return super().decide(r)
+
+
+def test_feedback_sends_a_job_that_has_run_as_its_observed_profile() -> None:
+    archs = load_architectures()
+    spec = archs["bert-large"]
+    jobs = [
+        SimJob(TraceJob("m", 0.0, "t", "bert-large", 1, 3000.0), spec, "bert-large", 1, 1),
+        SimJob(TraceJob("late", 1000.0, "t", "bert-large", 1, 600.0), spec, "bert-large", 1, 1),
+    ]
+    truth = TruthSettings(throughput_sigma=0.3, power_sigma=0.3, round_sigma=0.0)
+    settings = EngineSettings(reference_gpu_type="G", truth=truth, feedback=True)
+    recorder = Recorder()
+    sim = Simulation(two_gpu_cluster(), jobs, recorder, settings=settings, seed=7)
+    sim.run()
+    first, later = recorder.requests[0], recorder.requests[1]
+    assert first.jobs[0].WhichOneof("workload") == "model"
+    job = next(j for j in later.jobs if j.name == "m")
+    assert job.WhichOneof("workload") == "profile"
+    shape = Shape("G", 1, 1, 1)
+    true = sim.truth.base_rate("m", shape, 1000)
+    (point,) = [p for p in job.profile.points if p.num_gpus == 1 and p.sm_clock_mhz == 1000]
+    assert point.samples_per_second == pytest.approx(true.samples_per_second, rel=1e-9)
+    assert point.watts == pytest.approx(true.watts, rel=1e-9)
+    late = next(j for j in later.jobs if j.name == "late")
+    assert late.WhichOneof("workload") == "model"  # it has not run yet

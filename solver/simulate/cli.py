@@ -82,6 +82,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="share of the power budget kept back for prediction error, for every policy "
         "(default: the scenario's)",
     )
+    how.add_argument(
+        "--feedback",
+        action="store_true",
+        help="send jobs that have run as profiles calibrated by what they showed (all policies)",
+    )
     comp = p.add_argument_group("comparison")
     comp.add_argument("--compare", action="store_true", help="run several policies and seeds")
     comp.add_argument(
@@ -112,6 +117,8 @@ def command(args: argparse.Namespace) -> int:
         overrides["round_interval_s"] = args.interval
     if args.max_time is not None:
         overrides["max_time_s"] = args.max_time
+    if args.feedback:
+        overrides["feedback"] = True
     if args.power_headroom is not None:
         if not 0 <= args.power_headroom < 1:
             print("dsfro simulate: --power-headroom must be in [0, 1)", file=sys.stderr)

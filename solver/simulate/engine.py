@@ -29,8 +29,8 @@ from solver.api.convert import (
     workload_to_proto,
 )
 from solver.api.settings import Limits
-from solver.domain import Allocation, JobAssignment, JobState, Problem
-from solver.model.configs import type_facts
+from solver.domain import Allocation, Config, JobAssignment, JobState, Problem
+from solver.model.configs import enumerate_configs, type_facts
 from solver.scoring.checker import check_plan
 from solver.simulate.core import (
     Decision,
@@ -93,6 +93,10 @@ class EngineSettings:
     """The GPU type of the trace's durations; None: the cluster's most numerous type."""
     max_time_s: float | None = None
     """Stop the simulation here even if jobs remain."""
+    feedback: bool = False
+    """Report what a job has shown: once it has run, the scheduler sends it as a measured
+    profile, each configuration's prediction scaled by the ratio of the job's observed to
+    predicted throughput and power so far (the same for every policy)."""
     power_headroom: float = 0.0
     """Share of the power budget the scheduler keeps back for prediction error: every policy is
     told budget x (1 - headroom); exceedance is measured against the whole budget."""
@@ -122,6 +126,10 @@ class _Job:
     samples: float = 0.0
     migrations: int = 0
     preemptions: int = 0
+    observed_speed: float = 0.0
+    """Sum over rounds run of observed / predicted samples/s (feedback)."""
+    observed_power: float = 0.0
+    observations: int = 0
 
     @property
     def name(self) -> str:
@@ -177,6 +185,8 @@ class Simulation:
         self._failed_until: dict[str, float] = {}
         self._failures = self._draw_failures()
         self._rounds: list[RoundRecord] = []
+        self._facts = type_facts(self.problem.cluster)
+        self._configs: dict[str, list[Config]] = {}
         self._power: list[PowerSegment] = []
 
     def samples_to_train(self, job: str) -> float:
@@ -297,6 +307,11 @@ class Simulation:
             speed, power = self.truth.round_noise()
             j.rate = Rate(base.samples_per_second * speed, base.watts * power)
             j.predicted_watts = predicted[j.name]
+            model = self.truth.predicted(j.name, new.shape, new.sm_clock_mhz)
+            if model is not None:
+                j.observed_speed += j.rate.samples_per_second / model.samples_per_second
+                j.observed_power += j.rate.watts / model.watts
+                j.observations += 1
         busy = sum(j.gpus() for j in active)
         available = _available_gpus(cluster)
         self._rounds.append(
@@ -500,13 +515,41 @@ class Simulation:
                 remaining_samples=max(j.remaining, 1e-9),
                 preemptible=sim.trace.preemptible,
             )
-            workload_to_proto(job, sim.workload)
+            if self.settings.feedback and j.observations:
+                job.profile.CopyFrom(self._observed_profile(j))
+            else:
+                workload_to_proto(job, sim.workload)
             if sim.trace.deadline_s is not None:
                 left = sim.trace.submit_time_s + sim.trace.deadline_s - t
                 job.time_to_deadline.CopyFrom(duration_to_proto(max(left, 1.0)))
             if j.allocation is not None:
                 job.current_allocation.CopyFrom(allocation_to_proto(j.allocation))
         return req
+
+    def _observed_profile(self, j: _Job) -> pb.ThroughputProfile:
+        """The job's configurations as measured points: the model's predictions scaled by what
+        the job has shown so far."""
+        speed = j.observed_speed / j.observations
+        power = j.observed_power / j.observations
+        configs = self._configs.get(j.name)
+        if configs is None:
+            job = next(x for x in self.problem.jobs if x.name == j.name)
+            configs = self._configs[j.name] = enumerate_configs(job, self._facts)
+        return pb.ThroughputProfile(
+            points=[
+                pb.ProfilePoint(
+                    gpu_type=c.gpu_type,
+                    num_gpus=c.num_gpus,
+                    tensor_parallel=c.tensor_parallel,
+                    pipeline_parallel=c.shape.pipeline_parallel,
+                    sm_clock_mhz=c.sm_clock_mhz,
+                    samples_per_second=c.samples_per_second * speed,
+                    watts=c.watts * power,
+                    memory_per_gpu_gib=c.memory_per_gpu_gib,
+                )
+                for c in configs
+            ]
+        )
 
     def _history(self, j: _Job) -> JobHistory:
         return JobHistory(
