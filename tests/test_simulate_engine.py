@@ -24,7 +24,7 @@ from solver.simulate.core import (
     SimulationLog,
     TraceJob,
 )
-from solver.simulate.engine import EngineSettings, RestartCost, Simulation
+from solver.simulate.engine import STALL_ROUNDS, EngineSettings, RestartCost, Simulation
 from solver.simulate.policies import make_policy
 from solver.simulate.truth import TruthSettings
 
@@ -309,3 +309,17 @@ def test_feedback_sends_a_job_that_has_run_as_its_observed_profile() -> None:
     assert point.watts == pytest.approx(true.watts, rel=1e-9)
     late = next(j for j in later.jobs if j.name == "late")
     assert late.WhichOneof("workload") == "model"  # it has not run yet
+
+
+class Idle(FirstFit):
+    name = "idle"
+
+    def decide(self, r: RoundInput) -> Decision:
+        return Decision({}, 0.0)
+
+
+def test_a_policy_that_never_runs_a_waiting_job_stops_the_run_with_a_reason() -> None:
+    log = run([measured_job("a", 0, 100)], Idle())
+    assert log.jobs[0].finish_s is None
+    assert "ran nothing" in log.stopped
+    assert len(log.rounds) == STALL_ROUNDS + 1  # every round ran nothing

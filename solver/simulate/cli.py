@@ -17,7 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from solver import extras
-from solver.api.arguments import csv_arg, duration_arg, int_arg, seed_arg
+from solver._proto.dsfro.v1 import scheduler_pb2 as pb
+from solver.api.arguments import add_profile_option, csv_arg, duration_arg, int_arg, seed_arg
+from solver.api.profile import WEIGHT_KEYS
 from solver.search.executor import available_cores, make_executor
 from solver.simulate.core import SimulationError, SimulationLog
 from solver.simulate.metrics import Summary, summarize
@@ -87,6 +89,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="send jobs that have run as profiles calibrated by what they showed (all policies)",
     )
+    add_profile_option(p)
     comp = p.add_argument_group("comparison")
     comp.add_argument("--compare", action="store_true", help="run several policies and seeds")
     comp.add_argument(
@@ -119,6 +122,10 @@ def command(args: argparse.Namespace) -> int:
         overrides["max_time_s"] = args.max_time
     if args.feedback:
         overrides["feedback"] = True
+    if args.profile is not None:  # the operator's objective weights, for DSFRO's requests
+        w = args.profile.weights
+        given = {k: getattr(w, k) for k in WEIGHT_KEYS if getattr(w, k) is not None}
+        overrides["weights"] = pb.ObjectiveWeights(**given)
     if args.power_headroom is not None:
         if not 0 <= args.power_headroom < 1:
             print("dsfro simulate: --power-headroom must be in [0, 1)", file=sys.stderr)
@@ -133,11 +140,18 @@ def command(args: argparse.Namespace) -> int:
     policies = args.policies or (DEFAULT_COMPARE if args.compare else [args.policy])
     seeds = args.seeds or ([1, 2, 3] if args.compare else [args.seed])
     specs = [_spec(args, p, s, overrides) for p in policies for s in seeds]
-    if not args.compare:
-        summary, _ = run_one(specs[0])
-        print(format_summary(summary))
-        return 0
-    return _compare(specs, scenario_name, args)
+    try:
+        if not args.compare:
+            summary, log = run_one(specs[0])
+            print(format_summary(summary))
+            if log.stopped:
+                print(f"dsfro simulate: {log.stopped}", file=sys.stderr)
+            return 0
+        return _compare(specs, scenario_name, args)
+    except SimulationError as e:  # a policy broke the rules during the run
+        for line in e.problems:
+            print(f"dsfro simulate: {line}", file=sys.stderr)
+        return 1
 
 
 def _spec(args: argparse.Namespace, policy: str, seed: int, overrides: dict[str, Any]) -> RunSpec:

@@ -242,3 +242,5 @@ class SimulationLog:
     power: tuple[PowerSegment, ...]
     end_s: float
     """Time the last job finished (or the simulation was stopped)."""
+    stopped: str = ""
+    """Why the run stopped before every job finished; "" if every job finished."""

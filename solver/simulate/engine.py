@@ -52,6 +52,9 @@ CHECKPOINT_BYTES_PER_PARAMETER = 14
 (Rajbhandari et al., ZeRO, SC'20, section 3.1); gradients are not checkpointed."""
 
 _EPS = 1e-9
+STALL_ROUNDS = 288
+"""Rounds (a day at 300 s) in which a policy runs nothing while jobs wait, no job is still to
+arrive and no node to come back, after which the simulation stops: the jobs stay unfinished."""
 
 
 @dataclass(frozen=True)
@@ -185,6 +188,8 @@ class Simulation:
         self._failed_until: dict[str, float] = {}
         self._failures = self._draw_failures()
         self._rounds: list[RoundRecord] = []
+        self.stopped = ""
+        """Why the run stopped before every job finished ("" if it did not)."""
         self._facts = type_facts(self.problem.cluster)
         self._configs: dict[str, list[Config]] = {}
         self._power: list[PowerSegment] = []
@@ -211,6 +216,7 @@ class Simulation:
         next_arrival = 0
         active: list[_Job] = []
         last_round = -math.inf
+        stalled = 0
         limit = self.settings.max_time_s if self.settings.max_time_s is not None else math.inf
         while (active or next_arrival < n) and t < limit:
             while next_arrival < n and arrivals[next_arrival] <= t + _EPS:
@@ -225,6 +231,13 @@ class Simulation:
                 continue
             self._round(t, active)
             last_round = t
+            stalled = stalled + 1 if all(j.allocation is None for j in active) else 0
+            if stalled > STALL_ROUNDS and next_arrival >= n and not self._failed_until:
+                self.stopped = (
+                    f"stopped at {t:.0f} s: the policy ran nothing for {stalled} rounds "
+                    f"with {len(active)} jobs waiting and nothing left to change"
+                )
+                break
             waiting = any(j.allocation is None for j in active)
             s = self.settings
             due = t + (
@@ -621,6 +634,7 @@ class Simulation:
             rounds=tuple(self._rounds),
             power=tuple(self._power),
             end_s=end,
+            stopped=self.stopped,
         )
 
 
