@@ -28,7 +28,7 @@ from solver.api.convert import gpu_type_to_proto
 from solver.api.settings import Limits
 from solver.api.validation import validate_request
 from solver.model.catalog import load_gpu_catalog
-from solver.offline.generate.cluster import _build_cluster
+from solver.offline.generate.cluster import build_instance_cluster
 from solver.offline.generate.spec import InstanceSpec, NodeKind
 from solver.simulate.core import PowerSchedule, PowerStep, SimJob, SimulationError, TraceJob
 from solver.simulate.engine import EngineSettings
@@ -296,7 +296,7 @@ def build_cluster(kinds: Sequence[NodeKind]) -> pb.ClusterSnapshot:
         unavailable_share=0.0,
     )
     catalog = load_gpu_catalog()
-    built = _build_cluster(spec, catalog, np.random.default_rng(0))
+    built = build_instance_cluster(spec, catalog, np.random.default_rng(0))
     cluster = pb.ClusterSnapshot()
     cluster.gpu_types.extend(gpu_type_to_proto(catalog[t]) for t in built.types())
     cluster.nodes.extend(built.nodes)

@@ -128,7 +128,7 @@ class _Cluster:
         return sorted(taken, key=lambda s: s.node)
 
 
-def _build_cluster(
+def build_instance_cluster(
     spec: InstanceSpec, catalog: Mapping[str, GpuType], rng: np.random.Generator
 ) -> _Cluster:
     nodes: list[pb.Node] = []

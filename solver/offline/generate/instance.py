@@ -10,7 +10,7 @@ from google.protobuf import json_format
 from solver._proto.dsfro.v1 import scheduler_pb2 as pb
 from solver.api.convert import gpu_type_to_proto
 from solver.model.catalog import load_gpu_catalog
-from solver.offline.generate.cluster import _build_cluster
+from solver.offline.generate.cluster import build_instance_cluster
 from solver.offline.generate.data import gavel_workloads, load_philly, pollux_workloads
 from solver.offline.generate.jobs import _model_job, _profile_job
 from solver.offline.generate.spec import InstanceSpec
@@ -24,7 +24,7 @@ def generate(spec: InstanceSpec) -> pb.SolveRequest:
     rng = np.random.default_rng(spec.seed)
     catalog = load_gpu_catalog()
     philly = load_philly()
-    cluster = _build_cluster(spec, catalog, rng)
+    cluster = build_instance_cluster(spec, catalog, rng)
     types = cluster.types()
     workloads = gavel_workloads(types)
     t4 = [k for k in spec.node_kinds if k.gpu_type == "T4"]
