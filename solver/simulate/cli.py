@@ -225,7 +225,8 @@ def _compare(specs: Sequence[RunSpec], scenario: str, args: argparse.Namespace) 
     out = Path(args.out)
     summaries = [s for s, _ in results]
     logs = [log for _, log in results]
-    figures = write_figures(logs, out, scenario, summaries)
+    shown = next((g for g in logs if g.policy.startswith("dsfro")), logs[0])
+    figures = write_figures(logs, out, scenario, summaries, run=shown)
     written = write_comparison(summaries, out, f"{scenario}-comparison", BASELINES, figures)
     for path in written:
         print(path)
