@@ -56,7 +56,11 @@ class DsfroPolicy:
         request = self.adapt(round_input)
         started = time.perf_counter()
         if self.options.server is None:
-            result = pipeline.solve_request(request).result
+            # The round's budget counts from the call, validation and conversion included, as
+            # an RPC deadline would.
+            budget = requested_time_budget(request.options) or 0.0
+            deadline = time.monotonic() + budget if budget > 0 else None
+            result = pipeline.solve_request(request, deadline=deadline).result
             allocations = {
                 a.job: Allocation(a.config.shape, a.config.sm_clock_mhz, a.placement)
                 for a in result.plan.assignments
