@@ -165,6 +165,15 @@ def test_the_installed_commands_work_outside_the_clone(venv: Path, outside: Path
     assert len(generated["jobs"]) == 8
     assert "up to date" in _run([bin_ / "dsfro", "calibrate", "--check"], cwd=outside, env=env)
 
+    # The simulator's default scenario is built from the wheel's data/ (Philly window).
+    summary = _run(
+        [bin_ / "dsfro", "simulate", "--scenario", "philly-a", "--policy", "fifo",
+         "--max-time", "2h", "--out", "sim"],
+        cwd=outside, env=env,
+    )
+    assert summary.startswith("philly-a / fifo / seed 1")
+    assert (outside / "sim" / "philly-a-fifo-s1-summary.json").is_file()
+
 
 def _free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
