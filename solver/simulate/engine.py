@@ -30,7 +30,7 @@ from solver.api.convert import (
 )
 from solver.api.settings import Limits
 from solver.domain import Allocation, Config, JobAssignment, JobState, Problem
-from solver.model.configs import enumerate_configs, type_facts
+from solver.model.configs import enumerate_configs, resolve_config, type_facts
 from solver.scoring.checker import check_plan
 from solver.simulate.core import (
     Decision,
@@ -337,7 +337,7 @@ class Simulation:
                 jobs_running=sum(1 for j in active if j.allocation is not None),
                 gpus_busy=busy,
                 gpus_available=available,
-                predicted_watts=self._predicted_draw(cluster, active),
+                predicted_watts=self._predicted_draw(active),
                 budget_watts=self._budget(t),
                 migrations=migrations,
                 starts=starts,
@@ -359,8 +359,6 @@ class Simulation:
         watts: dict[str, float] = {}
         problems = []
         facts = type_facts(problem.cluster)
-        from solver.model.configs import resolve_config
-
         for job in problem.jobs:
             a = decision.allocations.get(job.name)
             if a is None:
@@ -594,7 +592,7 @@ class Simulation:
             if n.name not in self._failed_until
         )
 
-    def _predicted_draw(self, cluster: pb.ClusterSnapshot, active: Sequence[_Job]) -> float:
+    def _predicted_draw(self, active: Sequence[_Job]) -> float:
         idle = self._idle_watts(powered_only=False) - sum(
             self._idle_of(j) * j.gpus() for j in active if j.allocation
         )
