@@ -1,14 +1,21 @@
-"""The heuristic: best-fit placement, tensor groups whole, kept jobs, power, local search."""
+"""The heuristic: best-fit placement, tensor groups whole, kept jobs, power, priced passes,
+local search."""
 
 from __future__ import annotations
 
 import time
 
-from solver.domain import JobState, ObjectiveWeights
+import pytest
+
+from solver.domain import JobState, ObjectiveWeights, Problem
 from solver.model.configs import build_config_set
 from solver.scoring.checker import check_plan
-from solver.search.heuristic import place, solve_heuristic
+from solver.scoring.plans import materialize
+from solver.search.heuristic import Heuristic, place, solve_heuristic
+from solver.search.pricing import dual_prices
+from solver.search.state import SearchState
 from tests.factories import cluster, job, node, only_throughput, point, problem, running
+from tests.test_moves import IDLE, four
 
 
 def test_place_prefers_the_tightest_single_node() -> None:
@@ -63,3 +70,61 @@ def test_heuristic_respects_the_power_budget() -> None:
     assert check_plan(p, plan.assignments) == []
     a = plan.assignment("a")
     assert a.state is JobState.RUNNING and a.config is not None and a.config.sm_clock_mhz < 1410
+
+
+def two_jobs_under_a_power_budget() -> Problem:
+    """Two 4-GPU jobs and 1900 W over idle: one at the top clock (1400 W) leaves no room for
+    the other at any clock; both at lower clocks (1100 + 800 W) make 0.95 + 0.85 = 1.8."""
+    return problem(
+        cluster(node("n0"), power=IDLE + 1900), four("a"), four("b"), weights=only_throughput()
+    )
+
+
+def test_priced_greedy_at_the_dual_prices_trades_clocks_for_a_second_job() -> None:
+    p = two_jobs_under_a_power_budget()
+    configs = build_config_set(p)
+    h = Heuristic(p, configs)
+    unpriced = h.greedy(0.0)
+    assert set(unpriced.choices) == {"a"}
+    dual = dual_prices(p, configs, time_limit=5)
+    assert dual.watt > 0
+    priced = h.greedy(dual)
+    plan = materialize(p, configs, dict(priced.choices))
+    assert check_plan(p, plan.assignments) == []
+    assert plan.objective.total == pytest.approx(1.8)
+
+
+def test_heuristic_reaches_the_optimum_under_a_binding_power_budget() -> None:
+    p = two_jobs_under_a_power_budget()
+    h = Heuristic(p, build_config_set(p))
+    plan = h.run(time.monotonic() + 5)
+    assert check_plan(p, plan.assignments) == []
+    assert plan.objective.total == pytest.approx(1.8)
+    assert h.first_plan_at is not None
+
+
+def test_priced_passes_never_lose_to_the_first_plan() -> None:
+    # GPUs, not power, bind: the passes and the local search keep the best plan met.
+    p = problem(
+        cluster(node("n0")),
+        job("a", point(4, 380), point(8, 400)),
+        job("b", point(4, 380), point(8, 400)),
+        weights=only_throughput(),
+    )
+    configs = build_config_set(p)
+    h = Heuristic(p, configs)
+    first = materialize(p, configs, dict(h.greedy(0.0).choices))
+    assert h.run(time.monotonic() + 5).objective.total >= first.objective.total - 1e-12
+
+
+def test_placement_avoids_a_rack_without_power_for_the_job() -> None:
+    # Best fit alone picks n0 (4 GPUs, the tightest), but rack r0 has no watts over idle left.
+    c = cluster(node("n0", count=4, rack="r0"), node("n1", rack="r1"), rack_power={"r0": 200.0})
+    p = problem(c, four("a"), weights=only_throughput())
+    configs = build_config_set(p)
+    state = SearchState(p)
+    fitted = state.fit(p.jobs[0], configs.by_job["a"][0])
+    assert fitted == ({"n1": 4}, False)
+    plan = solve_heuristic(p, configs, time.monotonic() + 1)
+    assert check_plan(p, plan.assignments) == []
+    assert plan.assignment("a").placement[0].node == "n1"

@@ -22,6 +22,7 @@ from tests.factories import (
     random_tiny,
     running,
 )
+from tests.test_moves import four
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -70,3 +71,28 @@ def test_non_preemptible_job_counts_even_at_a_loss() -> None:
     )
     result = solve_lagrangian(p, build_config_set(p), time_limit=5)
     assert result.best_bound == pytest.approx(1.0, rel=1e-6)
+
+
+def test_prices_of_a_shared_pool_and_no_power_budget() -> None:
+    # L(l) = 8 l + max(0, 1 - 8 l) + max(0, 2 - 8 l) is 2 for every l in [1/8, 2/8].
+    p = problem(
+        cluster(node("n0")),
+        job("a", point(8, 800), min_gpus=8),
+        job("b", point(8, 900), min_gpus=8, weight=2.0),
+        weights=only_throughput(),
+    )
+    result = solve_lagrangian(p, build_config_set(p), time_limit=5)
+    assert 0.125 - 1e-6 <= result.prices["A100"] <= 0.25 + 1e-6
+    assert result.watt_price == 0.0
+
+
+def test_watt_price_of_a_binding_power_budget() -> None:
+    # Two 4-GPU jobs, 1900 W over idle: the relaxation runs both between 1275 (1100 W, 0.95) and
+    # 1125 (800 W, 0.85): a watt is worth 0.10 / 300.
+    p = problem(
+        cluster(node("n0"), power=8 * 50.0 + 1900), four("a"), four("b"), weights=only_throughput()
+    )
+    result = solve_lagrangian(p, build_config_set(p), time_limit=5)
+    assert result.best_bound == pytest.approx(1.8, rel=1e-6)
+    assert result.watt_price == pytest.approx(0.1 / 300, rel=1e-3)
+    assert result.prices["A100"] == pytest.approx(0.0, abs=1e-9)

@@ -1,14 +1,19 @@
-"""Property: every backend's plan for a random valid snapshot passes the independent checker."""
+"""Property: every backend's plan for a random valid snapshot passes the independent checker,
+and the heuristic's moves change the objective by exactly what they report."""
 
 from __future__ import annotations
 
-from hypothesis import HealthCheck, given, settings
+import time
+
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from solver import orchestrator
 from solver.domain import (
     Allocation,
     Backend,
+    Cluster,
     GpuSlice,
     Job,
     ObjectiveWeights,
@@ -17,14 +22,21 @@ from solver.domain import (
     SolveOptions,
     Termination,
 )
+from solver.model.configs import ConfigSet, build_config_set
 from solver.scoring.checker import check_plan
+from solver.scoring.plans import materialize
 from solver.search.executor import InlineExecutor
+from solver.search.heuristic import Heuristic
+from solver.search.local import local_search
+from solver.search.moves import move_admit, move_clock, move_reshape, move_swap
+from solver.search.pricing import dual_prices, price_ladder, uniform
+from solver.search.state import SearchState
 from tests.factories import A100, V100, cluster, job, node, point
 
 
 @st.composite
-def snapshots(draw: st.DrawFn) -> Problem:
-    n_nodes = draw(st.integers(1, 4))
+def snapshots(draw: st.DrawFn, max_nodes: int = 4, max_jobs: int = 5) -> Problem:
+    n_nodes = draw(st.integers(1, max_nodes))
     nodes = []
     for i in range(n_nodes):
         gpu = draw(st.sampled_from([A100, V100]))
@@ -33,7 +45,7 @@ def snapshots(draw: st.DrawFn) -> Problem:
         nodes.append(node(f"n{i}", gpu, count, rack=f"r{i % 2}", unavailable=unavailable))
     free = {n.name: list(n.available_gpu_indices) for n in nodes}
     jobs: list[Job] = []
-    for k in range(draw(st.integers(0, 5))):
+    for k in range(draw(st.integers(0, max_jobs))):
         pts = []
         for gpu in (A100, V100):
             for g in draw(st.sets(st.sampled_from([1, 2, 4, 8]), min_size=1, max_size=3)):
@@ -110,3 +122,72 @@ def test_every_backend_returns_a_checked_plan(p: Problem, backend: Backend) -> N
     assert {a.job for a in r.plan.assignments} == {j.name for j in p.jobs}
     if r.stats.best_bound is not None:
         assert r.stats.best_bound >= r.stats.objective - 1e-9
+
+
+@st.composite
+def power_snapshots(draw: st.DrawFn) -> Problem:
+    """A random snapshot under a cluster budget little above idle, sometimes a rack budget too:
+    power binds, so the priced passes, clock repairs and swaps all get to run."""
+    p = draw(snapshots(max_nodes=3, max_jobs=8))
+    c = p.cluster
+    idle = {
+        r: sum(n.gpu_count * c.gpu_types[n.gpu_type].idle_watts for n in c.nodes if n.rack == r)
+        for r in c.racks
+    }
+    budget = sum(idle.values()) + draw(st.floats(0, 3000))
+    racks = {}
+    if draw(st.booleans()):
+        rack = draw(st.sampled_from(sorted(idle)))
+        racks[rack] = idle[rack] + draw(st.floats(0, 3000))
+    cluster_ = Cluster(c.gpu_types, c.nodes, budget, racks)
+    return Problem(cluster_, p.jobs, p.weights, p.options)
+
+
+def _total(p: Problem, configs: ConfigSet, state: SearchState) -> float:
+    plan = materialize(p, configs, dict(state.choices))
+    assert check_plan(p, plan.assignments) == []
+    return plan.objective.total
+
+
+def _random_state(h: Heuristic, data: st.DataObject) -> SearchState:
+    """Jobs started in a drawn order, each in a drawn shape at its most power-hungry clock if
+    it fits: a poor plan that uses up the power, where every move finds work."""
+    state = h.greedy(0.0)
+    for name in list(state.choices):
+        if not h.scorer.fixed(h.scorer.jobs[name]):
+            state.release(name)
+    for member in data.draw(st.permutations(h.problem.jobs)):
+        options = h.configs.by_job[member.name]
+        if member.name in state.choices or not options:
+            continue
+        shape = options[data.draw(st.integers(0, len(options) - 1))].shape
+        c = max((x for x in options if x.shape == shape), key=lambda x: x.watts)
+        fitted = state.fit(member, c)
+        if fitted is not None and state.power_ok(c, fitted[0]):
+            state.take(member.name, c, fitted[0])
+    return state
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(power_snapshots(), st.data())
+def test_moves_keep_plans_valid_and_gain_what_they_say(p: Problem, data: st.DataObject) -> None:
+    configs = build_config_set(p)
+    h = Heuristic(p, configs)
+    first = materialize(p, configs, dict(h.greedy(0.0).choices))
+    # Only non-preemptible jobs over a budget make the first plan invalid (the request is).
+    assume(check_plan(p, first.assignments) == [])
+    starts = [h.greedy(uniform(0.0)), _random_state(h, data)]
+    starts += [h.greedy(q) for q in price_ladder(dual_prices(p, configs, time_limit=5))]
+    for state in starts:
+        for move in (move_admit, move_swap, move_clock, move_reshape):
+            for member in p.jobs:
+                before = _total(p, configs, state)
+                gained = move(h.scorer, state, member)
+                assert gained >= 0
+                assert _total(p, configs, state) - before == pytest.approx(gained, abs=1e-9)
+        before = _total(p, configs, state)
+        gained = local_search(h.scorer, state, time.monotonic() + 5)
+        assert _total(p, configs, state) - before == pytest.approx(gained, abs=1e-9)
+    plan = h.run(time.monotonic() + 5)
+    assert check_plan(p, plan.assignments) == []
+    assert plan.objective.total >= first.objective.total - 1e-9

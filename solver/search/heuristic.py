@@ -1,7 +1,10 @@
-"""Fast heuristic: greedy by value per GPU and watt, best-fit placement, then local search.
+"""Fast heuristic: priced greedy passes with best-fit placement, then local search.
 
-It always returns a valid plan in milliseconds to a few hundred milliseconds, so the service
-has an answer before any exact model starts, and the exact model gets it as a hint.
+The first pass (no prices, then re-insertion) gives the first plan in milliseconds, so the
+service has an answer before anything else runs. Further passes charge uniform GPU prices and
+the aggregated model's dual prices (per GPU type and per watt, solver.search.pricing); the local
+search of solver.search.local (clock changes, re-placement, admission with a clock repair,
+swaps) improves the best of them, and the exact model gets the result as a hint.
 """
 
 from __future__ import annotations
@@ -11,9 +14,14 @@ from collections.abc import Mapping
 
 from solver.domain import Config, Job, Plan, Problem
 from solver.model.configs import ConfigSet
-from solver.scoring.objective import migration_cost, running_gain
 from solver.scoring.plans import Choice, materialize
+from solver.search.lagrangian import LagrangianBound
+from solver.search.local import local_search
+from solver.search.moves import EPSILON, Placement, best_config, move_reshape
 from solver.search.placement import Placer
+from solver.search.pricing import Prices, dual_bound, lagrangian_prices, price_ladder, uniform
+from solver.search.scorer import Scorer
+from solver.search.state import SearchState
 
 GPU_PRICES = (0.0, 0.02, 0.05, 0.1, 0.2)
 """Shadow prices per GPU (in units of a job's weighted utility) tried by the greedy passes.
@@ -22,81 +30,14 @@ A price of 0 lets every job take its most valuable configuration; higher prices 
 smaller configurations so that more jobs fit. The best of the passes is kept.
 """
 IMPROVE_PASSES = 3
-"""Local-search passes over the jobs at most (each stops early once no job moves)."""
+"""Re-insertion passes over the jobs at most (each stops early once no job moves)."""
 MANY_JOBS = 1024
-"""Above this many jobs only the first two prices are tried."""
+"""Above this many jobs only the first two GPU prices and the dual prices unscaled are tried,
+and the local search makes one pass."""
 
-
-class _State:
-    """Free GPUs per node and power drawn, as the greedy fills the cluster."""
-
-    def __init__(self, problem: Problem) -> None:
-        self.problem = problem
-        self.placer = Placer(problem.cluster)
-        self.job_watts = 0.0
-        self.rack_watts: dict[str, float] = {}
-        self.choices: dict[str, Choice] = {}
-        cluster = problem.cluster
-        self.idle_total = 0.0
-        self.idle_rack: dict[str, float] = {}
-        for n in cluster.nodes:
-            idle = n.gpu_count * cluster.gpu_types[n.gpu_type].idle_watts
-            self.idle_total += idle
-            self.idle_rack[n.rack] = self.idle_rack.get(n.rack, 0.0) + idle
-
-    def _rack_delta(self, config: Config, counts: Mapping[str, int]) -> dict[str, float]:
-        cluster = self.problem.cluster
-        idle = cluster.gpu_types[config.gpu_type].idle_watts
-        per_gpu = config.watts / config.num_gpus - idle
-        delta: dict[str, float] = {}
-        for node, k in counts.items():
-            rack = cluster.node(node).rack
-            delta[rack] = delta.get(rack, 0.0) + per_gpu * k
-        return delta
-
-    def power_ok(self, config: Config, counts: Mapping[str, int]) -> bool:
-        cluster = self.problem.cluster
-        idle = cluster.gpu_types[config.gpu_type].idle_watts
-        extra = config.watts - idle * config.num_gpus
-        if cluster.power_budget_watts is not None and (
-            self.idle_total + self.job_watts + extra > cluster.power_budget_watts
-        ):
-            return False
-        if not cluster.rack_power_budgets_watts:
-            return True
-        for rack, d in self._rack_delta(config, counts).items():
-            budget = cluster.rack_power_budgets_watts.get(rack)
-            if budget is not None and (
-                self.idle_rack[rack] + self.rack_watts.get(rack, 0.0) + d > budget
-            ):
-                return False
-        return True
-
-    def take(self, job: str, config: Config, counts: Mapping[str, int]) -> None:
-        idle = self.problem.cluster.gpu_types[config.gpu_type].idle_watts
-        self.placer.take(counts)
-        self.job_watts += config.watts - idle * config.num_gpus
-        for rack, d in self._rack_delta(config, counts).items():
-            self.rack_watts[rack] = self.rack_watts.get(rack, 0.0) + d
-        self.choices[job] = (config, dict(counts))
-
-    def release(self, job: str) -> None:
-        config, counts = self.choices.pop(job)
-        idle = self.problem.cluster.gpu_types[config.gpu_type].idle_watts
-        self.placer.give(counts)
-        self.job_watts -= config.watts - idle * config.num_gpus
-        for rack, d in self._rack_delta(config, counts).items():
-            self.rack_watts[rack] -= d
-
-    def fit(self, job: Job, config: Config) -> tuple[dict[str, int], bool] | None:
-        """GPUs per node for the job in `config`, and whether it stays where it runs."""
-        counts = _keep_counts(job, config, self.placer)
-        if counts is not None:
-            return counts, True
-        if config.kept_only:
-            return None
-        placed = self.placer.place(config.gpu_type, config.num_gpus, config.tensor_parallel)
-        return (placed, False) if placed is not None else None
+LOCAL_SEARCH_STATES = 1
+"""The local search runs on this many of the passes' best distinct states: the pass that leads
+before it (usually at the dual prices) mostly leads after it too, and a second costs as much."""
 
 
 def place(problem: Problem, free: Mapping[str, int], config: Config) -> dict[str, int] | None:
@@ -106,82 +47,56 @@ def place(problem: Problem, free: Mapping[str, int], config: Config) -> dict[str
     )
 
 
-def _keep_counts(job: Job, config: Config, placer: Placer) -> dict[str, int] | None:
-    """The job's current GPUs, if the configuration has its current shape and they are free."""
-    if job.current is None or config.shape != job.current.shape:
-        return None
-    counts = job.current.gpus_per_node()
-    if placer.fits(counts):
-        return counts
-    return None
-
-
 class Heuristic:
-    """Greedy passes at several GPU prices, each followed by local search; keeps the best."""
+    """Greedy passes at several prices, each followed by re-insertion, then local search on the
+    best; keeps the best plan met."""
 
     name = "heuristic"
 
     def __init__(self, problem: Problem, configs: ConfigSet) -> None:
         self.problem = problem
         self.configs = configs
-        self.jobs = {j.name: j for j in problem.jobs}
+        self.scorer = Scorer(problem, configs)
+        self.jobs = self.scorer.jobs
+        self.value = self.scorer.value
         self.first_plan_at: float | None = None
+        """time.monotonic() when the first complete plan existed."""
         self.pass_seconds = 0.0
         """Duration of one greedy pass with its plan: what another pass will roughly take."""
-        """time.monotonic() when the first complete plan existed."""
-        max_watts = problem.cluster.max_gpu_watts()
-        self.value: dict[tuple[str, int], float] = {}
-        for job in problem.jobs:
-            best = configs.best_samples_per_second[job.name]
-            for i, c in enumerate(configs.by_job[job.name]):
-                self.value[job.name, i] = running_gain(job, c, best, problem.weights, max_watts)
+        self.dual: LagrangianBound | None = None
+        """The Lagrangian dual `run` priced its passes with: also a valid upper bound."""
 
     def gain(self, job: Job, index: int, counts: Mapping[str, int], keep: bool) -> float:
         """Objective gained by running the job so, against leaving it queued."""
-        c = self.configs.by_job[job.name][index]
-        nodes = len(counts)
-        racks = len({self.problem.cluster.node(n).rack for n in counts})
-        spread = (nodes - c.min_nodes) + (racks - c.min_racks)
-        return (
-            self.value[job.name, index]
-            - self.problem.weights.locality * spread
-            + (migration_cost(job, self.problem.weights) if keep else 0.0)
-        )
+        return self.scorer.gain(job, index, counts, keep)
 
     def best_move(
-        self, state: _State, job: Job, price: float
+        self, state: SearchState, job: Job, price: float | Prices
     ) -> tuple[float, int, dict[str, int]] | None:
         """The job's configuration of most priced gain that fits now."""
-        best: tuple[float, int, dict[str, int]] | None = None
-        for i, c in enumerate(self.configs.by_job[job.name]):
-            upper = self.value[job.name, i] + migration_cost(job, self.problem.weights)
-            if best is not None and upper - price * c.num_gpus <= best[0]:
-                continue
-            fitted = state.fit(job, c)
-            if fitted is None or not state.power_ok(c, fitted[0]):
-                continue
-            counts, keep = fitted
-            g = self.gain(job, i, counts, keep) - price * c.num_gpus
-            if g > 0 and (best is None or g > best[0]):
-                best = (g, i, counts)
-        return best
+        move = best_config(self.scorer, state, job, _prices(price))
+        return None if move is None else (move.gain, move.index, move.counts)
 
-    def greedy(self, price: float) -> _State:
-        state = _State(self.problem)
-        fixed = [j for j in self.problem.jobs if j.current is not None and not j.preemptible]
-        for job in fixed:
-            self._place_fixed(state, job)
+    def greedy(self, price: float | Prices) -> SearchState:
+        """Fixed jobs first, then running ones, then waiting ones, each group by priced value
+        density; each job takes its configuration of most priced gain that fits."""
+        prices = _prices(price)
+        state = SearchState(self.problem)
+        for job in self.problem.jobs:
+            if self.scorer.fixed(job):
+                self._place_fixed(state, job)
         running = [j for j in self.problem.jobs if j.current is not None and j.preemptible]
         waiting = [j for j in self.problem.jobs if j.current is None]
         for group in (running, waiting):
-            order = sorted(group, key=lambda j: -self._density(j, price))
-            for job in order:
-                move = self.best_move(state, job, price)
-                if move is not None:
-                    state.take(job.name, self.configs.by_job[job.name][move[1]], move[2])
+            for job in sorted(group, key=lambda j: -self._density(j, prices)):
+                self._start(state, job, best_config(self.scorer, state, job, prices))
         return state
 
-    def _place_fixed(self, state: _State, job: Job) -> None:
+    def _start(self, state: SearchState, job: Job, move: Placement | None) -> None:
+        if move is not None:
+            state.take(job.name, self.configs.by_job[job.name][move.index], move.counts)
+
+    def _place_fixed(self, state: SearchState, job: Job) -> None:
         """A non-preemptible job keeps its GPUs; only its clock is chosen, by value."""
         assert job.current is not None
         options = [
@@ -199,17 +114,16 @@ class Heuristic:
             c = min((self.configs.by_job[job.name][i] for _, i in options), key=lambda c: c.watts)
             state.take(job.name, c, counts)
 
-    def _density(self, job: Job, price: float) -> float:
+    def _density(self, job: Job, prices: Prices) -> float:
+        """The job's best priced value per GPU: the greedy's order."""
         configs = self.configs.by_job[job.name]
+        costs = self.scorer.costs(job.name, prices)
         return max(
-            (
-                (self.value[job.name, i] - price * c.num_gpus) / c.num_gpus
-                for i, c in enumerate(configs)
-            ),
+            ((self.value[job.name, i] - costs[i]) / c.num_gpus for i, c in enumerate(configs)),
             default=float("-inf"),
         )
 
-    def improve(self, state: _State, deadline: float, passes: int = IMPROVE_PASSES) -> None:
+    def improve(self, state: SearchState, deadline: float, passes: int = IMPROVE_PASSES) -> None:
         """Re-insert each job at its best configuration given the others, until no gain or
         `passes` passes: a work limit, so the result does not depend on the machine's speed.
         `deadline` is only a safety stop."""
@@ -220,88 +134,122 @@ class Heuristic:
             for job in self.problem.jobs:
                 if time.monotonic() >= deadline:
                     return
-                if job.current is not None and not job.preemptible:
-                    continue
-                before = state.choices.get(job.name)
-                old_gain = 0.0
-                if before is not None:
-                    index = self.configs.by_job[job.name].index(before[0])
-                    keep = (
-                        job.current is not None
-                        and before[0].shape == job.current.shape
-                        and dict(before[1]) == job.current.gpus_per_node()
-                    )
-                    old_gain = self.gain(job, index, before[1], keep)
-                    state.release(job.name)
-                move = self.best_move(state, job, 0.0)
-                if move is not None and move[0] > old_gain + 1e-9:
-                    state.take(job.name, self.configs.by_job[job.name][move[1]], move[2])
-                    improved = True
-                elif before is not None:
-                    state.take(job.name, before[0], before[1])
+                if job.name in state.choices:
+                    improved |= move_reshape(self.scorer, state, job) > 0
+                elif not self.scorer.fixed(job):
+                    move = best_config(self.scorer, state, job)
+                    if move is not None and move.gain > EPSILON:
+                        self._start(state, job, move)
+                        improved = True
 
-    def guided(self, choice: Mapping[str, Config]) -> _State:
+    def guided(self, choice: Mapping[str, Config]) -> SearchState:
         """Greedy that first tries the given configurations (an aggregated model's solution)."""
-        state = _State(self.problem)
+        state = SearchState(self.problem)
+        free = uniform(0.0)
         for job in self.problem.jobs:
-            if job.current is not None and not job.preemptible:
+            if self.scorer.fixed(job):
                 self._place_fixed(state, job)
         order = sorted(
             (j for j in self.problem.jobs if j.name in choice and j.name not in state.choices),
-            key=lambda j: (j.current is None, -self._density(j, 0.0)),
+            key=lambda j: (j.current is None, -self._density(j, free)),
         )
         for job in order:
             c = choice[job.name]
             fitted = state.fit(job, c)
             if fitted is not None and state.power_ok(c, fitted[0]):
                 state.take(job.name, c, fitted[0])
-        for job in sorted(self.problem.jobs, key=lambda j: -self._density(j, 0.0)):
-            if job.name not in state.choices:
-                move = self.best_move(state, job, 0.0)
-                if move is not None:
-                    state.take(job.name, self.configs.by_job[job.name][move[1]], move[2])
+        self._fill(state)
         return state
 
+    def _fill(self, state: SearchState) -> None:
+        """Start every queued job that fits, most valuable per GPU first."""
+        free = uniform(0.0)
+        for job in sorted(self.problem.jobs, key=lambda j: -self._density(j, free)):
+            if job.name not in state.choices:
+                self._start(state, job, best_config(self.scorer, state, job))
+
     def run(self, deadline: float) -> Plan:
-        """Greedy and local search at each GPU price (the first two only for many jobs); the
-        best plan. `deadline` only stops work that runs far over its usual time."""
-        best_plan: Plan | None = None
+        """Greedy and re-insertion at each GPU price, then at the dual prices (fewer of both for
+        many jobs), local search on the best state; the best plan. The first pass is today's
+        first plan; the dual (milliseconds) runs after it. `deadline` only stops work that runs
+        far over its usual time."""
         started = time.monotonic()
-        prices = GPU_PRICES if len(self.problem.jobs) <= MANY_JOBS else GPU_PRICES[:2]
-        for price in prices:
-            state = self.greedy(price)
-            if best_plan is not None:
-                self.improve(state, deadline)
-            plan = materialize(self.problem, self.configs, dict(state.choices))
-            if best_plan is None:
-                self.first_plan_at = time.monotonic()
-                self.pass_seconds = self.first_plan_at - started
-                self.improve(state, deadline)
-                plan = materialize(self.problem, self.configs, dict(state.choices))
-            if best_plan is None or plan.objective.total > best_plan.objective.total + 1e-12:
-                best_plan = plan
+        many = len(self.problem.jobs) > MANY_JOBS
+        state = self.greedy(0.0)
+        materialize(self.problem, self.configs, dict(state.choices))
+        self.first_plan_at = time.monotonic()
+        self.pass_seconds = self.first_plan_at - started
+        self.improve(state, deadline)
+        best = _Best(self.problem, self.configs, state)
+        for price in GPU_PRICES[1:2] if many else GPU_PRICES[1:]:
+            if time.monotonic() >= deadline:
+                return best.plan
+            self._pass(uniform(price), deadline, best)
+        if time.monotonic() < deadline:
+            self.dual = dual_bound(self.problem, self.configs, deadline - time.monotonic())
+            for prices in price_ladder(lagrangian_prices(self.dual))[: 1 if many else None]:
+                if time.monotonic() >= deadline:
+                    return best.plan
+                self._pass(prices, deadline, best)
+        for state in best.leaders(LOCAL_SEARCH_STATES):
             if time.monotonic() >= deadline:
                 break
-        assert best_plan is not None
-        return best_plan
+            local_search(self.scorer, state, deadline, passes=1 if many else None)
+            best.offer(state)
+        return best.plan
+
+    def _pass(self, prices: Prices, deadline: float, best: _Best) -> None:
+        """One greedy pass at `prices` with re-insertion, offered to `best`."""
+        state = self.greedy(prices)
+        self.improve(state, deadline)
+        best.offer(state)
 
     def complete(self, choices: Mapping[str, Choice], deadline: float) -> Plan:
         """Start from `choices` (valid together), start what else fits, then local search."""
-        state = _State(self.problem)
+        state = SearchState(self.problem)
         for name, (config, counts) in choices.items():
             state.take(name, config, counts)
-        for job in sorted(self.problem.jobs, key=lambda j: -self._density(j, 0.0)):
-            if job.name not in state.choices:
-                move = self.best_move(state, job, 0.0)
-                if move is not None:
-                    state.take(job.name, self.configs.by_job[job.name][move[1]], move[2])
+        self._fill(state)
         self.improve(state, deadline)
         return materialize(self.problem, self.configs, dict(state.choices))
 
     def run_guided(self, choice: Mapping[str, Config], deadline: float) -> Plan:
         state = self.guided(choice)
         self.improve(state, deadline)
+        local_search(self.scorer, state, deadline)
         return materialize(self.problem, self.configs, dict(state.choices))
+
+
+class _Best:
+    """The best plan met so far, and every pass's state with its objective."""
+
+    def __init__(self, problem: Problem, configs: ConfigSet, state: SearchState) -> None:
+        self.problem = problem
+        self.configs = configs
+        self.plan = materialize(problem, configs, dict(state.choices))
+        self.states: list[tuple[float, SearchState]] = [(self.plan.objective.total, state)]
+
+    def offer(self, state: SearchState) -> None:
+        plan = materialize(self.problem, self.configs, dict(state.choices))
+        self.states.append((plan.objective.total, state))
+        if plan.objective.total > self.plan.objective.total + 1e-12:
+            self.plan = plan
+
+    def leaders(self, count: int) -> list[SearchState]:
+        """The `count` states of highest objective with different choices (ties: first met)."""
+        out: list[SearchState] = []
+        order = sorted(range(len(self.states)), key=lambda k: (-self.states[k][0], k))
+        for k in order:
+            state = self.states[k][1]
+            if all(state.choices != other.choices for other in out):
+                out.append(state)
+            if len(out) == count:
+                break
+        return out
+
+
+def _prices(price: float | Prices) -> Prices:
+    return price if isinstance(price, Prices) else uniform(price)
 
 
 def solve_heuristic(problem: Problem, configs: ConfigSet, deadline: float) -> Plan:

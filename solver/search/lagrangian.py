@@ -16,7 +16,7 @@ Kelley's cutting planes over the few prices find the minimum in tens of evaluati
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import numpy.typing as npt
@@ -41,6 +41,10 @@ class LagrangianBound:
     """Each job's best configuration at the best prices: a guide for placement."""
     iterations: int
     wall_seconds: float
+    prices: dict[str, float] = field(default_factory=dict)
+    """lambda at the best bound: shadow price of one GPU of each type (pool), in objective units."""
+    watt_price: float = 0.0
+    """mu at the best bound: shadow price of one watt drawn over idle (0 without a power budget)."""
 
 
 @dataclass
@@ -183,13 +187,14 @@ def solve_lagrangian(
     master.Minimize(t)
     point = np.zeros(dims)
     best_dual, best_chosen = np.inf, np.empty(0, dtype=np.int64)
+    best_point = point
     iterations = 0
     while iterations < max_iterations:
         iterations += 1
         prices, mu = point[:pools], float(point[pools]) if has_power else 0.0
         dual, slack, power_slack, chosen = _evaluate(a, prices, mu)
         if dual < best_dual:
-            best_dual, best_chosen = dual, chosen
+            best_dual, best_chosen, best_point = dual, chosen, point
         grad = np.append(slack, power_slack) if has_power else slack
         # Cut: L(y) >= dual + grad . (y - point)
         master.Add(t >= dual + sum(float(grad[d]) * (x[d] - float(point[d])) for d in range(dims)))
@@ -204,4 +209,8 @@ def solve_lagrangian(
     bound = float(best_dual) + a.offset
     bound += SAFETY * max(abs(bound), 1.0)
     choice = {problem.jobs[int(a.job[i])].name: flat[int(i)] for i in best_chosen if i >= 0}
-    return LagrangianBound(bound, choice, iterations, time.monotonic() - start)
+    types = sorted(problem.cluster.gpu_types)
+    gpu_prices = {t: float(best_point[i]) for i, t in enumerate(types)}
+    watt_price = float(best_point[pools]) if has_power else 0.0
+    elapsed = time.monotonic() - start
+    return LagrangianBound(bound, choice, iterations, elapsed, gpu_prices, watt_price)

@@ -1,0 +1,133 @@
+"""Exact objective change of running one job in a configuration and placement.
+
+`Scorer.gain` is docs/objective.md for one job against leaving it queued: its configuration's
+value, the locality spread of its placement, and the migration it avoids by staying. The sum of
+gains over running jobs plus a constant is the plan's objective, so moves compare gains and
+never re-score a whole plan.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from solver.domain import Config, Job, Problem, Shape
+from solver.model.configs import ConfigSet
+from solver.scoring.objective import migration_cost, running_gain
+from solver.scoring.plans import Choice
+from solver.search.pricing import Prices
+
+
+class Scorer:
+    """Exact objective change of running one job in a configuration and placement."""
+
+    def __init__(self, problem: Problem, configs: ConfigSet) -> None:
+        self.problem = problem
+        self.configs = configs
+        self.jobs = {j.name: j for j in problem.jobs}
+        self.order = [j.name for j in problem.jobs]
+        self._rack_of = {n.name: n.rack for n in problem.cluster.nodes}
+        self._choice_gains: dict[str, tuple[Choice, float]] = {}
+        max_watts = problem.cluster.max_gpu_watts()
+        self.value: dict[tuple[str, int], float] = {}
+        for job in problem.jobs:
+            best = configs.best_samples_per_second[job.name]
+            for i, c in enumerate(configs.by_job[job.name]):
+                self.value[job.name, i] = running_gain(job, c, best, problem.weights, max_watts)
+        # Built per job on first use, so that the first greedy pass pays only for the values.
+        self._positions: dict[str, dict[int, int]] = {}
+        self._ranked: dict[str, list[int]] = {}
+        self._variants: dict[str, dict[Shape, list[int]]] = {}
+        self._extra: dict[str, list[float]] = {}
+        self._costs: tuple[Prices, dict[str, list[float]]] | None = None
+
+    def position(self, job: str, config: Config) -> int:
+        """The index of `config` among the job's configurations."""
+        own = self._positions.get(job)
+        if own is None:
+            own = self._positions[job] = {}
+            for i, c in enumerate(self.configs.by_job[job]):
+                own.setdefault(id(c), i)
+        found = own.get(id(config))
+        return found if found is not None else self.configs.by_job[job].index(config)
+
+    def ranked(self, job: str) -> list[int]:
+        """The job's configuration indices, most valuable first (ties: enumeration order)."""
+        out = self._ranked.get(job)
+        if out is None:
+            count = len(self.configs.by_job[job])
+            out = self._ranked[job] = sorted(range(count), key=lambda i: -self.value[job, i])
+        return out
+
+    def extra(self, job: str) -> list[float]:
+        """Watts over idle of each configuration of the job."""
+        out = self._extra.get(job)
+        if out is None:
+            types = self.problem.cluster.gpu_types
+            out = self._extra[job] = [
+                c.watts - types[c.gpu_type].idle_watts * c.num_gpus
+                for c in self.configs.by_job[job]
+            ]
+        return out
+
+    def gain(self, job: Job, index: int, counts: Mapping[str, int], keep: bool) -> float:
+        """Objective gained by running the job so, against leaving it queued."""
+        c = self.configs.by_job[job.name][index]
+        nodes = len(counts)
+        racks = len({self._rack_of[n] for n in counts})
+        spread = (nodes - c.min_nodes) + (racks - c.min_racks)
+        return (
+            self.value[job.name, index]
+            - self.problem.weights.locality * spread
+            + (migration_cost(job, self.problem.weights) if keep else 0.0)
+        )
+
+    def ceiling(self, job: Job) -> float:
+        """The most running the job could gain: its most valuable configuration, kept in place
+        (-inf for a job without configurations)."""
+        ranked = self.ranked(job.name)
+        if not ranked:
+            return float("-inf")
+        return self.value[job.name, ranked[0]] + migration_cost(job, self.problem.weights)
+
+    def kept(self, job: Job, config: Config, counts: Mapping[str, int]) -> bool:
+        """Whether running so leaves the job on its current GPUs in its current shape."""
+        return (
+            job.current is not None
+            and config.shape == job.current.shape
+            and dict(counts) == job.current.gpus_per_node()
+        )
+
+    def choice_gain(self, job: Job, choice: Choice) -> float:
+        """The gain of a job's current choice in a state (remembered while the choice is)."""
+        cached = self._choice_gains.get(job.name)
+        if cached is not None and cached[0] is choice:
+            return cached[1]
+        config, counts = choice
+        g = self.gain(job, self.position(job.name, config), counts, self.kept(job, config, counts))
+        self._choice_gains[job.name] = (choice, g)
+        return g
+
+    def costs(self, job: str, prices: Prices) -> list[float]:
+        """What `prices` charge for each configuration of the job (kept for the last prices)."""
+        if self._costs is None or self._costs[0] is not prices:
+            self._costs = (prices, {})
+        table = self._costs[1]
+        if job not in table:
+            table[job] = [
+                prices.cost(c, e)
+                for c, e in zip(self.configs.by_job[job], self.extra(job), strict=True)
+            ]
+        return table[job]
+
+    def variants(self, job: str, config: Config) -> list[int]:
+        """The job's configurations of the same shape as `config` (every clock of it)."""
+        own = self._variants.get(job)
+        if own is None:
+            own = self._variants[job] = {}
+            for i, c in enumerate(self.configs.by_job[job]):
+                own.setdefault(c.shape, []).append(i)
+        return own.get(config.shape, [])
+
+    def fixed(self, job: Job) -> bool:
+        """A running job that is not preemptible: it keeps its shape and GPUs."""
+        return job.current is not None and not job.preemptible

@@ -1,0 +1,202 @@
+"""The heuristic's working state: free GPUs per node and watts drawn, kept incrementally.
+
+`SearchState` keeps free GPUs per node and the watts drawn (cluster and racks) as jobs are taken
+and released, so a move is checked in constant time per node it touches; `Journal` undoes a
+tentative move exactly.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping
+
+from solver.domain import Config, Job, Problem
+from solver.scoring.plans import Choice
+from solver.search.placement import Placer
+
+POWER_SLACK = 1e-9
+"""Watts below which a deficit counts as none (floating-point sums of watts)."""
+
+
+class SearchState:
+    """Free GPUs per node and power drawn over idle, as jobs are taken and released."""
+
+    _stamps = itertools.count()
+
+    def __init__(self, problem: Problem) -> None:
+        self.problem = problem
+        self.version = next(self._stamps)
+        """Changes on every take and release, unique across states: a key for caches."""
+        self._placed: dict[tuple[str, int, int], dict[str, int] | None] = {}
+        self._placed_at = self.version
+        self.placer = Placer(problem.cluster)
+        self.job_watts = 0.0
+        """Watts drawn over idle by the running jobs, cluster-wide."""
+        self.rack_watts: dict[str, float] = {}
+        self.choices: dict[str, Choice] = {}
+        cluster = problem.cluster
+        self._idle = {name: t.idle_watts for name, t in cluster.gpu_types.items()}
+        self.idle_total = 0.0
+        self.idle_rack: dict[str, float] = {}
+        self._rack_nodes: dict[str, list[str]] = {}
+        self._rack_of = {n.name: n.rack for n in cluster.nodes}
+        for n in cluster.nodes:
+            self._rack_nodes.setdefault(n.rack, []).append(n.name)
+            idle = n.gpu_count * cluster.gpu_types[n.gpu_type].idle_watts
+            self.idle_total += idle
+            self.idle_rack[n.rack] = self.idle_rack.get(n.rack, 0.0) + idle
+
+    def extra_watts(self, config: Config) -> float:
+        """What the configuration draws over the idle power of its GPUs."""
+        return config.watts - self._idle[config.shape.gpu_type] * config.shape.num_gpus
+
+    def rack_delta(self, config: Config, counts: Mapping[str, int]) -> dict[str, float]:
+        """Watts over idle the configuration adds to each rack, split evenly over its GPUs."""
+        per_gpu = config.watts / config.num_gpus - self._idle[config.shape.gpu_type]
+        delta: dict[str, float] = {}
+        for node, k in counts.items():
+            rack = self._rack_of[node]
+            delta[rack] = delta.get(rack, 0.0) + per_gpu * k
+        return delta
+
+    def deficits(self, config: Config, counts: Mapping[str, int]) -> tuple[float, dict[str, float]]:
+        """Watts over the cluster budget and over each rack budget were the job to run so
+        (<= 0: it fits)."""
+        cluster = self.problem.cluster
+        over = float("-inf")
+        if cluster.power_budget_watts is not None:
+            drawn = self.idle_total + self.job_watts + self.extra_watts(config)
+            over = drawn - cluster.power_budget_watts
+        racks: dict[str, float] = {}
+        if cluster.rack_power_budgets_watts:
+            for rack, d in self.rack_delta(config, counts).items():
+                budget = cluster.rack_power_budgets_watts.get(rack)
+                if budget is not None:
+                    racks[rack] = self.idle_rack[rack] + self.rack_watts.get(rack, 0.0) + d - budget
+        return over, racks
+
+    def power_ok(self, config: Config, counts: Mapping[str, int]) -> bool:
+        cluster = self.problem.cluster
+        if cluster.power_budget_watts is not None and (
+            self.idle_total + self.job_watts + self.extra_watts(config) > cluster.power_budget_watts
+        ):
+            return False
+        if not cluster.rack_power_budgets_watts:
+            return True
+        for rack, d in self.rack_delta(config, counts).items():
+            budget = cluster.rack_power_budgets_watts.get(rack)
+            if budget is not None and (
+                self.idle_rack[rack] + self.rack_watts.get(rack, 0.0) + d > budget
+            ):
+                return False
+        return True
+
+    def take(self, job: str, config: Config, counts: Mapping[str, int]) -> None:
+        self.version = next(self._stamps)
+        self.placer.take(counts)
+        self.job_watts += self.extra_watts(config)
+        for rack, d in self.rack_delta(config, counts).items():
+            self.rack_watts[rack] = self.rack_watts.get(rack, 0.0) + d
+        self.choices[job] = (config, dict(counts))
+
+    def release(self, job: str) -> Choice:
+        """Stop the job; returns what it ran, so a rejected move can put it back."""
+        self.version = next(self._stamps)
+        config, counts = self.choices.pop(job)
+        self.placer.give(counts)
+        self.job_watts -= self.extra_watts(config)
+        for rack, d in self.rack_delta(config, counts).items():
+            self.rack_watts[rack] -= d
+        return config, counts
+
+    def fit(self, job: Job, config: Config) -> tuple[dict[str, int], bool] | None:
+        """GPUs per node for the job in `config`, and whether it stays where it runs."""
+        counts = keep_counts(job, config, self.placer)
+        if counts is not None:
+            return counts, True
+        if config.kept_only:
+            return None
+        placed = self.place(config.gpu_type, config.num_gpus, config.tensor_parallel)
+        if placed is not None and self.problem.cluster.rack_power_budgets_watts:
+            placed = self._rack_fit(config, placed)
+        return (placed, False) if placed is not None else None
+
+    def _rack_fit(self, config: Config, placed: dict[str, int]) -> dict[str, int]:
+        """`placed` if its racks have the power for it; else the best fit outside the racks
+        that lack it (hidden from the placer meanwhile), rack after rack; else `placed` (a
+        clock repair may still make room there)."""
+        hidden: dict[str, int] = {}
+        current = placed
+        try:
+            while True:
+                _, racks = self.deficits(config, current)
+                short = [r for r, d in racks.items() if d > POWER_SLACK]
+                if not short:
+                    return current
+                for rack in short:
+                    for node in self._rack_nodes[rack]:
+                        free = self.placer.free(node)
+                        if free:
+                            self.placer.take({node: free})
+                            hidden[node] = hidden.get(node, 0) + free
+                again = self.placer.place(config.gpu_type, config.num_gpus, config.tensor_parallel)
+                if again is None:
+                    return placed
+                current = again
+        finally:
+            self.placer.give(hidden)
+
+    def place(self, gpu_type: str, num_gpus: int, tensor_parallel: int) -> dict[str, int] | None:
+        """Best-fit placement on the free GPUs, remembered until the state changes (the clocks
+        of one shape share it)."""
+        if self._placed_at != self.version:
+            self._placed.clear()
+            self._placed_at = self.version
+        key = (gpu_type, num_gpus, tensor_parallel)
+        if key not in self._placed:
+            self._placed[key] = self.placer.place(gpu_type, num_gpus, tensor_parallel)
+        return self._placed[key]
+
+    def cluster_over(self, config: Config) -> float:
+        """Watts over the cluster budget were the configuration to start (-inf: no budget)."""
+        budget = self.problem.cluster.power_budget_watts
+        if budget is None:
+            return float("-inf")
+        return self.idle_total + self.job_watts + self.extra_watts(config) - budget
+
+
+def keep_counts(job: Job, config: Config, placer: Placer) -> dict[str, int] | None:
+    """The job's current GPUs, if the configuration has its current shape and they are free."""
+    if job.current is None or config.shape != job.current.shape:
+        return None
+    counts = job.current.gpus_per_node()
+    if placer.fits(counts):
+        return counts
+    return None
+
+
+class Journal:
+    """Changes made to a state through it, so that a tentative move can be undone exactly."""
+
+    def __init__(self, state: SearchState) -> None:
+        self.state = state
+        self.before: dict[str, Choice | None] = {}
+        """Each touched job's choice before its first change (None: it was queued)."""
+
+    def take(self, job: str, config: Config, counts: Mapping[str, int]) -> None:
+        self.before.setdefault(job, self.state.choices.get(job))
+        self.state.take(job, config, counts)
+
+    def release(self, job: str) -> Choice:
+        self.before.setdefault(job, self.state.choices.get(job))
+        return self.state.release(job)
+
+    def undo(self) -> None:
+        """Put every touched job back as it was (all released first: their GPUs may cross)."""
+        for job in self.before:
+            if job in self.state.choices:
+                self.state.release(job)
+        for job, choice in self.before.items():
+            if choice is not None:
+                self.state.take(job, *choice)
+        self.before.clear()
