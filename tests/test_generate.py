@@ -258,3 +258,89 @@ def test_cli_writes_file(tmp_path: Path) -> None:
     out = tmp_path / "x.json"
     assert g.main(["--nodes", "4", "--jobs", "6", "--seed", "3", "--out", str(out)]) == 0
     check_valid(json_format.Parse(out.read_text(), pb.SolveRequest()))
+
+
+# ---------------------------------------------------------------- hetero-power
+
+
+def hetero_power(nodes: int, seed: int, *extra: str) -> pb.SolveRequest:
+    return g.generate(
+        g.spec_from_args(["--family", f"hetero-power-{nodes}", "--seed", str(seed), *extra])
+    )
+
+
+def gpu_watts(r: pb.SolveRequest, field: str) -> dict[str, float]:
+    """Per rack, every GPU at its type's `field` (tdp_watts or idle_watts)."""
+    types = {t.name: t for t in r.cluster.gpu_types}
+    out: dict[str, float] = {}
+    for n in r.cluster.nodes:
+        out[n.rack] = out.get(n.rack, 0.0) + n.gpu_count * getattr(types[n.gpu_type], field)
+    return out
+
+
+@pytest.mark.parametrize(("nodes", "seed"), [(32, 1), (64, 2), (128, 3)])
+def test_hetero_power_family_shape(nodes: int, seed: int) -> None:
+    r = hetero_power(nodes, seed)
+    check_valid(r)
+    per_node = {(n.gpu_type, n.gpu_count) for n in r.cluster.nodes}
+    assert per_node == {("V100-16GB", 8), ("P100-16GB", 4), ("K80", 4), ("T4", 4), ("A10", 4)}
+    assert len(r.cluster.nodes) == nodes and len(r.jobs) == nodes * 3 // 2
+    assert any(n.unavailable_gpu_indices for n in r.cluster.nodes)
+    profiles = [j for j in r.jobs if j.HasField("profile")]
+    assert len(profiles) == round(0.75 * len(r.jobs))
+    assert any(j.name.split("-")[1] == "gavel" for j in profiles)
+    assert any({p.gpu_type for p in j.profile.points} >= {"V100-16GB", "K80"} for j in profiles)
+    assert any(j.HasField("model") for j in r.jobs)
+    assert any(j.HasField("current_allocation") for j in r.jobs)
+    assert any(j.HasField("time_to_deadline") for j in r.jobs)
+    assert len({j.weight for j in r.jobs}) > 1
+    # A10 runs model jobs only: no public measurement of it exists.
+    assert all(p.gpu_type != "A10" for j in profiles for p in j.profile.points)
+
+
+@pytest.mark.parametrize("nodes", [32, 64, 128, 256])
+def test_hetero_power_budgets(nodes: int) -> None:
+    r = hetero_power(nodes, 1)
+    peak, idle = gpu_watts(r, "tdp_watts"), gpu_watts(r, "idle_watts")
+    budget = r.cluster.power_budget_watts
+    assert sum(idle.values()) < budget < sum(peak.values())
+    assert budget == pytest.approx(0.45 * sum(peak.values()), abs=0.1)
+    racks = {b.rack: b.watts for b in r.cluster.rack_power_budgets}
+    assert set(racks) == set(peak)
+    fractions = {rack: round(w / peak[rack], 3) for rack, w in racks.items()}
+    assert set(fractions.values()) == {0.4, 0.7}
+    tight = [rack for rack, f in fractions.items() if f == 0.4]
+    assert len(tight) == max(1, round(0.25 * len(racks)))
+    assert all(idle[rack] < racks[rack] for rack in racks)
+
+
+def test_hetero_power_deterministic_by_seed() -> None:
+    assert g.to_json(hetero_power(32, 4)) == g.to_json(hetero_power(32, 4))
+    texts = {g.to_json(hetero_power(32, seed)) for seed in (1, 2, 3)}
+    assert len(texts) == 3
+
+
+def test_hetero_power_options_override_the_family() -> None:
+    spec = g.spec_from_args(["--family", "hetero-power-64", "--power-budget-fraction", "0.6"])
+    assert (spec.num_nodes, spec.num_jobs, spec.power_budget_fraction) == (64, 96, 0.6)
+    assert spec.node_kinds == g.HETERO_POWER_KINDS and spec.profile_share == 0.75
+    plain = g.spec_from_args(["--nodes", "32", "--jobs", "48"])
+    assert plain.rack_power_budget_fraction is None and plain.tight_rack_share == 0.0
+
+
+def test_hetero_power_budget_binds_while_gpus_stay_free() -> None:
+    """Solved, the plan draws the cluster budget while a third of the GPUs stay unused."""
+    from solver import orchestrator
+    from solver.api.convert import problem_from_proto
+    from solver.api.settings import Limits
+    from solver.scoring.checker import PlanView, check_plan, rack_watts
+
+    problem = problem_from_proto(hetero_power(32, 1, "--time-budget", "2"), Limits())
+    result = orchestrator.solve(problem)
+    assert check_plan(problem, result.plan.assignments) == []
+    view = PlanView(problem, result.plan.assignments)
+    budget = problem.cluster.power_budget_watts
+    assert budget is not None
+    assert sum(rack_watts(view).values()) >= 0.99 * budget
+    available = sum(n.available_gpus for n in problem.cluster.nodes)
+    assert len(view.used) <= 2 / 3 * available

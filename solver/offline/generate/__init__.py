@@ -9,6 +9,7 @@ assumption. The JSON form of the request is the instance file format::
 
     python -m solver.offline.generate --nodes 128 --jobs 256 --seed 1 --out instances/medium.json
     python -m solver.offline.generate --tiny instances
+    python -m solver.offline.generate --family hetero-power-32 --seed 1 --out hp.json
 
 The package: ``spec`` (InstanceSpec), ``data`` (the public extracts), ``cluster`` (node mixes,
 racks, the allocator), ``jobs`` (profile and model jobs), ``instance`` (``generate``,
@@ -17,8 +18,17 @@ racks, the allocator), ``jobs`` (profile and model jobs), ``instance`` (``genera
 
 from __future__ import annotations
 
-from solver.offline.generate.cli import FAMILIES, build_parser, main, spec_from_args
+from solver.offline.generate.cli import (
+    FAMILIES,
+    FAMILY_ARGS,
+    HETERO_POWER_ARGS,
+    HETERO_POWER_FAMILIES,
+    build_parser,
+    main,
+    spec_from_args,
+)
 from solver.offline.generate.cluster import (
+    HETERO_POWER_KINDS,
     MIXES,
     MODERN_KINDS,
     NETWORK_GBPS,
@@ -41,7 +51,12 @@ from solver.offline.generate.data import (
     pai_node_kinds,
     pollux_workloads,
 )
-from solver.offline.generate.instance import DEADLINE_TIGHTNESS, generate, to_json
+from solver.offline.generate.instance import (
+    DEADLINE_TIGHTNESS,
+    generate,
+    rack_power_budgets,
+    to_json,
+)
 from solver.offline.generate.jobs import (
     BYTES_PER_PARAMETER,
     ELASTIC_SCALE_DOWN,
@@ -62,8 +77,12 @@ __all__ = [
     "DEADLINE_TIGHTNESS",
     "ELASTIC_SCALE_DOWN",
     "FAMILIES",
+    "FAMILY_ARGS",
     "GAVEL_PARAMETERS",
     "GAVEL_TYPES",
+    "HETERO_POWER_ARGS",
+    "HETERO_POWER_FAMILIES",
+    "HETERO_POWER_KINDS",
     "MIXES",
     "MODEL_ARCHITECTURES",
     "MODERN_KINDS",
@@ -90,6 +109,7 @@ __all__ = [
     "pai_node_kinds",
     "pollux_workloads",
     "profile_points",
+    "rack_power_budgets",
     "running_shape",
     "spec_from_args",
     "state_gib",

@@ -25,14 +25,45 @@ FAMILIES: dict[str, tuple[int, int, float]] = {
 """Benchmark families (docs/benchmarks.md): nodes (8 GPUs each in the hybrid mix), jobs, and
 the time budget their targets are measured at."""
 
+HETERO_POWER_ARGS: tuple[str, ...] = (
+    "--mix",
+    "hetero-power",
+    "--profile-share",
+    "0.75",
+    "--power-budget-fraction",
+    "0.45",
+    "--rack-power-budget-fraction",
+    "0.7",
+    "--tight-rack-share",
+    "0.25",
+    "--tight-rack-power-budget-fraction",
+    "0.4",
+)
+"""The hetero-power families' settings (generator choices, not measurements): five GPU types
+in 4- and 8-GPU nodes, three quarters of the jobs with measured profiles, a cluster budget of
+45 % of the GPUs' TDP, idle GPUs included (without it, the optimum of hetero-power-32 seed 1
+draws 48.3 % of TDP, seeds 2 and 3 63 %: 50 % would not bind on seed 1), racks at 70 % of
+their TDP and a quarter of them (at least one) at 40 %."""
+
+HETERO_POWER_FAMILIES: dict[str, tuple[int, int, float]] = {
+    f"hetero-power-{n}": (n, 3 * n // 2, budget)
+    for n, budget in ((32, 2.0), (64, 5.0), (128, 10.0), (256, 20.0))
+}
+"""Power-bound families (docs/benchmarks.md), named by node count: nodes, 1.5 jobs a node,
+time budget. Kept apart from FAMILIES, whose scale targets they do not share."""
+
+FAMILY_ARGS: dict[str, tuple[str, ...]] = dict.fromkeys(HETERO_POWER_FAMILIES, HETERO_POWER_ARGS)
+"""Options a family implies, read before the command line's own (which override them)."""
+
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="dsfro generate", description=__doc__.split("\n")[0])
     p.add_argument(
         "--family",
-        choices=list(FAMILIES),
+        choices=[*FAMILIES, *HETERO_POWER_FAMILIES],
         default=None,
-        help="a benchmark family: sets nodes, jobs and time budget unless given",
+        help="a benchmark family: sets nodes, jobs, time budget (and a hetero-power family's "
+        "mix, shares and budgets) unless given",
     )
     p.add_argument("--nodes", type=int, default=None, help="number of nodes (default 16)")
     p.add_argument("--jobs", type=int, default=None, help="number of jobs (default 32)")
@@ -43,6 +74,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--deadline-share", type=float, default=0.2)
     p.add_argument("--unavailable-share", type=float, default=0.01)
     p.add_argument("--power-budget-fraction", type=float, default=None)
+    p.add_argument("--rack-power-budget-fraction", type=float, default=None)
+    p.add_argument("--tight-rack-share", type=float, default=0.0)
+    p.add_argument("--tight-rack-power-budget-fraction", type=float, default=None)
     p.add_argument("--philly-view", choices=["snapshot", "arrivals"], default="snapshot")
     p.add_argument("--time-budget", type=float, default=None, help="seconds (default 10)")
     p.add_argument("--out", type=Path, default=None, help="output file (default stdout)")
@@ -59,7 +93,10 @@ def build_parser() -> argparse.ArgumentParser:
 def spec_from_args(argv: Sequence[str]) -> InstanceSpec:
     """The InstanceSpec that a command line describes (shared by ``main`` and the tests)."""
     a = build_parser().parse_args(list(argv))
-    nodes, jobs, budget = FAMILIES[a.family] if a.family else (16, 32, 10.0)
+    if a.family in FAMILY_ARGS:
+        a = build_parser().parse_args([*FAMILY_ARGS[a.family], *argv])
+    sizes = {**FAMILIES, **HETERO_POWER_FAMILIES}
+    nodes, jobs, budget = sizes[a.family] if a.family else (16, 32, 10.0)
     if min(a.nodes or 1, a.jobs or 1) < 1 or (a.time_budget is not None and a.time_budget <= 0):
         raise SystemExit("dsfro generate: --nodes, --jobs and --time-budget must be positive")
     return InstanceSpec(
@@ -73,6 +110,9 @@ def spec_from_args(argv: Sequence[str]) -> InstanceSpec:
         deadline_share=a.deadline_share,
         unavailable_share=a.unavailable_share,
         power_budget_fraction=a.power_budget_fraction,
+        rack_power_budget_fraction=a.rack_power_budget_fraction,
+        tight_rack_share=a.tight_rack_share,
+        tight_rack_power_budget_fraction=a.tight_rack_power_budget_fraction,
         time_budget_seconds=a.time_budget or budget,
         philly_view=a.philly_view,
     )

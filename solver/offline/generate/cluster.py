@@ -50,7 +50,23 @@ def hybrid_node_kinds() -> tuple[NodeKind, ...]:
     )
 
 
+HETERO_POWER_KINDS = (
+    NodeKind("V100-16GB", 8, 1.0),
+    NodeKind("P100-16GB", 4, 1.0),
+    NodeKind("K80", 4, 1.0),
+    NodeKind("T4", 4, 1.0),
+    NodeKind("A10", 4, 1.0),
+)
+"""Five GPU generations, datacenter to consumer-grade dies, a fifth of the nodes each (a
+generator choice). V100-16GB, P100-16GB and K80 because Gavel measured all three, so one
+workload's measured speed differs by type (and by a different ratio per workload); T4 because
+Pollux measured it on 4-GPU nodes, so its packed placements are the measured ones; A10 (GA102,
+the die of the consumer RTX 30-series) has no public throughput measurement and runs model jobs
+only. V100 servers hold 8 GPUs (as AWS p3.16xlarge), the others 4."""
+
+
 MIXES: Mapping[str, Callable[[], tuple[NodeKind, ...]]] = {
+    "hetero-power": lambda: HETERO_POWER_KINDS,
     "hybrid": hybrid_node_kinds,
     "pai": pai_node_kinds,
     "modern": lambda: MODERN_KINDS,

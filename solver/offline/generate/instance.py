@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import math
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 from google.protobuf import json_format
 
 from solver._proto.dsfro.v1 import scheduler_pb2 as pb
 from solver.api.convert import gpu_type_to_proto
+from solver.domain import GpuType
 from solver.model.catalog import load_gpu_catalog
 from solver.offline.generate.cluster import build_instance_cluster
 from solver.offline.generate.data import gavel_workloads, load_philly, pollux_workloads
@@ -44,6 +47,7 @@ def generate(spec: InstanceSpec) -> pb.SolveRequest:
     if spec.power_budget_fraction is not None:
         full = sum(n.gpu_count * catalog[n.gpu_type].tdp_watts for n in cluster.nodes)
         request.cluster.power_budget_watts = round(spec.power_budget_fraction * full, 1)
+    request.cluster.rack_power_budgets.extend(rack_power_budgets(spec, cluster.nodes, catalog, rng))
     for i in range(spec.num_jobs):
         job = request.jobs.add()
         job.name = f"j{i:04d}"
@@ -66,6 +70,35 @@ def generate(spec: InstanceSpec) -> pb.SolveRequest:
     request.options.time_budget.FromNanoseconds(round(spec.time_budget_seconds * 1e9))
     request.options.seed = spec.seed
     return request
+
+
+def rack_power_budgets(
+    spec: InstanceSpec,
+    nodes: Sequence[pb.Node],
+    catalog: Mapping[str, GpuType],
+    rng: np.random.Generator,
+) -> list[pb.RackPowerBudget]:
+    """Each rack's budget: a fraction of its GPUs at TDP, the tighter fraction for a uniformly
+    drawn share of the racks (at least one if that share is above 0). Draws from ``rng`` only
+    when rack budgets are asked for, so instances without them keep their bytes."""
+    if spec.rack_power_budget_fraction is None:
+        return []
+    tdp: dict[str, float] = defaultdict(float)
+    for n in nodes:
+        tdp[n.rack] += n.gpu_count * catalog[n.gpu_type].tdp_watts
+    racks = sorted(tdp)
+    tight: set[str] = set()
+    if spec.tight_rack_share > 0:
+        k = max(1, round(spec.tight_rack_share * len(racks)))
+        tight = {racks[int(i)] for i in rng.choice(len(racks), size=k, replace=False)}
+    out = []
+    for rack in racks:
+        fraction = spec.rack_power_budget_fraction
+        if rack in tight:
+            assert spec.tight_rack_power_budget_fraction is not None
+            fraction = spec.tight_rack_power_budget_fraction
+        out.append(pb.RackPowerBudget(rack=rack, watts=round(fraction * tdp[rack], 1)))
+    return out
 
 
 def to_json(request: pb.SolveRequest) -> str:

@@ -40,6 +40,12 @@ class InstanceSpec:
     """Share of all GPUs marked unavailable."""
     power_budget_fraction: float | None = None
     """Cluster GPU power budget as a fraction of all GPUs at TDP; None: no budget."""
+    rack_power_budget_fraction: float | None = None
+    """Every rack's GPU power budget as a fraction of its GPUs at TDP; None: no rack budgets."""
+    tight_rack_share: float = 0.0
+    """Share of the racks (at least one if above 0) whose budget is the tighter
+    ``tight_rack_power_budget_fraction`` instead (drawn uniformly)."""
+    tight_rack_power_budget_fraction: float | None = None
     time_budget_seconds: float = 10.0
     philly_view: str = "snapshot"
     """How GPU counts are weighted: "snapshot" (by job duration: the jobs present at one
@@ -58,10 +64,20 @@ class InstanceSpec:
             self.rigid_share,
             self.restricted_share,
             self.unavailable_share,
+            self.tight_rack_share,
         ):
             if not 0.0 <= share <= 1.0:
                 raise ValueError(f"share {share} not in [0, 1]")
         if self.philly_view not in ("snapshot", "arrivals"):
             raise ValueError("philly_view must be 'snapshot' or 'arrivals'")
-        if self.power_budget_fraction is not None and not 0 < self.power_budget_fraction <= 1:
-            raise ValueError("power_budget_fraction must be in (0, 1]")
+        for fraction in (
+            self.power_budget_fraction,
+            self.rack_power_budget_fraction,
+            self.tight_rack_power_budget_fraction,
+        ):
+            if fraction is not None and not 0 < fraction <= 1:
+                raise ValueError("power budget fractions must be in (0, 1]")
+        if self.tight_rack_share > 0 and (
+            self.rack_power_budget_fraction is None or self.tight_rack_power_budget_fraction is None
+        ):
+            raise ValueError("tight racks need both rack power budget fractions")
