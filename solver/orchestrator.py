@@ -7,7 +7,9 @@ exact model only replaces it with a better checked plan. Every plan that leaves 
 from __future__ import annotations
 
 import logging
+import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from solver.domain import (
@@ -21,6 +23,7 @@ from solver.domain import (
 )
 from solver.exact import formulation
 from solver.exact.backends import ExactOptions, SolverStatus
+from solver.exact.lns import SUB_BACKEND, Lns
 from solver.exact.solve import solve_full
 from solver.model.configs import ConfigSet, build_config_set
 from solver.scoring.checker import check_plan
@@ -62,6 +65,8 @@ DECOMPOSE_MIN_NODES = 4_096
 FULL_MODEL_MAX_VARIABLES = 20_000
 """AUTO builds the full placement model only up to about this many variables; beyond, the
 aggregated model and guided placement use the time (building alone would eat the budget)."""
+LNS_SHARE_ONE_CORE = 0.5
+"""On one core, the share of the time left that LNS gets before the full model runs."""
 
 
 @dataclass(frozen=True)
@@ -156,23 +161,27 @@ class _Portfolio:
         self.proven_optimal = False
         self.notes: list[str] = []
         self.threads = problem.options.threads or available_cores()
+        self.lock = threading.Lock()
+        """Guards best, bound and notes while LNS and the full model run side by side."""
 
     def offer(self, plan: Plan | None, source: str, backend: Backend) -> None:
         """Keep `plan` if it passes the checker and beats the best so far."""
         if plan is None:
             return
         violations = check_plan(self.problem, plan.assignments)
-        if violations:
-            log.error("%s plan rejected by the checker: %s", source, violations[0])
-            self.notes.append(f"{source} plan failed the checker ({violations[0].constraint})")
-            return
-        if plan.objective.total > self.best.objective.total + IMPROVEMENT_EPSILON:
-            self.best = plan
-            self.best_backend = backend
+        with self.lock:
+            if violations:
+                log.error("%s plan rejected by the checker: %s", source, violations[0])
+                self.notes.append(f"{source} plan failed the checker ({violations[0].constraint})")
+                return
+            if plan.objective.total > self.best.objective.total + IMPROVEMENT_EPSILON:
+                self.best = plan
+                self.best_backend = backend
 
     def tighten(self, bound: float | None) -> None:
-        if bound is not None and (self.bound is None or bound < self.bound):
-            self.bound = bound
+        with self.lock:
+            if bound is not None and (self.bound is None or bound < self.bound):
+                self.bound = bound
 
     def gap_closed(self) -> bool:
         if self.bound is None:
@@ -185,15 +194,52 @@ class _Portfolio:
     def run(self) -> SolveResult:
         full_size = formulation.estimate_size(self.problem, self.configs)
         backend = self.problem.options.backend
-        use_full = backend in _EXACT or (
-            backend is Backend.AUTO and full_size <= FULL_MODEL_MAX_VARIABLES
-        )
         self.aggregate()
-        if use_full and not self.gap_closed():
-            self.full(full_size, AUTO_EXACT_BACKEND if backend is Backend.AUTO else backend)
-        elif not use_full and backend is Backend.AUTO:
-            self.notes.append(f"full model skipped: ~{full_size} variables")
+        if not self.gap_closed():
+            if backend in _EXACT:
+                self.full(full_size, backend, self.threads)
+            else:
+                self.search(full_size)
         return self.finish()
+
+    def search(self, full_size: int) -> None:
+        """AUTO: LNS around the best plan until the end, with the full model beside it (when
+        cores allow) or after it, if it is small enough to build in time. The solvers release
+        the GIL, so a thread gives the full model its own core."""
+        end = self.clock.end - EXTRACT_MARGIN_SECONDS
+        if full_size > FULL_MODEL_MAX_VARIABLES:
+            self.notes.append(f"full model skipped: ~{full_size} variables")
+            self.lns(end)
+            return
+        if self.threads < 2:
+            self.lns(time.monotonic() + LNS_SHARE_ONE_CORE * (end - time.monotonic()))
+            if not self.gap_closed():
+                self.full(full_size, AUTO_EXACT_BACKEND, 1)
+            return
+        exact = threading.Thread(
+            target=self.full,
+            args=(full_size, AUTO_EXACT_BACKEND, self.threads - 1),
+            name="dsfro-full-model",
+            daemon=True,
+        )
+        exact.start()
+        self.lns(end, stop=lambda: not exact.is_alive() and self.gap_closed())
+        exact.join()
+
+    def lns(self, end: float, stop: Callable[[], bool] | None = None) -> None:
+        """Large-neighbourhood search from the best plan so far (solver.exact.lns)."""
+        if end - time.monotonic() < 2 * EXTRACT_MARGIN_SECONDS:
+            return
+        with self.lock:
+            start = self.best
+        search = Lns(self.problem, self.configs, start)
+        search.run(
+            end,
+            on_improve=lambda plan: self.offer(plan, "LNS", SUB_BACKEND),
+            stop=stop if stop is not None else self.gap_closed,
+        )
+        with self.lock:
+            self.notes.append(search.stats.summary())
 
     def aggregate(self) -> None:
         """Bound the aggregated model (LP, or its Lagrangian dual when large) and place its
@@ -216,16 +262,19 @@ class _Portfolio:
             ls_end = time.monotonic() + min(
                 self.clock.left() - EXTRACT_MARGIN_SECONDS, MAX_HEURISTIC_SECONDS
             )
+            started = time.monotonic()
             self.offer(self.heuristic.run_guided(choice, ls_end), "guided", Backend.AGGREGATE)
+            self.notes.append(f"guided placement in {time.monotonic() - started:.2f} s")
 
-    def full(self, size: int, which: Backend) -> None:
+    def full(self, size: int, which: Backend, threads: int) -> None:
         """The full formulation on an exact backend (CP-SAT, HiGHS or Pyomo), seeded with the
         best plan so far."""
         if self.clock.left() <= EXTRACT_MARGIN_SECONDS + BUILD_SECONDS_PER_VARIABLE * size:
             self.notes.append("no time left to build and solve the full model")
             return
         model = formulation.build(self.problem, self.configs)
-        hint = formulation.hint(model, self.best)
+        with self.lock:
+            hint = formulation.hint(model, self.best)
         time_limit = self.clock.left() - EXTRACT_MARGIN_SECONDS
         if time_limit <= 0:
             self.notes.append("building the full model used up the time budget")
@@ -239,7 +288,7 @@ class _Portfolio:
                 time_limit=time_limit,
                 relative_gap=o.relative_gap,
                 seed=o.seed,
-                threads=self.threads,
+                threads=threads,
                 time_budget=o.time_budget_seconds,
                 solver_name=o.pyomo_solver,
             ),

@@ -1,8 +1,14 @@
-"""Aggregated model: configurations against GPU pools per type, without node placement.
+"""Aggregated model: configurations against GPU pools per type (and per rack where racks have
+power budgets), without node placement.
 
-It relaxes the full model (placement can only lose GPUs to fragmentation and pay locality;
-rack budgets are dropped), so its proven optimum bound is a valid upper bound on the whole
-problem. Its solution is also a strong guide: a configuration choice to place greedily.
+It relaxes the full model (placement can only lose GPUs to fragmentation and pay locality), so
+its proven optimum is a valid upper bound on the whole problem. Its solution is also a strong
+guide: a configuration choice to place greedily.
+
+Where racks have power budgets, a job's GPUs are split (continuously) over the racks of its
+type: each rack's GPUs of each type and its budget above idle bound what goes there. Without
+this, a budget split over racks leaves the bound several per cent loose when racks bind.
+The LP is built as arrays and solved by HiGHS's simplex.
 """
 
 from __future__ import annotations
@@ -10,9 +16,11 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from ortools.linear_solver import pywraplp
+import highspy
+import numpy as np
 
 from solver.domain import Config, Problem
+from solver.exact.backends.highs import new_highs
 from solver.model.configs import ConfigSet
 from solver.scoring.objective import migration_cost, queued_value, running_gain
 
@@ -28,70 +36,168 @@ class AggregateOutcome:
 
 
 LP_SAFETY = 1e-6
-"""Relative margin added to the LP optimum: GLOP's optimality tolerances, made explicit."""
+"""Relative margin added to the LP optimum: the simplex's optimality tolerances, made explicit."""
+
+_INF = highspy.kHighsInf
+
+
+class _Lp:
+    """Columns and rows collected as arrays, then loaded into HiGHS in two bulk calls."""
+
+    def __init__(self) -> None:
+        self.lower: list[float] = []
+        self.upper: list[float] = []
+        self.cost: list[float] = []
+        self.row_lo: list[float] = []
+        self.row_hi: list[float] = []
+        self.starts: list[int] = []
+        self.index: list[int] = []
+        self.value: list[float] = []
+
+    def column(self, cost: float, lower: float = 0.0, upper: float = 1.0) -> int:
+        self.lower.append(lower)
+        self.upper.append(upper)
+        self.cost.append(cost)
+        return len(self.cost) - 1
+
+    def row(self, terms: list[tuple[int, float]], lo: float = -_INF, hi: float = _INF) -> None:
+        self.starts.append(len(self.index))
+        self.row_lo.append(lo)
+        self.row_hi.append(hi)
+        for v, c in terms:
+            self.index.append(v)
+            self.value.append(c)
+
+    def solve(self) -> tuple[highspy.HighsModelStatus, float, list[float]]:
+        h = new_highs()
+        h.setOptionValue("threads", 1)
+        n = len(self.cost)
+        h.addVars(n, np.array(self.lower), np.array(self.upper))
+        h.changeColsCost(n, np.arange(n, dtype=np.int32), np.array(self.cost))
+        h.changeObjectiveSense(highspy.ObjSense.kMaximize)
+        if self.row_lo:
+            h.addRows(
+                len(self.row_lo),
+                np.array(self.row_lo),
+                np.array(self.row_hi),
+                len(self.index),
+                np.array(self.starts, dtype=np.int32),
+                np.array(self.index, dtype=np.int32),
+                np.array(self.value),
+            )
+        h.run()
+        status = h.getModelStatus()
+        objective = float(h.getInfo().objective_function_value)
+        values = list(h.getSolution().col_value)
+        h.clear()
+        return status, objective, values
 
 
 def solve_aggregate(problem: Problem, configs: ConfigSet) -> AggregateOutcome:
-    """LP relaxation of the aggregated model (GLOP): a bound in milliseconds, and a rounding.
+    """LP relaxation of the aggregated model: a bound in milliseconds, and a rounding.
 
-    The multiple-choice knapsack behind it has an LP optimum with at most one fractional job
-    per pool and budget, so rounding each job to its heaviest configuration is close to optimal.
+    The multiple-choice knapsack behind it has an LP optimum with few fractional jobs, so
+    rounding each job to its heaviest configuration is close to optimal.
     """
     start = time.monotonic()
     cluster = problem.cluster
     w = problem.weights
     max_watts = cluster.max_gpu_watts()
-    lp = pywraplp.Solver.CreateSolver("GLOP")
-    pools: dict[str, list[tuple[int, pywraplp.Variable]]] = {}
-    power_terms: list[tuple[float, pywraplp.Variable]] = []
-    objective: list[tuple[float, pywraplp.Variable]] = []
-    y: dict[tuple[str, int], pywraplp.Variable] = {}
+    lp = _Lp()
+    y: dict[str, list[int]] = {}
+    pools: dict[str, list[tuple[int, float]]] = {}
+    power: list[tuple[int, float]] = []
     offset = 0.0
+    rack_pools = _rack_pools(problem)
+    rack_gpus: dict[tuple[str, str], list[tuple[int, float]]] = {}
+    rack_power: dict[str, list[tuple[int, float]]] = {}
     for job in problem.jobs:
         options = configs.by_job[job.name]
         offset += queued_value(job, w) - migration_cost(job, w)
         best = configs.best_samples_per_second[job.name]
-        same_shape = []
-        for i, c in enumerate(options):
-            var = lp.NumVar(0.0, 1.0, f"y[{job.name},{i}]")
-            y[job.name, i] = var
+        same_shape: list[tuple[int, float]] = []
+        cols = []
+        for c in options:
             # Placement terms dropped: w_L (nodes + racks - min) >= 0 only lowers the objective.
-            value = running_gain(job, c, best, w, max_watts)
-            objective.append((value, var))
-            pools.setdefault(c.gpu_type, []).append((c.num_gpus, var))
-            idle = cluster.gpu_types[c.gpu_type].idle_watts
-            power_terms.append((c.watts - idle * c.num_gpus, var))
+            col = lp.column(running_gain(job, c, best, w, max_watts))
+            cols.append(col)
+            pools.setdefault(c.gpu_type, []).append((col, float(c.num_gpus)))
+            extra_per_gpu = c.watts / c.num_gpus - cluster.gpu_types[c.gpu_type].idle_watts
+            power.append((col, extra_per_gpu * c.num_gpus))
             if job.current is not None and c.shape == job.current.shape:
-                same_shape.append(var)
-        if options:
-            lp.Add(sum(y[job.name, i] for i in range(len(options))) <= 1)
+                same_shape.append((col, -1.0))
+            racks = rack_pools.get(c.gpu_type, [])
+            if racks:
+                split = [(col, -float(c.num_gpus))]
+                for rack in racks:
+                    z = lp.column(0.0, 0.0, float(c.num_gpus))
+                    split.append((z, 1.0))
+                    rack_gpus.setdefault((rack, c.gpu_type), []).append((z, 1.0))
+                    rack_power.setdefault(rack, []).append((z, extra_per_gpu))
+                lp.row(split, 0.0, 0.0)
+        y[job.name] = cols
+        if cols:
+            lp.row([(col, 1.0) for col in cols], hi=1.0)
         if same_shape:
-            keep = lp.NumVar(0.0, 1.0, f"keep[{job.name}]")
-            lp.Add(keep <= sum(same_shape))
-            objective.append((migration_cost(job, w), keep))
-            if job.current is not None and not job.preemptible:
-                lp.Add(keep >= 1)
+            forced = job.current is not None and not job.preemptible
+            keep = lp.column(migration_cost(job, w), 1.0 if forced else 0.0, 1.0)
+            lp.row([(keep, 1.0), *same_shape], hi=0.0)
     for gpu_type, terms in pools.items():
         capacity = sum(n.available_gpus for n in cluster.nodes if n.gpu_type == gpu_type)
-        lp.Add(sum(k * v for k, v in terms) <= capacity)
+        lp.row(terms, hi=float(capacity))
+    idle = {r: 0.0 for r in cluster.racks}
+    available: dict[tuple[str, str], int] = {}
+    for n in cluster.nodes:
+        idle[n.rack] += n.gpu_count * cluster.gpu_types[n.gpu_type].idle_watts
+        key = (n.rack, n.gpu_type)
+        available[key] = available.get(key, 0) + n.available_gpus
     if cluster.power_budget_watts is not None:
-        idle_total = sum(
-            n.gpu_count * cluster.gpu_types[n.gpu_type].idle_watts for n in cluster.nodes
-        )
-        lp.Add(sum(k * v for k, v in power_terms) <= cluster.power_budget_watts - idle_total)
-    lp.Maximize(sum(k * v for k, v in objective))
-    status = lp.Solve()
+        lp.row(power, hi=cluster.power_budget_watts - sum(idle.values()))
+    for key, terms in rack_gpus.items():
+        if key[0] != _UNBUDGETED:  # those GPUs are bounded by their type's pool
+            lp.row(terms, hi=float(available[key]))
+    for rack, terms in rack_power.items():
+        budget = cluster.rack_power_budgets_watts.get(rack)
+        if budget is not None:
+            lp.row(terms, hi=budget - idle[rack])
+    if not lp.cost:
+        bound = offset + LP_SAFETY * max(abs(offset), 1.0)
+        return AggregateOutcome("OPTIMAL", bound, {}, time.monotonic() - start)
+    status, objective, values = lp.solve()
     elapsed = time.monotonic() - start
-    if status == pywraplp.Solver.INFEASIBLE:
+    if status == highspy.HighsModelStatus.kInfeasible:
         return AggregateOutcome("INFEASIBLE", None, {}, elapsed)
-    if status != pywraplp.Solver.OPTIMAL:
+    if status not in (highspy.HighsModelStatus.kOptimal, highspy.HighsModelStatus.kModelEmpty):
         return AggregateOutcome("NOT_SOLVED", None, {}, elapsed)
-    value = lp.Objective().Value() + offset
+    value = objective + offset
     bound = value + LP_SAFETY * max(abs(value), 1.0)
     choice: dict[str, Config] = {}
     for job in problem.jobs:
-        options = configs.by_job[job.name]
-        weights = [(y[job.name, i].solution_value(), i) for i in range(len(options))]
+        cols = y[job.name]
+        weights = [(values[col], i) for i, col in enumerate(cols)]
         if weights and max(weights)[0] >= 0.5 - 1e-9:
-            choice[job.name] = options[max(weights)[1]]
+            choice[job.name] = configs.by_job[job.name][max(weights)[1]]
     return AggregateOutcome("OPTIMAL", bound, choice, elapsed)
+
+
+def _rack_pools(problem: Problem) -> dict[str, list[str]]:
+    """Per GPU type, the racks its GPUs are split over: every rack with a power budget that
+    holds the type, and one pool for the type's GPUs in racks without a budget (those are
+    bounded by the type's pool alone). Empty when no rack has a budget."""
+    cluster = problem.cluster
+    budgets = cluster.rack_power_budgets_watts
+    if not budgets:
+        return {}
+    out: dict[str, list[str]] = {}
+    for n in cluster.nodes:
+        if n.available_gpus == 0:
+            continue
+        racks = out.setdefault(n.gpu_type, [])
+        rack = n.rack if n.rack in budgets else _UNBUDGETED
+        if rack not in racks:
+            racks.append(rack)
+    return out
+
+
+_UNBUDGETED = "\0unbudgeted"
+"""Pseudo-rack of a type's GPUs in racks without a power budget."""
