@@ -8,7 +8,7 @@ import time
 import pytest
 
 from solver import orchestrator
-from solver.domain import JobState, Plan
+from solver.domain import JobState, Plan, Problem
 from solver.exact import lns
 from solver.exact.lns import Lns, Neighbourhood, merge, sub_problem
 from solver.model.configs import build_config_set
@@ -27,7 +27,7 @@ from tests.factories import (
 )
 
 
-def _two_node_problem(power: float | None = None) -> orchestrator.Problem:
+def _two_node_problem(power: float | None = None) -> Problem:
     return problem(
         cluster(node("n0", rack="r0"), node("n1", rack="r1"), power=power),
         job("a", point(4, 400, watts=1200), point(8, 700, watts=2400)),
@@ -37,7 +37,7 @@ def _two_node_problem(power: float | None = None) -> orchestrator.Problem:
     )
 
 
-def _plan(p: orchestrator.Problem, picks: dict[str, tuple[int, dict[str, int]]]) -> Plan:
+def _plan(p: Problem, picks: dict[str, tuple[int, dict[str, int]]]) -> Plan:
     configs = build_config_set(p)
     choices = {
         name: (next(c for c in configs.by_job[name] if c.num_gpus == g), counts)
