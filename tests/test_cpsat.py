@@ -6,13 +6,16 @@ The constraint families themselves are tested on every backend in test_backends.
 
 from __future__ import annotations
 
+import math
+
 import pytest
+from ortools.sat.python import cp_model
 
 from solver.domain import Backend, ObjectiveWeights
 from solver.exact import formulation
 from solver.exact.backends import ExactOptions, SolverStatus
 from solver.exact.backends.cpsat import SCALE, CpSatModel
-from solver.exact.model import Formulation, Variable
+from solver.exact.model import Formulation
 from solver.exact.solve import solve_full
 from solver.model.configs import build_config_set
 from tests.factories import cluster, job, node, point, problem, running
@@ -29,7 +32,7 @@ def _formulation(budget: float | None = None) -> Formulation:
 
 def test_the_translation_keeps_every_variable_and_row() -> None:
     f = _formulation()
-    m = CpSatModel(f)
+    m = CpSatModel(f, names=True)
     proto = m.model.proto
     assert len(proto.variables) == f.num_variables
     assert len(proto.constraints) == len(f.constraints)
@@ -73,9 +76,41 @@ def test_the_same_seed_gives_the_same_plan() -> None:
 
 def test_continuous_variables_are_refused() -> None:
     f = _formulation()
-    f.variables.append(Variable("s[extra]", 0.0, 1.5, integer=False))
-    with pytest.raises(ValueError, match="integer variables only"):
+    f.add_var("s[extra]", 0.0, 1.5, integer=False)
+    with pytest.raises(ValueError, match="integer variables only: s\\[extra\\]"):
         CpSatModel(f)
+
+
+def _through_cp_model(f: Formulation) -> cp_model.CpModel:
+    """The formulation translated one object at a time through CpModel's own API (as the
+    backend did before it wrote the proto directly)."""
+    m = cp_model.CpModel()
+    xs = [
+        m.new_bool_var(v.name)
+        if v.binary and v.lb == 0
+        else m.new_int_var(int(v.lb), int(v.ub), v.name)
+        for v in f.variables
+    ]
+
+    def bound(b: float) -> int:
+        return cp_model.INT_MAX if b == math.inf else cp_model.INT_MIN if b == -math.inf else int(b)
+
+    for c in f.constraints:
+        expr = cp_model.LinearExpr.weighted_sum(
+            [xs[v] for v, _ in c.terms], [k for _, k in c.terms]
+        )
+        ct = m.add_linear_constraint(expr, bound(c.lo), bound(c.hi)).with_name(c.name)
+        if c.enforce is not None:
+            ct.only_enforce_if(xs[c.enforce])
+    coefs = [(v, round(k * SCALE)) for v, k in f.objective if round(k * SCALE)]
+    m.maximize(cp_model.LinearExpr.weighted_sum([xs[v] for v, _ in coefs], [k for _, k in coefs]))
+    return m
+
+
+@pytest.mark.parametrize("budget", [None, 2000.0])
+def test_the_proto_is_the_one_cp_model_writes(budget: float | None) -> None:
+    f = _formulation(budget)
+    assert str(CpSatModel(f, names=True).model.proto) == str(_through_cp_model(f).proto)
 
 
 def test_locality_rounding_error_is_bounded() -> None:

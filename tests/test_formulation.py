@@ -2,21 +2,24 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 import pytest
 
 from solver.api.convert import load_request_json, problem_from_proto
 from solver.api.settings import Limits
-from solver.domain import Problem
+from solver.domain import GpuType, ObjectiveWeights, Problem
 from solver.exact import formulation
-from solver.exact.model import INF, Constraint, Formulation
-from solver.model.configs import build_config_set
+from solver.exact.model import INF, Constraint, Formulation, ObjectiveGroup, Variable
+from solver.model.configs import ConfigSet, build_config_set
 from solver.scoring.checker import check_plan
 from solver.search.heuristic import Heuristic
-from tests.factories import cluster, job, node, point, problem, random_tiny, running
+from tests.factories import V100, cluster, job, node, point, problem, random_tiny, running
+from tests.reference_model import RefFormulation, build_reference
 
 ROOT = Path(__file__).resolve().parent.parent
 INSTANCES = ["tiny-1node", "tiny-power", "tiny-migration", "small"]
@@ -26,7 +29,7 @@ def _load(name: str) -> Problem:
     return problem_from_proto(load_request_json(ROOT / "instances" / f"{name}.json"), Limits())
 
 
-def _holds(f: Formulation, c: Constraint, values: dict[int, float]) -> bool:
+def _holds(f: Formulation, c: Constraint, values: Mapping[int, float]) -> bool:
     if c.enforce is not None and values.get(c.enforce, 0.0) < 0.5:
         return True
     activity = sum(k * values.get(v, 0.0) for v, k in c.terms)
@@ -169,3 +172,131 @@ def test_estimate_size_is_close_to_the_real_size(name: str) -> None:
     estimate = formulation.estimate_size(p, configs)
     assert 0.5 * f.num_variables <= estimate <= 2 * f.num_variables
     assert math.isfinite(f.offset)
+
+
+# ---------------------------------------------------------------- the same model as the reference
+
+
+Canonical = dict[str, object]
+
+
+def canonical(
+    variables: Sequence[Variable],
+    constraints: Sequence[Constraint],
+    linear: Iterable[tuple[str, Sequence[tuple[int, int]], float, float]],
+    objective: Iterable[tuple[int, float]],
+    offset: float,
+    groups: Iterable[ObjectiveGroup],
+) -> Canonical:
+    """A model by names only: variables' bounds and integrality, rows as (family, name, lo, hi,
+    sorted terms, indicator), big-M rows, objective, offset and groups; order left out."""
+    names = [v.name for v in variables]
+
+    def terms(ts: Sequence[tuple[int, int]]) -> tuple[tuple[str, int], ...]:
+        return tuple(sorted((names[v], k) for v, k in ts))
+
+    coefficients: dict[str, float] = {}
+    for v, c in objective:
+        coefficients[names[v]] = coefficients.get(names[v], 0.0) + c
+    return {
+        "variables": {v.name: (v.lb, v.ub, v.integer) for v in variables},
+        "rows": sorted(
+            (
+                c.family,
+                c.name,
+                c.lo,
+                c.hi,
+                terms(c.terms),
+                None if c.enforce is None else names[c.enforce],
+            )
+            for c in constraints
+        ),
+        "linear": sorted((name, lo, hi, terms(ts)) for name, ts, lo, hi in linear),
+        "objective": coefficients,
+        "offset": offset,
+        "groups": sorted(
+            (tuple(sorted(names[v] for v in g.variables)), g.max_active) for g in groups
+        ),
+    }
+
+
+def _new(f: Formulation) -> Canonical:
+    linear = ((name, ts, lo, hi) for _, name, ts, lo, hi in f.linear_rows())
+    return canonical(f.variables, f.constraints, linear, f.objective, f.offset, f.objective_groups)
+
+
+def _reference(f: RefFormulation) -> Canonical:
+    linear = ((name, ts, lo, hi) for _, name, ts, lo, hi in f.linear_rows())
+    return canonical(f.variables, f.constraints, linear, f.objective, f.offset, f.objective_groups)
+
+
+def _same_model(p: Problem, configs: ConfigSet, leave_out: str | None = None) -> None:
+    families = [fam for fam in formulation.CONSTRAINT_FAMILIES if fam.__name__ != leave_out]
+    f = formulation.build(p, configs, families)
+    ref = build_reference(p, configs, [fam.__name__ for fam in families])
+    new, old = _new(f), _reference(ref)
+    for key in old:
+        assert new[key] == old[key], key
+    # Also in the same order: the solvers see the model they saw before.
+    assert [v.name for v in f.variables] == [v.name for v in ref.variables]
+    assert [c.name for c in f.constraints] == [c.name for c in ref.constraints]
+    assert [c.terms for c in f.constraints] == [c.terms for c in ref.constraints]
+    assert [name for _, name, _, _, _ in f.linear_rows()] == [
+        name for _, name, _, _, _ in ref.linear_rows()
+    ]
+    assert f.rounding_slack(1e6) == pytest.approx(ref.rounding_slack(1e6), rel=1e-12, abs=1e-18)
+
+
+def _with_rack_budgets(p: Problem, share: float) -> Problem:
+    """`p` with a budget on every other rack (share of its GPUs' TDP), a budget on a rack without
+    nodes, and a locality weight."""
+    c = p.cluster
+    racks = sorted({n.rack for n in c.nodes})
+    tdp = {
+        r: sum(n.gpu_count * c.gpu_types[n.gpu_type].tdp_watts for n in c.nodes if n.rack == r)
+        for r in racks
+    }
+    budgets = {r: share * tdp[r] for r in racks[::2]} | {"empty-rack": 100.0}
+    cluster_ = dataclasses.replace(c, rack_power_budgets_watts=budgets)
+    weights = dataclasses.replace(p.weights, locality=max(p.weights.locality, 0.013))
+    return dataclasses.replace(p, cluster=cluster_, weights=weights)
+
+
+@pytest.mark.parametrize("name", [*INSTANCES, "modern-power", "pai"])
+def test_the_model_is_the_reference_model_on_the_bundled_instances(name: str) -> None:
+    p = _load(name)
+    _same_model(p, build_config_set(p))
+
+
+@pytest.mark.parametrize("name", ["small", "tiny-migration", "modern-power"])
+def test_the_model_is_the_reference_model_with_rack_budgets(name: str) -> None:
+    p = _with_rack_budgets(_load(name), 0.6)
+    _same_model(p, build_config_set(p))
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_the_model_is_the_reference_model_on_random_tiny_instances(seed: int) -> None:
+    p = random_tiny(seed)
+    configs = build_config_set(p)
+    _same_model(p, configs)
+    for family in formulation.CONSTRAINT_FAMILIES:
+        if family is not formulation.add_placement_vars:  # the others need its variables
+            _same_model(p, configs, leave_out=family.__name__)
+
+
+def test_the_model_is_the_reference_model_on_edge_cases() -> None:
+    c = cluster(node("n0"), node("n1", rack="r1"), node("v0", V100, rack="r1"))
+    stuck = job("s", point(4, 400), current=running("A100", {"n0": (0, 1)}), preemptible=False)
+    moved = job("m", point(2, 200), current=running("A100", {"gone": (0, 1)}))
+    wide = job("w", point(8, 800, tp=4), point(4, 500, tp=2), point(2, 300, gpu=V100))
+    queued = job("none", point(4, 100, gpu=GpuType("H100", 80, 900, 3000, 900, 700, 60, (1980,))))
+    p = problem(c, stuck, moved, wide, queued, weights=ObjectiveWeights(1, 0.3, 0.2, 0.05, 0.1))
+    base = build_config_set(p)
+    kept = tuple(dataclasses.replace(cfg, kept_only=True) for cfg in base.by_job["m"])
+    configs = ConfigSet({**base.by_job, "m": kept}, base.best_samples_per_second, 0)
+    _same_model(p, configs)
+    # An empty rack power row that can't hold: a contradiction, in both.
+    tight = dataclasses.replace(
+        c, rack_power_budgets_watts={"nowhere": -5.0}, power_budget_watts=1.0
+    )
+    _same_model(dataclasses.replace(p, cluster=tight), configs)

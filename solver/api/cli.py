@@ -65,9 +65,7 @@ class RemoteError(Exception):
 # ---------------------------------------------------------------- commands
 
 
-def _print_violations(
-    path: str, violations: Iterable[FieldViolation | pb.FieldViolation]
-) -> None:
+def _print_violations(path: str, violations: Iterable[FieldViolation | pb.FieldViolation]) -> None:
     shown = list(violations)
     for v in shown:
         print(f"{v.field}: {v.description}", file=sys.stderr)
@@ -163,12 +161,12 @@ def cmd_export(args: argparse.Namespace) -> int:
     except OSError as e:
         print(f"dsfro: error: cannot write {out}: {e.strerror or e}", file=sys.stderr)
         return 2
-    rows = sum(1 for _ in model.linear_rows())
+    rows = model.linear().num_rows
     print(
         f"wrote {out}: {model.num_variables} variables, {rows} rows, maximise "
         f"(objective constant {model.offset:.6g} included)"
     )
-    if any(c.name.startswith("contradiction[") for c in model.constraints):
+    if model.contradictions:
         print(
             "dsfro: note: the model is infeasible: a non-preemptible job cannot keep its "
             "running shape",

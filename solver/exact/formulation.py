@@ -13,7 +13,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 
-from solver.domain import JobState, Plan, Problem
+import numpy as np
+
+from solver.domain import JobAssignment, JobState, Plan, Problem
 from solver.exact.constraints import (
     add_choice_vars,
     add_config_choice,
@@ -28,7 +30,9 @@ from solver.exact.constraints import (
     add_tensor_groups_in_node,
     set_objective,
 )
+from solver.exact.index import Values, dense
 from solver.exact.model import Constraint, Formulation, ObjectiveGroup, Variable
+from solver.exact.rows import IntArray, ints
 from solver.model.configs import ConfigSet
 from solver.scoring.plans import Choice, materialize
 
@@ -38,6 +42,7 @@ __all__ = [
     "Family",
     "Formulation",
     "ObjectiveGroup",
+    "Values",
     "Variable",
     "add_config_choice",
     "add_gang_size",
@@ -88,54 +93,92 @@ def build(
 # ---------------------------------------------------------------- plans in and out
 
 
-def hint(f: Formulation, plan: Plan) -> dict[int, float]:
-    """A plan (the heuristic's) as values of the formulation's variables: a warm start."""
-    out: dict[int, float] = {}
-    for job in f.problem.jobs:
-        a = plan.assignment(job.name)
-        options = f.configs.by_job[job.name]
-        running = a.state is JobState.RUNNING and a.config in options
-        chosen = options.index(a.config) if running and a.config is not None else None
-        for i in range(len(options)):
-            out[f.y[job.name, i]] = float(i == chosen)
-        counts = a.gpus_per_node() if running else {}
-        tp = a.config.tensor_parallel if running and a.config is not None else 1
-        for (name, t), var in f.tp.items():
-            if name == job.name:
-                out[var] = float(running and t == tp)
-        racks: dict[str, int] = {}
-        for n in f.candidates.get(job.name, []):
-            k = counts.get(n.name, 0)
-            racks[n.rack] = racks.get(n.rack, 0) + k
-            out[f.x[job.name, n.name]] = k
-            if (job.name, n.name) in f.z:
-                out[f.z[job.name, n.name]] = float(k > 0)
-            if (job.name, n.name) in f.q:
-                out[f.q[job.name, n.name]] = k // tp if tp > 1 else 0
-        for rack, k in racks.items():
-            if (job.name, rack) in f.r:
-                out[f.r[job.name, rack]] = float(k > 0)
-            for i in range(len(options)):
-                if (job.name, rack, i) in f.w:
-                    out[f.w[job.name, rack, i]] = k if i == chosen else 0
-        if job.name in f.keep:
-            out[f.keep[job.name]] = float(running and not a.migrated)
-    return out
+def hint(f: Formulation, plan: Plan) -> Values:
+    """A plan (the heuristic's) as values of every variable of the formulation: a warm start."""
+    lay, ix = f.layout, f.index
+    lb, _, _ = f.bounds()
+    out = lb.copy()  # variables no plan speaks of (contradiction markers) at their bound
+    chosen = np.full(lay.num_jobs, -1, dtype=np.int64)
+    tensor = np.ones(lay.num_jobs, dtype=np.int64)
+    kept = np.zeros(lay.num_jobs, dtype=bool)
+    held_job: list[int] = []
+    held_node: list[int] = []
+    held_count: list[int] = []
+    node_index = {n: k for k, n in enumerate(lay.node_names)}
+    by_job: dict[str, JobAssignment] = {}
+    for given in plan.assignments:
+        by_job.setdefault(given.job, given)
+    for j, job in enumerate(lay.jobs):
+        a = by_job[job.name]
+        options = f.configs.by_job.get(job.name, ())
+        if a.state is not JobState.RUNNING or a.config is None or a.config not in options:
+            continue
+        chosen[j] = lay.cfg_start[j] + options.index(a.config)
+        tensor[j] = a.config.tensor_parallel
+        kept[j] = not a.migrated
+        for node, k in a.gpus_per_node().items():
+            held_job.append(j)
+            held_node.append(node_index.get(node, -1))
+            held_count.append(k)
+    running = chosen >= 0
+    out[ix.y] = 0.0
+    out[ix.y[chosen[running]]] = 1.0
+    count = np.zeros(lay.num_pairs, dtype=np.int64)
+    nodes = ints(held_node)
+    pairs = lay.pair_of(ints(held_job), np.maximum(nodes, 0))
+    on = (pairs >= 0) & (nodes >= 0)
+    np.add.at(count, pairs[on], ints(held_count)[on])
+    if ix.x is not None:
+        out[ix.x] = count
+    out[ix.tp] = running[ix.tp_job] & (tensor[ix.tp_job] == ix.tp_degree)
+    if ix.q is not None:
+        has_q = ix.q >= 0
+        t = tensor[lay.pair_job[has_q]]
+        out[ix.q[has_q]] = np.where(t > 1, count[has_q] // t, 0)
+    if ix.z is not None:
+        out[ix.z] = count > 0
+    racks = len(lay.rack_names)
+    rack_key = lay.pair_job * racks + lay.node_rack[lay.pair_node]
+    if ix.r.size or ix.w.size:
+        in_rack = _sum_by_key(rack_key, count)
+        out[ix.r] = in_rack(ix.r_job * racks + ix.r_rack) > 0
+        w_count = in_rack(ix.w_job * racks + ix.w_rack)
+        out[ix.w] = np.where(chosen[ix.w_job] == ix.w_config, w_count, 0)
+    if ix.keep is not None:
+        has_keep = ix.keep >= 0
+        out[ix.keep[has_keep]] = running[has_keep] & kept[has_keep]
+    return Values(out)
+
+
+def _sum_by_key(keys: IntArray, values: IntArray) -> Callable[[IntArray], IntArray]:
+    """Sum of values per key, looked up for given keys (0 where a key has no values)."""
+    unique, inverse = np.unique(keys, return_inverse=True)
+    sums = np.bincount(inverse, weights=values, minlength=unique.size)
+
+    def lookup(wanted: IntArray) -> IntArray:
+        if not unique.size:
+            return np.zeros(wanted.size, dtype=np.int64)
+        at = np.minimum(np.searchsorted(unique, wanted), unique.size - 1)
+        return ints(np.where(unique[at] == wanted, sums[at], 0))
+
+    return lookup
 
 
 def extract(f: Formulation, values: Sequence[float] | Mapping[int, float]) -> Plan:
     """The plan of a solution (values by variable index): configuration and GPUs per node."""
+    lay, ix = f.layout, f.index
+    v = dense(values, f.num_variables)
+    on = np.flatnonzero(v[ix.y] > 0.5)
+    first = on[np.unique(lay.cfg_job[on], return_index=True)[1]]  # each job's first chosen
+    counts = np.rint(v[ix.x]).astype(np.int64) if ix.x is not None else ints([])
+    placed = np.flatnonzero(counts > 0)
+    per_job: dict[int, dict[str, int]] = {}
+    for p, k in zip(placed.tolist(), counts[placed].tolist(), strict=True):
+        per_job.setdefault(int(lay.pair_job[p]), {})[lay.node_names[lay.pair_node[p]]] = k
     choices: dict[str, Choice | None] = {}
-    for job in f.problem.jobs:
-        for i, c in enumerate(f.configs.by_job[job.name]):
-            if values[f.y[job.name, i]] > 0.5:
-                counts: dict[str, int] = {}
-                for n in f.candidates[job.name]:
-                    k = round(values[f.x[job.name, n.name]])
-                    if k > 0:
-                        counts[n.name] = k
-                choices[job.name] = (c, counts)
-                break
+    for k in first.tolist():
+        j = int(lay.cfg_job[k])
+        choices[lay.job_names[j]] = (lay.configs[k], per_job.get(j, {}))
     return materialize(f.problem, f.configs, choices)
 
 

@@ -1,17 +1,17 @@
 """CP-SAT (OR-Tools) backend: the formulation as a CP-SAT model.
 
-Variables become Boolean or integer variables, rows linear constraints, indicators
-``only_enforce_if``. CP-SAT works on integers: objective coefficients are scaled by SCALE and
-rounded; the formulation bounds the total rounding error, which is added to the reported bound
-so that the bound stays a proven one.
+Variables become integer variables, rows linear constraints, indicators enforcement literals,
+written straight into the model's proto from the formulation's arrays. CP-SAT works on
+integers: objective coefficients are scaled by SCALE and rounded; the formulation bounds the
+total rounding error, which is added to the reported bound so that the bound stays a proven one.
 """
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Mapping
 
+import numpy as np
 from ortools.sat.python import cp_model
 
 from solver.exact.backends import (
@@ -21,7 +21,9 @@ from solver.exact.backends import (
     SolverStatus,
     outcome,
 )
+from solver.exact.index import Values, dense
 from solver.exact.model import Formulation
+from solver.exact.rows import NO_ENFORCE, FloatArray, Rows
 
 SCALE = 1_000_000
 """Objective units per integer step."""
@@ -32,48 +34,85 @@ machine load, so the same request and seed give the same plan. The wall clock st
 
 
 class CpSatModel:
-    """A formulation translated: the CP-SAT model and its variables by formulation index."""
+    """A formulation translated: the CP-SAT model, filled from the formulation's arrays.
 
-    def __init__(self, formulation: Formulation) -> None:
+    The model's proto is written directly (one variable or constraint message each, no
+    expression objects), as ``CpModel`` would write it: terms sorted by variable, infinite
+    bounds as INT_MIN/INT_MAX, the maximised objective negated with scaling factor -1.
+    Names are written only when asked for (they cost time and CP-SAT does not need them).
+    """
+
+    def __init__(self, formulation: Formulation, *, names: bool = False) -> None:
         self.formulation = formulation
         self.model = cp_model.CpModel()
-        self.vars: list[cp_model.IntVar] = []
-        m = self.model
-        for v in formulation.variables:
-            if not v.integer:
-                raise ValueError(f"CP-SAT takes integer variables only: {v.name}")
-            if v.binary and v.lb == 0:
-                self.vars.append(m.new_bool_var(v.name))
-            else:
-                self.vars.append(m.new_int_var(_int(v.lb), _int(v.ub), v.name))
-        xs = self.vars
-        for c in formulation.constraints:
-            expr = cp_model.LinearExpr.weighted_sum(
-                [xs[v] for v, _ in c.terms], [k for _, k in c.terms]
+        f = formulation
+        lb, ub, integer = f.bounds()
+        if not integer.all():
+            raise ValueError(
+                "CP-SAT takes integer variables only: "
+                f"{f.variable_names()[int(np.flatnonzero(~integer)[0])]}"
             )
-            ct = m.add_linear_constraint(expr, _int(c.lo), _int(c.hi))
-            ct.with_name(c.name)
-            if c.enforce is not None:
-                ct.only_enforce_if(xs[c.enforce])
-        coefs = [(v, round(k * SCALE)) for v, k in formulation.objective]
-        coefs = [(v, k) for v, k in coefs if k]
-        m.maximize(
-            cp_model.LinearExpr.weighted_sum([xs[v] for v, _ in coefs], [k for _, k in coefs])
-        )
+        proto = self.model.proto
+        add_variable = proto.variables.add
+        var_names = f.variable_names() if names else None
+        for k, (low, high) in enumerate(zip(_ints(lb), _ints(ub), strict=True)):
+            var = add_variable()
+            var.domain.extend([low, high])
+            if var_names is not None:
+                var.name = var_names[k]
+        self._add_rows(f.rows(), f.row_names() if names else None)
+        variables, coefs = f.objective_arrays()
+        scaled = np.round(coefs * SCALE).astype(np.int64)
+        variables, scaled = variables[scaled != 0], scaled[scaled != 0]
+        used, inverse = np.unique(variables, return_inverse=True)
+        total = np.zeros(used.size, dtype=np.int64)
+        np.add.at(total, inverse, scaled)
+        objective = proto.objective
+        objective.vars.extend(used[total != 0].tolist())
+        objective.coeffs.extend((-total[total != 0]).tolist())
+        objective.scaling_factor = -1.0  # maximised
         self.rounding_slack = formulation.rounding_slack(SCALE)
         """Largest total error of the integer-rounded objective, in objective units."""
 
+    def _add_rows(self, rows: Rows, names: list[str] | None) -> None:
+        counts = np.diff(rows.indptr)
+        row_of = np.repeat(np.arange(rows.num_rows, dtype=np.int64), counts)
+        order = np.argsort(row_of * max(self.formulation.num_variables, 1) + rows.indices)
+        indices = rows.indices[order].tolist()
+        coefs = rows.coefs[order].tolist()
+        pointer = rows.indptr.tolist()
+        add = self.model.proto.constraints.add
+        for r, (low, high, enforce) in enumerate(
+            zip(_ints(rows.lo), _ints(rows.hi), rows.enforce.tolist(), strict=True)
+        ):
+            ct = add()
+            if names is not None:
+                ct.name = names[r]
+            if enforce != NO_ENFORCE:
+                ct.enforcement_literal.append(enforce)
+            linear = ct.linear
+            a, b = pointer[r], pointer[r + 1]
+            linear.vars.extend(indices[a:b])
+            linear.coeffs.extend(coefs[a:b])
+            linear.domain.extend([low, high])
+
     def add_hint(self, hint: Mapping[int, float]) -> None:
-        for v, value in hint.items():
-            self.model.add_hint(self.vars[v], round(value))
+        values = dense(hint, self.formulation.num_variables)
+        which = np.arange(values.size) if isinstance(hint, Values) else np.array(list(hint))
+        solution_hint = self.model.proto.solution_hint
+        solution_hint.vars.extend(which.tolist())
+        solution_hint.values.extend(np.rint(values[which]).astype(np.int64).tolist())
 
 
-def _int(bound: float) -> int:
-    if bound == math.inf:
-        return cp_model.INT_MAX
-    if bound == -math.inf:
-        return cp_model.INT_MIN
-    return int(bound)
+def _ints(bounds: FloatArray) -> list[int]:
+    """Bounds as CP-SAT integers: infinities as INT_MIN and INT_MAX."""
+    out = np.zeros(bounds.size, dtype=np.int64)
+    finite = np.isfinite(bounds)
+    out[finite] = bounds[finite]
+    out[~finite & (bounds < 0)] = cp_model.INT_MIN
+    out[~finite & (bounds > 0)] = cp_model.INT_MAX
+    result: list[int] = out.tolist()
+    return result
 
 
 _STATUS = {
@@ -117,7 +156,7 @@ class CpSatBackend:
             detail = m.model.validate()
         values = bound = None
         if status in (SolverStatus.OPTIMAL, SolverStatus.FEASIBLE):
-            values = tuple(float(solver.value(v)) for v in m.vars)
+            values = tuple(np.asarray(solver.response_proto.solution, dtype=np.float64).tolist())
             bound = solver.best_objective_bound / SCALE + formulation.offset + m.rounding_slack
         return outcome(status, values, bound, time.monotonic() - start, detail)
 

@@ -1,7 +1,8 @@
 """HiGHS backend: the formulation as a MILP passed to highspy directly (no modelling layer).
 
-Columns and rows go in bulk (``addVars``, ``addRows`` in CSR form); indicators become big-M
-rows with the tightest M the variable bounds allow (``Formulation.linear_rows``). The
+The whole model goes in with one ``passModel`` call on the formulation's arrays (rows in CSR
+form, no Python loop per row); indicators become big-M rows with the tightest M the variable
+bounds allow (``Formulation.linear_blocks``). The
 objective keeps its exact floating-point coefficients; the bound is HiGHS's proven dual bound
 plus an explicit margin for its floating-point tolerances.
 """
@@ -25,7 +26,9 @@ from solver.exact.backends import (
     SolverStatus,
     outcome,
 )
+from solver.exact.index import Values, dense
 from solver.exact.model import Formulation
+from solver.exact.rows import floats
 
 BOUND_MARGIN = 1e-7
 """Relative margin (of max(1, |bound|)) added to HiGHS's dual bound: its LP relaxations are
@@ -67,48 +70,50 @@ def new_highs() -> highspy.Highs:
 
 
 def load(h: highspy.Highs, f: Formulation) -> int:
-    """Put the formulation into `h` (maximised); returns the number of rows."""
+    """Put the formulation into `h` (maximised) with one ``passModel`` call on its arrays (rows
+    in CSR form, joined once into the types HiGHS takes); returns the number of rows.
+
+    ``passModel`` takes the whole model at once; it loads a large model about twice as fast as
+    ``addVars``, ``changeColsIntegrality``, ``changeColsCost`` and ``addRows``.
+    """
     n = f.num_variables
+    if not n:
+        h.changeObjectiveOffset(f.offset)
+        h.changeObjectiveSense(highspy.ObjSense.kMaximize)
+        return 0
     inf = highspy.kHighsInf
-    lower = np.array([v.lb for v in f.variables], dtype=np.float64)
-    upper = np.array([v.ub for v in f.variables], dtype=np.float64)
-    if n:
-        h.addVars(n, np.maximum(lower, -inf), np.minimum(upper, inf))
-        integer = np.array([i for i, v in enumerate(f.variables) if v.integer], dtype=np.int32)
-        if integer.size:
-            h.changeColsIntegrality(
-                integer.size, integer, np.full(integer.size, highspy.HighsVarType.kInteger)
-            )
-    cost = np.zeros(n, dtype=np.float64)
-    for v, c in f.objective:
-        cost[v] += c
-    if n:
-        h.changeColsCost(n, np.arange(n, dtype=np.int32), cost)
-    h.changeObjectiveOffset(f.offset)
-    h.changeObjectiveSense(highspy.ObjSense.kMaximize)
-    lo: list[float] = []
-    hi: list[float] = []
-    starts: list[int] = []
-    index: list[int] = []
-    value: list[float] = []
-    for _, _, terms, row_lo, row_hi in f.linear_rows():
-        starts.append(len(index))
-        lo.append(max(row_lo, -inf))
-        hi.append(min(row_hi, inf))
-        for v, c in terms:
-            index.append(v)
-            value.append(c)
-    if lo:
-        h.addRows(
-            len(lo),
-            np.array(lo, dtype=np.float64),
-            np.array(hi, dtype=np.float64),
-            len(index),
-            np.array(starts, dtype=np.int32),
-            np.array(index, dtype=np.int32),
-            np.array(value, dtype=np.float64),
-        )
-    return len(lo)
+    lower, upper, integer = f.bounds()
+    blocks = f.linear_blocks()
+    num_rows = sum(b.num_rows for b in blocks)
+    row_starts = np.empty(num_rows, dtype=np.int32)
+    row_lower, row_upper = np.empty(num_rows), np.empty(num_rows)
+    first = offset = 0
+    for b in blocks:  # one copy of the rows, straight into the types HiGHS takes
+        row_starts[first : first + b.num_rows] = b.indptr[:-1] + offset
+        row_lower[first : first + b.num_rows] = b.lo
+        row_upper[first : first + b.num_rows] = b.hi
+        first, offset = first + b.num_rows, offset + b.nnz
+    indices = np.concatenate([np.zeros(0, np.int32)] + [b.indices for b in blocks], dtype=np.int32)
+    status = h.passModel(
+        n,
+        num_rows,
+        indices.size,
+        int(highspy.MatrixFormat.kRowwise),
+        int(highspy.ObjSense.kMaximize),
+        f.offset,
+        f.objective_vector(),
+        np.maximum(lower, -inf),
+        np.minimum(upper, inf),
+        np.maximum(row_lower, -inf, out=row_lower),
+        np.minimum(row_upper, inf, out=row_upper),
+        row_starts,
+        indices,
+        np.concatenate([floats([])] + [b.coefs for b in blocks], dtype=np.float64),
+        np.where(integer, int(highspy.HighsVarType.kInteger), 0).astype(np.int32),
+    )
+    if status == highspy.HighsStatus.kError:
+        raise ValueError("HiGHS refused the model")
+    return num_rows
 
 
 def dual_bound(h: highspy.Highs, has_integers: bool, status: SolverStatus) -> float | None:
@@ -149,8 +154,12 @@ class HighsBackend:
             h.setOptionValue("random_seed", options.seed)
             h.setOptionValue("threads", max(options.threads, 1))
             if hint:
-                idx = np.array(list(hint), dtype=np.int32)
-                h.setSolution(idx.size, idx, np.array(list(hint.values()), dtype=np.float64))
+                start_values = dense(hint, formulation.num_variables)
+                idx = np.arange(start_values.size, dtype=np.int32)
+                if not isinstance(hint, Values):  # a partial start: only the values given
+                    idx = np.array(list(hint), dtype=np.int32)
+                    start_values = start_values[idx]
+                h.setSolution(idx.size, idx, start_values)
             detail = ""
             if h.run() == highspy.HighsStatus.kError and h.getModelStatus() == _NOTSET:
                 # HiGHS's thread pool is process-wide and sized by its first solve; a later
@@ -171,7 +180,7 @@ class HighsBackend:
         values = None
         if info.primal_solution_status == _FEASIBLE_SOLUTION or model_status == _EMPTY:
             values = tuple(h.getSolution().col_value) if f.num_variables else ()
-        has_integers = any(v.integer for v in f.variables)
+        has_integers = bool(f.bounds()[2].any())
         bound = dual_bound(h, has_integers, status)
         proven = has_integers and info.mip_node_count >= 0 and math.isfinite(info.mip_gap)
         gap = f"gap {info.mip_gap:.2g}, " if proven else ""

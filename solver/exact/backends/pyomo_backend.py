@@ -128,8 +128,8 @@ def to_pyomo(f: Formulation) -> tuple[Any, list[Any]]:
             v = f.variables[i]
             var = comp[key]
             var.domain = pyo.Binary if v.binary else (pyo.Integers if v.integer else pyo.Reals)
-            var.setlb(None if v.lb == -math.inf else v.lb)
-            var.setub(None if v.ub == math.inf else v.ub)
+            var.setlb(_bound(v.lb))
+            var.setub(_bound(v.ub))
             xs[i] = var
     rows: dict[str, list[tuple[str, Any, float | None, float | None]]] = {}
     used_rows: dict[str, set[str]] = {}
@@ -139,9 +139,7 @@ def to_pyomo(f: Formulation) -> tuple[Any, list[Any]]:
         expr = LinearExpression(
             constant=0, linear_coefs=[c for _, c in terms], linear_vars=[xs[v] for v, _ in terms]
         )
-        rows.setdefault(kind, []).append(
-            (key, expr, None if lo == -math.inf else lo, None if hi == math.inf else hi)
-        )
+        rows.setdefault(kind, []).append((key, expr, _bound(lo), _bound(hi)))
     for kind, row_items in rows.items():
         data = {key: (lo, expr, hi) for key, expr, lo, hi in row_items}
         comp = pyo.Constraint(list(data), rule=lambda _m, k, d=data: d[k])
@@ -153,6 +151,13 @@ def to_pyomo(f: Formulation) -> tuple[Any, list[Any]]:
     )
     m.objective = pyo.Objective(expr=objective, sense=pyo.maximize)
     return m, xs
+
+
+def _bound(value: float) -> int | float | None:
+    """None for an infinite bound; an integer as an int (written files read ``<= 8``)."""
+    if math.isinf(value):
+        return None
+    return int(value) if value.is_integer() else value
 
 
 def _component_name(m: Any, kind: str) -> str:

@@ -1,0 +1,62 @@
+"""The objective of the full model (docs/objective.md): per-configuration values, migration
+and locality, with the groups that bound CP-SAT's rounding error."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from solver.exact.blocks import interleave, ones
+from solver.exact.model import Formulation
+from solver.exact.rows import FloatArray, floats, ints, starts
+from solver.scoring.objective import migration_cost, queued_value
+
+
+def config_values(f: Formulation) -> FloatArray:
+    """config_value(c) - queued_value(j) of every configuration (solver.scoring.objective,
+    computed with numpy in the same order of operations, so to the same floats)."""
+    p, lay = f.problem, f.layout
+    w = p.weights
+    jobs = lay.jobs
+    weight = floats([j.weight for j in jobs])[lay.cfg_job]
+    best = floats([f.configs.best_samples_per_second.get(j.name, 0.0) for j in jobs])[lay.cfg_job]
+    required = [j.required_samples_per_second for j in jobs]
+    has_deadline = np.array([r is not None for r in required], dtype=bool)[lay.cfg_job]
+    rate = floats([1.0 if r is None else r for r in required])[lay.cfg_job]
+    queued = floats([queued_value(j, w) for j in jobs])[lay.cfg_job]
+    sps = lay.cfg_sps
+    utility = np.divide(sps, best, out=np.zeros_like(sps), where=best > 0)
+    shortfall = np.where(has_deadline, np.maximum(0.0, 1.0 - sps / rate), 0.0)
+    return floats(
+        w.throughput * weight * utility
+        - w.energy * lay.cfg_watts / p.cluster.max_gpu_watts()
+        - w.deadline * weight * shortfall
+        + w.locality * lay.cfg_min_spread
+        - queued
+    )
+
+
+def set_objective(f: Formulation) -> None:
+    """The objective of docs/objective.md: per-configuration values, migration, locality."""
+    p, lay = f.problem, f.layout
+    w = p.weights
+    for job in p.jobs:
+        f.offset += queued_value(job, w) - migration_cost(job, w)
+    keep = f.index.keep if f.index.keep is not None else np.full(lay.num_jobs, -1, np.int64)
+    kept = ints(np.flatnonzero(keep >= 0))
+    y_at, keep_at = interleave([ints(np.diff(lay.cfg_start)), (keep >= 0).astype(np.int64)])
+    variables = np.empty(y_at.size + keep_at.size, dtype=np.int64)
+    coefs = np.empty(variables.size)
+    variables[y_at], coefs[y_at] = f.index.y, config_values(f)
+    variables[keep_at] = keep[kept]
+    coefs[keep_at] = [migration_cost(lay.jobs[j], w) for j in kept.tolist()]
+    f.add_objective(ints(variables), coefs)
+    jobs = ints(np.flatnonzero(lay.has_configs()))
+    f.add_objective_groups(starts(ints(np.diff(lay.cfg_start)[jobs])), f.index.y, ones(jobs.size))
+    f.add_objective_groups(ints(np.arange(kept.size + 1)), keep[kept], ones(kept.size))
+    z = f.index.z if f.index.z is not None else ints([])
+    used = ints(np.concatenate([z, np.sort(f.index.r)]))
+    if used.size:
+        f.add_objective(used, floats(np.full(used.size, -w.locality)))
+        # At an optimum a node or rack is marked only where the job has a GPU.
+        gpus = int(sum(n.available_gpus for n in p.cluster.nodes))
+        f.add_objective_groups(ints([0, used.size]), used, ints([2 * gpus]))
