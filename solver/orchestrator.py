@@ -22,9 +22,10 @@ from solver.domain import (
     Termination,
 )
 from solver.exact import formulation
-from solver.exact.backends import ExactOptions, SolverStatus
+from solver.exact.backends import ExactOptions, SolverStatus, get_backend
 from solver.exact.lns import SUB_BACKEND, Lns
-from solver.exact.solve import solve_full
+from solver.exact.process import solve_in_process
+from solver.exact.solve import plan_of, solve_full
 from solver.model.configs import ConfigSet, build_config_set
 from solver.scoring.checker import check_plan
 from solver.scoring.plans import materialize
@@ -44,8 +45,10 @@ MAX_HEURISTIC_SECONDS = 2.0
 EXTRACT_MARGIN_SECONDS = 0.15
 """Time kept back after CP-SAT stops, to extract, check and return its plan."""
 IMPROVEMENT_EPSILON = 1e-9
-BUILD_SECONDS_PER_VARIABLE = 25e-6
-"""Rough Python cost of building the full model (measured ~12 us per variable, doubled)."""
+BUILD_SECONDS_PER_VARIABLE = 2e-6
+"""Rough cost of building the full model, its warm start and loading it into a solver
+(measured 0.6-0.8 us per variable on a quiet machine, 1.3-2 us on a loaded one;
+docs/benchmarks.md, "Building the full model")."""
 MERGE_SECONDS_PER_JOB = 2e-4
 """Time kept for merging, completing and checking a decomposed plan (about 3 s at 16,384
 jobs on the 2-core machine)."""
@@ -62,9 +65,13 @@ takes ~11 s on 250,000 configurations, the cutting planes under a second."""
 DECOMPOSE_MIN_JOBS = 8_192
 DECOMPOSE_MIN_NODES = 4_096
 """AUTO decomposes (solver.search.decompose) snapshots with this many jobs or nodes."""
-FULL_MODEL_MAX_VARIABLES = 20_000
-"""AUTO builds the full placement model only up to about this many variables; beyond, the
-aggregated model and guided placement use the time (building alone would eat the budget)."""
+FULL_MODEL_MAX_VARIABLES = 200_000
+"""AUTO solves the full placement model only up to about this many variables (0.2-0.4 s to
+build and load, in a child process killed at the deadline); beyond, HiGHS's presolve alone
+outlasts most budgets, and LNS and the aggregated MIP use the time."""
+AGGREGATE_MIP_SHARE = 0.3
+"""Share of the time left for the aggregated MIP (beside LNS, or before it on one core)."""
+MIN_AGGREGATE_MIP_SECONDS = 0.1
 LNS_SHARE_ONE_CORE = 0.5
 """On one core, the share of the time left that LNS gets before the full model runs."""
 
@@ -163,6 +170,8 @@ class _Portfolio:
         self.threads = problem.options.threads or available_cores()
         self.lock = threading.Lock()
         """Guards best, bound and notes while LNS and the full model run side by side."""
+        self.closed = False
+        """Set when the answer is being made: later offers (a late full model) are ignored."""
 
     def offer(self, plan: Plan | None, source: str, backend: Backend) -> None:
         """Keep `plan` if it passes the checker and beats the best so far."""
@@ -170,6 +179,8 @@ class _Portfolio:
             return
         violations = check_plan(self.problem, plan.assignments)
         with self.lock:
+            if self.closed:
+                return
             if violations:
                 log.error("%s plan rejected by the checker: %s", source, violations[0])
                 self.notes.append(f"{source} plan failed the checker ({violations[0].constraint})")
@@ -180,6 +191,8 @@ class _Portfolio:
 
     def tighten(self, bound: float | None) -> None:
         with self.lock:
+            if self.closed:
+                return
             if bound is not None and (self.bound is None or bound < self.bound):
                 self.bound = bound
 
@@ -203,28 +216,54 @@ class _Portfolio:
         return self.finish()
 
     def search(self, full_size: int) -> None:
-        """AUTO: LNS around the best plan until the end, with the full model beside it (when
-        cores allow) or after it, if it is small enough to build in time. The solvers release
-        the GIL, so a thread gives the full model its own core."""
+        """AUTO: LNS around the best plan until the end; beside it (when cores allow) or before
+        and after it, the aggregated model as a MIP (a tighter bound, an integral guide) and the
+        full model if it is small enough to build in time. The solvers release the GIL, so a
+        thread gives them their own core."""
         end = self.clock.end - EXTRACT_MARGIN_SECONDS
-        if full_size > FULL_MODEL_MAX_VARIABLES:
+        fits = full_size <= FULL_MODEL_MAX_VARIABLES
+        if not fits:
             self.notes.append(f"full model skipped: ~{full_size} variables")
-            self.lns(end)
-            return
+
+        def exact_side(threads: int) -> None:
+            self.refine()
+            if fits and not self.gap_closed():
+                self.full(full_size, AUTO_EXACT_BACKEND, threads, in_process=False)
+
         if self.threads < 2:
+            self.refine()
             self.lns(time.monotonic() + LNS_SHARE_ONE_CORE * (end - time.monotonic()))
-            if not self.gap_closed():
-                self.full(full_size, AUTO_EXACT_BACKEND, 1)
+            if fits and not self.gap_closed():
+                self.full(full_size, AUTO_EXACT_BACKEND, 1, in_process=False)
             return
         exact = threading.Thread(
-            target=self.full,
-            args=(full_size, AUTO_EXACT_BACKEND, self.threads - 1),
-            name="dsfro-full-model",
-            daemon=True,
+            target=exact_side, args=(self.threads - 1,), name="dsfro-exact", daemon=True
         )
         exact.start()
         self.lns(end, stop=lambda: not exact.is_alive() and self.gap_closed())
-        exact.join()
+        exact.join(timeout=max(self.clock.left(), 0.0))
+        if exact.is_alive():
+            with self.lock:
+                self.closed = True
+                self.notes.append("the exact side ran past the deadline; its result is ignored")
+
+    def refine(self) -> None:
+        """The aggregated model with integral choices (HiGHS MIP, a share of the time left):
+        its dual bound tightens the LP's, and its choice is placed like the LP's."""
+        if self.configs.num_configurations > LP_MAX_CONFIGURATIONS or self.gap_closed():
+            return
+        limit = AGGREGATE_MIP_SHARE * (self.clock.left() - EXTRACT_MARGIN_SECONDS)
+        if limit < MIN_AGGREGATE_MIP_SECONDS:
+            return
+        outcome = solve_aggregate(self.problem, self.configs, integer=True, time_limit=limit)
+        self.notes.append(f"aggregate MIP {outcome.status} in {outcome.wall_seconds:.2f} s")
+        self.tighten(outcome.best_bound)
+        if outcome.choice and not self.gap_closed():
+            ls_end = time.monotonic() + min(
+                self.clock.left() - EXTRACT_MARGIN_SECONDS, MAX_HEURISTIC_SECONDS
+            )
+            plan = self.heuristic.run_guided(outcome.choice, ls_end)
+            self.offer(plan, "guided by the aggregate MIP", Backend.AGGREGATE)
 
     def lns(self, end: float, stop: Callable[[], bool] | None = None) -> None:
         """Large-neighbourhood search from the best plan so far (solver.exact.lns)."""
@@ -266,9 +305,10 @@ class _Portfolio:
             self.offer(self.heuristic.run_guided(choice, ls_end), "guided", Backend.AGGREGATE)
             self.notes.append(f"guided placement in {time.monotonic() - started:.2f} s")
 
-    def full(self, size: int, which: Backend, threads: int) -> None:
+    def full(self, size: int, which: Backend, threads: int, *, in_process: bool = True) -> None:
         """The full formulation on an exact backend (CP-SAT, HiGHS or Pyomo), seeded with the
-        best plan so far."""
+        best plan so far; with `in_process` false, in a child process stopped at the deadline
+        (solver.exact.process)."""
         if self.clock.left() <= EXTRACT_MARGIN_SECONDS + BUILD_SECONDS_PER_VARIABLE * size:
             self.notes.append("no time left to build and solve the full model")
             return
@@ -280,19 +320,26 @@ class _Portfolio:
             self.notes.append("building the full model used up the time budget")
             return
         o = self.problem.options
-        result = solve_full(
-            model,
-            which,
-            hint=hint,
-            options=ExactOptions(
-                time_limit=time_limit,
-                relative_gap=o.relative_gap,
-                seed=o.seed,
-                threads=threads,
-                time_budget=o.time_budget_seconds,
-                solver_name=o.pyomo_solver,
-            ),
+        options = ExactOptions(
+            time_limit=time_limit,
+            relative_gap=o.relative_gap,
+            seed=o.seed,
+            threads=threads,
+            time_budget=o.time_budget_seconds,
+            solver_name=o.pyomo_solver,
         )
+        if in_process:
+            result = solve_full(model, which, hint=hint, options=options)
+        else:
+            solved = solve_in_process(
+                self.problem,
+                self.configs,
+                which,
+                hint=hint,
+                options=options,
+                deadline=self.clock.end - EXTRACT_MARGIN_SECONDS,
+            )
+            result = plan_of(model, solved, get_backend(which).name)
         name = result.backend
         note = f"{name} {result.status.value} in {result.wall_seconds:.2f} s"
         self.notes.append(f"{note} ({result.detail})" if result.detail else note)
@@ -306,7 +353,7 @@ class _Portfolio:
             return
         self.offer(result.plan, name, which)
         self.tighten(result.best_bound)
-        if result.status is SolverStatus.OPTIMAL:
+        if result.status is SolverStatus.OPTIMAL and not self.closed:
             self.proven_optimal = True
 
     def finish(self) -> SolveResult:

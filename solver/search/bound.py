@@ -68,12 +68,22 @@ class _Lp:
             self.index.append(v)
             self.value.append(c)
 
-    def solve(self) -> tuple[highspy.HighsModelStatus, float, list[float]]:
+    def solve(
+        self, integer: list[int] | None = None, time_limit: float | None = None
+    ) -> tuple[highspy.HighsModelStatus, float | None, list[float] | None]:
+        """Status, proven upper bound (the LP optimum, or the MIP's dual bound) and values
+        (None without a solution). `integer`: columns that must be integral (a MIP)."""
         h = new_highs()
         h.setOptionValue("threads", 1)
+        if time_limit is not None:
+            h.setOptionValue("time_limit", max(time_limit, 0.01))
         n = len(self.cost)
         h.addVars(n, np.array(self.lower), np.array(self.upper))
         h.changeColsCost(n, np.arange(n, dtype=np.int32), np.array(self.cost))
+        if integer:
+            cols = np.array(integer, dtype=np.int32)
+            kinds = np.full(cols.size, highspy.HighsVarType.kInteger)
+            h.changeColsIntegrality(cols.size, cols, kinds)
         h.changeObjectiveSense(highspy.ObjSense.kMaximize)
         if self.row_lo:
             h.addRows(
@@ -87,17 +97,31 @@ class _Lp:
             )
         h.run()
         status = h.getModelStatus()
-        objective = float(h.getInfo().objective_function_value)
-        values = list(h.getSolution().col_value)
+        info = h.getInfo()
+        bound: float | None = None
+        if integer:
+            if info.mip_node_count >= 0 and np.isfinite(info.mip_dual_bound):
+                bound = float(info.mip_dual_bound)
+        elif status == highspy.HighsModelStatus.kOptimal:
+            bound = float(info.objective_function_value)
+        values = list(h.getSolution().col_value) if info.primal_solution_status == 2 else None
         h.clear()
-        return status, objective, values
+        return status, bound, values
 
 
-def solve_aggregate(problem: Problem, configs: ConfigSet) -> AggregateOutcome:
+def solve_aggregate(
+    problem: Problem,
+    configs: ConfigSet,
+    *,
+    integer: bool = False,
+    time_limit: float | None = None,
+) -> AggregateOutcome:
     """LP relaxation of the aggregated model: a bound in milliseconds, and a rounding.
 
     The multiple-choice knapsack behind it has an LP optimum with few fractional jobs, so
-    rounding each job to its heaviest configuration is close to optimal.
+    rounding each job to its heaviest configuration is close to optimal. With `integer`, each
+    job's choice is integral (a MIP on HiGHS within `time_limit`): a tighter bound, often the
+    full problem's optimum when power rather than placement binds, and an integral guide.
     """
     start = time.monotonic()
     cluster = problem.cluster
@@ -111,6 +135,7 @@ def solve_aggregate(problem: Problem, configs: ConfigSet) -> AggregateOutcome:
     rack_pools = _rack_pools(problem)
     rack_gpus: dict[tuple[str, str], list[tuple[int, float]]] = {}
     rack_power: dict[str, list[tuple[int, float]]] = {}
+    choice_columns: list[int] = []
     for job in problem.jobs:
         options = configs.by_job[job.name]
         offset += queued_value(job, w) - migration_cost(job, w)
@@ -136,6 +161,7 @@ def solve_aggregate(problem: Problem, configs: ConfigSet) -> AggregateOutcome:
                     rack_power.setdefault(rack, []).append((z, extra_per_gpu))
                 lp.row(split, 0.0, 0.0)
         y[job.name] = cols
+        choice_columns.extend(cols)
         if cols:
             lp.row([(col, 1.0) for col in cols], hi=1.0)
         if same_shape:
@@ -163,21 +189,24 @@ def solve_aggregate(problem: Problem, configs: ConfigSet) -> AggregateOutcome:
     if not lp.cost:
         bound = offset + LP_SAFETY * max(abs(offset), 1.0)
         return AggregateOutcome("OPTIMAL", bound, {}, time.monotonic() - start)
-    status, objective, values = lp.solve()
+    status, objective, values = lp.solve(choice_columns if integer else None, time_limit)
     elapsed = time.monotonic() - start
     if status == highspy.HighsModelStatus.kInfeasible:
         return AggregateOutcome("INFEASIBLE", None, {}, elapsed)
-    if status not in (highspy.HighsModelStatus.kOptimal, highspy.HighsModelStatus.kModelEmpty):
-        return AggregateOutcome("NOT_SOLVED", None, {}, elapsed)
+    name = "OPTIMAL" if status == highspy.HighsModelStatus.kOptimal else "STOPPED"
+    if objective is None:
+        return AggregateOutcome(name, None, {}, elapsed)
     value = objective + offset
     bound = value + LP_SAFETY * max(abs(value), 1.0)
+    if values is None:
+        return AggregateOutcome(name, bound, {}, elapsed)
     choice: dict[str, Config] = {}
     for job in problem.jobs:
         cols = y[job.name]
         weights = [(values[col], i) for i, col in enumerate(cols)]
         if weights and max(weights)[0] >= 0.5 - 1e-9:
             choice[job.name] = configs.by_job[job.name][max(weights)[1]]
-    return AggregateOutcome("OPTIMAL", bound, choice, elapsed)
+    return AggregateOutcome(name, bound, choice, elapsed)
 
 
 def _rack_pools(problem: Problem) -> dict[str, list[str]]:

@@ -1,0 +1,96 @@
+"""The full model in a worker process: same answer as in-process, killed at the deadline,
+replaced after it dies."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+
+from solver.domain import Backend
+from solver.exact import formulation, process
+from solver.exact.backends import ExactOptions, SolverStatus
+from solver.exact.solve import plan_of, solve_full
+from solver.model.configs import build_config_set
+from solver.scoring.checker import check_plan
+from tests.factories import cluster, job, node, point, problem
+
+
+def _problem(jobs: int = 3, nodes: int = 2):  # type: ignore[no-untyped-def]
+    return problem(
+        cluster(
+            *(node(f"n{i}", rack=f"r{i % 2}") for i in range(nodes)),
+            power=nodes * 8 * 50.0 + 1000.0 * jobs,  # idle, and about half the jobs' draw
+        ),
+        *(
+            job(f"j{k}", point(2, 100 + k, watts=500), point(4, 180 + k, watts=1100))
+            for k in range(jobs)
+        ),
+    )
+
+
+def test_worker_gives_the_in_process_answer() -> None:
+    p = _problem()
+    configs = build_config_set(p)
+    model = formulation.build(p, configs)
+    options = ExactOptions(time_limit=20.0, threads=1)
+    here = solve_full(model, Backend.HIGHS, options=options)
+    there = process.solve_in_process(
+        p, configs, Backend.HIGHS, hint=None, options=options, deadline=time.monotonic() + 20.0
+    )
+    assert there.status is SolverStatus.OPTIMAL
+    result = plan_of(model, there, "HiGHS")
+    assert result.plan is not None and here.plan is not None
+    assert result.plan.objective.total == here.plan.objective.total
+    assert check_plan(p, result.plan.assignments) == []
+
+
+def test_a_worker_past_the_deadline_is_killed_on_time() -> None:
+    process.warm_up()
+    p = _problem(jobs=400, nodes=200)  # HiGHS's presolve alone takes seconds
+    configs = build_config_set(p)
+    start = time.monotonic()
+    out = process.solve_in_process(
+        p,
+        configs,
+        Backend.HIGHS,
+        hint=None,
+        options=ExactOptions(time_limit=100.0, threads=1),
+        deadline=start + 0.3,
+    )
+    assert time.monotonic() - start < 0.3 + 0.5
+    assert out.status is SolverStatus.NO_SOLUTION and "killed" in out.detail
+
+
+def test_a_dead_worker_is_an_error_and_the_next_solve_works() -> None:
+    process.warm_up()
+    p = _problem(jobs=60, nodes=24)
+    configs = build_config_set(p)
+    with process._lock:
+        victim = process._idle[-1].proc.pid
+
+    def kill_soon() -> None:
+        time.sleep(0.3)
+        os.kill(victim, signal.SIGKILL)
+
+    threading.Thread(target=kill_soon).start()
+    out = process.solve_in_process(
+        p,
+        configs,
+        Backend.CPSAT,
+        hint=None,
+        options=ExactOptions(time_limit=30.0, threads=1),
+        deadline=time.monotonic() + 30.0,
+    )
+    assert out.status is SolverStatus.ERROR and "died" in out.detail
+    small = _problem()
+    again = process.solve_in_process(
+        small,
+        build_config_set(small),
+        Backend.HIGHS,
+        hint=None,
+        options=ExactOptions(time_limit=20.0, threads=1),
+        deadline=time.monotonic() + 20.0,
+    )
+    assert again.status is SolverStatus.OPTIMAL
