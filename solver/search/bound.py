@@ -38,6 +38,10 @@ class AggregateOutcome:
 LP_SAFETY = 1e-6
 """Relative margin added to the LP optimum: the simplex's optimality tolerances, made explicit."""
 
+MIP_SAFETY = 1e-7
+"""Relative margin added to the MIP's dual bound: HiGHS's feasibility tolerances (as for the
+full model, solver.exact.backends.highs.BOUND_MARGIN), small enough to prove 1e-6 gaps."""
+
 _INF = highspy.kHighsInf
 
 
@@ -81,6 +85,8 @@ class _Lp:
         h.addVars(n, np.array(self.lower), np.array(self.upper))
         h.changeColsCost(n, np.arange(n, dtype=np.int32), np.array(self.cost))
         if integer:
+            h.setOptionValue("mip_rel_gap", 0.0)  # a proof, not HiGHS's default 1e-4
+            h.setOptionValue("mip_abs_gap", 1e-9)
             cols = np.array(integer, dtype=np.int32)
             kinds = np.full(cols.size, highspy.HighsVarType.kInteger)
             h.changeColsIntegrality(cols.size, cols, kinds)
@@ -197,7 +203,7 @@ def solve_aggregate(
     if objective is None:
         return AggregateOutcome(name, None, {}, elapsed)
     value = objective + offset
-    bound = value + LP_SAFETY * max(abs(value), 1.0)
+    bound = value + (MIP_SAFETY if integer else LP_SAFETY) * max(abs(value), 1.0)
     if values is None:
         return AggregateOutcome(name, bound, {}, elapsed)
     choice: dict[str, Config] = {}
