@@ -17,11 +17,13 @@ from solver.domain import (
     GpuSlice,
     Job,
     ObjectiveWeights,
+    Plan,
     Problem,
     Shape,
     SolveOptions,
     Termination,
 )
+from solver.exact.lns import Lns
 from solver.model.configs import ConfigSet, build_config_set
 from solver.scoring.checker import check_plan
 from solver.scoring.plans import materialize
@@ -191,3 +193,34 @@ def test_moves_keep_plans_valid_and_gain_what_they_say(p: Problem, data: st.Data
     plan = h.run(time.monotonic() + 5)
     assert check_plan(p, plan.assignments) == []
     assert plan.objective.total >= first.objective.total - 1e-9
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(power_snapshots())
+def test_lns_improvements_are_checked_and_strict(p: Problem) -> None:
+    configs = build_config_set(p)
+    start = Heuristic(p, configs).run(time.monotonic() + 5)
+    assume(check_plan(p, start.assignments) == [])
+    seen = [start.objective.total]
+
+    def improved(plan: Plan) -> None:
+        assert check_plan(p, plan.assignments) == []
+        assert plan.objective.total > seen[-1]
+        seen.append(plan.objective.total)
+
+    best = Lns(p, configs, start).run(time.monotonic() + 0.6, on_improve=improved)
+    assert best.objective.total == seen[-1]
+
+
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(power_snapshots())
+def test_auto_on_two_threads_returns_a_checked_plan_under_a_bound(p: Problem) -> None:
+    """The portfolio: LNS with the aggregated MIP and the full model (worker process) beside."""
+    p = Problem(p.cluster, p.jobs, p.weights, SolveOptions(time_budget_seconds=1.0, threads=2))
+    r = orchestrator.solve(p)
+    if r.stats.termination is Termination.INFEASIBLE:
+        assert any(j.current is not None and not j.preemptible for j in p.jobs)
+        return
+    assert check_plan(p, r.plan.assignments) == []
+    if r.stats.best_bound is not None:
+        assert r.stats.best_bound >= r.stats.objective - 1e-9
