@@ -23,14 +23,14 @@ Families without a fitted value keep the cited efficiency (or the default) and t
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
 from solver.domain import GpuType, ModelSpec, Shape
 from solver.model.catalog import CatalogError, models_dir, read_json
-from solver.model.power import ClockModel, clock_ratio, gpu_watts
+from solver.model.power import ClockModel, clock_ratio, gpu_watts, load_clock_model, watts_at_ratio
 
 CALIBRATION_FILE = "calibration.json"
 
@@ -317,22 +317,49 @@ def rescale_clock(
     between the two clocks and never drops below the GPU's idle power (or the measured power,
     when that is lower still).
     """
+    return rescale_clocks(
+        samples_per_second,
+        watts,
+        num_gpus,
+        gpu,
+        from_clock_mhz,
+        [to_clock_mhz],
+        compute_fraction,
+        clock_model,
+    )[0]
+
+
+def rescale_clocks(
+    samples_per_second: float,
+    watts: float,
+    num_gpus: int,
+    gpu: GpuType,
+    from_clock_mhz: int,
+    to_clocks_mhz: Iterable[int],
+    compute_fraction: float = DEFAULT_COMPUTE_FRACTION,
+    clock_model: ClockModel | None = None,
+) -> list[tuple[float, float]]:
+    """``rescale_clock`` to each of several clocks, the measured clock's part computed once."""
     if num_gpus < 1:
         raise ValueError(f"num_gpus must be >= 1, got {num_gpus}")
     if not 0.0 <= compute_fraction <= 1.0:
         raise ValueError(f"compute_fraction must be in [0, 1], got {compute_fraction}")
     if samples_per_second <= 0 or watts <= 0:
         raise ValueError("samples_per_second and watts must be positive")
-    x_from, x_to = clock_ratio(gpu, from_clock_mhz), clock_ratio(gpu, to_clock_mhz)
-    stretched = compute_fraction * x_from / x_to
-    rel_step = stretched + (1.0 - compute_fraction)
-    activity_to = stretched / rel_step
+    m = clock_model or load_clock_model()
+    x_from = clock_ratio(gpu, from_clock_mhz)
     per_gpu = watts / num_gpus
-    delta = gpu_watts(gpu, to_clock_mhz, activity_to, clock_model) - gpu_watts(
-        gpu, from_clock_mhz, compute_fraction, clock_model
-    )
+    watts_from = watts_at_ratio(gpu, x_from, compute_fraction, m)
     floor = min(per_gpu, gpu.idle_watts)
-    return samples_per_second / rel_step, num_gpus * max(per_gpu + delta, floor)
+    out: list[tuple[float, float]] = []
+    for to_clock_mhz in to_clocks_mhz:
+        x_to = clock_ratio(gpu, to_clock_mhz)
+        stretched = compute_fraction * x_from / x_to
+        rel_step = stretched + (1.0 - compute_fraction)
+        activity_to = stretched / rel_step  # in [0, 1] for a compute fraction in [0, 1]
+        delta = watts_at_ratio(gpu, x_to, activity_to, m) - watts_from
+        out.append((samples_per_second / rel_step, num_gpus * max(per_gpu + delta, floor)))
+    return out
 
 
 def interpolate_clock(

@@ -50,9 +50,14 @@ def gpu_watts(
     if not 0.0 <= activity <= 1.0:
         raise ValueError(f"activity must be in [0, 1], got {activity}")
     m = model or load_clock_model()
-    x = clock_ratio(gpu, sm_clock_mhz)
-    dynamic = m.dynamic_fraction * (gpu.tdp_watts - gpu.idle_watts)
-    return gpu.idle_watts + dynamic * activity * math.pow(x, m.alpha)
+    return watts_at_ratio(gpu, clock_ratio(gpu, sm_clock_mhz), activity, m)
+
+
+def watts_at_ratio(gpu: GpuType, ratio: float, activity: float, model: ClockModel) -> float:
+    """``gpu_watts`` at a clock ratio f / f_max already known (and checked): the formula alone,
+    for callers that evaluate many clocks."""
+    dynamic = model.dynamic_fraction * (gpu.tdp_watts - gpu.idle_watts)
+    return gpu.idle_watts + dynamic * activity * math.pow(ratio, model.alpha)
 
 
 def load_clock_model() -> ClockModel:

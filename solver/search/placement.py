@@ -16,6 +16,8 @@ import numpy.typing as npt
 from solver.domain import Cluster
 
 IntArray = npt.NDArray[np.int64]
+_NO_ROOM = np.iinfo(np.int64).max
+"""Stands for the room of a node that cannot hold the job, in the best-fit argmin."""
 
 
 class _TypePool:
@@ -66,12 +68,13 @@ class Placer:
         pool = self.pools.get(gpu_type)
         if pool is None:
             return None
-        room = (pool.free // tensor_parallel) * tensor_parallel
+        free = pool.free
+        room = free if tensor_parallel == 1 else (free // tensor_parallel) * tensor_parallel
         need = num_gpus
-        single = np.flatnonzero(room >= need)
-        if single.size:
-            best = single[np.argmin(room[single])]  # argmin keeps the first: cluster order
-            return {pool.names[int(best)]: need}
+        # The tightest node that holds the job; argmin keeps the first of equals: cluster order.
+        best = int(np.argmin(np.where(room >= need, room, _NO_ROOM)))
+        if room[best] >= need:
+            return {pool.names[best]: need}
         rack_room = np.bincount(pool.rack_of, weights=room, minlength=len(pool.rack_names))
         if rack_room.sum() < need:
             return None

@@ -1,0 +1,76 @@
+"""Best-fit placement (solver.search.placement.Placer) against a plain statement of its rule."""
+
+from __future__ import annotations
+
+import random
+
+from solver.domain import Cluster
+from solver.search.placement import Placer
+from tests.factories import A100, V100, cluster, node
+
+
+def reference_place(
+    cluster: Cluster, free: dict[str, int], gpu_type: str, num_gpus: int, tp: int
+) -> dict[str, int] | None:
+    """The tightest node that holds the job (first in cluster order among equals); else the
+    tightest rack that does, from its roomiest nodes; else racks from the roomiest."""
+    nodes = [n for n in cluster.nodes if n.gpu_type == gpu_type]
+    if not nodes:
+        return None
+    room = {n.name: free[n.name] // tp * tp for n in nodes}
+    fitting = [n.name for n in nodes if room[n.name] >= num_gpus]
+    if fitting:
+        return {min(fitting, key=lambda name: room[name]): num_gpus}
+    racks = sorted({n.rack for n in nodes})
+    rack_room = {r: sum(room[n.name] for n in nodes if n.rack == r) for r in racks}
+    if sum(rack_room.values()) < num_gpus:
+        return None
+    holding = [r for r in racks if rack_room[r] >= num_gpus]
+    order = (
+        [min(holding, key=lambda r: rack_room[r])]
+        if holding
+        else sorted(racks, key=lambda r: -rack_room[r])
+    )
+    counts: dict[str, int] = {}
+    need = num_gpus
+    for r in order:
+        members = [n.name for n in nodes if n.rack == r and room[n.name] > 0]
+        for name in sorted(members, key=lambda name: -room[name]):
+            counts[name] = min(room[name], need)
+            need -= counts[name]
+            if need == 0:
+                return counts
+    return None
+
+
+def test_place_follows_the_best_fit_rule_through_takes_and_gives() -> None:
+    rng = random.Random(3)
+    nodes = [
+        node(f"n{i}", rng.choice([A100, V100]), rng.choice([4, 8]), f"r{rng.randrange(5)}")
+        for i in range(40)
+    ]
+    c = cluster(*nodes)
+    placer = Placer(c)
+    taken: list[dict[str, int]] = []
+    for _ in range(3000):
+        if taken and rng.random() < 0.4:
+            placer.give(taken.pop(rng.randrange(len(taken))))
+            continue
+        tp = rng.choice([1, 1, 2, 4, 8])
+        gpus = tp * rng.choice([1, 1, 2, 3, 4, 8])
+        gpu = rng.choice([A100, V100]).name
+        free = {n.name: placer.free(n.name) for n in nodes}
+        got = placer.place(gpu, gpus, tp)
+        assert got == reference_place(c, free, gpu, gpus, tp)
+        if got is not None:
+            assert placer.fits(got)
+            placer.take(got)
+            taken.append(got)
+
+
+def test_unknown_type_and_full_cluster() -> None:
+    placer = Placer(cluster(node("a", count=4)))
+    assert placer.place("H100", 1, 1) is None
+    assert placer.place(A100.name, 4, 2) == {"a": 4}
+    placer.take({"a": 4})
+    assert placer.place(A100.name, 1, 1) is None
