@@ -19,6 +19,9 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+import numpy as np
+import numpy.typing as npt
+
 from solver.domain import Cluster, Job, Node, Plan, Problem
 from solver.model.configs import ConfigSet, TypeFacts, build_config_set, type_facts
 from solver.scoring.plans import Choice
@@ -96,20 +99,27 @@ def partition(problem: Problem, parts: int, seed: int) -> list[Part]:
         else:
             waiting.append(job)
     rng.shuffle(waiting)
+    # Room per part for each set of usable types (few distinct sets), computed once.
+    rooms: dict[tuple[str, ...], npt.NDArray[np.float64]] = {}
+    pending = np.array(demand, dtype=np.float64)
     for job in waiting:
-        usable = [t for t in types if job.allows(t)] or types
-
-        def pressure(p: int, usable: list[str] = usable, job: Job = job) -> tuple[float, int]:
-            room = sum(load[p][t] for t in usable)
-            return ((demand[p] + job.max_gpus) / max(room, 1), p)
-
-        p = min(range(parts), key=pressure)
+        usable = tuple(t for t in types if job.allows(t)) or tuple(types)
+        room = rooms.get(usable)
+        if room is None:
+            room = np.array([max(sum(load[p][t] for t in usable), 1) for p in range(parts)])
+            rooms[usable] = room
+        # The least pressed part, the first at ties: demand over room after the job.
+        p = int(np.argmin((pending + job.max_gpus) / room))
         jobs_of[p].append(job)
-        demand[p] += job.max_gpus
-    return [Part(_sub_problem(problem, part_racks[p], jobs_of[p], p)) for p in range(parts)]
+        pending[p] += job.max_gpus
+    order = {j.name: i for i, j in enumerate(problem.jobs)}
+    return [Part(_sub_problem(problem, part_racks[p], jobs_of[p], p, order)) for p in range(parts)]
 
 
-def _sub_problem(problem: Problem, racks: set[str], jobs: list[Job], index: int) -> Problem:
+def _sub_problem(
+    problem: Problem, racks: set[str], jobs: list[Job], index: int, order: Mapping[str, int]
+) -> Problem:
+    """The part's racks and jobs (in the problem's job order) as a problem of its own."""
     cluster = problem.cluster
     nodes = tuple(n for n in cluster.nodes if n.rack in racks)
     budget = None
@@ -125,7 +135,6 @@ def _sub_problem(problem: Problem, racks: set[str], jobs: list[Job], index: int)
         reference_gpu_watts=cluster.max_gpu_watts(),
     )
     options = dataclasses.replace(problem.options, threads=1, seed=problem.options.seed + index)
-    order = {j.name: i for i, j in enumerate(problem.jobs)}
     return Problem(sub, tuple(sorted(jobs, key=lambda j: order[j.name])), problem.weights, options)
 
 
