@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from solver.domain import (
     Backend,
+    Config,
     ObjectiveBreakdown,
     Plan,
     Problem,
@@ -170,6 +171,9 @@ class _Portfolio:
         self.threads = problem.options.threads or available_cores()
         self.lock = threading.Lock()
         """Guards best, bound and notes while LNS and the full model run side by side."""
+        self.guide: dict[str, Config] = {}
+        """The aggregated MIP's choice, which LNS also searches around."""
+        self.running_lns: Lns | None = None
         self.closed = False
         """Set when the answer is being made: later offers (a late full model) are ignored."""
 
@@ -258,6 +262,11 @@ class _Portfolio:
         outcome = solve_aggregate(self.problem, self.configs, integer=True, time_limit=limit)
         self.notes.append(f"aggregate MIP {outcome.status} in {outcome.wall_seconds:.2f} s")
         self.tighten(outcome.best_bound)
+        if outcome.choice:
+            with self.lock:
+                self.guide = outcome.choice
+                if self.running_lns is not None:
+                    self.running_lns.set_guide(outcome.choice)
         if outcome.choice and not self.gap_closed():
             ls_end = time.monotonic() + min(
                 self.clock.left() - EXTRACT_MARGIN_SECONDS, MAX_HEURISTIC_SECONDS
@@ -271,7 +280,10 @@ class _Portfolio:
             return
         with self.lock:
             start = self.best
-        search = Lns(self.problem, self.configs, start)
+            search = Lns(self.problem, self.configs, start)
+            if self.guide:
+                search.set_guide(self.guide)
+            self.running_lns = search
         search.run(
             end,
             on_improve=lambda plan: self.offer(plan, "LNS", SUB_BACKEND),

@@ -17,10 +17,10 @@ from __future__ import annotations
 import dataclasses
 import random
 import time
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 
-from solver.domain import Backend, Cluster, JobState, Plan, Problem
+from solver.domain import Backend, Cluster, Config, JobState, Plan, Problem
 from solver.exact import formulation
 from solver.exact.backends import ExactOptions, SolverStatus
 from solver.exact.solve import solve_full
@@ -43,7 +43,7 @@ STALL_STEPS = 8
 """Non-improving neighbourhoods in a row after which they get twice as large and more time:
 the small ones have found what they can."""
 IMPROVEMENT = 1e-9
-KINDS = ("gpu-type", "rack", "power", "random")
+KINDS = ("gpu-type", "rack", "power", "random", "guide")
 SUB_BACKEND = Backend.CPSAT
 """Backend of the neighbourhoods: CP-SAT, warm-started from the incumbent, improves small
 placement models within tenths of a second where HiGHS often spends its slice at the root."""
@@ -156,6 +156,9 @@ class Lns:
             and not problem.cluster.rack_power_budgets_watts
         ):
             self.weights["power"] = 0.0
+        self.weights["guide"] = 0.0
+        self.guide: Mapping[str, Config] = {}
+        """A configuration choice to move towards (the aggregated MIP's), once set_guide()."""
         cluster = problem.cluster
         nodes_of_type: dict[str, int] = {}
         for n in cluster.nodes:
@@ -203,6 +206,22 @@ class Lns:
             ]
             rack_types = {n.gpu_type for n in cluster.nodes if n.rack == rack}
             extra = [j for j in self.movable if j not in running and self.types[j] & rack_types]
+        elif kind == "guide":
+            # Jobs whose configuration differs from the guide's, and the running jobs of the
+            # same GPU types to make room.
+            differ = [
+                j
+                for j in self.movable
+                if self.guide.get(j) != (running[j][0] if j in running else None)
+            ]
+            kinds_of = {running[j][0].gpu_type for j in differ if j in running}
+            kinds_of |= {self.guide[j].gpu_type for j in differ if j in self.guide}
+            core = differ
+            extra = [
+                j
+                for j in self.movable
+                if j in running and j not in differ and running[j][0].gpu_type in kinds_of
+            ]
         elif kind == "power":
             # The jobs drawing most above idle per unit of value, and those waiting.
             core = sorted(
@@ -214,7 +233,7 @@ class Lns:
         else:
             core = [j for j in self.movable if j in running]
             extra = [j for j in self.movable if j not in running]
-        waiting = [j for j in extra if self.value[j] > 0]
+        waiting = [j for j in extra if self.value[j] > 0 or j in running]
         self.rng.shuffle(core)
         self.rng.shuffle(waiting)
         picked: list[str] = []
@@ -226,6 +245,11 @@ class Lns:
             picked.append(pair)
             size += self.size[pair]
         return Neighbourhood(kind, frozenset(picked))
+
+    def set_guide(self, choice: Mapping[str, Config]) -> None:
+        """Search also around `choice`: neighbourhoods of the jobs the plan runs otherwise."""
+        self.guide = dict(choice)
+        self.weights["guide"] = 2.0
 
     # ------------------------------------------------------------ search
 
