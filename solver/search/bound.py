@@ -84,6 +84,8 @@ class _Lp:
         n = len(self.cost)
         h.addVars(n, np.array(self.lower), np.array(self.upper))
         h.changeColsCost(n, np.arange(n, dtype=np.int32), np.array(self.cost))
+        if not integer:
+            h.setOptionValue("presolve", "off")  # 3-5x faster on these LPs (docs/benchmarks.md)
         if integer:
             h.setOptionValue("mip_rel_gap", 0.0)  # a proof, not HiGHS's default 1e-4
             h.setOptionValue("mip_abs_gap", 1e-9)
