@@ -70,6 +70,9 @@ FULL_MODEL_MAX_VARIABLES = 200_000
 """AUTO solves the full placement model only up to about this many variables (0.2-0.4 s to
 build and load, in a child process killed at the deadline); beyond, HiGHS's presolve alone
 outlasts most budgets, and LNS and the aggregated MIP use the time."""
+IN_PROCESS_MAX_VARIABLES = 20_000
+"""Up to this size the full model is solved in-process (presolve takes milliseconds, and a
+worker process would cost its start); beyond, in a worker killed at the deadline."""
 AGGREGATE_MIP_SHARE = 0.3
 """Share of the time left for the aggregated MIP (beside LNS, or before it on one core)."""
 MIN_AGGREGATE_MIP_SECONDS = 0.1
@@ -226,19 +229,20 @@ class _Portfolio:
         thread gives them their own core."""
         end = self.clock.end - EXTRACT_MARGIN_SECONDS
         fits = full_size <= FULL_MODEL_MAX_VARIABLES
+        small = full_size <= IN_PROCESS_MAX_VARIABLES
         if not fits:
             self.notes.append(f"full model skipped: ~{full_size} variables")
 
         def exact_side(threads: int) -> None:
             self.refine()
             if fits and not self.gap_closed():
-                self.full(full_size, AUTO_EXACT_BACKEND, threads, in_process=False)
+                self.full(full_size, AUTO_EXACT_BACKEND, threads, in_process=small)
 
         if self.threads < 2:
             self.refine()
             self.lns(time.monotonic() + LNS_SHARE_ONE_CORE * (end - time.monotonic()))
             if fits and not self.gap_closed():
-                self.full(full_size, AUTO_EXACT_BACKEND, 1, in_process=False)
+                self.full(full_size, AUTO_EXACT_BACKEND, 1, in_process=small)
             return
         exact = threading.Thread(
             target=exact_side, args=(self.threads - 1,), name="dsfro-exact", daemon=True
