@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from solver.domain import JobState, ObjectiveWeights, Problem
+from solver.domain import Job, JobState, ObjectiveWeights, Problem
 from solver.model.configs import build_config_set
 from solver.scoring.checker import check_plan
 from solver.scoring.plans import materialize
@@ -128,3 +128,32 @@ def test_placement_avoids_a_rack_without_power_for_the_job() -> None:
     plan = solve_heuristic(p, configs, time.monotonic() + 1)
     assert check_plan(p, plan.assignments) == []
     assert plan.assignment("a").placement[0].node == "n1"
+
+
+def test_fixed_jobs_share_a_tight_rack_budget_at_lower_clocks() -> None:
+    # Two non-preemptible jobs on one node: one at its top clock leaves the other no clock
+    # within the rack budget, both at lower clocks fit. Every fixed job starts at its lowest
+    # draw before any takes a higher clock, so the first plan is valid.
+    def fixed(name: str, gpus: tuple[int, ...]) -> Job:
+        return job(
+            name,
+            point(4, 400, watts=1600),
+            current=running("A100", {"n0": gpus}),
+            preemptible=False,
+        )
+
+    draft = problem(cluster(node("n0")), fixed("a", (0, 1, 2, 3)), fixed("b", (4, 5, 6, 7)))
+    configs = build_config_set(draft).by_job["a"]
+    top = max(configs, key=lambda c: c.watts).watts
+    low = min(configs, key=lambda c: c.watts).watts
+    assert top > low
+    idle = 8 * 50.0
+    budget = idle + (top - 200) + (low - 200) - 1.0  # a at its top and b at its lowest: over
+    p = problem(
+        cluster(node("n0"), rack_power={"r0": budget}),
+        fixed("a", (0, 1, 2, 3)),
+        fixed("b", (4, 5, 6, 7)),
+    )
+    plan = Heuristic(p, build_config_set(p)).run(time.monotonic())  # the first pass only
+    assert check_plan(p, plan.assignments) == []
+    assert all(a.state is JobState.RUNNING for a in plan.assignments)

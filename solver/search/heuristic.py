@@ -82,9 +82,7 @@ class Heuristic:
         density; each job takes its configuration of most priced gain that fits."""
         prices = _prices(price)
         state = SearchState(self.problem)
-        for job in self.problem.jobs:
-            if self.scorer.fixed(job):
-                self._place_fixed(state, job)
+        self._place_fixed(state)
         running = [j for j in self.problem.jobs if j.current is not None and j.preemptible]
         waiting = [j for j in self.problem.jobs if j.current is None]
         for group in (running, waiting):
@@ -96,23 +94,34 @@ class Heuristic:
         if move is not None:
             state.take(job.name, self.configs.by_job[job.name][move.index], move.counts)
 
-    def _place_fixed(self, state: SearchState, job: Job) -> None:
-        """A non-preemptible job keeps its GPUs; only its clock is chosen, by value."""
-        assert job.current is not None
-        options = [
-            (self.value[job.name, i], i)
-            for i, c in enumerate(self.configs.by_job[job.name])
-            if c.shape == job.current.shape
-        ]
-        counts = job.current.gpus_per_node()
-        for _, i in sorted(options, reverse=True):
-            c = self.configs.by_job[job.name][i]
-            if state.power_ok(c, counts):
-                state.take(job.name, c, counts)
-                return
-        if options:  # over the power budget whatever the clock: keep it at the lowest.
-            c = min((self.configs.by_job[job.name][i] for _, i in options), key=lambda c: c.watts)
-            state.take(job.name, c, counts)
+    def _place_fixed(self, state: SearchState) -> None:
+        """Non-preemptible jobs keep their GPUs; only their clocks are chosen. All start at
+        their lowest draw (what they need together at least), then each in turn takes its most
+        valuable clock that the power left allows: one job's top clock never pushes another
+        over a budget."""
+        chosen: list[tuple[Job, list[int]]] = []
+        for job in self.problem.jobs:
+            if not self.scorer.fixed(job):
+                continue
+            assert job.current is not None
+            configs = self.configs.by_job[job.name]
+            options = [i for i, c in enumerate(configs) if c.shape == job.current.shape]
+            if not options:
+                continue
+            lowest = min((configs[i] for i in options), key=lambda c: c.watts)
+            state.take(job.name, lowest, job.current.gpus_per_node())
+            chosen.append((job, sorted(options, key=lambda i: -self.value[job.name, i])))
+        for job, options in chosen:
+            configs = self.configs.by_job[job.name]
+            current, counts = state.choices[job.name]
+            for i in options:
+                if configs[i] == current:
+                    break
+                state.release(job.name)
+                if state.power_ok(configs[i], counts):
+                    state.take(job.name, configs[i], counts)
+                    break
+                state.take(job.name, current, counts)
 
     def _density(self, job: Job, prices: Prices) -> float:
         """The job's best priced value per GPU: the greedy's order."""
@@ -146,9 +155,7 @@ class Heuristic:
         """Greedy that first tries the given configurations (an aggregated model's solution)."""
         state = SearchState(self.problem)
         free = uniform(0.0)
-        for job in self.problem.jobs:
-            if self.scorer.fixed(job):
-                self._place_fixed(state, job)
+        self._place_fixed(state)
         order = sorted(
             (j for j in self.problem.jobs if j.name in choice and j.name not in state.choices),
             key=lambda j: (j.current is None, -self._density(j, free)),
