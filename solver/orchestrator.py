@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from solver.domain import (
@@ -73,7 +73,7 @@ outlasts most budgets, and LNS and the aggregated MIP use the time."""
 IN_PROCESS_MAX_VARIABLES = 20_000
 """Up to this size the full model is solved in-process (presolve takes milliseconds, and a
 worker process would cost its start); beyond, in a worker killed at the deadline."""
-AGGREGATE_MIP_SHARE = 0.3
+AGGREGATE_MIP_SHARE = 0.5
 """Share of the time left for the aggregated MIP (beside LNS, or before it on one core)."""
 MIN_AGGREGATE_MIP_SECONDS = 0.1
 LNS_SHARE_ONE_CORE = 0.5
@@ -177,6 +177,7 @@ class _Portfolio:
         self.guide: dict[str, Config] = {}
         """The aggregated MIP's choice, which LNS also searches around."""
         self.running_lns: Lns | None = None
+        self.heuristic_lock = threading.Lock()
         self.closed = False
         """Set when the answer is being made: later offers (a late full model) are ignored."""
 
@@ -214,19 +215,21 @@ class _Portfolio:
     def run(self) -> SolveResult:
         full_size = formulation.estimate_size(self.problem, self.configs)
         backend = self.problem.options.backend
-        self.aggregate()
-        if not self.gap_closed():
-            if backend in _EXACT:
+        choice = self.aggregate()
+        if backend in _EXACT:
+            self.place_guided(choice)
+            if not self.gap_closed():
                 self.full(full_size, backend, self.threads)
-            else:
-                self.search(full_size)
+        elif not self.gap_closed():
+            self.search(full_size, choice)
         return self.finish()
 
-    def search(self, full_size: int) -> None:
+    def search(self, full_size: int, choice: Mapping[str, Config]) -> None:
         """AUTO: LNS around the best plan until the end; beside it (when cores allow) or before
         and after it, the aggregated model as a MIP (a tighter bound, an integral guide) and the
         full model if it is small enough to build in time. The solvers release the GIL, so a
-        thread gives them their own core."""
+        thread gives them their own core from the start; the aggregated LP's choice is placed
+        meanwhile."""
         end = self.clock.end - EXTRACT_MARGIN_SECONDS
         fits = full_size <= FULL_MODEL_MAX_VARIABLES
         small = full_size <= IN_PROCESS_MAX_VARIABLES
@@ -239,6 +242,7 @@ class _Portfolio:
                 self.full(full_size, AUTO_EXACT_BACKEND, threads, in_process=small)
 
         if self.threads < 2:
+            self.place_guided(choice)
             self.refine()
             self.lns(time.monotonic() + LNS_SHARE_ONE_CORE * (end - time.monotonic()))
             if fits and not self.gap_closed():
@@ -248,6 +252,7 @@ class _Portfolio:
             target=exact_side, args=(self.threads - 1,), name="dsfro-exact", daemon=True
         )
         exact.start()
+        self.place_guided(choice)
         self.lns(end, stop=lambda: not exact.is_alive() and self.gap_closed())
         exact.join(timeout=max(self.clock.left(), 0.0))
         if exact.is_alive():
@@ -271,12 +276,7 @@ class _Portfolio:
                 self.guide = outcome.choice
                 if self.running_lns is not None:
                     self.running_lns.set_guide(outcome.choice)
-        if outcome.choice and not self.gap_closed():
-            ls_end = time.monotonic() + min(
-                self.clock.left() - EXTRACT_MARGIN_SECONDS, MAX_HEURISTIC_SECONDS
-            )
-            plan = self.heuristic.run_guided(outcome.choice, ls_end)
-            self.offer(plan, "guided by the aggregate MIP", Backend.AGGREGATE)
+        self.place_guided(outcome.choice, "MIP-guided")
 
     def lns(self, end: float, stop: Callable[[], bool] | None = None) -> None:
         """Large-neighbourhood search from the best plan so far (solver.exact.lns)."""
@@ -296,9 +296,9 @@ class _Portfolio:
         with self.lock:
             self.notes.append(search.stats.summary())
 
-    def aggregate(self) -> None:
-        """Bound the aggregated model (LP, or its Lagrangian dual when large) and place its
-        configuration choice best-fit."""
+    def aggregate(self) -> Mapping[str, Config]:
+        """Bound the aggregated model (LP, or its Lagrangian dual when large); its
+        configuration choice, to place."""
         if self.configs.num_configurations <= LP_MAX_CONFIGURATIONS:
             outcome = solve_aggregate(self.problem, self.configs)
             self.notes.append(f"aggregate LP {outcome.status} in {outcome.wall_seconds:.2f} s")
@@ -312,14 +312,21 @@ class _Portfolio:
             )
             bound, choice = dual.best_bound, dual.choice
         self.tighten(bound)
+        return choice
+
+    def place_guided(self, choice: Mapping[str, Config], source: str = "guided") -> None:
+        """Place a configuration choice best-fit, then local search; offer the plan."""
         needed = EXTRACT_MARGIN_SECONDS + 2 * self.heuristic.pass_seconds
-        if choice and self.clock.left() > needed:
+        if not choice or self.clock.left() <= needed or self.gap_closed():
+            return
+        with self.heuristic_lock:  # one guided placement at a time: the heuristic has state
             ls_end = time.monotonic() + min(
                 self.clock.left() - EXTRACT_MARGIN_SECONDS, MAX_HEURISTIC_SECONDS
             )
             started = time.monotonic()
-            self.offer(self.heuristic.run_guided(choice, ls_end), "guided", Backend.AGGREGATE)
-            self.notes.append(f"guided placement in {time.monotonic() - started:.2f} s")
+            plan = self.heuristic.run_guided(choice, ls_end)
+        self.offer(plan, source, Backend.AGGREGATE)
+        self.notes.append(f"{source} placement in {time.monotonic() - started:.2f} s")
 
     def full(self, size: int, which: Backend, threads: int, *, in_process: bool = True) -> None:
         """The full formulation on an exact backend (CP-SAT, HiGHS or Pyomo), seeded with the
