@@ -67,9 +67,35 @@ def generate(spec: InstanceSpec) -> pb.SolveRequest:
         k = max(1, round(spec.non_preemptible_share * len(running)))
         for i in sorted(int(x) for x in rng.choice(len(running), size=k, replace=False)):
             running[i].preemptible = False
+    keep_fixed_jobs_feasible(request, catalog)
     request.options.time_budget.FromNanoseconds(round(spec.time_budget_seconds * 1e9))
     request.options.seed = spec.seed
     return request
+
+
+def keep_fixed_jobs_feasible(request: pb.SolveRequest, catalog: Mapping[str, GpuType]) -> None:
+    """Raise any power budget below what its idle GPUs and its non-preemptible jobs' GPUs at TDP
+    can draw: those jobs must keep running, so a lower budget would make the instance
+    infeasible whatever the solver does. Budgets above that bound keep their bytes."""
+    idle: dict[str, float] = defaultdict(float)
+    rack_of = {n.name: n.rack for n in request.cluster.nodes}
+    for n in request.cluster.nodes:
+        idle[n.rack] += n.gpu_count * catalog[n.gpu_type].idle_watts
+    fixed: dict[str, float] = defaultdict(float)
+    for job in request.jobs:
+        if job.preemptible or not job.HasField("current_allocation"):
+            continue
+        gpu = catalog[job.current_allocation.gpu_type]
+        for s in job.current_allocation.placement:
+            fixed[rack_of[s.node]] += len(s.gpu_indices) * (gpu.tdp_watts - gpu.idle_watts)
+    for budget in request.cluster.rack_power_budgets:
+        need = idle[budget.rack] + fixed[budget.rack]
+        if budget.watts < need:
+            budget.watts = math.ceil(need * 10) / 10
+    if request.cluster.HasField("power_budget_watts"):
+        need = sum(idle.values()) + sum(fixed.values())
+        if request.cluster.power_budget_watts < need:
+            request.cluster.power_budget_watts = math.ceil(need * 10) / 10
 
 
 def rack_power_budgets(
