@@ -10,9 +10,11 @@ import numpy as np
 from google.protobuf import json_format
 
 from solver._proto.dsfro.v1 import scheduler_pb2 as pb
-from solver.api.convert import gpu_type_to_proto
+from solver.api.convert import gpu_type_to_proto, problem_from_proto
+from solver.api.settings import MAX_TIME_BUDGET_SECONDS, Limits
 from solver.domain import GpuType
 from solver.model.catalog import load_gpu_catalog
+from solver.model.configs import build_config_set
 from solver.offline.generate.cluster import build_instance_cluster
 from solver.offline.generate.data import gavel_workloads, load_philly, pollux_workloads
 from solver.offline.generate.jobs import _model_job, _profile_job
@@ -67,35 +69,48 @@ def generate(spec: InstanceSpec) -> pb.SolveRequest:
         k = max(1, round(spec.non_preemptible_share * len(running)))
         for i in sorted(int(x) for x in rng.choice(len(running), size=k, replace=False)):
             running[i].preemptible = False
-    keep_fixed_jobs_feasible(request, catalog)
+    keep_fixed_jobs_feasible(request)
     request.options.time_budget.FromNanoseconds(round(spec.time_budget_seconds * 1e9))
     request.options.seed = spec.seed
     return request
 
 
-def keep_fixed_jobs_feasible(request: pb.SolveRequest, catalog: Mapping[str, GpuType]) -> None:
-    """Raise any power budget below what its idle GPUs and its non-preemptible jobs' GPUs at TDP
-    can draw: those jobs must keep running, so a lower budget would make the instance
-    infeasible whatever the solver does. Budgets above that bound keep their bytes."""
-    idle: dict[str, float] = defaultdict(float)
-    rack_of = {n.name: n.rack for n in request.cluster.nodes}
-    for n in request.cluster.nodes:
-        idle[n.rack] += n.gpu_count * catalog[n.gpu_type].idle_watts
-    fixed: dict[str, float] = defaultdict(float)
-    for job in request.jobs:
-        if job.preemptible or not job.HasField("current_allocation"):
+def keep_fixed_jobs_feasible(request: pb.SolveRequest) -> None:
+    """Raise any rack budget below what its idle GPUs and its non-preemptible jobs draw at the
+    least (their running shape at its lowest-power configuration, as the solver enumerates
+    them), plus RACK_MARGIN_WATTS: those jobs must keep running, so a lower budget would make
+    the instance infeasible whatever the solver does (a tight rack holds few GPUs, and one such
+    job can exceed it). Every other budget keeps its bytes."""
+    if not request.cluster.rack_power_budgets or not any(
+        not j.preemptible and j.HasField("current_allocation") for j in request.jobs
+    ):
+        return
+    problem = problem_from_proto(request, Limits(max_time_budget_seconds=MAX_TIME_BUDGET_SECONDS))
+    configs = build_config_set(problem)
+    cluster = problem.cluster
+    need: dict[str, float] = defaultdict(float)
+    for n in cluster.nodes:
+        need[n.rack] += n.gpu_count * cluster.gpu_types[n.gpu_type].idle_watts
+    for job in problem.jobs:
+        if job.preemptible or job.current is None:
             continue
-        gpu = catalog[job.current_allocation.gpu_type]
-        for s in job.current_allocation.placement:
-            fixed[rack_of[s.node]] += len(s.gpu_indices) * (gpu.tdp_watts - gpu.idle_watts)
+        shape = job.current.shape
+        options = [c for c in configs.by_job[job.name] if c.shape == shape]
+        if not options:
+            continue
+        idle = cluster.gpu_types[shape.gpu_type].idle_watts
+        per_gpu = min(c.watts / c.num_gpus for c in options) - idle
+        for node, k in job.current.gpus_per_node().items():
+            need[cluster.node(node).rack] += per_gpu * k
     for budget in request.cluster.rack_power_budgets:
-        need = idle[budget.rack] + fixed[budget.rack]
-        if budget.watts < need:
-            budget.watts = math.ceil(need * 10) / 10
-    if request.cluster.HasField("power_budget_watts"):
-        need = sum(idle.values()) + sum(fixed.values())
-        if request.cluster.power_budget_watts < need:
-            request.cluster.power_budget_watts = math.ceil(need * 10) / 10
+        floor = need[budget.rack] + RACK_MARGIN_WATTS
+        if budget.watts < floor:
+            budget.watts = math.ceil(floor)
+
+
+RACK_MARGIN_WATTS = 1.0
+"""Kept above a raised rack budget's least draw: the solver's model rounds each draw up to the
+milliwatt, so a budget at the exact sum could still be refused."""
 
 
 def rack_power_budgets(
