@@ -8,6 +8,8 @@ import signal
 import threading
 import time
 
+import pytest
+
 from solver.domain import Backend
 from solver.exact import formulation, process
 from solver.exact.backends import ExactOptions, SolverStatus
@@ -63,12 +65,14 @@ def test_a_worker_past_the_deadline_is_killed_on_time() -> None:
     assert out.status is SolverStatus.NO_SOLUTION and "killed" in out.detail
 
 
-def test_a_dead_worker_is_an_error_and_the_next_solve_works() -> None:
-    process.warm_up()
+def test_a_dead_worker_is_an_error_and_the_next_solve_works(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     p = _problem(jobs=60, nodes=24)
     configs = build_config_set(p)
-    with process._lock:
-        victim = process._idle[-1].proc.pid
+    worker = process._Worker()  # this solve's worker, whatever else the pool holds
+    victim = worker.proc.pid
+    monkeypatch.setattr(process, "_take", lambda: worker)
 
     def kill_soon() -> None:
         time.sleep(0.3)
@@ -84,6 +88,7 @@ def test_a_dead_worker_is_an_error_and_the_next_solve_works() -> None:
         deadline=time.monotonic() + 30.0,
     )
     assert out.status is SolverStatus.ERROR and "died" in out.detail
+    monkeypatch.undo()
     small = _problem()
     again = process.solve_in_process(
         small,
