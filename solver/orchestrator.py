@@ -84,27 +84,38 @@ LNS_SHARE_ONE_CORE = 0.5
 class _Clock:
     start: float
     end: float
+    cancel: threading.Event | None = None
+    """Set when the caller gives up (a cancelled or expired RPC): no time is left."""
+
+    def stopped(self) -> bool:
+        return self.cancel is not None and self.cancel.is_set()
 
     def left(self) -> float:
-        return self.end - time.monotonic()
+        return 0.0 if self.stopped() else self.end - time.monotonic()
 
     def elapsed(self) -> float:
         return time.monotonic() - self.start
 
 
 def solve(
-    problem: Problem, *, deadline: float | None = None, executor: Executor | None = None
+    problem: Problem,
+    *,
+    deadline: float | None = None,
+    executor: Executor | None = None,
+    cancel: threading.Event | None = None,
 ) -> SolveResult:
     """Solve within min(the problem's time budget, `deadline` as a time.monotonic() instant).
 
     `executor` runs the sub-problems of a decomposed solve (default: a local process pool
-    made for this solve); other backends ignore it.
+    made for this solve); other backends ignore it. Once `cancel` is set, the search, the
+    solvers (interrupted) and the worker process (killed) stop and the best plan so far
+    returns at once.
     """
     start = time.monotonic()
     end = start + problem.options.time_budget_seconds
     if deadline is not None:
         end = min(end, deadline)
-    clock = _Clock(start, end)
+    clock = _Clock(start, end, cancel)
     if decomposes(problem):
         if executor is not None:
             return _solve_decomposed(problem, clock, executor)
@@ -253,12 +264,15 @@ class _Portfolio:
         )
         exact.start()
         self.place_guided(choice)
-        self.lns(end, stop=lambda: not exact.is_alive() and self.gap_closed())
+        self.lns(
+            end, stop=lambda: self.clock.stopped() or (not exact.is_alive() and self.gap_closed())
+        )
         exact.join(timeout=max(self.clock.left(), 0.0))
         if exact.is_alive():
             with self.lock:
                 self.closed = True
-                self.notes.append("the exact side ran past the deadline; its result is ignored")
+                why = "cancelled" if self.clock.stopped() else "ran past the deadline"
+                self.notes.append(f"the exact side {why}; its result is ignored")
 
     def refine(self) -> None:
         """The aggregated model with integral choices (HiGHS MIP, a share of the time left):
@@ -268,7 +282,9 @@ class _Portfolio:
         limit = AGGREGATE_MIP_SHARE * (self.clock.left() - EXTRACT_MARGIN_SECONDS)
         if limit < MIN_AGGREGATE_MIP_SECONDS:
             return
-        outcome = solve_aggregate(self.problem, self.configs, integer=True, time_limit=limit)
+        outcome = solve_aggregate(
+            self.problem, self.configs, integer=True, time_limit=limit, stop=self.clock.stopped
+        )
         self.notes.append(f"aggregate MIP {outcome.status} in {outcome.wall_seconds:.2f} s")
         self.tighten(outcome.best_bound)
         if outcome.choice:
@@ -291,7 +307,7 @@ class _Portfolio:
         search.run(
             end,
             on_improve=lambda plan: self.offer(plan, "LNS", SUB_BACKEND),
-            stop=stop if stop is not None else self.gap_closed,
+            stop=stop if stop is not None else lambda: self.clock.stopped() or self.gap_closed(),
         )
         with self.lock:
             self.notes.append(search.stats.summary())
@@ -350,6 +366,7 @@ class _Portfolio:
             threads=threads,
             time_budget=o.time_budget_seconds,
             solver_name=o.pyomo_solver,
+            stop=self.clock.stopped,
         )
         if in_process:
             result = solve_full(model, which, hint=hint, options=options)

@@ -33,6 +33,7 @@ from solver._proto.dsfro.v1 import scheduler_pb2 as pb
 from solver._proto.dsfro.v1 import scheduler_pb2_grpc
 from solver._proto.grpc.reflection.v1 import reflection_pb2 as reflection_v1
 from solver._proto.grpc.reflection.v1 import reflection_pb2_grpc as reflection_v1_grpc
+from solver.api.convert import load_request_json
 from solver.api.server import SchedulerServer, build_server
 from solver.api.server_config import (
     ConfigError,
@@ -84,7 +85,9 @@ def test_solve_returns_a_complete_plan(stub: Stub) -> None:
     resp = stub.Solve(make_request(), timeout=WAIT)
     assert sorted(a.job for a in resp.plan.assignments) == ["bert", "llm", "resnet"]
     assert resp.stats.termination in (
-        pb.TERMINATION_OPTIMAL, pb.TERMINATION_FEASIBLE, pb.TERMINATION_FALLBACK
+        pb.TERMINATION_OPTIMAL,
+        pb.TERMINATION_FEASIBLE,
+        pb.TERMINATION_FALLBACK,
     )
     assert resp.stats.objective == pytest.approx(resp.plan.objective.total)
     for a in resp.plan.assignments:
@@ -128,7 +131,11 @@ def test_internal_errors_do_not_leak_to_the_client(
     stub: Stub, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     def broken(
-        problem: Problem, *, deadline: float | None = None, executor: object = None
+        problem: Problem,
+        *,
+        deadline: float | None = None,
+        executor: object = None,
+        cancel: object = None,
     ) -> SolveResult:
         raise RuntimeError("secret detail")
 
@@ -137,8 +144,9 @@ def test_internal_errors_do_not_leak_to_the_client(
         stub.Solve(make_request(), timeout=WAIT)
     assert info.value.code() == grpc.StatusCode.INTERNAL
     details = info.value.details()
-    assert re.fullmatch(r"internal error while solving \(server log reference [0-9a-f]{12}\)",
-                        details)
+    assert re.fullmatch(
+        r"internal error while solving \(server log reference [0-9a-f]{12}\)", details
+    )
 
 
 def test_over_max_concurrent_solves_a_call_is_refused_at_once(
@@ -148,7 +156,11 @@ def test_over_max_concurrent_solves_a_call_is_refused_at_once(
     entered = threading.Semaphore(0)
 
     def held(
-        problem: Problem, *, deadline: float | None = None, executor: object = None
+        problem: Problem,
+        *,
+        deadline: float | None = None,
+        executor: object = None,
+        cancel: object = None,
     ) -> SolveResult:
         entered.release()
         release.wait(WAIT)
@@ -186,7 +198,11 @@ def test_the_rpc_deadline_bounds_the_solve(monkeypatch: pytest.MonkeyPatch) -> N
     seen: list[float | None] = []
 
     def until_deadline(
-        problem: Problem, *, deadline: float | None = None, executor: object = None
+        problem: Problem,
+        *,
+        deadline: float | None = None,
+        executor: object = None,
+        cancel: object = None,
     ) -> SolveResult:
         seen.append(deadline)
         assert deadline is not None
@@ -213,7 +229,11 @@ def test_without_an_rpc_deadline_the_solver_gets_none(
     seen: list[float | None] = []
 
     def record(
-        problem: Problem, *, deadline: float | None = None, executor: object = None
+        problem: Problem,
+        *,
+        deadline: float | None = None,
+        executor: object = None,
+        cancel: object = None,
     ) -> SolveResult:
         seen.append(deadline)
         return canned_result(problem)
@@ -238,15 +258,31 @@ def test_evaluate_plan_of_a_solved_plan_is_valid_with_the_same_objective(stub: S
 
 def test_evaluate_plan_reports_broken_constraints(stub: Stub) -> None:
     req = make_request()
-    plan = pb.Plan(assignments=[
-        pb.JobAssignment(job="llm", state=pb.JOB_STATE_QUEUED),
-        pb.JobAssignment(job="bert", state=pb.JOB_STATE_RUNNING, gpu_type="A100-80GB",
-                         data_parallel=4, tensor_parallel=1, pipeline_parallel=1, sm_clock_mhz=1410,
-                         placement=[pb.GpuSlice(node="a100-0", gpu_indices=[0, 1, 2, 3])]),
-        pb.JobAssignment(job="resnet", state=pb.JOB_STATE_RUNNING, gpu_type="A100-80GB",
-                         data_parallel=4, tensor_parallel=1, pipeline_parallel=1, sm_clock_mhz=1410,
-                         placement=[pb.GpuSlice(node="a100-0", gpu_indices=[0, 1, 2, 3])]),
-    ])
+    plan = pb.Plan(
+        assignments=[
+            pb.JobAssignment(job="llm", state=pb.JOB_STATE_QUEUED),
+            pb.JobAssignment(
+                job="bert",
+                state=pb.JOB_STATE_RUNNING,
+                gpu_type="A100-80GB",
+                data_parallel=4,
+                tensor_parallel=1,
+                pipeline_parallel=1,
+                sm_clock_mhz=1410,
+                placement=[pb.GpuSlice(node="a100-0", gpu_indices=[0, 1, 2, 3])],
+            ),
+            pb.JobAssignment(
+                job="resnet",
+                state=pb.JOB_STATE_RUNNING,
+                gpu_type="A100-80GB",
+                data_parallel=4,
+                tensor_parallel=1,
+                pipeline_parallel=1,
+                sm_clock_mhz=1410,
+                placement=[pb.GpuSlice(node="a100-0", gpu_indices=[0, 1, 2, 3])],
+            ),
+        ]
+    )
     ev = stub.EvaluatePlan(pb.EvaluatePlanRequest(request=req, plan=plan), timeout=WAIT)
     assert not ev.valid
     assert ev.violations
@@ -254,15 +290,23 @@ def test_evaluate_plan_reports_broken_constraints(stub: Stub) -> None:
 
 
 def test_evaluate_plan_rejects_a_malformed_plan(stub: Stub) -> None:
-    plan = pb.Plan(assignments=[
-        pb.JobAssignment(job=j, state=pb.JOB_STATE_QUEUED) for j in ("llm", "bert")
-    ] + [pb.JobAssignment(job="resnet", state=pb.JOB_STATE_RUNNING, gpu_type="A100-80GB",
-                          data_parallel=1, tensor_parallel=1, pipeline_parallel=1,
-                          sm_clock_mhz=1410, placement=[pb.GpuSlice(node="nope",
-                                                                    gpu_indices=[0])])])
+    plan = pb.Plan(
+        assignments=[pb.JobAssignment(job=j, state=pb.JOB_STATE_QUEUED) for j in ("llm", "bert")]
+        + [
+            pb.JobAssignment(
+                job="resnet",
+                state=pb.JOB_STATE_RUNNING,
+                gpu_type="A100-80GB",
+                data_parallel=1,
+                tensor_parallel=1,
+                pipeline_parallel=1,
+                sm_clock_mhz=1410,
+                placement=[pb.GpuSlice(node="nope", gpu_indices=[0])],
+            )
+        ]
+    )
     with pytest.raises(grpc.RpcError) as info:
-        stub.EvaluatePlan(pb.EvaluatePlanRequest(request=make_request(), plan=plan),
-                          timeout=WAIT)
+        stub.EvaluatePlan(pb.EvaluatePlanRequest(request=make_request(), plan=plan), timeout=WAIT)
     assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert bad_request(info.value) == [
         ("plan.assignments[2].placement[0].node", 'unknown node "nope"')
@@ -270,8 +314,7 @@ def test_evaluate_plan_rejects_a_malformed_plan(stub: Stub) -> None:
 
 
 def test_validate_snapshot_summarises_valid_jobs(stub: Stub) -> None:
-    resp = stub.ValidateSnapshot(pb.ValidateSnapshotRequest(request=make_request()),
-                                 timeout=WAIT)
+    resp = stub.ValidateSnapshot(pb.ValidateSnapshotRequest(request=make_request()), timeout=WAIT)
     assert resp.valid and list(resp.violations) == []
     assert [j.job for j in resp.jobs] == ["llm", "bert", "resnet"]
     assert all(j.num_configurations > 0 for j in resp.jobs)
@@ -309,8 +352,13 @@ def test_get_server_info(stub: Stub) -> None:
     info = stub.GetServerInfo(pb.GetServerInfoRequest(), timeout=WAIT)
     assert info.version == solver.__version__
     assert list(info.backends) == [
-        pb.BACKEND_AUTO, pb.BACKEND_CPSAT, pb.BACKEND_HIGHS, pb.BACKEND_PYOMO,
-        pb.BACKEND_AGGREGATE, pb.BACKEND_DECOMPOSED, pb.BACKEND_HEURISTIC,
+        pb.BACKEND_AUTO,
+        pb.BACKEND_CPSAT,
+        pb.BACKEND_HIGHS,
+        pb.BACKEND_PYOMO,
+        pb.BACKEND_AGGREGATE,
+        pb.BACKEND_DECOMPOSED,
+        pb.BACKEND_HEURISTIC,
     ]
     assert (info.max_time_budget.seconds, info.max_time_budget.nanos) == (300, 0)
     assert (info.max_nodes, info.max_jobs, info.max_concurrent_solves) == (20000, 20000, 2)
@@ -401,7 +449,11 @@ def test_shutdown_lets_a_running_solve_finish(monkeypatch: pytest.MonkeyPatch) -
     entered, release = threading.Event(), threading.Event()
 
     def held(
-        problem: Problem, *, deadline: float | None = None, executor: object = None
+        problem: Problem,
+        *,
+        deadline: float | None = None,
+        executor: object = None,
+        cancel: object = None,
     ) -> SolveResult:
         entered.set()
         release.wait(WAIT)
@@ -426,14 +478,19 @@ def test_shutdown_lets_a_running_solve_finish(monkeypatch: pytest.MonkeyPatch) -
 def test_server_py_serves_until_sigterm_then_exits_0() -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("DSFRO_")}
     proc = subprocess.Popen(
-        [sys.executable, str(ROOT / "server.py"), "--port", "0"], cwd=ROOT, env=env,
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        [sys.executable, str(ROOT / "server.py"), "--port", "0"],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     try:
         port = _wait_for_port(proc)
         with grpc.insecure_channel(f"127.0.0.1:{port}") as ch:
             resp = health_pb2_grpc.HealthStub(ch).Check(
-                health_pb2.HealthCheckRequest(service=SERVICE_NAME), timeout=WAIT)
+                health_pb2.HealthCheckRequest(service=SERVICE_NAME), timeout=WAIT
+            )
             assert resp.status == health_pb2.HealthCheckResponse.SERVING
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=WAIT) == 0
@@ -478,14 +535,19 @@ def test_config_defaults() -> None:
 
 
 def test_config_from_environment_and_flags() -> None:
-    env = {"DSFRO_HOST": "0.0.0.0", "DSFRO_PORT": "6000", "DSFRO_MAX_CONCURRENT_SOLVES": "4",
-           "DSFRO_MAX_MESSAGE_BYTES": str(64 * 1024 * 1024),
-           "DSFRO_MAX_TIME_BUDGET_SECONDS": "2"}
+    env = {
+        "DSFRO_HOST": "0.0.0.0",
+        "DSFRO_PORT": "6000",
+        "DSFRO_MAX_CONCURRENT_SOLVES": "4",
+        "DSFRO_MAX_MESSAGE_BYTES": str(64 * 1024 * 1024),
+        "DSFRO_MAX_TIME_BUDGET_SECONDS": "2",
+    }
     c = config_from_args(_args("--port", "7000"), env)
     assert (c.host, c.port, c.max_concurrent_solves) == ("0.0.0.0", 7000, 4)
     assert c.max_message_bytes == 64 * 1024 * 1024
-    assert c.limits == replace(Limits(), max_time_budget_seconds=2.0,
-                               default_time_budget_seconds=2.0)
+    assert c.limits == replace(
+        Limits(), max_time_budget_seconds=2.0, default_time_budget_seconds=2.0
+    )
 
 
 @pytest.mark.parametrize(
@@ -495,8 +557,11 @@ def test_config_from_environment_and_flags() -> None:
         (("--port", "70000"), {}, "--port must be an integer in [0, 65535]"),
         ((), {"DSFRO_MAX_CONCURRENT_SOLVES": "0"}, "DSFRO_MAX_CONCURRENT_SOLVES must be"),
         ((), {"DSFRO_MAX_MESSAGE_BYTES": "1k"}, "DSFRO_MAX_MESSAGE_BYTES must be an integer"),
-        ((), {"DSFRO_MAX_TIME_BUDGET_SECONDS": "-1"},
-         "DSFRO_MAX_TIME_BUDGET_SECONDS must be a positive number of seconds, got '-1'"),
+        (
+            (),
+            {"DSFRO_MAX_TIME_BUDGET_SECONDS": "-1"},
+            "DSFRO_MAX_TIME_BUDGET_SECONDS must be a positive number of seconds, got '-1'",
+        ),
         ((), {"DSFRO_HOST": ""}, "DSFRO_HOST must not be empty"),
         (("--max-concurrent-solves", "8", "--workers", "4"), {}, "--workers must be"),
     ],
@@ -528,7 +593,10 @@ def test_a_server_profile_fills_what_requests_leave_unset(tmp_path: Path) -> Non
             assert o.energy > 0
             # energy weight 7.5 from the profile; the other weights at their defaults
             assert o.total == pytest.approx(
-                o.throughput - 7.5 * o.energy - 0.05 * o.migration - 0.01 * o.locality
+                o.throughput
+                - 7.5 * o.energy
+                - 0.05 * o.migration
+                - 0.01 * o.locality
                 - 0.5 * o.deadline
             )
             request.options.backend = pb.BACKEND_AGGREGATE  # the request's own field wins
@@ -550,3 +618,25 @@ def test_enough_rpc_threads_for_many_solves() -> None:
     c = config_from_args(_args("--max-concurrent-solves", "30"), {})
     assert c.grpc_workers > c.max_concurrent_solves
 
+
+def test_a_cancelled_solve_frees_its_slot_long_before_its_budget() -> None:
+    """One slot; a 60 s solve of a power-bound snapshot is cancelled: the slot is free again
+    within seconds (the search, the solvers and the worker stop), not after the budget."""
+    request = load_request_json(ROOT / "instances" / "hetero-power" / "hetero-power-64-s2.json")
+    request.options.time_budget.FromSeconds(60)
+    with serving(max_concurrent_solves=1) as (_, stub):
+        call = stub.Solve.future(request)
+        time.sleep(1.0)  # the solve is under way (the heuristic's first plan takes 0.1 s)
+        call.cancel()
+        cancelled = time.monotonic()
+        quick = pb.SolveRequest()
+        quick.CopyFrom(request)
+        quick.options.time_budget.FromMilliseconds(200)
+        while True:
+            try:
+                stub.Solve(quick, timeout=WAIT)
+                break
+            except grpc.RpcError as e:
+                assert e.code() is grpc.StatusCode.RESOURCE_EXHAUSTED
+                assert time.monotonic() - cancelled < 20, "the cancelled solve kept its slot"
+                time.sleep(0.05)

@@ -11,6 +11,7 @@ its admission, deadlines and error statuses, the CLI its file reading and printi
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -94,10 +95,12 @@ def solve(
     *,
     deadline: float | None = None,
     executor: Executor | None = None,
+    cancel: threading.Event | None = None,
 ) -> SolveResult:
     """Solve within the problem's budget and `deadline` (a time.monotonic() instant); a
-    decomposed solve runs its parts on `executor` (default: local processes for this solve)."""
-    return orchestrator.solve(problem, deadline=deadline, executor=executor)
+    decomposed solve runs its parts on `executor` (default: local processes for this solve);
+    setting `cancel` returns the best plan so far at once."""
+    return orchestrator.solve(problem, deadline=deadline, executor=executor, cancel=cancel)
 
 
 @dataclass(frozen=True)

@@ -89,9 +89,11 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
         except Exception as e:
             self._slots.release()
             _abort_internal(context, "converting the request", e)
+        cancel = threading.Event()
+        context.add_callback(cancel.set)  # the call ended (cancelled, expired): stop solving
         try:
             future = self._pool.submit(
-                pipeline.solve, problem, deadline=deadline, executor=self._executor
+                pipeline.solve, problem, deadline=deadline, executor=self._executor, cancel=cancel
             )
         except RuntimeError:  # the pool is shut down
             self._slots.release()

@@ -21,6 +21,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -150,12 +151,12 @@ def solve_in_process(
         configs,
         backend,
         None if hint is None else np.asarray(hint.array),
-        options,
+        replace(options, stop=None),  # a callable does not cross processes: polled here
         deadline,
     )
     try:
         _write(worker.task_w, task)
-        ready, _, _ = select.select([worker.result_r], [], [], max(deadline - time.monotonic(), 0))
+        ready = _wait(worker.result_r, deadline, options.stop)
         if not ready:
             worker.close()
             threading.Thread(target=warm_up, name="dsfro-exact-respawn", daemon=True).start()
@@ -164,7 +165,7 @@ def solve_in_process(
                 None,
                 None,
                 time.monotonic() - start,
-                "stopped at the deadline (worker process killed)",
+                "stopped at the deadline or on cancel (worker process killed)",
             )
         result: ExactOutcome = _read(worker.result_r)
     except (EOFError, OSError) as e:
@@ -178,6 +179,22 @@ def solve_in_process(
         )
     _give_back(worker)
     return result
+
+
+POLL_SECONDS = 0.05
+"""How often a waiting caller checks its stop request: a cancelled solve's worker is killed
+within this."""
+
+
+def _wait(fd: int, deadline: float, stop: Callable[[], bool] | None) -> bool:
+    """Whether `fd` has data before `deadline`, giving up early once `stop()` is true."""
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0 or (stop is not None and stop()):
+            return False
+        ready, _, _ = select.select([fd], [], [], min(left, POLL_SECONDS))
+        if ready:
+            return True
 
 
 def _serve(task_fd: int, result_fd: int) -> None:

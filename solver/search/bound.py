@@ -14,13 +14,14 @@ The LP is built as arrays and solved by HiGHS's simplex.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import highspy
 import numpy as np
 
 from solver.domain import Config, Problem
-from solver.exact.backends.highs import new_highs
+from solver.exact.backends.highs import new_highs, stop_on_request
 from solver.model.configs import ConfigSet
 from solver.scoring.objective import migration_cost, queued_value, running_gain
 
@@ -73,7 +74,10 @@ class _Lp:
             self.value.append(c)
 
     def solve(
-        self, integer: list[int] | None = None, time_limit: float | None = None
+        self,
+        integer: list[int] | None = None,
+        time_limit: float | None = None,
+        stop: Callable[[], bool] | None = None,
     ) -> tuple[highspy.HighsModelStatus, float | None, list[float] | None]:
         """Status, proven upper bound (the LP optimum, or the MIP's dual bound) and values
         (None without a solution). `integer`: columns that must be integral (a MIP)."""
@@ -103,6 +107,8 @@ class _Lp:
                 np.array(self.index, dtype=np.int32),
                 np.array(self.value),
             )
+        if stop is not None:
+            stop_on_request(h, stop)
         h.run()
         status = h.getModelStatus()
         info = h.getInfo()
@@ -123,6 +129,7 @@ def solve_aggregate(
     *,
     integer: bool = False,
     time_limit: float | None = None,
+    stop: Callable[[], bool] | None = None,
 ) -> AggregateOutcome:
     """LP relaxation of the aggregated model: a bound in milliseconds, and a rounding.
 
@@ -197,7 +204,7 @@ def solve_aggregate(
     if not lp.cost:
         bound = offset + LP_SAFETY * max(abs(offset), 1.0)
         return AggregateOutcome("OPTIMAL", bound, {}, time.monotonic() - start)
-    status, objective, values = lp.solve(choice_columns if integer else None, time_limit)
+    status, objective, values = lp.solve(choice_columns if integer else None, time_limit, stop)
     elapsed = time.monotonic() - start
     if status == highspy.HighsModelStatus.kInfeasible:
         return AggregateOutcome("INFEASIBLE", None, {}, elapsed)

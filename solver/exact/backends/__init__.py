@@ -14,7 +14,7 @@ import enum
 import importlib
 import threading
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from solver.domain import Backend
@@ -48,6 +48,9 @@ class ExactOptions:
     give the same result however loaded the machine is; None: no such limit."""
     solver_name: str = ""
     """Pyomo SolverFactory name; empty: appsi_highs. Other backends ignore it."""
+    stop: Callable[[], bool] | None = field(default=None, compare=False)
+    """Polled while solving (HiGHS's interrupt callbacks): True stops the solve as at a time
+    limit. Set when the caller cancels; not sent to worker processes."""
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import highspy
 import numpy as np
@@ -67,6 +67,18 @@ def new_highs() -> highspy.Highs:
             h = highspy.Highs()  # type: ignore[no-untyped-call]
     h.setOptionValue("output_flag", False)
     return h
+
+
+def stop_on_request(h: highspy.Highs, stop: Callable[[], bool]) -> None:
+    """Interrupt `h` (as at a time limit) once `stop()` is true: HiGHS polls its interrupt
+    callbacks in the simplex, the interior point method and branch and bound."""
+
+    def interrupt(event: highspy.highs.HighsCallbackEvent) -> None:
+        if event.data_in is not None and stop():
+            event.data_in.user_interrupt = True
+
+    for callback in (h.cbSimplexInterrupt, h.cbIpmInterrupt, h.cbMipInterrupt):
+        callback.subscribe(interrupt)
 
 
 def load(h: highspy.Highs, f: Formulation) -> int:
@@ -160,6 +172,8 @@ class HighsBackend:
                     idx = np.array(list(hint), dtype=np.int32)
                     start_values = start_values[idx]
                 h.setSolution(idx.size, idx, start_values)
+            if options.stop is not None:
+                stop_on_request(h, options.stop)
             detail = ""
             if h.run() == highspy.HighsStatus.kError and h.getModelStatus() == _NOTSET:
                 # HiGHS's thread pool is process-wide and sized by its first solve; a later
