@@ -27,12 +27,15 @@ WAIT = 60.0
 
 
 def test_solve_on_a_running_server(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], server: SchedulerServer,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    server: SchedulerServer,
 ) -> None:
     req = make_request()
     address = f"127.0.0.1:{server.port}"
-    code, out, err = run(capsys, "solve", write_request(tmp_path, req), "--json",
-                         "--server", address)
+    code, out, err = run(
+        capsys, "solve", write_request(tmp_path, req), "--json", "--server", address
+    )
     assert code == 0, err
     remote = json_format.Parse(out, pb.SolveResponse())
     code, out, err = run(capsys, "solve", write_request(tmp_path, req), "--json")
@@ -46,7 +49,8 @@ def test_solve_on_a_running_server(
 
 
 def test_solve_on_an_unreachable_server_exits_1(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     code, _, err = run(capsys, "solve", write_request(tmp_path), "--server", "127.0.0.1:1")
     assert code == 1
@@ -58,7 +62,11 @@ def record_solves(monkeypatch: pytest.MonkeyPatch) -> list[Problem]:
     seen: list[Problem] = []
 
     def record(
-        problem: Problem, *, deadline: float | None = None, executor: object = None
+        problem: Problem,
+        *,
+        deadline: float | None = None,
+        executor: object = None,
+        cancel: object = None,
     ) -> SolveResult:
         seen.append(problem)
         return canned_result(problem, problem.options.backend)
@@ -88,8 +96,18 @@ def test_solve_prints_a_plan_table_and_stats(
     code, out, err = run(capsys, "solve", write_request(tmp_path))
     assert code == 0, err
     lines = out.splitlines()
-    assert lines[0].split() == ["JOB", "STATE", "GPU", "DPxTPxPP", "CLOCK", "GPUS",
-                                "SAMPLES/S", "WATTS", "MIGRATED", "NOTE"]
+    assert lines[0].split() == [
+        "JOB",
+        "STATE",
+        "GPU",
+        "DPxTPxPP",
+        "CLOCK",
+        "GPUS",
+        "SAMPLES/S",
+        "WATTS",
+        "MIGRATED",
+        "NOTE",
+    ]
     assert sorted(line.split()[0] for line in lines[1:4]) == ["bert", "llm", "resnet"]
     assert any(line.startswith("termination ") for line in lines)
     assert any(line.startswith("objective ") and "(throughput " in line for line in lines)
@@ -110,8 +128,19 @@ def test_flags_override_the_file_options(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     seen = record_solves(monkeypatch)
-    code, _, err = run(capsys, "solve", write_request(tmp_path), "--time-budget", "1500ms",
-                       "--backend", "cpsat", "--seed", "42", "--threads", "3")
+    code, _, err = run(
+        capsys,
+        "solve",
+        write_request(tmp_path),
+        "--time-budget",
+        "1500ms",
+        "--backend",
+        "cpsat",
+        "--seed",
+        "42",
+        "--threads",
+        "3",
+    )
     assert code == 0, err
     [problem] = seen
     o = problem.options
@@ -131,7 +160,11 @@ def test_an_internal_error_exits_1_without_a_traceback(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     def broken(
-        problem: Problem, *, deadline: float | None = None, executor: object = None
+        problem: Problem,
+        *,
+        deadline: float | None = None,
+        executor: object = None,
+        cancel: object = None,
     ) -> SolveResult:
         raise RuntimeError("boom")
 
@@ -216,8 +249,15 @@ def test_serve_with_a_bad_setting_exits_2(capsys: pytest.CaptureFixture[str]) ->
 
 @pytest.mark.parametrize(
     ("text", "seconds"),
-    [("5s", 5.0), ("500ms", 0.5), ("1.5s", 1.5), ("2m", 120.0), ("1h", 3600.0), ("3", 3.0),
-     (".25s", 0.25)],
+    [
+        ("5s", 5.0),
+        ("500ms", 0.5),
+        ("1.5s", 1.5),
+        ("2m", 120.0),
+        ("1h", 3600.0),
+        ("3", 3.0),
+        (".25s", 0.25),
+    ],
 )
 def test_duration_arg(text: str, seconds: float) -> None:
     assert duration_arg(text) == seconds
@@ -236,28 +276,61 @@ def test_compact_indices() -> None:
 
 
 def test_format_plan_rows() -> None:
-    plan = pb.Plan(assignments=[
-        pb.JobAssignment(job="a", state=pb.JOB_STATE_RUNNING, gpu_type="A100-80GB", num_gpus=6,
-                         data_parallel=3, tensor_parallel=2, pipeline_parallel=1,
-                         sm_clock_mhz=1275, samples_per_second=1234.56, watts=2100.4,
-                         migrated=True,
-                         placement=[pb.GpuSlice(node="a100-0", gpu_indices=[0, 1, 2, 3]),
-                                    pb.GpuSlice(node="a100-1", gpu_indices=[4, 5])]),
-        pb.JobAssignment(job="b", state=pb.JOB_STATE_QUEUED,
-                         queue_reason=pb.QUEUE_REASON_INSUFFICIENT_RESOURCES,
-                         queue_detail="GPUs went to a"),
-    ])
+    plan = pb.Plan(
+        assignments=[
+            pb.JobAssignment(
+                job="a",
+                state=pb.JOB_STATE_RUNNING,
+                gpu_type="A100-80GB",
+                num_gpus=6,
+                data_parallel=3,
+                tensor_parallel=2,
+                pipeline_parallel=1,
+                sm_clock_mhz=1275,
+                samples_per_second=1234.56,
+                watts=2100.4,
+                migrated=True,
+                placement=[
+                    pb.GpuSlice(node="a100-0", gpu_indices=[0, 1, 2, 3]),
+                    pb.GpuSlice(node="a100-1", gpu_indices=[4, 5]),
+                ],
+            ),
+            pb.JobAssignment(
+                job="b",
+                state=pb.JOB_STATE_QUEUED,
+                queue_reason=pb.QUEUE_REASON_INSUFFICIENT_RESOURCES,
+                queue_detail="GPUs went to a",
+            ),
+        ]
+    )
     _, a, b = format_plan(plan).splitlines()
-    assert a.split() == ["a", "RUNNING", "A100-80GB", "3x2x1", "1275", "MHz",
-                         "a100-0:0-3", "a100-1:4-5", "1234.6", "2100", "yes"]
+    assert a.split() == [
+        "a",
+        "RUNNING",
+        "A100-80GB",
+        "3x2x1",
+        "1275",
+        "MHz",
+        "a100-0:0-3",
+        "a100-1:4-5",
+        "1234.6",
+        "2100",
+        "yes",
+    ]
     assert b.split()[:9] == ["b", "QUEUED", "-", "-", "-", "-", "-", "-", "no"]
     assert b.endswith("INSUFFICIENT_RESOURCES: GPUs went to a")
 
 
 def test_format_stats_shows_bound_and_gap_only_when_set() -> None:
-    stats = pb.SolveStats(termination=pb.TERMINATION_FEASIBLE, backend_used=pb.BACKEND_CPSAT,
-                          objective=0.75, best_bound=0.8, relative_gap=0.0625,
-                          num_configurations=12, num_configurations_enumerated=40)
+    stats = pb.SolveStats(
+        termination=pb.TERMINATION_FEASIBLE,
+        backend_used=pb.BACKEND_CPSAT,
+        objective=0.75,
+        best_bound=0.8,
+        relative_gap=0.0625,
+        num_configurations=12,
+        num_configurations_enumerated=40,
+    )
     stats.wall_time.FromMilliseconds(1500)
     text = format_stats(stats, pb.ObjectiveBreakdown(total=0.75, throughput=1.0))
     assert "termination     FEASIBLE (backend CPSAT)" in text
@@ -273,7 +346,8 @@ def test_format_stats_shows_bound_and_gap_only_when_set() -> None:
 
 
 def test_cli_and_grpc_give_the_same_plan_for_the_same_seed(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
     stub: scheduler_pb2_grpc.SchedulerServiceStub,
 ) -> None:
     req = make_request()
@@ -293,23 +367,36 @@ def test_backend_and_pyomo_solver_flags_reach_the_options(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     seen = record_solves(monkeypatch)
-    code, _, err = run(capsys, "solve", write_request(tmp_path), "--backend", "pyomo",
-                       "--pyomo-solver", "appsi_highs")
+    code, _, err = run(
+        capsys,
+        "solve",
+        write_request(tmp_path),
+        "--backend",
+        "pyomo",
+        "--pyomo-solver",
+        "appsi_highs",
+    )
     assert code == 0, err
     code, _, err = run(capsys, "solve", write_request(tmp_path), "--backend", "highs")
     assert code == 0, err
     assert [(p.options.backend, p.options.pyomo_solver) for p in seen] == [
-        (Backend.PYOMO, "appsi_highs"), (Backend.HIGHS, "")]
+        (Backend.PYOMO, "appsi_highs"),
+        (Backend.HIGHS, ""),
+    ]
 
 
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["--pyomo-solver", "appsi_highs"], "options.pyomo_solver: is only used with "
-                                            "BACKEND_PYOMO, got BACKEND_UNSPECIFIED"),
-        (["--backend", "pyomo", "--pyomo-solver", "no-such-solver"],
-         'options.pyomo_solver: solver "no-such-solver" is not available here; available: '
-         "appsi_highs"),
+        (
+            ["--pyomo-solver", "appsi_highs"],
+            "options.pyomo_solver: is only used with BACKEND_PYOMO, got BACKEND_UNSPECIFIED",
+        ),
+        (
+            ["--backend", "pyomo", "--pyomo-solver", "no-such-solver"],
+            'options.pyomo_solver: solver "no-such-solver" is not available here; available: '
+            "appsi_highs",
+        ),
     ],
 )
 def test_a_bad_pyomo_solver_exits_2(
@@ -326,13 +413,15 @@ def test_solve_with_a_milp_backend(
 ) -> None:
     # small: the aggregated bound alone doesn't close the gap, so the full model runs.
     small = str(Path(__file__).resolve().parent.parent / "instances" / "small.json")
-    code, out, err = run(capsys, "solve", small, "--json", "--backend", backend,
-                         "--time-budget", "20s")
+    code, out, err = run(
+        capsys, "solve", small, "--json", "--backend", backend, "--time-budget", "20s"
+    )
     assert code == 0, err
     resp = json_format.Parse(out, pb.SolveResponse())
     assert resp.stats.termination == pb.TERMINATION_OPTIMAL
     assert ("HiGHS OPTIMAL" if backend == "highs" else "Pyomo/appsi_highs OPTIMAL") in (
-        resp.stats.detail)
+        resp.stats.detail
+    )
 
 
 def test_json_output_stays_clean_with_highs_in_a_fresh_process(tmp_path: Path) -> None:
@@ -342,9 +431,20 @@ def test_json_output_stays_clean_with_highs_in_a_fresh_process(tmp_path: Path) -
     import sys
 
     done = subprocess.run(
-        [sys.executable, "-m", "solver.api.cli", "solve", write_request(tmp_path), "--json",
-         "--backend", "highs"],
-        capture_output=True, text=True, timeout=120, cwd=Path(__file__).resolve().parent.parent,
+        [
+            sys.executable,
+            "-m",
+            "solver.api.cli",
+            "solve",
+            write_request(tmp_path),
+            "--json",
+            "--backend",
+            "highs",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=Path(__file__).resolve().parent.parent,
     )
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["stats"]["termination"] == "TERMINATION_OPTIMAL"
@@ -367,8 +467,9 @@ def test_export_writes_mps_next_to_where_it_runs(
 
 def test_export_lp_to_a_given_path(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     target = tmp_path / "model.lp"
-    code, out, err = run(capsys, "export", write_request(tmp_path), "--format", "lp",
-                         "--out", str(target))
+    code, out, err = run(
+        capsys, "export", write_request(tmp_path), "--format", "lp", "--out", str(target)
+    )
     assert code == 0, err
     text = target.read_text()
     assert "max" in text and "gang_size(" in text
@@ -384,6 +485,7 @@ def test_export_rejects_bad_input_and_unwritable_paths(
     assert code == 2 and "jobs[0].max_gpus" in err
     code, _, err = run(capsys, "export", write_request(tmp_path), "--format", "xml")
     assert code == 2 and "invalid choice" in err
-    code, _, err = run(capsys, "export", write_request(tmp_path),
-                       "--out", str(tmp_path / "missing" / "m.mps"))
+    code, _, err = run(
+        capsys, "export", write_request(tmp_path), "--out", str(tmp_path / "missing" / "m.mps")
+    )
     assert code == 2 and "cannot write" in err and "Traceback" not in err

@@ -640,3 +640,24 @@ def test_a_cancelled_solve_frees_its_slot_long_before_its_budget() -> None:
                 assert e.code() is grpc.StatusCode.RESOURCE_EXHAUSTED
                 assert time.monotonic() - cancelled < 20, "the cancelled solve kept its slot"
                 time.sleep(0.05)
+
+
+def test_on_shutdown_a_running_solve_answers_with_its_best_plan_at_once() -> None:
+    """A 60 s solve in flight when the server stops (as on SIGTERM) is answered with the best
+    checked plan it has, well within the grace period, not cut off."""
+    request = load_request_json(ROOT / "instances" / "hetero-power" / "hetero-power-64-s2.json")
+    request.options.time_budget.FromSeconds(60)
+    srv = build_server(ServerConfig(host="127.0.0.1", port=0))
+    srv.start()
+    with grpc.insecure_channel(f"127.0.0.1:{srv.port}") as ch:
+        stub = Stub(ch)  # type: ignore[no-untyped-call]
+        call = stub.Solve.future(request, timeout=WAIT)
+        time.sleep(1.0)
+        stopped = time.monotonic()
+        done = srv.stop(20.0)
+        response = call.result(timeout=WAIT)
+        answered = time.monotonic() - stopped
+        assert done.wait(WAIT)
+    assert answered < 10, "the solve ran on instead of answering at shutdown"
+    assert response.stats.termination in (pb.TERMINATION_FEASIBLE, pb.TERMINATION_FALLBACK)
+    assert len(response.plan.assignments) == len(request.jobs)

@@ -66,6 +66,18 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
         self._pool = ThreadPoolExecutor(
             max_workers=config.max_concurrent_solves, thread_name_prefix="dsfro-solve"
         )
+        self._running: set[threading.Event] = set()
+        """The stop events of the solves in flight."""
+        self._running_lock = threading.Lock()
+        self._draining = False
+
+    def finish_solves(self) -> None:
+        """Shutting down: admit no more solves, and make the running ones return their best
+        plan so far now (their callers get it as an ordinary answer)."""
+        with self._running_lock:
+            self._draining = True
+            for stop in self._running:
+                stop.set()
 
     def close(self) -> None:
         """Accept no more solves; running ones finish on their own threads."""
@@ -91,14 +103,21 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
             _abort_internal(context, "converting the request", e)
         cancel = threading.Event()
         context.add_callback(cancel.set)  # the call ended (cancelled, expired): stop solving
+        with self._running_lock:
+            if self._draining:
+                self._slots.release()
+                context.abort(grpc.StatusCode.UNAVAILABLE, "the server is shutting down")
+            self._running.add(cancel)
         try:
             future = self._pool.submit(
                 pipeline.solve, problem, deadline=deadline, executor=self._executor, cancel=cancel
             )
         except RuntimeError:  # the pool is shut down
             self._slots.release()
+            self._forget(cancel)
             context.abort(grpc.StatusCode.UNAVAILABLE, "the server is shutting down")
         future.add_done_callback(lambda _: self._slots.release())
+        future.add_done_callback(lambda _: self._forget(cancel))
         done = threading.Event()
         future.add_done_callback(lambda _: done.set())
         context.add_callback(done.set)  # also wake up when the call ends (cancel, deadline)
@@ -122,6 +141,10 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
             s.wall_seconds,
         )
         return response
+
+    def _forget(self, stop: threading.Event) -> None:
+        with self._running_lock:
+            self._running.discard(stop)
 
     def _deadline(self, context: grpc.ServicerContext) -> float | None:
         """The monotonic instant the answer is due: the RPC deadline minus the margin.
@@ -149,7 +172,7 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
     ) -> pb.EvaluatePlanResponse:
         violations = validate_request(request.request, self._limits)
         if not violations:
-            violations = validate_plan(request.request, request.plan)
+            violations = validate_plan(request.request, request.plan, self._limits)
         if violations:
             _abort_invalid(context, violations)
         problem = _guard(

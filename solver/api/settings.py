@@ -23,11 +23,56 @@ MAX_MESSAGE_BYTES = 256 * 1024 * 1024
 EXPORT_FORMATS = ("mps", "lp")
 """File formats ``dsfro export`` writes the full model in."""
 
+# Numeric ranges of a request. Each maximum is orders of magnitude above any real cluster, yet
+# small enough that every sum and product the models form (power in mW, objective coefficients
+# scaled to integers for CP-SAT) stays finite and within int64. Not settings: a server that
+# raised them would let requests break its own models.
+MAX_POWER_WATTS = 1e10
+"""Cluster and rack power budgets and a configuration's draw: 10 GW, above the largest data
+centre campus announced (a few GW); in mW (the power rows' unit) 1e13, far inside int64."""
+MAX_GPU_WATTS = 1e5
+"""A GPU's TDP and idle power: 100 kW, against 0.3-1.5 kW for today's accelerators."""
+MAX_GPU_MEMORY_GIB = 1e6
+"""Memory of one GPU, and a configuration's memory per GPU: 1 PiB, against 80-288 GiB today."""
+MAX_TFLOPS = 1e7
+"""Peak TFLOPs of one GPU: 10 EFLOPs, against ~1,000-5,000 TFLOPs today."""
+MAX_BANDWIDTH_GBPS = 1e8
+"""Memory, intra-node and network bandwidth: 100 Pb/s, against ~1e4 Gb/s today."""
+MAX_SM_CLOCK_MHZ = 100_000
+"""An SM clock: 100 GHz, against ~2 GHz today."""
+MAX_OBJECTIVE_WEIGHT = 1e3
+"""Each objective weight (throughput, energy, migration, locality, deadline). The defaults are
+0.01-1, so 1e3 leaves any ratio an operator means. CP-SAT scales the objective to integers
+(x1e6): objective weight x job weight x 1e6 must stay well inside int64 summed over every
+configuration, and at 1e6 x 1e6 a single term (1e18) already overflowed it."""
+MAX_JOB_WEIGHT = 1e3
+"""A job's priority weight (default 1); see MAX_OBJECTIVE_WEIGHT for why not more."""
+MAX_SAMPLES = 1e18
+"""Remaining samples of a job: 1e18, against ~1e11 for the largest training runs."""
+MAX_SAMPLES_PER_SECOND = 1e12
+"""A configuration's measured throughput, against ~1e6 samples/s in the bundled profiles."""
+MAX_MODEL_PARAMETERS = 1e15
+"""Parameters of a modelled job: a quadrillion, against ~1e12 for the largest models."""
+MAX_DEADLINE_SECONDS = 10 * 365 * 86400.0
+"""Time to a job's deadline: ten years."""
+
 __all__ = [
     "DEFAULT_TIME_BUDGET_SECONDS",
     "EXPORT_FORMATS",
     "INT32_MAX",
+    "MAX_BANDWIDTH_GBPS",
+    "MAX_DEADLINE_SECONDS",
+    "MAX_GPU_MEMORY_GIB",
+    "MAX_GPU_WATTS",
+    "MAX_JOB_WEIGHT",
     "MAX_MESSAGE_BYTES",
+    "MAX_MODEL_PARAMETERS",
+    "MAX_OBJECTIVE_WEIGHT",
+    "MAX_POWER_WATTS",
+    "MAX_SAMPLES",
+    "MAX_SAMPLES_PER_SECOND",
+    "MAX_SM_CLOCK_MHZ",
+    "MAX_TFLOPS",
     "MAX_THREADS",
     "MAX_TIME_BUDGET_SECONDS",
     "Limits",
@@ -47,6 +92,20 @@ class Limits:
     max_jobs: int = 20000
     max_gpus_per_node: int = 64
     max_profile_points_per_job: int = 4096
+    max_gpu_types: int = 256
+    """Entries of cluster.gpu_types and of a job's allowed_gpu_types."""
+    max_sm_clocks_per_gpu_type: int = 4096
+    """Supported clocks of one GPU type; every clock multiplies the configurations enumerated
+    (1,000,000 clocks took 7-10 s), and real GPUs expose at most a few hundred."""
+    max_rack_power_budgets: int = 20000
+    """Entries of cluster.rack_power_budgets: at most one per rack, and a rack has a node."""
+    max_placement_slices: int = 4096
+    """Slices of one allocation or assignment: 4096 nodes of 8 GPUs is a 32,768-GPU job.
+    A slice's gpu_indices (and a node's unavailable_gpu_indices) are limited by
+    max_gpus_per_node."""
+    max_name_length: int = 253
+    """Characters of a name (GPU types, nodes, racks, jobs, tenants): a DNS name's maximum, as
+    Kubernetes allows for object names. Names must also be printable (no control characters)."""
     max_time_budget_seconds: float = MAX_TIME_BUDGET_SECONDS
     default_time_budget_seconds: float = DEFAULT_TIME_BUDGET_SECONDS
     """The budget of a request that sets none."""

@@ -44,13 +44,49 @@ class Collector:
     def add(self, path: str, description: str) -> None:
         self.out.append(FieldViolation(path, description))
 
-    def positive(self, path: str, value: float) -> None:
+    def positive(self, path: str, value: float, maximum: float | None = None) -> bool:
+        """> 0, finite and, when given, <= maximum."""
         if not (math.isfinite(value) and value > 0):
             self.add(path, f"must be a positive finite number, got {value:g}")
+            return False
+        return self.at_most(path, value, maximum)
 
-    def non_negative(self, path: str, value: float) -> None:
+    def non_negative(self, path: str, value: float, maximum: float | None = None) -> bool:
+        """>= 0, finite and, when given, <= maximum."""
         if not (math.isfinite(value) and value >= 0):
             self.add(path, f"must be a non-negative finite number, got {value:g}")
+            return False
+        return self.at_most(path, value, maximum)
+
+    def at_most(self, path: str, value: float, maximum: float | None) -> bool:
+        if maximum is not None and value > maximum:
+            self.add(path, f"must be <= {maximum:g}, got {value:g}")
+            return False
+        return True
+
+    def count(self, path: str, n: int, maximum: int, limit: str) -> bool:
+        """A repeated field's length within the server's limit (named in the description)."""
+        if n > maximum:
+            self.add(path, f"{n} entries exceed the limit of {maximum} ({limit})")
+            return False
+        return True
+
+    def text(self, path: str, value: str, max_length: int) -> bool:
+        """At most ``max_length`` characters, all printable (no control or NUL characters)."""
+        if len(value) > max_length:
+            self.add(
+                path,
+                f"must be at most {max_length} characters (max_name_length), got {len(value)}",
+            )
+            return False
+        if not value.isprintable():
+            k, ch = next((k, ch) for k, ch in enumerate(value) if not ch.isprintable())
+            self.add(
+                path,
+                f"must contain printable characters only, got U+{ord(ch):04X} at position {k}",
+            )
+            return False
+        return True
 
     def at_least(self, path: str, value: int, minimum: int) -> bool:
         if value < minimum:
@@ -58,11 +94,15 @@ class Collector:
             return False
         return True
 
-    def name(self, path: str, name: str, seen: dict[str, str]) -> None:
-        """Non-empty and unique among ``seen`` (name -> path of its first use)."""
+    def name(self, path: str, name: str, seen: dict[str, str], max_length: int) -> None:
+        """Non-empty, well-formed (``text``) and unique among ``seen`` (name -> path of its
+        first use)."""
         if not name:
             self.add(path, "must not be empty")
-        elif name in seen:
+            return
+        if not self.text(path, name, max_length):
+            return
+        if name in seen:
             self.add(path, f"duplicate name {quoted(name)} (also {seen[name]})")
         else:
             seen[name] = path

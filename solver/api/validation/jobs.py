@@ -3,9 +3,19 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 from solver._proto.dsfro.v1 import scheduler_pb2 as pb
-from solver.api.settings import Limits
+from solver.api.settings import (
+    MAX_DEADLINE_SECONDS,
+    MAX_GPU_MEMORY_GIB,
+    MAX_JOB_WEIGHT,
+    MAX_MODEL_PARAMETERS,
+    MAX_POWER_WATTS,
+    MAX_SAMPLES,
+    MAX_SAMPLES_PER_SECOND,
+    Limits,
+)
 from solver.api.validation.common import Collector, duration_seconds, positive_duration, quoted
 
 
@@ -13,8 +23,13 @@ def check_job(
     c: Collector, p: str, job: pb.Job, types: dict[str, pb.GpuType], limits: Limits
 ) -> None:
     """Everything about one job except its name and current allocation."""
-    if job.HasField("weight") and not (math.isfinite(job.weight) and job.weight > 0):
-        c.add(f"{p}.weight", f"must be > 0 and finite, got {job.weight:g}")
+    if job.HasField("weight"):
+        if not (math.isfinite(job.weight) and job.weight > 0):
+            c.add(f"{p}.weight", f"must be > 0 and finite, got {job.weight:g}")
+        else:
+            c.at_most(f"{p}.weight", job.weight, MAX_JOB_WEIGHT)
+    if job.tenant:
+        c.text(f"{p}.tenant", job.tenant, limits.max_name_length)
     kind = job.WhichOneof("workload")
     if kind is None:
         c.add(f"{p}.workload", "one of model or profile is required")
@@ -25,20 +40,25 @@ def check_job(
     c.at_least(f"{p}.min_gpus", job.min_gpus, 1)
     if job.max_gpus < max(job.min_gpus, 1):
         c.add(f"{p}.max_gpus", f"must be >= min_gpus ({max(job.min_gpus, 1)}), got {job.max_gpus}")
-    for k, name in enumerate(job.allowed_gpu_types):
+    allowed: Sequence[str] = job.allowed_gpu_types
+    if not c.count(f"{p}.allowed_gpu_types", len(allowed), limits.max_gpu_types, "max_gpu_types"):
+        allowed = []
+    for k, name in enumerate(allowed):
         if name not in types and types:
             c.add(f"{p}.allowed_gpu_types[{k}]", f"unknown gpu type {quoted(name)}")
-    c.non_negative(f"{p}.remaining_samples", job.remaining_samples)
+    c.non_negative(f"{p}.remaining_samples", job.remaining_samples, MAX_SAMPLES)
     if job.HasField("time_to_deadline"):
+        secs = duration_seconds(job.time_to_deadline)
         if not positive_duration(job.time_to_deadline):
-            secs = duration_seconds(job.time_to_deadline)
             c.add(f"{p}.time_to_deadline", f"must be > 0, got {secs:g}s")
+        elif secs > MAX_DEADLINE_SECONDS:
+            c.add(f"{p}.time_to_deadline", f"must be <= {MAX_DEADLINE_SECONDS:g}s, got {secs:g}s")
         if not job.remaining_samples > 0:
             c.add(f"{p}.remaining_samples", "must be > 0 when time_to_deadline is set")
 
 
 def _check_model(c: Collector, p: str, m: pb.ModelSpec) -> None:
-    c.positive(f"{p}.parameters", m.parameters)
+    c.positive(f"{p}.parameters", m.parameters, MAX_MODEL_PARAMETERS)
     c.at_least(f"{p}.layers", m.layers, 1)
     ok_hidden = c.at_least(f"{p}.hidden_size", m.hidden_size, 1)
     ok_heads = c.at_least(f"{p}.attention_heads", m.attention_heads, 1)
@@ -84,9 +104,9 @@ def _check_profile(
             )
         if gpu is not None and pt.sm_clock_mhz not in gpu.sm_clocks_mhz:
             c.add(f"{pp}.sm_clock_mhz", unsupported_clock(gpu, pt.sm_clock_mhz))
-        c.positive(f"{pp}.samples_per_second", pt.samples_per_second)
-        c.positive(f"{pp}.watts", pt.watts)
-        c.positive(f"{pp}.memory_per_gpu_gib", pt.memory_per_gpu_gib)
+        c.positive(f"{pp}.samples_per_second", pt.samples_per_second, MAX_SAMPLES_PER_SECOND)
+        c.positive(f"{pp}.watts", pt.watts, MAX_POWER_WATTS)
+        c.positive(f"{pp}.memory_per_gpu_gib", pt.memory_per_gpu_gib, MAX_GPU_MEMORY_GIB)
         key = (pt.gpu_type, pt.num_gpus, pt.tensor_parallel, pt.pipeline_parallel, pt.sm_clock_mhz)
         values = (pt.samples_per_second, pt.watts, pt.memory_per_gpu_gib)
         if key not in first:
@@ -99,9 +119,16 @@ def _check_profile(
             )
 
 
+_CLOCKS_SHOWN = 16
+"""Supported clocks listed in a description, highest first: details travel in metadata."""
+
+
 def unsupported_clock(gpu: pb.GpuType, mhz: int) -> str:
-    clocks = ", ".join(str(x) for x in sorted(gpu.sm_clocks_mhz, reverse=True))
-    return f"{mhz} is not a supported clock of {quoted(gpu.name)} ({clocks})"
+    clocks = sorted(gpu.sm_clocks_mhz, reverse=True)
+    shown = ", ".join(str(x) for x in clocks[:_CLOCKS_SHOWN])
+    if len(clocks) > _CLOCKS_SHOWN:
+        shown += f", ... {len(clocks) - _CLOCKS_SHOWN} more"
+    return f"{mhz} is not a supported clock of {quoted(gpu.name)} ({shown})"
 
 
 def check_kept_shape_profiled(c: Collector, i: int, job: pb.Job) -> None:
@@ -138,6 +165,7 @@ def check_allocation(
     types: dict[str, pb.GpuType],
     nodes: dict[str, pb.Node],
     claims: dict[tuple[str, int], tuple[int, str]],
+    limits: Limits,
 ) -> None:
     """A job's current allocation; ``claims`` maps (node, gpu) to the job that holds it."""
     p = f"jobs[{i}].current_allocation"
@@ -155,6 +183,8 @@ def check_allocation(
         c.add(f"{p}.sm_clock_mhz", unsupported_clock(gpu, a.sm_clock_mhz))
     per_node: dict[str, tuple[int, int]] = {}  # node -> (first slice index, GPU count)
     mine: set[tuple[str, int]] = set()
+    if not placement_sizes(c, p, a.placement, limits):
+        return
     for k, s in enumerate(a.placement):
         sp = f"{p}.placement[{k}]"
         node = nodes.get(s.node)
@@ -207,3 +237,14 @@ def check_allocation(
                     f"{n} GPUs on node {quoted(node_name)} is not a multiple of tensor_parallel "
                     f"({a.tensor_parallel}): tensor groups must stay inside a node",
                 )
+
+
+def placement_sizes(c: Collector, p: str, placement: Sequence[pb.GpuSlice], limits: Limits) -> bool:
+    """The number of slices, and of GPU indices in each slice, within the limits."""
+    ok = c.count(f"{p}.placement", len(placement), limits.max_placement_slices,
+                 "max_placement_slices")
+    if ok:
+        for k, s in enumerate(placement):
+            ok = c.count(f"{p}.placement[{k}].gpu_indices", len(s.gpu_indices),
+                         limits.max_gpus_per_node, "max_gpus_per_node") and ok
+    return ok

@@ -4,12 +4,18 @@ numbers are in range; whether the plan fits is the checker's job."""
 from __future__ import annotations
 
 from solver._proto.dsfro.v1 import scheduler_pb2 as pb
+from solver.api.settings import Limits
 from solver.api.validation.common import Collector, FieldViolation, quoted
-from solver.api.validation.jobs import unsupported_clock
+from solver.api.validation.jobs import placement_sizes, unsupported_clock
+
+_DEFAULT_LIMITS = Limits()
 
 
-def validate_plan(req: pb.SolveRequest, plan: pb.Plan) -> list[FieldViolation]:
-    """Malformed parts of a caller's plan: names that don't resolve, shapes that are missing.
+def validate_plan(
+    req: pb.SolveRequest, plan: pb.Plan, limits: Limits = _DEFAULT_LIMITS
+) -> list[FieldViolation]:
+    """Malformed parts of a caller's plan: names that don't resolve, shapes that are missing,
+    repeated fields over the limits.
 
     Whether the plan fits (capacity, power, memory, placement rules) is left to the checker,
     which reports it as plan violations rather than as invalid input.
@@ -19,6 +25,8 @@ def validate_plan(req: pb.SolveRequest, plan: pb.Plan) -> list[FieldViolation]:
     types = {t.name: t for t in req.cluster.gpu_types}
     nodes = {n.name: n for n in req.cluster.nodes}
     seen: dict[str, str] = {}
+    if not c.count("plan.assignments", len(plan.assignments), limits.max_jobs, "max_jobs"):
+        return c.out
     for i, a in enumerate(plan.assignments):
         p = f"plan.assignments[{i}]"
         if not a.job:
@@ -33,7 +41,8 @@ def validate_plan(req: pb.SolveRequest, plan: pb.Plan) -> list[FieldViolation]:
             if a.placement:
                 c.add(f"{p}.placement", "must be empty for a JOB_STATE_QUEUED assignment")
         elif a.state == pb.JOB_STATE_RUNNING:
-            _check_running(c, p, a, types, nodes)
+            if placement_sizes(c, p, a.placement, limits):
+                _check_running(c, p, a, types, nodes)
         else:
             c.add(f"{p}.state", f"must be JOB_STATE_RUNNING or JOB_STATE_QUEUED, got {a.state}")
     for j in req.jobs:

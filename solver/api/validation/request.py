@@ -3,9 +3,20 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 from solver._proto.dsfro.v1 import scheduler_pb2 as pb
-from solver.api.settings import MAX_THREADS, Limits
+from solver.api.settings import (
+    MAX_BANDWIDTH_GBPS,
+    MAX_GPU_MEMORY_GIB,
+    MAX_GPU_WATTS,
+    MAX_OBJECTIVE_WEIGHT,
+    MAX_POWER_WATTS,
+    MAX_SM_CLOCK_MHZ,
+    MAX_TFLOPS,
+    MAX_THREADS,
+    Limits,
+)
 from solver.api.validation.common import (
     Collector,
     FieldViolation,
@@ -25,39 +36,49 @@ def validate_request(req: pb.SolveRequest, limits: Limits) -> list[FieldViolatio
     if not req.HasField("cluster"):
         c.add("cluster", "is required")
     else:
-        types = _check_gpu_types(c, req.cluster)
+        types = _check_gpu_types(c, req.cluster, limits)
         nodes = _check_nodes(c, req.cluster, types, limits)
-        _check_power(c, req.cluster, {n.rack for n in nodes.values()})
+        racks = {n.rack for n in nodes.values()} if nodes else None
+        _check_power(c, req.cluster, racks, limits)
         _check_power_above_idle(c, req.cluster, types, nodes)
-    if len(req.jobs) > limits.max_jobs:
-        c.add("jobs", f"{len(req.jobs)} jobs exceed the limit of {limits.max_jobs} (max_jobs)")
+    jobs: Sequence[pb.Job] = req.jobs
+    if len(jobs) > limits.max_jobs:
+        c.add("jobs", f"{len(jobs)} jobs exceed the limit of {limits.max_jobs} (max_jobs)")
+        jobs = []  # over a limit, the entries are not checked one by one
     seen: dict[str, str] = {}
     claims: dict[tuple[str, int], tuple[int, str]] = {}
-    for i, job in enumerate(req.jobs):
+    for i, job in enumerate(jobs):
         check_job(c, f"jobs[{i}]", job, types, limits)
-        c.name(f"jobs[{i}].name", job.name, seen)
+        c.name(f"jobs[{i}].name", job.name, seen, limits.max_name_length)
         if job.HasField("current_allocation"):
-            check_allocation(c, i, job, types, nodes, claims)
+            check_allocation(c, i, job, types, nodes, claims, limits)
             check_kept_shape_profiled(c, i, job)
     _check_weights(c, req)
     _check_options(c, req, limits)
     return c.out
 
 
-def _check_gpu_types(c: Collector, cluster: pb.ClusterSnapshot) -> dict[str, pb.GpuType]:
+def _check_gpu_types(
+    c: Collector, cluster: pb.ClusterSnapshot, limits: Limits
+) -> dict[str, pb.GpuType]:
     types: dict[str, pb.GpuType] = {}
     seen: dict[str, str] = {}
     if not cluster.gpu_types:
         c.add("cluster.gpu_types", "must not be empty")
+    if not c.count("cluster.gpu_types", len(cluster.gpu_types), limits.max_gpu_types,
+                   "max_gpu_types"):
+        return types
     for i, t in enumerate(cluster.gpu_types):
         p = f"cluster.gpu_types[{i}]"
-        c.name(f"{p}.name", t.name, seen)
+        c.name(f"{p}.name", t.name, seen, limits.max_name_length)
         types.setdefault(t.name, t)
-        c.positive(f"{p}.memory_gib", t.memory_gib)
-        c.positive(f"{p}.peak_tflops", t.peak_tflops)
-        c.positive(f"{p}.memory_bandwidth_gbps", t.memory_bandwidth_gbps)
-        c.positive(f"{p}.intra_node_bandwidth_gbps", t.intra_node_bandwidth_gbps)
-        c.positive(f"{p}.tdp_watts", t.tdp_watts)
+        c.positive(f"{p}.memory_gib", t.memory_gib, MAX_GPU_MEMORY_GIB)
+        c.positive(f"{p}.peak_tflops", t.peak_tflops, MAX_TFLOPS)
+        c.positive(f"{p}.memory_bandwidth_gbps", t.memory_bandwidth_gbps, MAX_BANDWIDTH_GBPS)
+        c.positive(
+            f"{p}.intra_node_bandwidth_gbps", t.intra_node_bandwidth_gbps, MAX_BANDWIDTH_GBPS
+        )
+        c.positive(f"{p}.tdp_watts", t.tdp_watts, MAX_GPU_WATTS)
         if not (math.isfinite(t.idle_watts) and 0 <= t.idle_watts < t.tdp_watts):
             c.add(
                 f"{p}.idle_watts",
@@ -65,10 +86,15 @@ def _check_gpu_types(c: Collector, cluster: pb.ClusterSnapshot) -> dict[str, pb.
             )
         if not t.sm_clocks_mhz:
             c.add(f"{p}.sm_clocks_mhz", "must not be empty")
+        if not c.count(f"{p}.sm_clocks_mhz", len(t.sm_clocks_mhz),
+                       limits.max_sm_clocks_per_gpu_type, "max_sm_clocks_per_gpu_type"):
+            continue
         clocks: set[int] = set()
         for k, mhz in enumerate(t.sm_clocks_mhz):
             if mhz <= 0:
                 c.add(f"{p}.sm_clocks_mhz[{k}]", f"must be > 0, got {mhz}")
+            elif mhz > MAX_SM_CLOCK_MHZ:
+                c.add(f"{p}.sm_clocks_mhz[{k}]", f"must be <= {MAX_SM_CLOCK_MHZ}, got {mhz}")
             elif mhz in clocks:
                 c.add(f"{p}.sm_clocks_mhz[{k}]", f"duplicate clock {mhz}")
             clocks.add(mhz)
@@ -88,9 +114,10 @@ def _check_nodes(
             "cluster.nodes",
             f"{len(cluster.nodes)} nodes exceed the limit of {limits.max_nodes} (max_nodes)",
         )
+        return nodes  # over a limit, the entries are not checked one by one
     for i, n in enumerate(cluster.nodes):
         p = f"cluster.nodes[{i}]"
-        c.name(f"{p}.name", n.name, seen)
+        c.name(f"{p}.name", n.name, seen, limits.max_name_length)
         nodes.setdefault(n.name, n)
         if not n.gpu_type:
             c.add(f"{p}.gpu_type", "must not be empty")
@@ -104,7 +131,11 @@ def _check_nodes(
                 f"must be <= {limits.max_gpus_per_node} (max_gpus_per_node), got {n.gpu_count}",
             )
         indices: set[int] = set()
-        for k, idx in enumerate(n.unavailable_gpu_indices):
+        unavailable: Sequence[int] = n.unavailable_gpu_indices
+        if not c.count(f"{p}.unavailable_gpu_indices", len(unavailable),
+                       limits.max_gpus_per_node, "max_gpus_per_node"):
+            unavailable = []
+        for k, idx in enumerate(unavailable):
             ip = f"{p}.unavailable_gpu_indices[{k}]"
             if not 0 <= idx < n.gpu_count:
                 c.add(ip, f"must be in [0, gpu_count) = [0, {n.gpu_count}), got {idx}")
@@ -113,25 +144,34 @@ def _check_nodes(
             indices.add(idx)
         if not n.rack:
             c.add(f"{p}.rack", "must not be empty")
-        c.positive(f"{p}.network_bandwidth_gbps", n.network_bandwidth_gbps)
+        else:
+            c.text(f"{p}.rack", n.rack, limits.max_name_length)
+        c.positive(f"{p}.network_bandwidth_gbps", n.network_bandwidth_gbps, MAX_BANDWIDTH_GBPS)
     nodes.pop("", None)
     return nodes
 
 
-def _check_power(c: Collector, cluster: pb.ClusterSnapshot, racks: set[str]) -> None:
+def _check_power(
+    c: Collector, cluster: pb.ClusterSnapshot, racks: set[str] | None, limits: Limits
+) -> None:
+    """Budgets in range, each for one rack of ``racks`` (None: the racks are not known)."""
     if cluster.HasField("power_budget_watts"):
-        c.positive("cluster.power_budget_watts", cluster.power_budget_watts)
+        c.positive("cluster.power_budget_watts", cluster.power_budget_watts, MAX_POWER_WATTS)
     seen: dict[str, str] = {}
-    for i, b in enumerate(cluster.rack_power_budgets):
+    budgets = cluster.rack_power_budgets
+    if not c.count("cluster.rack_power_budgets", len(budgets), limits.max_rack_power_budgets,
+                   "max_rack_power_budgets"):
+        return
+    for i, b in enumerate(budgets):
         p = f"cluster.rack_power_budgets[{i}]"
         if not b.rack:
             c.add(f"{p}.rack", "must not be empty")
         elif b.rack in seen:
             c.add(f"{p}.rack", f"duplicate budget for rack {quoted(b.rack)} (also {seen[b.rack]})")
-        elif b.rack not in racks:
+        elif racks is not None and b.rack not in racks:
             c.add(f"{p}.rack", f"unknown rack {quoted(b.rack)}: no node is in it")
         seen.setdefault(b.rack, p)
-        c.positive(f"{p}.watts", b.watts)
+        c.positive(f"{p}.watts", b.watts, MAX_POWER_WATTS)
 
 
 def _check_power_above_idle(
@@ -174,7 +214,7 @@ def _check_weights(c: Collector, req: pb.SolveRequest) -> None:
     )
     for name, is_set, value in fields:
         if is_set:
-            c.non_negative(f"weights.{name}", value)
+            c.non_negative(f"weights.{name}", value, MAX_OBJECTIVE_WEIGHT)
 
 
 def _check_options(c: Collector, req: pb.SolveRequest, limits: Limits) -> None:
