@@ -259,8 +259,10 @@ class _Portfolio:
             if fits and not self.gap_closed():
                 self.full(full_size, AUTO_EXACT_BACKEND, 1, in_process=small)
             return
+        # Not a daemon: a solver thread still inside HiGHS when the interpreter exits would
+        # abort the process; after a stop it ends within its solver's next interrupt check.
         exact = threading.Thread(
-            target=exact_side, args=(self.threads - 1,), name="dsfro-exact", daemon=True
+            target=exact_side, args=(self.threads - 1,), name="dsfro-exact", daemon=False
         )
         exact.start()
         self.place_guided(choice)

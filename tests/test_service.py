@@ -33,6 +33,7 @@ from solver._proto.dsfro.v1 import scheduler_pb2 as pb
 from solver._proto.dsfro.v1 import scheduler_pb2_grpc
 from solver._proto.grpc.reflection.v1 import reflection_pb2 as reflection_v1
 from solver._proto.grpc.reflection.v1 import reflection_pb2_grpc as reflection_v1_grpc
+from solver.api import pipeline
 from solver.api.convert import load_request_json
 from solver.api.server import SchedulerServer, build_server
 from solver.api.server_config import (
@@ -41,7 +42,7 @@ from solver.api.server_config import (
     add_server_arguments,
     config_from_args,
 )
-from solver.api.service import SERVICE_NAME
+from solver.api.service import SERVICE_NAME, check_slots
 from solver.api.settings import Limits
 from solver.domain import (
     Problem,
@@ -66,6 +67,16 @@ def serving(**overrides: Any) -> Iterator[tuple[SchedulerServer, Stub]]:
             yield srv, Stub(ch)  # type: ignore[no-untyped-call]  # generated, unannotated
     finally:
         srv.stop(None).wait(WAIT)
+
+
+def retry_delay(err: grpc.RpcError) -> float:
+    """The google.rpc.RetryInfo delay of a refused call, in seconds."""
+    status = rpc_status.from_call(err)
+    assert status is not None
+    [detail] = status.details
+    retry = error_details_pb2.RetryInfo()
+    assert detail.Unpack(retry)
+    return float(retry.retry_delay.ToMilliseconds()) / 1000
 
 
 def bad_request(err: grpc.RpcError) -> list[tuple[str, str]]:
@@ -177,6 +188,7 @@ def test_over_max_concurrent_solves_a_call_is_refused_at_once(
             refused = finished.get(timeout=WAIT)
             assert _code(refused) == grpc.StatusCode.RESOURCE_EXHAUSTED
             assert "max_concurrent_solves=2" in refused.exception().details()
+            assert retry_delay(refused.exception()) == pytest.approx(1.0)
             for _ in range(2):
                 assert entered.acquire(timeout=WAIT)
             assert finished.empty()
@@ -661,3 +673,41 @@ def test_on_shutdown_a_running_solve_answers_with_its_best_plan_at_once() -> Non
     assert answered < 10, "the solve ran on instead of answering at shutdown"
     assert response.stats.termination in (pb.TERMINATION_FEASIBLE, pb.TERMINATION_FALLBACK)
     assert len(response.plan.assignments) == len(request.jobs)
+
+
+def test_checks_over_their_limit_are_refused_with_a_retry_hint(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """ValidateSnapshot calls beyond the check slots get RESOURCE_EXHAUSTED with RetryInfo, so
+    that they cannot hold every worker thread; health still answers meanwhile."""
+    release = threading.Event()
+    entered = threading.Semaphore(0)
+    real = pipeline.validate_snapshot
+
+    def held(*args: Any, **kwargs: Any) -> pb.ValidateSnapshotResponse:
+        entered.release()
+        release.wait(WAIT)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(pipeline, "validate_snapshot", held)
+    config = ServerConfig(host="127.0.0.1", port=0, max_concurrent_solves=1, grpc_workers=6)
+    slots = check_slots(config)
+    assert slots == 3
+    try:
+        with serving(max_concurrent_solves=1, grpc_workers=6) as (srv, stub):
+            request = pb.ValidateSnapshotRequest(request=make_request())
+            calls = [stub.ValidateSnapshot.future(request, timeout=WAIT) for _ in range(slots)]
+            for _ in range(slots):
+                assert entered.acquire(timeout=WAIT)
+            with pytest.raises(grpc.RpcError) as refused:
+                stub.ValidateSnapshot(request, timeout=WAIT)
+            assert refused.value.code() is grpc.StatusCode.RESOURCE_EXHAUSTED
+            assert retry_delay(refused.value) == pytest.approx(1.0)
+            with grpc.insecure_channel(f"127.0.0.1:{srv.port}") as ch:
+                health = health_pb2_grpc.HealthStub(ch)
+                answer = health.Check(health_pb2.HealthCheckRequest(), timeout=WAIT)
+                assert answer.status == health_pb2.HealthCheckResponse.SERVING
+            release.set()
+            assert all(c.result(timeout=WAIT).valid for c in calls)
+    finally:
+        release.set()

@@ -13,8 +13,9 @@ import math
 import threading
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from importlib import metadata
 from typing import Any, NoReturn, TypeVar
 
@@ -66,6 +67,9 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
         self._pool = ThreadPoolExecutor(
             max_workers=config.max_concurrent_solves, thread_name_prefix="dsfro-solve"
         )
+        self._checks = threading.BoundedSemaphore(check_slots(config))
+        """ValidateSnapshot and EvaluatePlan in flight: bounded so that they cannot take every
+        gRPC worker thread and starve health checks and solves."""
         self._running: set[threading.Event] = set()
         """The stop events of the solves in flight."""
         self._running_lock = threading.Lock()
@@ -85,16 +89,19 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
         self._executor.close()
 
     def Solve(self, request: pb.SolveRequest, context: grpc.ServicerContext) -> pb.SolveResponse:
+        if not self._slots.acquire(blocking=False):  # admission first: a refusal costs nothing
+            n = self._config.max_concurrent_solves
+            context.abort_with_status(
+                retry_status(
+                    f"{n} solves are already running (max_concurrent_solves={n}); retry later",
+                    RETRY_AFTER_SECONDS,
+                )
+            )
         request = pipeline.prepare(request, self._config.profile)
         violations = validate_request(request, self._limits)
         if violations:
+            self._slots.release()
             _abort_invalid(context, violations)
-        if not self._slots.acquire(blocking=False):
-            n = self._config.max_concurrent_solves
-            context.abort(
-                grpc.StatusCode.RESOURCE_EXHAUSTED,
-                f"{n} solves are already running (max_concurrent_solves={n}); retry later",
-            )
         deadline = self._deadline(context)
         try:
             problem = problem_from_proto(request, self._limits)
@@ -142,6 +149,19 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
         )
         return response
 
+    @contextmanager
+    def _check_slot(self, context: grpc.ServicerContext) -> Iterator[None]:
+        """A slot for a ValidateSnapshot or EvaluatePlan call, or RESOURCE_EXHAUSTED at once."""
+        if not self._checks.acquire(blocking=False):
+            n = check_slots(self._config)
+            context.abort_with_status(
+                retry_status(f"{n} checks are already running; retry later", RETRY_AFTER_SECONDS)
+            )
+        try:
+            yield
+        finally:
+            self._checks.release()
+
     def _forget(self, stop: threading.Event) -> None:
         with self._running_lock:
             self._running.discard(stop)
@@ -161,13 +181,22 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
     def ValidateSnapshot(
         self, request: pb.ValidateSnapshotRequest, context: grpc.ServicerContext
     ) -> pb.ValidateSnapshotResponse:
-        return _guard(
-            context,
-            "validating the snapshot",
-            lambda: pipeline.validate_snapshot(request.request, self._limits, self._config.profile),
-        )
+        with self._check_slot(context):
+            return _guard(
+                context,
+                "validating the snapshot",
+                lambda: pipeline.validate_snapshot(
+                    request.request, self._limits, self._config.profile
+                ),
+            )
 
     def EvaluatePlan(
+        self, request: pb.EvaluatePlanRequest, context: grpc.ServicerContext
+    ) -> pb.EvaluatePlanResponse:
+        with self._check_slot(context):
+            return self._evaluate_plan(request, context)
+
+    def _evaluate_plan(
         self, request: pb.EvaluatePlanRequest, context: grpc.ServicerContext
     ) -> pb.EvaluatePlanResponse:
         violations = validate_request(request.request, self._limits)
@@ -276,6 +305,25 @@ def bad_request_status(violations: Sequence[FieldViolation]) -> Any:
     status = status_pb2.Status(
         code=code_pb2.INVALID_ARGUMENT, message=message[:1000], details=[detail]
     )
+    return rpc_status.to_status(status)
+
+
+RETRY_AFTER_SECONDS = 1.0
+"""The retry delay a refused call is told (google.rpc.RetryInfo): about a short solve."""
+
+
+def check_slots(config: ServerConfig) -> int:
+    """How many ValidateSnapshot and EvaluatePlan calls run at once: the gRPC workers left
+    after the solves and two kept for health checks and refusals."""
+    return max(1, config.grpc_workers - config.max_concurrent_solves - 2)
+
+
+def retry_status(message: str, seconds: float) -> Any:
+    """RESOURCE_EXHAUSTED with google.rpc.RetryInfo (when to try again), as a grpc.Status."""
+    retry = error_details_pb2.RetryInfo()
+    retry.retry_delay.FromMilliseconds(round(seconds * 1000))
+    status = status_pb2.Status(code=grpc.StatusCode.RESOURCE_EXHAUSTED.value[0], message=message)
+    status.details.add().Pack(retry)
     return rpc_status.to_status(status)
 
 
