@@ -463,6 +463,10 @@ def _solve_decomposed(problem: Problem, clock: _Clock, executor: Executor) -> So
         best = completed
     gap = (dual.best_bound - best.objective.total) / max(abs(best.objective.total), 1e-9)
     termination = Termination.OPTIMAL if gap <= OPTIMALITY_TOLERANCE else Termination.FEASIBLE
+    if d.lost and termination is not Termination.OPTIMAL:
+        # The second round's work died with its worker: the first round's plan, completed.
+        termination = Termination.FALLBACK
+        notes.append(f"{d.lost}; the first round's plan, completed")
     return _result(
         best,
         configs,

@@ -2,20 +2,24 @@
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections import Counter
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 
+from solver import orchestrator
 from solver.api.convert import load_request_json, problem_from_proto
 from solver.api.settings import Limits
-from solver.domain import Problem
+from solver.domain import Backend, Problem, Termination
 from solver.model.configs import build_config_set
 from solver.scoring.checker import check_plan
 from solver.scoring.plans import materialize
 from solver.search.decompose import partition, solve_decomposed
-from solver.search.executor import InlineExecutor
+from solver.search.executor import InlineExecutor, WorkerLost
 from solver.search.heuristic import Heuristic
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -89,3 +93,35 @@ def test_completion_starts_queued_jobs_in_room_left_by_other_parts() -> None:
     completed = heuristic.complete(d.final, time.monotonic() + 2)
     assert check_plan(p, completed.assignments) == []
     assert completed.objective.total >= merged.objective.total - 1e-9
+
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+class _DiesInTheSecondRound(InlineExecutor):
+    """Runs the first round; its workers "die" in the second."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def map(self, fn: Callable[[T], R], items: Sequence[T]) -> list[R]:
+        self.calls += 1
+        if self.calls == 2:
+            raise WorkerLost("a solve worker process died (killed)")
+        return super().map(fn, items)
+
+
+def test_a_worker_lost_in_the_second_round_returns_the_first_plan_as_fallback() -> None:
+    p = load("medium")
+    p = dataclasses.replace(
+        p,
+        options=dataclasses.replace(
+            p.options, backend=Backend.DECOMPOSED, time_budget_seconds=10.0
+        ),
+    )
+    r = orchestrator.solve(p, executor=_DiesInTheSecondRound())
+    assert r.stats.termination is Termination.FALLBACK
+    assert "died" in r.stats.detail and "first round" in r.stats.detail
+    assert check_plan(p, r.plan.assignments) == []
+    assert r.plan.objective.total > 0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import time
 from collections.abc import Iterator
@@ -19,6 +20,7 @@ from solver.search.executor import (
     InlineExecutor,
     LocalExecutor,
     RayExecutor,
+    WorkerLost,
     make_executor,
 )
 
@@ -118,3 +120,20 @@ def test_a_decomposed_solve_through_the_service_runs_on_ray(ray_executor: RayExe
         assert evaluation.objective.total == pytest.approx(response.plan.objective.total)
     finally:
         server.stop(grace=1.0)
+
+
+def _die_on_two(x: int) -> int:
+    """A task whose worker process dies on input 2 (as under SIGKILL or the OOM killer)."""
+    if x == 2:
+        os.kill(os.getpid(), signal.SIGKILL)
+    return x * x
+
+
+def test_a_dead_worker_is_reported_and_the_pool_replaced() -> None:
+    executor = LocalExecutor(2)
+    try:
+        with pytest.raises(WorkerLost, match="died"):
+            executor.map(_die_on_two, [1, 2, 3])
+        assert executor.map(_die_on_two, [3, 4]) == [9, 16]  # a new pool
+    finally:
+        executor.close()

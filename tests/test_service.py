@@ -48,6 +48,7 @@ from solver.domain import (
     Problem,
     SolveResult,
 )
+from solver.search.executor import WorkerLost
 from tests.factories import canned_result, make_request
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -711,3 +712,16 @@ def test_checks_over_their_limit_are_refused_with_a_retry_hint(
             assert all(c.result(timeout=WAIT).valid for c in calls)
     finally:
         release.set()
+
+
+def test_a_worker_lost_before_any_plan_is_unavailable_not_internal(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def lost(problem: Problem, **_: Any) -> SolveResult:
+        raise WorkerLost("a solve worker process died (killed)")
+
+    monkeypatch.setattr(orchestrator, "solve", lost)
+    with serving() as (_, stub), pytest.raises(grpc.RpcError) as info:
+        stub.Solve(make_request(), timeout=WAIT)
+    assert info.value.code() is grpc.StatusCode.UNAVAILABLE
+    assert "worker process died" in info.value.details()

@@ -39,7 +39,7 @@ from solver.api.server_config import ServerConfig
 from solver.api.validation import FieldViolation, validate_plan, validate_request
 from solver.domain import SolveResult
 from solver.scoring import evaluation
-from solver.search.executor import LazyExecutor
+from solver.search.executor import LazyExecutor, WorkerLost
 
 log = logging.getLogger(__name__)
 
@@ -135,6 +135,9 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
         try:
             result: SolveResult = future.result()
             response = result_to_proto(result)
+        except WorkerLost as e:  # before any plan existed; the pool is replaced on next use
+            log.error("solve failed: %s", e)
+            context.abort(grpc.StatusCode.UNAVAILABLE, f"{e} before any plan existed; retry")
         except Exception as e:
             _abort_internal(context, "solving", e)
         s = result.stats

@@ -26,7 +26,7 @@ from solver.domain import Cluster, Job, Node, Plan, Problem
 from solver.model.configs import ConfigSet, TypeFacts, build_config_set, type_facts
 from solver.scoring.plans import Choice
 from solver.search.bound import solve_aggregate
-from solver.search.executor import Executor
+from solver.search.executor import Executor, WorkerLost
 from solver.search.heuristic import Heuristic
 
 PART_GPUS = 2048
@@ -223,6 +223,8 @@ class Decomposition:
     first_seconds: float
     final: dict[str, Choice]
     parts: int
+    lost: str = ""
+    """Why the second round's work was lost (a worker died), or empty."""
 
 
 def solve_decomposed(
@@ -251,14 +253,18 @@ def solve_decomposed(
     first_seconds = time.monotonic() - start
     left = end - time.monotonic()
     final = first
+    lost = ""
     if left > 0.5:
         seconds = 0.8 * left / waves
-        improved = executor.map(
-            improve_part,
-            [
-                ImproveTask(p.problem, r.configs, r.choices, seconds)
-                for p, r in zip(pieces, results, strict=True)
-            ],
-        )
-        final = {j: c for part in improved for j, c in part.items()}
-    return Decomposition(configs, first, first_seconds, final, k)
+        try:
+            improved = executor.map(
+                improve_part,
+                [
+                    ImproveTask(p.problem, r.configs, r.choices, seconds)
+                    for p, r in zip(pieces, results, strict=True)
+                ],
+            )
+            final = {j: c for part in improved for j, c in part.items()}
+        except WorkerLost as e:  # the first round's plan stands
+            lost = str(e)
+    return Decomposition(configs, first, first_seconds, final, k, lost)

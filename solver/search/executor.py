@@ -12,6 +12,7 @@ import os
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from typing import Any, Protocol, TypeVar
 
 from solver.extras import MissingExtraError
@@ -23,6 +24,10 @@ log = logging.getLogger(__name__)
 
 RAY_ADDRESS_ENV = "DSFRO_RAY_ADDRESS"
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+class WorkerLost(RuntimeError):
+    """A worker process died while running a task; the executor replaces it on next use."""
 
 
 class Executor(Protocol):
@@ -88,7 +93,15 @@ class LocalExecutor:
         return self._pool
 
     def map(self, fn: Callable[[T], R], items: Sequence[T]) -> list[R]:
-        return list(self._ensure().map(fn, items))
+        try:
+            return list(self._ensure().map(fn, items))
+        except BrokenProcessPool as e:
+            # A worker died (killed, out of memory): this pool is unusable. The next map
+            # starts a new one; this one's caller decides what to answer.
+            broken, self._pool = self._pool, None
+            if broken is not None:
+                broken.shutdown(wait=False, cancel_futures=True)
+            raise WorkerLost(f"a solve worker process died ({e})") from e
 
     def close(self) -> None:
         if self._pool is not None:
