@@ -137,3 +137,21 @@ def test_a_dead_worker_is_reported_and_the_pool_replaced() -> None:
         assert executor.map(_die_on_two, [3, 4]) == [9, 16]  # a new pool
     finally:
         executor.close()
+
+
+def test_a_worker_killed_while_idle_does_not_fail_the_next_map() -> None:
+    executor = LocalExecutor(2)
+    try:
+        assert executor.map(_square_pid, [1]) != []
+        pids = {pid for _, pid in executor.map(_square_pid, [1, 2, 3, 4])}
+        os.kill(pids.pop(), signal.SIGKILL)
+        deadline = time.monotonic() + 10
+        while not getattr(executor._pool, "_broken", False) and time.monotonic() < deadline:
+            time.sleep(0.05)  # the pool notices the death on its own thread
+        assert [x for x, _ in executor.map(_square_pid, [5, 6])] == [25, 36]
+    finally:
+        executor.close()
+
+
+def _square_pid(x: int) -> tuple[int, int]:
+    return x * x, os.getpid()

@@ -84,6 +84,11 @@ class LocalExecutor:
         self._pool: ProcessPoolExecutor | None = None
 
     def _ensure(self) -> ProcessPoolExecutor:
+        if self._pool is not None and getattr(self._pool, "_broken", False):
+            # A worker died while the pool was idle (killed, out of memory): replace the pool
+            # before this call rather than fail it. (CPython marks a broken pool so.)
+            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._pool = None
         if self._pool is None:
             self._pool = ProcessPoolExecutor(
                 max_workers=self.workers,
