@@ -70,6 +70,10 @@ FULL_MODEL_MAX_VARIABLES = 200_000
 """AUTO solves the full placement model only up to about this many variables (0.2-0.4 s to
 build and load, in a child process killed at the deadline); beyond, HiGHS's presolve alone
 outlasts most budgets, and LNS and the aggregated MIP use the time."""
+AGGREGATE_SECONDS_PER_CONFIGURATION = 8e-6
+"""Rough cost of the aggregated LP (built and solved): 0.27 s for large's 37,000
+configurations, about 7-9 us each. With less time left, the heuristic's plan returns
+at once rather than late."""
 IN_PROCESS_MAX_VARIABLES = 20_000
 """Up to this size the full model is solved in-process (presolve takes milliseconds, and a
 worker process would cost its start); beyond, in a worker killed at the deadline."""
@@ -226,6 +230,10 @@ class _Portfolio:
     def run(self) -> SolveResult:
         full_size = formulation.estimate_size(self.problem, self.configs)
         backend = self.problem.options.backend
+        needed = AGGREGATE_SECONDS_PER_CONFIGURATION * self.configs.num_configurations
+        if self.clock.left() < EXTRACT_MARGIN_SECONDS + needed:
+            self.notes.append("no time left for the aggregated bound")
+            return self.finish()
         choice = self.aggregate()
         if backend in _EXACT:
             self.place_guided(choice)

@@ -45,6 +45,9 @@ def test_no_time_left_returns_the_heuristic_plan_as_fallback() -> None:
     assert r.stats.backend_used is Backend.HEURISTIC
     assert check_plan(p, r.plan.assignments) == []
     assert [a.state for a in r.plan.assignments] != [JobState.QUEUED, JobState.QUEUED]
+    # Not even the aggregated bound is started without the time for it: the answer is not late.
+    assert "no time left for the aggregated bound" in r.stats.detail
+    assert r.stats.best_bound is None
 
 
 def test_non_preemptible_jobs_over_the_power_budget_are_infeasible() -> None:
