@@ -61,7 +61,8 @@ Stub = scheduler_pb2_grpc.SchedulerServiceStub
 @contextmanager
 def serving(**overrides: Any) -> Iterator[tuple[SchedulerServer, Stub]]:
     """A started loopback server with non-default settings, and a stub for it."""
-    srv = build_server(ServerConfig(host="127.0.0.1", port=0, **overrides))
+    settings: dict[str, Any] = {"host": "127.0.0.1", "port": 0, **overrides}
+    srv = build_server(ServerConfig(**settings))
     srv.start()
     try:
         with grpc.insecure_channel(f"127.0.0.1:{srv.port}") as ch:
@@ -725,3 +726,30 @@ def test_a_worker_lost_before_any_plan_is_unavailable_not_internal(
         stub.Solve(make_request(), timeout=WAIT)
     assert info.value.code() is grpc.StatusCode.UNAVAILABLE
     assert "worker process died" in info.value.details()
+
+
+def test_reflection_can_be_switched_off() -> None:
+    assert config_from_args(_args("--reflection", "off"), {}).reflection is False
+    assert config_from_args(_args(), {"DSFRO_REFLECTION": "off"}).reflection is False
+    assert config_from_args(_args(), {}).reflection is True
+    with pytest.raises(ConfigError, match="--reflection must be on or off"):
+        config_from_args(_args("--reflection", "maybe"), {})
+    with (
+        serving(reflection=False) as (srv, _),
+        grpc.insecure_channel(f"127.0.0.1:{srv.port}") as ch,
+        pytest.raises(grpc.RpcError) as info,
+    ):
+        _reflect_v1(ch, reflection_v1.ServerReflectionRequest(list_services=""))
+    assert info.value.code() is grpc.StatusCode.UNIMPLEMENTED
+
+
+def test_binding_beyond_loopback_in_plaintext_is_warned_about(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    with caplog.at_level("WARNING", logger="solver.api.server"), serving():
+        pass
+    assert not [r for r in caplog.records if "beyond loopback" in r.getMessage()]
+    with caplog.at_level("WARNING", logger="solver.api.server"), serving(host="0.0.0.0"):
+        pass
+    [warning] = [r for r in caplog.records if "beyond loopback" in r.getMessage()]
+    assert warning.levelname == "WARNING" and "without authentication" in warning.getMessage()

@@ -4,6 +4,7 @@ once the models have loaded; SIGTERM drains running calls within the grace perio
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import logging
 import os
 import signal
@@ -52,10 +53,11 @@ class SchedulerServer(grpc.Server):  # type: ignore[misc]
         )
         add_service_rejecting_undecodable(self.servicer, self._server)
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self._server)
-        enable_server_reflection(
-            (SERVICE_NAME, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name),
-            self._server,
-        )
+        if config.reflection:
+            enable_server_reflection(
+                (SERVICE_NAME, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name),
+                self._server,
+            )
         host = f"[{config.host}]" if ":" in config.host else config.host
         self.address = f"{host}:{config.port}"
         try:
@@ -74,6 +76,14 @@ class SchedulerServer(grpc.Server):  # type: ignore[misc]
         for name in ("", SERVICE_NAME):
             self.health.set(name, health_pb2.HealthCheckResponse.SERVING)
         log.info("dsfro %s listening on %s:%d", solver.__version__, self.config.host, self.port)
+        if not is_loopback(self.config.host):
+            log.warning(
+                "listening on %s beyond loopback in plaintext, without authentication: anyone "
+                "who can reach port %d can read and submit snapshots. Bind to 127.0.0.1, or "
+                "put the service behind a proxy that authenticates and encrypts.",
+                self.config.host,
+                self.port,
+            )
 
     def stop(self, grace: float | None) -> threading.Event:
         """Stop admitting calls; solves in flight return their best plan so far at once, so
@@ -175,6 +185,16 @@ def add_service_rejecting_undecodable(servicer: SchedulerServicer, server: Any) 
         (grpc.method_handlers_generic_handler(SERVICE_NAME, handlers),)
     )
     server.add_registered_method_handlers(SERVICE_NAME, handlers)
+
+
+def is_loopback(host: str) -> bool:
+    """Whether `host` (an address or name the server binds) only accepts local connections."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
 
 
 def build_server(config: ServerConfig) -> SchedulerServer:

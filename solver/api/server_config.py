@@ -30,7 +30,9 @@ class ServerConfig:
     """Decomposed solves run their sub-problems on this Ray cluster; None: local processes."""
     profile: Profile | None = None
     """Operator weights and solver settings that fill what a request leaves unset."""
-    """On shutdown, how long running calls may take to finish."""
+    reflection: bool = True
+    """Serve gRPC server reflection (grpcurl and similar discover the API); off, a caller
+    needs the proto."""
 
 
 class ConfigError(ValueError):
@@ -55,6 +57,9 @@ def add_server_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--workers", help="gRPC worker threads (16)")
     parser.add_argument("--grace-period-seconds", help="shutdown grace period (10)")
     parser.add_argument("--log-level", default="INFO", help="logging level (INFO)")
+    parser.add_argument(
+        "--reflection", help="serve gRPC reflection: on or off (DSFRO_REFLECTION; on)"
+    )
     parser.add_argument(
         "--ray-address",
         help="Ray cluster for decomposed solves (DSFRO_RAY_ADDRESS; none: local processes)",
@@ -91,6 +96,17 @@ def _int(value: tuple[str, str], low: int, high: int) -> int:
     if not low <= n <= high:
         raise ConfigError(f"{where} must be an integer in [{low}, {high}], got {raw!r}")
     return n
+
+
+_SWITCH = {"on": True, "true": True, "1": True, "off": False, "false": False, "0": False}
+
+
+def _switch(value: tuple[str, str]) -> bool:
+    raw, where = value
+    try:
+        return _SWITCH[raw.strip().lower()]
+    except KeyError:
+        raise ConfigError(f"{where} must be on or off, got {raw!r}") from None
 
 
 def _seconds(value: tuple[str, str]) -> float:
@@ -136,6 +152,8 @@ def config_from_args(
             c = replace(c, profile=load_profile(v[0]))
         except ProfileError as e:
             raise ConfigError(f"{v[1]}: {e}") from e
+    if (v := _setting(args, env, "reflection", "DSFRO_REFLECTION")) is not None:
+        c = replace(c, reflection=_switch(v))
     if (v := _setting(args, env, "ray_address", RAY_ADDRESS_ENV)) is not None:
         c = replace(c, ray_address=v[0] or None)
         if c.ray_address and not extras.available("ray"):
