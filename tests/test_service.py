@@ -10,6 +10,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import replace
@@ -753,3 +754,23 @@ def test_binding_beyond_loopback_in_plaintext_is_warned_about(
         pass
     [warning] = [r for r in caplog.records if "beyond loopback" in r.getMessage()]
     assert warning.levelname == "WARNING" and "without authentication" in warning.getMessage()
+
+
+def test_the_metrics_endpoint_exposes_the_named_series() -> None:
+    with serving(metrics_port=0, max_concurrent_solves=1) as (srv, stub):
+        assert srv.metrics_port is not None
+        stub.Solve(make_request(), timeout=WAIT)
+        bad = make_request()
+        bad.jobs[0].weight = float("nan")
+        with pytest.raises(grpc.RpcError):
+            stub.Solve(bad, timeout=WAIT)
+        url = f"http://127.0.0.1:{srv.metrics_port}/metrics"
+        with urllib.request.urlopen(url, timeout=WAIT) as page:
+            text = page.read().decode()
+    solved = re.search(r'^dsfro_solves_total\{backend="\w+",termination="\w+"\} (\S+)$', text, re.M)
+    assert solved is not None and float(solved.group(1)) == 1.0
+    assert re.search(r"^dsfro_solve_seconds_count 1\.0$", text, re.M)
+    assert re.search(r'^dsfro_rejections_total\{reason="invalid_argument"\} 1\.0$', text, re.M)
+    assert re.search(r"^dsfro_solves_in_flight 0\.0$", text, re.M)
+    assert re.search(r'^dsfro_worker_restarts_total\{kind="exact"\} \d', text, re.M)
+    assert "dsfro_solve_relative_gap_bucket" in text

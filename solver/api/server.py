@@ -14,12 +14,14 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from types import FrameType
 from typing import Any
+from wsgiref.simple_server import WSGIServer
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 import solver
 from solver._proto.dsfro.v1 import scheduler_pb2, scheduler_pb2_grpc
+from solver.api.metrics import serve_metrics
 from solver.api.reflection import enable_server_reflection
 from solver.api.server_config import (
     ConfigError,
@@ -43,6 +45,8 @@ class SchedulerServer(grpc.Server):  # type: ignore[misc]
     def __init__(self, config: ServerConfig) -> None:
         self.config = config
         self.servicer = SchedulerServicer(config)
+        self._metrics_server: WSGIServer | None = None
+        self.metrics_port: int | None = None
         self.health = health.HealthServicer()
         for name in ("", SERVICE_NAME):
             self.health.set(name, health_pb2.HealthCheckResponse.NOT_SERVING)
@@ -76,6 +80,11 @@ class SchedulerServer(grpc.Server):  # type: ignore[misc]
         for name in ("", SERVICE_NAME):
             self.health.set(name, health_pb2.HealthCheckResponse.SERVING)
         log.info("dsfro %s listening on %s:%d", solver.__version__, self.config.host, self.port)
+        if self.config.metrics_port is not None:
+            self._metrics_server, self.metrics_port = serve_metrics(
+                self.servicer.metrics, self.config.host, self.config.metrics_port
+            )
+            log.info("metrics on http://%s:%d/metrics", self.config.host, self.metrics_port)
         if not is_loopback(self.config.host):
             log.warning(
                 "listening on %s beyond loopback in plaintext, without authentication: anyone "
@@ -92,6 +101,9 @@ class SchedulerServer(grpc.Server):  # type: ignore[misc]
         self.servicer.finish_solves()
         done: threading.Event = self._server.stop(grace)
         self.servicer.close()
+        if self._metrics_server is not None:
+            self._metrics_server.shutdown()
+            self._metrics_server = None
         return done
 
     def wait_for_termination(self, timeout: float | None = None) -> bool:

@@ -30,6 +30,9 @@ class ServerConfig:
     """Decomposed solves run their sub-problems on this Ray cluster; None: local processes."""
     profile: Profile | None = None
     """Operator weights and solver settings that fill what a request leaves unset."""
+    metrics_port: int | None = None
+    """Serve Prometheus metrics at http://host:metrics_port/metrics (0: any free port);
+    None: no metrics endpoint."""
     reflection: bool = True
     """Serve gRPC server reflection (grpcurl and similar discover the API); off, a caller
     needs the proto."""
@@ -59,6 +62,10 @@ def add_server_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--log-level", default="INFO", help="logging level (INFO)")
     parser.add_argument(
         "--reflection", help="serve gRPC reflection: on or off (DSFRO_REFLECTION; on)"
+    )
+    parser.add_argument(
+        "--metrics-port",
+        help="serve Prometheus metrics on this port at /metrics (DSFRO_METRICS_PORT; none)",
     )
     parser.add_argument(
         "--ray-address",
@@ -152,6 +159,8 @@ def config_from_args(
             c = replace(c, profile=load_profile(v[0]))
         except ProfileError as e:
             raise ConfigError(f"{v[1]}: {e}") from e
+    if (v := _setting(args, env, "metrics_port", "DSFRO_METRICS_PORT")) is not None:
+        c = replace(c, metrics_port=_int(v, 0, 65535))
     if (v := _setting(args, env, "reflection", "DSFRO_REFLECTION")) is not None:
         c = replace(c, reflection=_switch(v))
     if (v := _setting(args, env, "ray_address", RAY_ADDRESS_ENV)) is not None:

@@ -35,6 +35,7 @@ from solver.api.convert import (
     problem_from_proto,
     result_to_proto,
 )
+from solver.api.metrics import Metrics
 from solver.api.server_config import ServerConfig
 from solver.api.validation import FieldViolation, validate_plan, validate_request
 from solver.domain import SolveResult
@@ -67,6 +68,7 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
         self._pool = ThreadPoolExecutor(
             max_workers=config.max_concurrent_solves, thread_name_prefix="dsfro-solve"
         )
+        self.metrics = Metrics()
         self._checks = threading.BoundedSemaphore(check_slots(config))
         """ValidateSnapshot and EvaluatePlan in flight: bounded so that they cannot take every
         gRPC worker thread and starve health checks and solves."""
@@ -90,6 +92,7 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
 
     def Solve(self, request: pb.SolveRequest, context: grpc.ServicerContext) -> pb.SolveResponse:
         if not self._slots.acquire(blocking=False):  # admission first: a refusal costs nothing
+            self.metrics.rejected("solve_slots")
             n = self._config.max_concurrent_solves
             context.abort_with_status(
                 retry_status(
@@ -101,6 +104,7 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
         violations = validate_request(request, self._limits)
         if violations:
             self._slots.release()
+            self.metrics.rejected("invalid_argument")
             _abort_invalid(context, violations)
         deadline = self._deadline(context)
         try:
@@ -113,6 +117,7 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
         with self._running_lock:
             if self._draining:
                 self._slots.release()
+                self.metrics.rejected("shutting_down")
                 context.abort(grpc.StatusCode.UNAVAILABLE, "the server is shutting down")
             self._running.add(cancel)
         try:
@@ -123,6 +128,8 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
             self._slots.release()
             self._forget(cancel)
             context.abort(grpc.StatusCode.UNAVAILABLE, "the server is shutting down")
+        self.metrics.in_flight.inc()
+        future.add_done_callback(lambda _: self.metrics.in_flight.dec())
         future.add_done_callback(lambda _: self._slots.release())
         future.add_done_callback(lambda _: self._forget(cancel))
         done = threading.Event()
@@ -141,6 +148,7 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
         except Exception as e:
             _abort_internal(context, "solving", e)
         s = result.stats
+        self.metrics.solved(s)
         log.info(
             "solved %d jobs on %d nodes: %s by %s, objective %.6g in %.3fs",
             len(problem.jobs),
@@ -156,6 +164,7 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
     def _check_slot(self, context: grpc.ServicerContext) -> Iterator[None]:
         """A slot for a ValidateSnapshot or EvaluatePlan call, or RESOURCE_EXHAUSTED at once."""
         if not self._checks.acquire(blocking=False):
+            self.metrics.rejected("check_slots")
             n = check_slots(self._config)
             context.abort_with_status(
                 retry_status(f"{n} checks are already running; retry later", RETRY_AFTER_SECONDS)

@@ -105,6 +105,19 @@ class _Worker:
 
 _idle: list[_Worker] = []
 _lock = threading.Lock()
+_replaced = 0
+"""Workers killed at a deadline or found dead: each is replaced on next use."""
+
+
+def restarts() -> int:
+    """Workers replaced so far in this process (the service's metrics)."""
+    return _replaced
+
+
+def _count_replaced() -> None:
+    global _replaced
+    with _lock:
+        _replaced += 1
 
 
 def _take() -> _Worker:
@@ -159,6 +172,7 @@ def solve_in_process(
         ready = _wait(worker.result_r, deadline, options.stop)
         if not ready:
             worker.close()
+            _count_replaced()
             threading.Thread(target=warm_up, name="dsfro-exact-respawn", daemon=True).start()
             return outcome(
                 SolverStatus.NO_SOLUTION,
@@ -170,6 +184,7 @@ def solve_in_process(
         result: ExactOutcome = _read(worker.result_r)
     except (EOFError, OSError) as e:
         worker.close()
+        _count_replaced()
         return outcome(
             SolverStatus.ERROR,
             None,

@@ -26,6 +26,20 @@ RAY_ADDRESS_ENV = "DSFRO_RAY_ADDRESS"
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 
 
+_pools_replaced = 0
+"""Local process pools replaced after a worker died."""
+
+
+def pool_restarts() -> int:
+    """Local process pools replaced so far in this process (the service's metrics)."""
+    return _pools_replaced
+
+
+def _count_pool_replaced() -> None:
+    global _pools_replaced
+    _pools_replaced += 1
+
+
 class WorkerLost(RuntimeError):
     """A worker process died while running a task; the executor replaces it on next use."""
 
@@ -89,6 +103,7 @@ class LocalExecutor:
             # before this call rather than fail it. (CPython marks a broken pool so.)
             self._pool.shutdown(wait=False, cancel_futures=True)
             self._pool = None
+            _count_pool_replaced()
         if self._pool is None:
             self._pool = ProcessPoolExecutor(
                 max_workers=self.workers,
@@ -106,6 +121,7 @@ class LocalExecutor:
             broken, self._pool = self._pool, None
             if broken is not None:
                 broken.shutdown(wait=False, cancel_futures=True)
+                _count_pool_replaced()
             raise WorkerLost(f"a solve worker process died ({e})") from e
 
     def close(self) -> None:
