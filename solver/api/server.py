@@ -23,6 +23,7 @@ import solver
 from solver._proto.dsfro.v1 import scheduler_pb2, scheduler_pb2_grpc
 from solver.api.metrics import serve_metrics
 from solver.api.reflection import enable_server_reflection
+from solver.api.security import AuthInterceptor, Refusal, TokenSource, server_credentials
 from solver.api.server_config import (
     ConfigError,
     ServerConfig,
@@ -51,9 +52,16 @@ class SchedulerServer(grpc.Server):  # type: ignore[misc]
         for name in ("", SERVICE_NAME):
             self.health.set(name, health_pb2.HealthCheckResponse.NOT_SERVING)
         n = config.max_message_bytes
+        interceptors = []
+        if config.authenticates or config.allowed_clients:
+            tokens = TokenSource(config.token, config.token_file) if config.authenticates else None
+            interceptors.append(
+                AuthInterceptor(tokens, config.allowed_clients, self._count_refusal)
+            )
         self._server = grpc.server(
             ThreadPoolExecutor(max_workers=config.grpc_workers, thread_name_prefix="dsfro-rpc"),
             options=[("grpc.max_receive_message_length", n), ("grpc.max_send_message_length", n)],
+            interceptors=interceptors,
         )
         add_service_rejecting_undecodable(self.servicer, self._server)
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self._server)
@@ -62,36 +70,61 @@ class SchedulerServer(grpc.Server):  # type: ignore[misc]
                 (SERVICE_NAME, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name),
                 self._server,
             )
-        host = f"[{config.host}]" if ":" in config.host else config.host
-        self.address = f"{host}:{config.port}"
-        try:
-            port: int = self._server.add_insecure_port(self.address)
-        except RuntimeError as e:
-            raise OSError(f"cannot listen on {self.address}: {e}") from e
-        if port == 0:
-            raise OSError(f"cannot listen on {self.address}")
-        self.port = port
+        self.address = _address(config.host, config.port)
+        credentials = server_credentials(config.tls) if config.tls is not None else None
+        self.port = _listen(self._server, self.address, credentials)
+        self._health_server: grpc.Server | None = None
+        self.health_port: int | None = None
+        if config.health_port is not None:
+            # Its own threads: probes are answered however busy the service's threads are.
+            self._health_server = grpc.server(
+                ThreadPoolExecutor(max_workers=2, thread_name_prefix="dsfro-health"),
+                options=[("grpc.max_receive_message_length", 4096)],
+            )
+            health_pb2_grpc.add_HealthServicer_to_server(self.health, self._health_server)
+            self.health_port = _listen(
+                self._health_server, _address(config.host, config.health_port), None
+            )
+
+    def _count_refusal(self, refusal: Refusal) -> None:
+        self.servicer.metrics.rejected(refusal.reason)
 
     def start(self) -> None:
         """Load and validate models/ (CatalogError naming a missing or bad file), then serve;
         health stays NOT_SERVING until the models have loaded."""
         catalog.load_all()
         self._server.start()
+        if self._health_server is not None:
+            self._health_server.start()
         for name in ("", SERVICE_NAME):
             self.health.set(name, health_pb2.HealthCheckResponse.SERVING)
-        log.info("dsfro %s listening on %s:%d", solver.__version__, self.config.host, self.port)
+        log.info(
+            "dsfro %s listening on %s:%d (%s)",
+            solver.__version__,
+            self.config.host,
+            self.port,
+            _security_summary(self.config),
+        )
+        if self.health_port is not None:
+            log.info("health checks in plaintext on %s:%d", self.config.host, self.health_port)
         if self.config.metrics_port is not None:
             self._metrics_server, self.metrics_port = serve_metrics(
                 self.servicer.metrics, self.config.host, self.config.metrics_port
             )
             log.info("metrics on http://%s:%d/metrics", self.config.host, self.metrics_port)
-        if not is_loopback(self.config.host):
+        if not is_loopback(self.config.host) and self.config.tls is None:
+            exposed = (
+                "bearer tokens travel in the clear"
+                if self.config.authenticates
+                else "anyone who can reach it can read and submit snapshots"
+            )
             log.warning(
-                "listening on %s beyond loopback in plaintext, without authentication: anyone "
-                "who can reach port %d can read and submit snapshots. Bind to 127.0.0.1, or "
-                "put the service behind a proxy that authenticates and encrypts.",
+                "listening on %s port %d beyond loopback in plaintext: %s. Serve TLS "
+                "(--tls-cert, --tls-key; --tls-client-ca for mutual TLS), bind to 127.0.0.1, "
+                "or put the service behind a proxy that authenticates and encrypts.",
                 self.config.host,
                 self.port,
+                exposed,
             )
 
     def stop(self, grace: float | None) -> threading.Event:
@@ -101,6 +134,8 @@ class SchedulerServer(grpc.Server):  # type: ignore[misc]
         self.servicer.finish_solves()
         done: threading.Event = self._server.stop(grace)
         self.servicer.close()
+        if self._health_server is not None:
+            self._health_server.stop(None)
         if self._metrics_server is not None:
             self._metrics_server.shutdown()
             self._metrics_server = None
@@ -148,9 +183,7 @@ class _HandlerCapture:
         self.handlers.update(method_handlers)
 
 
-def _safe_deserializer(
-    message: str, deserialize: Callable[[bytes], Any]
-) -> Callable[[bytes], Any]:
+def _safe_deserializer(message: str, deserialize: Callable[[bytes], Any]) -> Callable[[bytes], Any]:
     def safe(data: bytes) -> Any:
         try:
             return deserialize(data)
@@ -193,10 +226,38 @@ def add_service_rejecting_undecodable(servicer: SchedulerServicer, server: Any) 
             request_deserializer=_safe_deserializer(message, handler.request_deserializer),
             unary_unary=_rejecting_undecodable(handler.unary_unary),
         )
-    server.add_generic_rpc_handlers(
-        (grpc.method_handlers_generic_handler(SERVICE_NAME, handlers),)
-    )
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE_NAME, handlers),))
     server.add_registered_method_handlers(SERVICE_NAME, handlers)
+
+
+def _address(host: str, port: int) -> str:
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def _listen(server: grpc.Server, address: str, credentials: grpc.ServerCredentials | None) -> int:
+    """Bind `address` (TLS with `credentials`, else plaintext); the port bound."""
+    try:
+        if credentials is None:
+            port: int = server.add_insecure_port(address)
+        else:
+            port = server.add_secure_port(address, credentials)
+    except RuntimeError as e:
+        raise OSError(f"cannot listen on {address}: {e}") from e
+    if port == 0:
+        raise OSError(f"cannot listen on {address}")
+    return port
+
+
+def _security_summary(config: ServerConfig) -> str:
+    if config.tls is None:
+        transport = "plaintext"
+    elif config.tls.client_ca is None:
+        transport = "TLS"
+    else:
+        transport = "mutual TLS"
+        if config.allowed_clients:
+            transport += " for " + ", ".join(sorted(config.allowed_clients))
+    return transport + (", bearer tokens" if config.authenticates else ", no tokens")
 
 
 def is_loopback(host: str) -> bool:

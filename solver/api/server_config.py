@@ -7,9 +7,11 @@ import argparse
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 
 from solver import extras
 from solver.api.profile import Profile, ProfileError, load_profile
+from solver.api.security import CredentialError, TlsFiles, TokenSource, load_tls
 from solver.api.settings import MAX_MESSAGE_BYTES, Limits
 from solver.search.executor import RAY_ADDRESS_ENV
 
@@ -36,6 +38,22 @@ class ServerConfig:
     reflection: bool = True
     """Serve gRPC server reflection (grpcurl and similar discover the API); off, a caller
     needs the proto."""
+    tls: TlsFiles | None = None
+    """Serve TLS with these files (mutual TLS when a client CA is set); None: plaintext."""
+    allowed_clients: frozenset[str] = frozenset()
+    """Under mutual TLS, the client certificate names (common name or DNS name) that may call;
+    empty: any certificate the client CA signed."""
+    token: str | None = None
+    """A bearer token callers must send (DSFRO_TOKEN; never a flag, argv is public)."""
+    token_file: Path | None = None
+    """A file of bearer tokens, one per line, re-read when it changes."""
+    health_port: int | None = None
+    """Also serve grpc.health.v1 alone, in plaintext, on this port (0: any free one), on its
+    own threads: for probes that speak neither TLS nor tokens, and that no load can starve."""
+
+    @property
+    def authenticates(self) -> bool:
+        return self.token is not None or self.token_file is not None
 
 
 class ConfigError(ValueError):
@@ -66,6 +84,31 @@ def add_server_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--metrics-port",
         help="serve Prometheus metrics on this port at /metrics (DSFRO_METRICS_PORT; none)",
+    )
+    parser.add_argument(
+        "--health-port",
+        help="also serve only grpc.health.v1, in plaintext, on this port (DSFRO_HEALTH_PORT; none)",
+    )
+    parser.add_argument(
+        "--tls-cert", metavar="FILE", help="TLS certificate chain, PEM (DSFRO_TLS_CERT)"
+    )
+    parser.add_argument("--tls-key", metavar="FILE", help="TLS private key, PEM (DSFRO_TLS_KEY)")
+    parser.add_argument(
+        "--tls-client-ca",
+        metavar="FILE",
+        help="require client certificates signed by this CA: mutual TLS (DSFRO_TLS_CLIENT_CA)",
+    )
+    parser.add_argument(
+        "--tls-allowed-clients",
+        metavar="NAMES",
+        help="comma-separated client certificate names (CN or DNS name) that may call; others "
+        "get PERMISSION_DENIED (DSFRO_TLS_ALLOWED_CLIENTS; any the CA signed)",
+    )
+    parser.add_argument(
+        "--token-file",
+        metavar="FILE",
+        help="bearer tokens callers must send, one per line, re-read on change "
+        "(DSFRO_TOKEN_FILE; or the token itself in DSFRO_TOKEN)",
     )
     parser.add_argument(
         "--ray-address",
@@ -163,6 +206,9 @@ def config_from_args(
         c = replace(c, metrics_port=_int(v, 0, 65535))
     if (v := _setting(args, env, "reflection", "DSFRO_REFLECTION")) is not None:
         c = replace(c, reflection=_switch(v))
+    if (v := _setting(args, env, "health_port", "DSFRO_HEALTH_PORT")) is not None:
+        c = replace(c, health_port=_int(v, 0, 65535))
+    c = _with_security(c, args, env)
     if (v := _setting(args, env, "ray_address", RAY_ADDRESS_ENV)) is not None:
         c = replace(c, ray_address=v[0] or None)
         if c.ray_address and not extras.available("ray"):
@@ -176,3 +222,51 @@ def config_from_args(
     elif c.grpc_workers < low:
         c = replace(c, grpc_workers=low + 8)
     return c
+
+
+def _path(value: tuple[str, str]) -> Path:
+    raw, where = value
+    if not raw:
+        raise ConfigError(f"{where} must not be empty")
+    return Path(raw)
+
+
+def _with_security(
+    c: ServerConfig, args: argparse.Namespace, env: Mapping[str, str]
+) -> ServerConfig:
+    """TLS files, allowed client names and tokens, each checked now: a server that starts has
+    credentials that load."""
+    cert = _setting(args, env, "tls_cert", "DSFRO_TLS_CERT")
+    key = _setting(args, env, "tls_key", "DSFRO_TLS_KEY")
+    client_ca = _setting(args, env, "tls_client_ca", "DSFRO_TLS_CLIENT_CA")
+    allowed = _setting(args, env, "tls_allowed_clients", "DSFRO_TLS_ALLOWED_CLIENTS")
+    if (cert is None) != (key is None):
+        given, missing = (cert, "--tls-key") if key is None else (key, "--tls-cert")
+        assert given is not None
+        raise ConfigError(f"{given[1]} needs {missing} (or its environment variable) too")
+    if cert is not None and key is not None:
+        files = TlsFiles(
+            _path(cert), _path(key), _path(client_ca) if client_ca is not None else None
+        )
+        try:
+            load_tls(files)
+        except CredentialError as e:
+            raise ConfigError(str(e)) from e
+        c = replace(c, tls=files)
+    elif client_ca is not None:
+        raise ConfigError(f"{client_ca[1]} needs --tls-cert and --tls-key")
+    if allowed is not None:
+        names = frozenset(n.strip() for n in allowed[0].split(",") if n.strip())
+        if not names:
+            raise ConfigError(f"{allowed[1]} must name at least one client")
+        if c.tls is None or c.tls.client_ca is None:
+            raise ConfigError(f"{allowed[1]} needs mutual TLS (--tls-client-ca)")
+        c = replace(c, allowed_clients=names)
+    token = env.get("DSFRO_TOKEN")
+    token_file = _setting(args, env, "token_file", "DSFRO_TOKEN_FILE")
+    path = _path(token_file) if token_file is not None else None
+    try:
+        TokenSource(token, path)  # loads now, so that a bad token or file stops the start
+    except CredentialError as e:
+        raise ConfigError(str(e)) from e
+    return replace(c, token=token, token_file=path)
