@@ -20,6 +20,8 @@ from typing import Any
 
 import grpc
 
+from solver.api.handlers import Behavior, map_behaviors
+
 log = logging.getLogger(__name__)
 
 HEALTH_SERVICE_PREFIX = "/grpc.health.v1.Health/"
@@ -232,19 +234,23 @@ class AuthInterceptor(grpc.ServerInterceptor):  # type: ignore[misc]
         if handler is None or details.method.startswith(HEALTH_SERVICE_PREFIX):
             return handler
         token_refusal = self._check_token(details)
-        if token_refusal is not None:  # known from the metadata: refuse before decoding
-            handler = handler._replace(request_deserializer=_ignore)
+        # Refused for its metadata: the request is never decoded.
+        skip = {"request_deserializer": _ignore} if token_refusal is not None else {}
 
-        def guard(context: grpc.ServicerContext) -> None:
-            refusal = token_refusal or self._check_peer(context)
-            if refusal is not None:
-                log.warning(
-                    "refused %s from %s: %s", details.method, context.peer(), refusal.message
-                )
-                self._on_refusal(refusal)
-                context.abort(refusal.code, refusal.message)
+        def wrap(behavior: Behavior) -> Behavior:
+            def call(request: Any, context: grpc.ServicerContext) -> Any:
+                refusal = token_refusal or self._check_peer(context)
+                if refusal is not None:
+                    log.warning(
+                        "refused %s from %s: %s", details.method, context.peer(), refusal.message
+                    )
+                    self._on_refusal(refusal)
+                    context.abort(refusal.code, refusal.message)
+                return behavior(request, context)
 
-        return _guarded(handler, guard)
+            return call
+
+        return map_behaviors(handler, wrap, **skip)
 
     def _check_token(self, details: grpc.HandlerCallDetails) -> Refusal | None:
         if self._tokens is None:
@@ -280,29 +286,6 @@ def _ignore(data: bytes) -> bytes:
     """A request deserializer for calls refused anyway: their bytes are never decoded (grpcio
     takes None for a failure, so the bytes stand in)."""
     return data
-
-
-def _guarded(
-    handler: grpc.RpcMethodHandler, guard: Callable[[grpc.ServicerContext], None]
-) -> grpc.RpcMethodHandler:
-    """`handler` with `guard(context)` run before its behaviour, whatever its kind."""
-
-    def wrap(behavior: Callable[..., Any] | None) -> Callable[..., Any] | None:
-        if behavior is None:
-            return None
-
-        def call(request: Any, context: grpc.ServicerContext) -> Any:
-            guard(context)
-            return behavior(request, context)
-
-        return call
-
-    return handler._replace(  # RpcMethodHandler is a namedtuple in grpcio
-        unary_unary=wrap(handler.unary_unary),
-        unary_stream=wrap(handler.unary_stream),
-        stream_unary=wrap(handler.stream_unary),
-        stream_stream=wrap(handler.stream_stream),
-    )
 
 
 __all__ = [

@@ -4,6 +4,7 @@ once the models have loaded; SIGTERM drains running calls within the grace perio
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import ipaddress
 import logging
 import os
@@ -21,6 +22,8 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 import solver
 from solver._proto.dsfro.v1 import scheduler_pb2, scheduler_pb2_grpc
+from solver.api.handlers import map_behaviors
+from solver.api.logs import RequestLogInterceptor, configure_logging
 from solver.api.metrics import serve_metrics
 from solver.api.reflection import enable_server_reflection
 from solver.api.security import AuthInterceptor, Refusal, TokenSource, server_credentials
@@ -52,7 +55,7 @@ class SchedulerServer(grpc.Server):  # type: ignore[misc]
         for name in ("", SERVICE_NAME):
             self.health.set(name, health_pb2.HealthCheckResponse.NOT_SERVING)
         n = config.max_message_bytes
-        interceptors = []
+        interceptors: list[grpc.ServerInterceptor] = [RequestLogInterceptor()]
         if config.authenticates or config.allowed_clients:
             tokens = TokenSource(config.token, config.token_file) if config.authenticates else None
             interceptors.append(
@@ -218,13 +221,11 @@ def add_service_rejecting_undecodable(servicer: SchedulerServicer, server: Any) 
     methods = scheduler_pb2.DESCRIPTOR.services_by_name["SchedulerService"].methods_by_name
     handlers: dict[str, grpc.RpcMethodHandler] = {}
     for name, handler in capture.handlers.items():
-        if handler.unary_unary is None:  # every method is unary today
-            handlers[name] = handler
-            continue
         message = methods[name].input_type.full_name
-        handlers[name] = handler._replace(
+        handlers[name] = map_behaviors(
+            handler,
+            _rejecting_undecodable,
             request_deserializer=_safe_deserializer(message, handler.request_deserializer),
-            unary_unary=_rejecting_undecodable(handler.unary_unary),
         )
     server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE_NAME, handlers),))
     server.add_registered_method_handlers(SERVICE_NAME, handlers)
@@ -285,6 +286,8 @@ def serve(config: ServerConfig) -> None:
         stop.set()
 
     previous = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
+    # `kill -USR1 <pid>` prints every thread's stack to stderr: what a stuck server is doing.
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
     try:
         server.start()
         stop.wait()
@@ -294,14 +297,6 @@ def serve(config: ServerConfig) -> None:
     finally:
         for s, handler in previous.items():
             signal.signal(s, handler)
-
-
-def configure_logging(level: str) -> None:
-    logging.basicConfig(
-        level=level.upper(),
-        stream=sys.stderr,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
 
 
 def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None) -> int:
@@ -314,8 +309,13 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
 
 def run_server(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
     """Serve with parsed flags; shared by server.py and ``dsfro serve``."""
+    log_format = args.log_format or environ.get("DSFRO_LOG_FORMAT") or "text"
     try:
-        configure_logging(args.log_level)
+        configure_logging(args.log_level, log_format.strip().lower())
+    except ValueError as e:
+        print(f"dsfro: error: --log-level, --log-format (DSFRO_LOG_FORMAT): {e}", file=sys.stderr)
+        return 2
+    try:
         config = config_from_args(args, environ)
     except (ConfigError, ValueError) as e:
         print(f"dsfro: error: {e}", file=sys.stderr)

@@ -79,6 +79,11 @@ def add_server_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--grace-period-seconds", help="shutdown grace period (10)")
     parser.add_argument("--log-level", default="INFO", help="logging level (INFO)")
     parser.add_argument(
+        "--log-format",
+        help="text, or json: one object per line with the call's request id (DSFRO_LOG_FORMAT; "
+        "text)",
+    )
+    parser.add_argument(
         "--reflection", help="serve gRPC reflection: on or off (DSFRO_REFLECTION; on)"
     )
     parser.add_argument(

@@ -8,6 +8,7 @@ deadline (minus a margin), whatever its time budget says.
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import math
 import threading
@@ -122,7 +123,12 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
             self._running.add(cancel)
         try:
             future = self._pool.submit(
-                pipeline.solve, problem, deadline=deadline, executor=self._executor, cancel=cancel
+                contextvars.copy_context().run,  # the solve logs with the call's request id
+                pipeline.solve,
+                problem,
+                deadline=deadline,
+                executor=self._executor,
+                cancel=cancel,
             )
         except RuntimeError:  # the pool is shut down
             self._slots.release()

@@ -1,0 +1,155 @@
+"""Request ids and access logs, in process and from server.py's JSON output."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+import grpc
+import pytest
+
+from solver._proto.dsfro.v1 import scheduler_pb2 as pb
+from solver._proto.dsfro.v1.scheduler_pb2_grpc import SchedulerServiceStub as Stub
+from solver.api import logs, pipeline
+from solver.api.logs import REQUEST_ID_HEADER, TextFormatter, accepted_request_id, json_formatter
+from solver.api.server import build_server
+from solver.api.server_config import ServerConfig
+from solver.domain import Problem, SolveResult
+from tests.factories import canned_result, make_request
+
+ROOT = Path(__file__).resolve().parents[1]
+WAIT = 30.0
+
+
+def _record(message: str, rid: str | None) -> logging.LogRecord:
+    record = logging.LogRecord("solver.test", logging.INFO, __file__, 1, message, (), None)
+    record.request_id = rid
+    return record
+
+
+def test_a_callers_request_id_is_kept_only_when_it_is_safe_to_log() -> None:
+    assert accepted_request_id([(REQUEST_ID_HEADER, "round-42.a:b_c")]) == "round-42.a:b_c"
+    for bad in ("", "a b", "x" * 129, 'quote"', "é"):
+        fresh = accepted_request_id([(REQUEST_ID_HEADER, bad)])
+        assert re.fullmatch(r"[0-9a-f]{32}", fresh)
+    assert accepted_request_id([]) != accepted_request_id([])
+
+
+def test_formats_carry_the_request_id() -> None:
+    line = json.loads(json_formatter().format(_record("solved", "r-1")))
+    assert line["message"] == "solved" and line["request_id"] == "r-1"
+    assert line["level"] == "INFO" and line["logger"] == "solver.test" and "time" in line
+    assert TextFormatter().format(_record("solved", "r-1")).endswith("solver.test [r-1]: solved")
+    assert TextFormatter().format(_record("idle", None)).endswith("solver.test: idle")
+
+
+def test_every_call_gets_a_request_id_that_reaches_the_solve_and_its_logs(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    seen: list[str | None] = []
+
+    def fake_solve(problem: Problem, **kwargs: Any) -> SolveResult:
+        seen.append(logs.request_id.get())  # on the solve pool's thread
+        return canned_result(problem)
+
+    monkeypatch.setattr(pipeline, "solve", fake_solve)
+    srv = build_server(ServerConfig(host="127.0.0.1", port=0, max_concurrent_solves=1))
+    srv.start()
+    try:
+        with grpc.insecure_channel(f"127.0.0.1:{srv.port}") as ch, caplog.at_level("INFO"):
+            stub = Stub(ch)  # type: ignore[no-untyped-call]  # generated, unannotated
+            _, call = stub.Solve.with_call(
+                make_request(), timeout=WAIT, metadata=((REQUEST_ID_HEADER, "round-7"),)
+            )
+            assert (REQUEST_ID_HEADER, "round-7") in call.initial_metadata()
+            _, call = stub.Solve.with_call(make_request(), timeout=WAIT)
+            [fresh] = [v for k, v in call.initial_metadata() if k == REQUEST_ID_HEADER]
+            bad = make_request()
+            bad.jobs[0].weight = -1.0
+            with pytest.raises(grpc.RpcError) as info:
+                stub.Solve(bad, timeout=WAIT, metadata=((REQUEST_ID_HEADER, "round-8"),))
+            assert info.value.code() is grpc.StatusCode.INVALID_ARGUMENT
+    finally:
+        srv.stop(None).wait(WAIT)
+    assert seen == ["round-7", fresh]
+    access = [
+        (r.getMessage().split()[1], r.request_id)  # type: ignore[attr-defined]
+        for r in caplog.records
+        if r.name == "solver.api.access"
+    ]
+    assert access == [("OK", "round-7"), ("OK", fresh), ("INVALID_ARGUMENT", "round-8")]
+
+
+def test_server_py_writes_json_lines_with_the_callers_request_id() -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DSFRO_")}
+    env["DSFRO_LOG_FORMAT"] = "json"
+    proc = subprocess.Popen(
+        [sys.executable, str(ROOT / "server.py"), "--port", "0"],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    lines: list[str] = []
+    port = threading.Event()
+
+    def read() -> None:
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            lines.append(line)
+            if "listening on" in line:
+                port.set()
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    try:
+        assert port.wait(WAIT), "".join(lines)
+        [listening] = [json.loads(x)["message"] for x in lines if "listening on" in x]
+        found = re.search(r"listening on 127\.0\.0\.1:(\d+)", listening)
+        assert found is not None
+        with grpc.insecure_channel(f"127.0.0.1:{found.group(1)}") as ch:
+            stub = Stub(ch)  # type: ignore[no-untyped-call]  # generated, unannotated
+            reply = stub.Solve(
+                make_request(), timeout=WAIT, metadata=((REQUEST_ID_HEADER, "sched-42"),)
+            )
+            assert isinstance(reply, pb.SolveResponse) and reply.plan.assignments
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=WAIT)
+        except subprocess.TimeoutExpired:
+            proc.send_signal(signal.SIGUSR1)  # the server prints its threads' stacks
+            reader.join(2)
+            pytest.fail("server.py outlived SIGTERM:\n" + "".join(lines[-200:]))
+        assert proc.returncode == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    reader.join(WAIT)
+    records = [json.loads(x) for x in lines]  # every line is one JSON object
+    mine = [r for r in records if r["request_id"] == "sched-42"]
+    assert any(r["message"].startswith("solved 3 jobs") for r in mine)
+    [access] = [r for r in mine if r["logger"] == "solver.api.access"]
+    assert access["method"] == "/dsfro.v1.SchedulerService/Solve" and access["code"] == "OK"
+    assert 0 < access["seconds"] < WAIT
+
+
+def test_a_bad_log_format_is_refused_by_name() -> None:
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "server.py"), "--port", "0", "--log-format", "xml"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=WAIT,
+    )
+    assert proc.returncode == 2
+    assert "--log-format" in proc.stderr and "'xml'" in proc.stderr
