@@ -22,6 +22,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 import solver
 from solver._proto.dsfro.v1 import scheduler_pb2, scheduler_pb2_grpc
+from solver.api import tracing
 from solver.api.handlers import map_behaviors
 from solver.api.logs import RequestLogInterceptor, configure_logging
 from solver.api.metrics import serve_metrics
@@ -56,6 +57,10 @@ class SchedulerServer(grpc.Server):  # type: ignore[misc]
             self.health.set(name, health_pb2.HealthCheckResponse.NOT_SERVING)
         n = config.max_message_bytes
         interceptors: list[grpc.ServerInterceptor] = [RequestLogInterceptor()]
+        self._tracer_provider = tracing.tracer_provider() if config.tracing else None
+        if self._tracer_provider is not None:
+            tracer = self._tracer_provider.get_tracer(tracing.INSTRUMENTATION)
+            interceptors.append(tracing.TracingInterceptor(tracer))
         if config.authenticates or config.allowed_clients:
             tokens = TokenSource(config.token, config.token_file) if config.authenticates else None
             interceptors.append(
@@ -139,6 +144,9 @@ class SchedulerServer(grpc.Server):  # type: ignore[misc]
         self.servicer.close()
         if self._health_server is not None:
             self._health_server.stop(None)
+        if self._tracer_provider is not None:
+            done.wait(grace)  # the calls' spans end before they are flushed
+            self._tracer_provider.shutdown()
         if self._metrics_server is not None:
             self._metrics_server.shutdown()
             self._metrics_server = None

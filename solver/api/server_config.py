@@ -10,6 +10,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from solver import extras
+from solver.api import tracing
 from solver.api.profile import Profile, ProfileError, load_profile
 from solver.api.security import CredentialError, TlsFiles, TokenSource, load_tls
 from solver.api.settings import MAX_MESSAGE_BYTES, Limits
@@ -47,6 +48,9 @@ class ServerConfig:
     """A bearer token callers must send (DSFRO_TOKEN; never a flag, argv is public)."""
     token_file: Path | None = None
     """A file of bearer tokens, one per line, re-read when it changes."""
+    tracing: bool = False
+    """Export OpenTelemetry spans over OTLP (the OTEL_EXPORTER_OTLP_* variables say where);
+    needs the otel extra."""
     health_port: int | None = None
     """Also serve grpc.health.v1 alone, in plaintext, on this port (0: any free one), on its
     own threads: for probes that speak neither TLS nor tokens, and that no load can starve."""
@@ -89,6 +93,11 @@ def add_server_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--metrics-port",
         help="serve Prometheus metrics on this port at /metrics (DSFRO_METRICS_PORT; none)",
+    )
+    parser.add_argument(
+        "--tracing",
+        help="OpenTelemetry spans over OTLP, on or off; OTEL_EXPORTER_OTLP_ENDPOINT says where "
+        "(DSFRO_TRACING; off; needs pip install 'dsfro[otel]')",
     )
     parser.add_argument(
         "--health-port",
@@ -213,6 +222,12 @@ def config_from_args(
         c = replace(c, reflection=_switch(v))
     if (v := _setting(args, env, "health_port", "DSFRO_HEALTH_PORT")) is not None:
         c = replace(c, health_port=_int(v, 0, 65535))
+    if (v := _setting(args, env, "tracing", "DSFRO_TRACING")) is not None:
+        c = replace(c, tracing=_switch(v))
+        if c.tracing and not tracing.available():
+            raise ConfigError(
+                f"{v[1]} needs OpenTelemetry, which is not installed: pip install 'dsfro[otel]'"
+            )
     c = _with_security(c, args, env)
     if (v := _setting(args, env, "ray_address", RAY_ADDRESS_ENV)) is not None:
         c = replace(c, ray_address=v[0] or None)

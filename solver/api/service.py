@@ -28,7 +28,7 @@ from grpc_status import rpc_status
 import solver
 from solver._proto.dsfro.v1 import scheduler_pb2 as pb
 from solver._proto.dsfro.v1 import scheduler_pb2_grpc
-from solver.api import pipeline
+from solver.api import pipeline, tracing
 from solver.api.convert import (
     allocations_from_proto,
     duration_to_proto,
@@ -155,6 +155,16 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
             _abort_internal(context, "solving", e)
         s = result.stats
         self.metrics.solved(s)
+        tracing.annotate(
+            {
+                "dsfro.jobs": len(problem.jobs),
+                "dsfro.nodes": len(problem.cluster.nodes),
+                "dsfro.backend": s.backend_used.name,
+                "dsfro.termination": s.termination.name,
+                "dsfro.objective": s.objective,
+                "dsfro.solve_seconds": s.wall_seconds,
+            }
+        )
         log.info(
             "solved %d jobs on %d nodes: %s by %s, objective %.6g in %.3fs",
             len(problem.jobs),
