@@ -203,6 +203,37 @@ def test_over_max_concurrent_solves_a_call_is_refused_at_once(
         release.set()
 
 
+def test_admission_comes_before_decoding(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With every slot taken, bytes that are no request are refused for the slot: they were
+    never parsed. Once a slot is free, the same bytes are INVALID_ARGUMENT."""
+    release = threading.Event()
+    entered = threading.Event()
+
+    def held(problem: Problem, **kwargs: Any) -> SolveResult:
+        entered.set()
+        release.wait(WAIT)
+        return canned_result(problem)
+
+    monkeypatch.setattr(orchestrator, "solve", held)
+    garbage = b"\x0a\xff\xff\xff\xff\x0f"
+    try:
+        with serving(max_concurrent_solves=1) as (srv, stub):
+            call = stub.Solve.future(make_request(), timeout=WAIT)
+            assert entered.wait(WAIT)
+            with grpc.insecure_channel(f"127.0.0.1:{srv.port}") as ch:
+                raw = ch.unary_unary("/dsfro.v1.SchedulerService/Solve")
+                with pytest.raises(grpc.RpcError) as info:
+                    raw(garbage, timeout=WAIT)
+                assert info.value.code() is grpc.StatusCode.RESOURCE_EXHAUSTED
+                release.set()
+                assert call.result(timeout=WAIT).plan.assignments
+                with pytest.raises(grpc.RpcError) as info:
+                    raw(garbage, timeout=WAIT)
+                assert info.value.code() is grpc.StatusCode.INVALID_ARGUMENT
+    finally:
+        release.set()
+
+
 def _code(call: Any) -> grpc.StatusCode:
     exc = call.exception(timeout=WAIT)
     return grpc.StatusCode.OK if exc is None else exc.code()

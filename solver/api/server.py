@@ -11,7 +11,7 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from types import FrameType
 from typing import Any
@@ -21,9 +21,8 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 import solver
-from solver._proto.dsfro.v1 import scheduler_pb2, scheduler_pb2_grpc
+from solver._proto.dsfro.v1 import scheduler_pb2
 from solver.api import tracing
-from solver.api.handlers import map_behaviors
 from solver.api.logs import RequestLogInterceptor, configure_logging
 from solver.api.metrics import serve_metrics
 from solver.api.reflection import enable_server_reflection
@@ -34,8 +33,7 @@ from solver.api.server_config import (
     add_server_arguments,
     config_from_args,
 )
-from solver.api.service import SERVICE_NAME, SchedulerServicer, bad_request_status
-from solver.api.validation import FieldViolation
+from solver.api.service import SERVICE_NAME, SchedulerServicer
 from solver.model import catalog
 
 log = logging.getLogger(__name__)
@@ -71,7 +69,7 @@ class SchedulerServer(grpc.Server):  # type: ignore[misc]
             options=[("grpc.max_receive_message_length", n), ("grpc.max_send_message_length", n)],
             interceptors=interceptors,
         )
-        add_service_rejecting_undecodable(self.servicer, self._server)
+        add_service_taking_bytes(self.servicer, self._server)
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self._server)
         if config.reflection:
             enable_server_reflection(
@@ -168,73 +166,22 @@ class SchedulerServer(grpc.Server):  # type: ignore[misc]
         return int(self._server.add_secure_port(address, server_credentials))
 
 
-# ---------------------------------------------------------------- undecodable requests
+# ---------------------------------------------------------------- registration
 
 
-class _Undecodable:
-    """What the request deserializer returns for bytes that are not the request message."""
-
-    def __init__(self, message: str, error: BaseException) -> None:
-        self.message = message
-        self.error = error
-
-
-class _HandlerCapture:
-    """Stands in for a server to take the generated method handlers, without registering."""
-
-    def __init__(self) -> None:
-        self.handlers: dict[str, grpc.RpcMethodHandler] = {}
-
-    def add_generic_rpc_handlers(self, generic_rpc_handlers: Any) -> None:
-        pass
-
-    def add_registered_method_handlers(
-        self, service_name: str, method_handlers: dict[str, grpc.RpcMethodHandler]
-    ) -> None:
-        self.handlers.update(method_handlers)
-
-
-def _safe_deserializer(message: str, deserialize: Callable[[bytes], Any]) -> Callable[[bytes], Any]:
-    def safe(data: bytes) -> Any:
-        try:
-            return deserialize(data)
-        except Exception as e:  # DecodeError, and whatever else bad bytes may raise
-            return _Undecodable(message, e)
-
-    return safe
-
-
-def _rejecting_undecodable(behavior: Callable[[Any, grpc.ServicerContext], Any]) -> Any:
-    def call(request: Any, context: grpc.ServicerContext) -> Any:
-        if isinstance(request, _Undecodable):
-            log.info("rejected undecodable %s: %s", request.message, request.error)
-            violation = FieldViolation(
-                "request", f"not a valid {request.message} ({request.error})"
-            )
-            context.abort_with_status(bad_request_status([violation]))
-        return behavior(request, context)
-
-    return call
-
-
-def add_service_rejecting_undecodable(servicer: SchedulerServicer, server: Any) -> None:
-    """Register the service as the generated code does, but with request bytes that don't
-    decode answered INVALID_ARGUMENT (field ``request``) rather than grpcio's INTERNAL
-    "Exception deserializing request"."""
-    capture = _HandlerCapture()
-    # Generated code is untyped.
-    scheduler_pb2_grpc.add_SchedulerServiceServicer_to_server(  # type: ignore[no-untyped-call]
-        servicer, capture
-    )
+def add_service_taking_bytes(servicer: SchedulerServicer, server: Any) -> None:
+    """Register the service as the generated code does, but with each request handed over as
+    its bytes: the servicer takes its slot before decoding (a refusal costs no parsing, however
+    large the snapshot), and answers bytes that are no request INVALID_ARGUMENT."""
     methods = scheduler_pb2.DESCRIPTOR.services_by_name["SchedulerService"].methods_by_name
-    handlers: dict[str, grpc.RpcMethodHandler] = {}
-    for name, handler in capture.handlers.items():
-        message = methods[name].input_type.full_name
-        handlers[name] = map_behaviors(
-            handler,
-            _rejecting_undecodable,
-            request_deserializer=_safe_deserializer(message, handler.request_deserializer),
+    handlers = {
+        name: grpc.unary_unary_rpc_method_handler(
+            getattr(servicer, name),
+            request_deserializer=None,  # bytes as they came
+            response_serializer=lambda response: response.SerializeToString(),
         )
+        for name in methods
+    }
     server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE_NAME, handlers),))
     server.add_registered_method_handlers(SERVICE_NAME, handlers)
 

@@ -22,6 +22,7 @@ from typing import Any, NoReturn, TypeVar
 
 import grpc
 from google.protobuf import any_pb2
+from google.protobuf.message import Message
 from google.rpc import code_pb2, error_details_pb2, status_pb2
 from grpc_status import rpc_status
 
@@ -39,7 +40,7 @@ from solver.api.convert import (
 from solver.api.metrics import Metrics
 from solver.api.server_config import ServerConfig
 from solver.api.validation import FieldViolation, validate_plan, validate_request
-from solver.domain import SolveResult
+from solver.domain import Problem, SolveResult
 from solver.scoring import evaluation
 from solver.search.executor import LazyExecutor, WorkerLost
 
@@ -91,8 +92,10 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
         self._pool.shutdown(wait=False, cancel_futures=True)
         self._executor.close()
 
-    def Solve(self, request: pb.SolveRequest, context: grpc.ServicerContext) -> pb.SolveResponse:
-        if not self._slots.acquire(blocking=False):  # admission first: a refusal costs nothing
+    def Solve(self, data: bytes, context: grpc.ServicerContext) -> pb.SolveResponse:
+        """Admission first, on the raw bytes: a refusal costs no decoding, however large the
+        snapshot. The slot is released on every early exit, or handed to the solve."""
+        if not self._slots.acquire(blocking=False):
             self.metrics.rejected("solve_slots")
             n = self._config.max_concurrent_solves
             context.abort_with_status(
@@ -101,42 +104,28 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
                     RETRY_AFTER_SECONDS,
                 )
             )
-        request = pipeline.prepare(request, self._config.profile)
-        violations = validate_request(request, self._limits)
-        if violations:
-            self._slots.release()
-            self.metrics.rejected("invalid_argument")
-            _abort_invalid(context, violations)
-        deadline = self._deadline(context)
+        handed = False
         try:
-            problem = problem_from_proto(request, self._limits)
-        except Exception as e:
-            self._slots.release()
-            _abort_internal(context, "converting the request", e)
-        cancel = threading.Event()
-        context.add_callback(cancel.set)  # the call ended (cancelled, expired): stop solving
-        with self._running_lock:
-            if self._draining:
-                self._slots.release()
-                self.metrics.rejected("shutting_down")
+            problem, deadline, cancel = self._admitted_solve(data, context)
+            try:
+                future = self._pool.submit(
+                    contextvars.copy_context().run,  # the solve logs with the call's request id
+                    pipeline.solve,
+                    problem,
+                    deadline=deadline,
+                    executor=self._executor,
+                    cancel=cancel,
+                )
+            except RuntimeError:  # the pool is shut down
+                self._forget(cancel)
                 context.abort(grpc.StatusCode.UNAVAILABLE, "the server is shutting down")
-            self._running.add(cancel)
-        try:
-            future = self._pool.submit(
-                contextvars.copy_context().run,  # the solve logs with the call's request id
-                pipeline.solve,
-                problem,
-                deadline=deadline,
-                executor=self._executor,
-                cancel=cancel,
-            )
-        except RuntimeError:  # the pool is shut down
-            self._slots.release()
-            self._forget(cancel)
-            context.abort(grpc.StatusCode.UNAVAILABLE, "the server is shutting down")
+            future.add_done_callback(lambda _: self._slots.release())
+            handed = True
+        finally:
+            if not handed:
+                self._slots.release()
         self.metrics.in_flight.inc()
         future.add_done_callback(lambda _: self.metrics.in_flight.dec())
-        future.add_done_callback(lambda _: self._slots.release())
         future.add_done_callback(lambda _: self._forget(cancel))
         done = threading.Event()
         future.add_done_callback(lambda _: done.set())
@@ -176,6 +165,30 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
         )
         return response
 
+    def _admitted_solve(
+        self, data: bytes, context: grpc.ServicerContext
+    ) -> tuple[Problem, float | None, threading.Event]:
+        """The decoded, validated problem of an admitted call, its deadline, and the event that
+        stops its solve; the call aborted if the request is bad or the server is stopping."""
+        request = pipeline.prepare(_decode(pb.SolveRequest, data, context), self._config.profile)
+        violations = validate_request(request, self._limits)
+        if violations:
+            self.metrics.rejected("invalid_argument")
+            _abort_invalid(context, violations)
+        deadline = self._deadline(context)
+        try:
+            problem = problem_from_proto(request, self._limits)
+        except Exception as e:
+            _abort_internal(context, "converting the request", e)
+        cancel = threading.Event()
+        context.add_callback(cancel.set)  # the call ended (cancelled, expired): stop solving
+        with self._running_lock:
+            if self._draining:
+                self.metrics.rejected("shutting_down")
+                context.abort(grpc.StatusCode.UNAVAILABLE, "the server is shutting down")
+            self._running.add(cancel)
+        return problem, deadline, cancel
+
     @contextmanager
     def _check_slot(self, context: grpc.ServicerContext) -> Iterator[None]:
         """A slot for a ValidateSnapshot or EvaluatePlan call, or RESOURCE_EXHAUSTED at once."""
@@ -207,9 +220,10 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
         return time.monotonic() + remaining - margin
 
     def ValidateSnapshot(
-        self, request: pb.ValidateSnapshotRequest, context: grpc.ServicerContext
+        self, data: bytes, context: grpc.ServicerContext
     ) -> pb.ValidateSnapshotResponse:
         with self._check_slot(context):
+            request = _decode(pb.ValidateSnapshotRequest, data, context)
             return _guard(
                 context,
                 "validating the snapshot",
@@ -218,11 +232,9 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
                 ),
             )
 
-    def EvaluatePlan(
-        self, request: pb.EvaluatePlanRequest, context: grpc.ServicerContext
-    ) -> pb.EvaluatePlanResponse:
+    def EvaluatePlan(self, data: bytes, context: grpc.ServicerContext) -> pb.EvaluatePlanResponse:
         with self._check_slot(context):
-            return self._evaluate_plan(request, context)
+            return self._evaluate_plan(_decode(pb.EvaluatePlanRequest, data, context), context)
 
     def _evaluate_plan(
         self, request: pb.EvaluatePlanRequest, context: grpc.ServicerContext
@@ -254,9 +266,8 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
             response.objective.CopyFrom(objective_to_proto(ev.plan.objective))
         return response
 
-    def GetServerInfo(
-        self, request: pb.GetServerInfoRequest, context: grpc.ServicerContext
-    ) -> pb.GetServerInfoResponse:
+    def GetServerInfo(self, data: bytes, context: grpc.ServicerContext) -> pb.GetServerInfoResponse:
+        _decode(pb.GetServerInfoRequest, data, context)
         c = self._config
         return pb.GetServerInfoResponse(
             version=solver.__version__,
@@ -286,6 +297,20 @@ def _version(package: str) -> str:
         return metadata.version(package)
     except metadata.PackageNotFoundError:
         return "unknown"
+
+
+M = TypeVar("M", bound=Message)
+
+
+def _decode(message: type[M], data: bytes, context: grpc.ServicerContext) -> M:
+    """The request decoded, or INVALID_ARGUMENT (field ``request``) for bytes that are not one
+    (rather than grpcio's INTERNAL "Exception deserializing request")."""
+    try:
+        return message.FromString(data)
+    except Exception as e:  # DecodeError, and whatever else bad bytes may raise
+        name = message.DESCRIPTOR.full_name
+        log.info("rejected undecodable %s: %s", name, e)
+        _abort_invalid(context, [FieldViolation("request", f"not a valid {name} ({e})")])
 
 
 def _violation_to_proto(v: FieldViolation) -> pb.FieldViolation:
