@@ -21,6 +21,7 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 import solver
+from solver import supervise
 from solver._proto.dsfro.v1 import scheduler_pb2
 from solver.api import tracing
 from solver.api.logs import RequestLogInterceptor, configure_logging
@@ -38,6 +39,9 @@ from solver.model import catalog
 
 log = logging.getLogger(__name__)
 
+HEALTH_WATCH_SECONDS = 1.0
+"""How often the service's health status is brought up to date."""
+
 
 class SchedulerServer(grpc.Server):  # type: ignore[misc]
     """A grpc.Server with the service, health and reflection, bound to ``port``.
@@ -47,7 +51,9 @@ class SchedulerServer(grpc.Server):  # type: ignore[misc]
 
     def __init__(self, config: ServerConfig) -> None:
         self.config = config
+        supervise.set_worker_memory_limit(config.worker_memory_bytes)
         self.servicer = SchedulerServicer(config)
+        self._stopping = threading.Event()
         self._metrics_server: WSGIServer | None = None
         self.metrics_port: int | None = None
         self.health = health.HealthServicer()
@@ -92,6 +98,23 @@ class SchedulerServer(grpc.Server):  # type: ignore[misc]
                 self._health_server, _address(config.host, config.health_port), None
             )
 
+    def _watch_health(self) -> None:
+        """Every HEALTH_WATCH_SECONDS, the service's health status follows whether it can
+        serve (servicer.health_problems); the overall status stays SERVING while the process
+        answers, so a liveness probe restarts it only when it does not."""
+        serving = True
+        while not self._stopping.wait(HEALTH_WATCH_SECONDS):
+            problems = self.servicer.health_problems()
+            if (not problems) == serving or self._stopping.is_set():
+                continue
+            serving = not problems
+            if serving:
+                log.info("serving again")
+                self.health.set(SERVICE_NAME, health_pb2.HealthCheckResponse.SERVING)
+            else:
+                log.error("not serving: %s", "; ".join(problems))
+                self.health.set(SERVICE_NAME, health_pb2.HealthCheckResponse.NOT_SERVING)
+
     def _count_refusal(self, refusal: Refusal) -> None:
         self.servicer.metrics.rejected(refusal.reason)
 
@@ -102,6 +125,7 @@ class SchedulerServer(grpc.Server):  # type: ignore[misc]
         self._server.start()
         if self._health_server is not None:
             self._health_server.start()
+        threading.Thread(target=self._watch_health, name="dsfro-health-watch", daemon=True).start()
         for name in ("", SERVICE_NAME):
             self.health.set(name, health_pb2.HealthCheckResponse.SERVING)
         log.info(
@@ -136,6 +160,7 @@ class SchedulerServer(grpc.Server):  # type: ignore[misc]
     def stop(self, grace: float | None) -> threading.Event:
         """Stop admitting calls; solves in flight return their best plan so far at once, so
         their callers are answered within the grace period."""
+        self._stopping.set()
         self.health.enter_graceful_shutdown()
         self.servicer.finish_solves()
         done: threading.Event = self._server.stop(grace)

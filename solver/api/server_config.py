@@ -48,6 +48,12 @@ class ServerConfig:
     """A bearer token callers must send (DSFRO_TOKEN; never a flag, argv is public)."""
     token_file: Path | None = None
     """A file of bearer tokens, one per line, re-read when it changes."""
+    stuck_after_seconds: float = 30.0
+    """A solve this long past its due time is stuck: health turns NOT_SERVING for the
+    service (readiness) until it ends."""
+    worker_memory_bytes: int | None = None
+    """Resident memory a solver worker process may use; over it, the worker is killed and the
+    solve answers with the plan it has. None: no limit."""
     tracing: bool = False
     """Export OpenTelemetry spans over OTLP (the OTEL_EXPORTER_OTLP_* variables say where);
     needs the otel extra."""
@@ -93,6 +99,12 @@ def add_server_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--metrics-port",
         help="serve Prometheus metrics on this port at /metrics (DSFRO_METRICS_PORT; none)",
+    )
+    parser.add_argument(
+        "--worker-memory-mib",
+        help="resident memory a solver worker process may use; over it the worker is killed "
+        "and replaced, and its solve answers with the plan it has (DSFRO_WORKER_MEMORY_MIB; "
+        "no limit)",
     )
     parser.add_argument(
         "--tracing",
@@ -222,6 +234,8 @@ def config_from_args(
         c = replace(c, reflection=_switch(v))
     if (v := _setting(args, env, "health_port", "DSFRO_HEALTH_PORT")) is not None:
         c = replace(c, health_port=_int(v, 0, 65535))
+    if (v := _setting(args, env, "worker_memory_mib", "DSFRO_WORKER_MEMORY_MIB")) is not None:
+        c = replace(c, worker_memory_bytes=_int(v, 64, 2**30) * 2**20)
     if (v := _setting(args, env, "tracing", "DSFRO_TRACING")) is not None:
         c = replace(c, tracing=_switch(v))
         if c.tracing and not tracing.available():

@@ -42,7 +42,7 @@ from solver.api.server_config import ServerConfig
 from solver.api.validation import FieldViolation, validate_plan, validate_request
 from solver.domain import Problem, SolveResult
 from solver.scoring import evaluation
-from solver.search.executor import LazyExecutor, WorkerLost
+from solver.search.executor import LazyExecutor, WorkerLost, recent_pool_restarts
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +51,11 @@ MAX_DETAIL_BYTES = 4096
 """BadRequest details travel in trailing metadata, which clients cap (8 KiB by default)."""
 _NO_DEADLINE = 1e7
 """time_remaining() above this many seconds: the call has no deadline."""
+
+CRASH_WINDOW_SECONDS = 60.0
+CRASH_LOOP_RESTARTS = 3
+"""Worker pools replaced this many times within the window: a crash loop, not bad luck (one
+kill costs one replacement)."""
 
 T = TypeVar("T")
 
@@ -74,8 +79,8 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
         self._checks = threading.BoundedSemaphore(check_slots(config))
         """ValidateSnapshot and EvaluatePlan in flight: bounded so that they cannot take every
         gRPC worker thread and starve health checks and solves."""
-        self._running: set[threading.Event] = set()
-        """The stop events of the solves in flight."""
+        self._running: dict[threading.Event, float] = {}
+        """The stop events of the solves in flight, and when each is due (time.monotonic())."""
         self._running_lock = threading.Lock()
         self._draining = False
 
@@ -86,6 +91,22 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
             self._draining = True
             for stop in self._running:
                 stop.set()
+
+    def health_problems(self) -> list[str]:
+        """Why the service cannot serve now, if it cannot: solves stuck well past their due
+        time (they hold slots and cores), or worker processes dying again and again."""
+        now = time.monotonic()
+        late = self._config.stuck_after_seconds
+        with self._running_lock:
+            stuck = [now - due for due in self._running.values() if now - due > late]
+        problems = [f"a solve is {s:.0f}s past its due time" for s in sorted(stuck)]
+        crashes = recent_pool_restarts(CRASH_WINDOW_SECONDS)
+        if crashes >= CRASH_LOOP_RESTARTS:
+            problems.append(
+                f"solve worker pool replaced {crashes} times in the last "
+                f"{CRASH_WINDOW_SECONDS:.0f}s"
+            )
+        return problems
 
     def close(self) -> None:
         """Accept no more solves; running ones finish on their own threads."""
@@ -186,7 +207,8 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
             if self._draining:
                 self.metrics.rejected("shutting_down")
                 context.abort(grpc.StatusCode.UNAVAILABLE, "the server is shutting down")
-            self._running.add(cancel)
+            due = time.monotonic() + problem.options.time_budget_seconds
+            self._running[cancel] = due if deadline is None else min(due, deadline)
         return problem, deadline, cancel
 
     @contextmanager
@@ -205,7 +227,7 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
 
     def _forget(self, stop: threading.Event) -> None:
         with self._running_lock:
-            self._running.discard(stop)
+            self._running.pop(stop, None)
 
     def _deadline(self, context: grpc.ServicerContext) -> float | None:
         """The monotonic instant the answer is due: the RPC deadline minus the margin.

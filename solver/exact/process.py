@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from solver import supervise
 from solver.domain import Backend, Problem
 from solver.exact.backends import ExactOptions, ExactOutcome, SolverStatus, outcome
 from solver.exact.index import Values
@@ -167,13 +168,24 @@ def solve_in_process(
         replace(options, stop=None),  # a callable does not cross processes: polled here
         deadline,
     )
+    killed: list[str] = []
+
+    def stop() -> bool:
+        reason = supervise.kill_if_over_limit(worker.proc.pid)
+        if reason is not None:
+            killed.append(reason)
+            return True
+        return options.stop is not None and options.stop()
+
     try:
         _write(worker.task_w, task)
-        ready = _wait(worker.result_r, deadline, options.stop)
+        ready = _wait(worker.result_r, deadline, stop)
         if not ready:
             worker.close()
             _count_replaced()
             threading.Thread(target=warm_up, name="dsfro-exact-respawn", daemon=True).start()
+            if killed:
+                return outcome(SolverStatus.ERROR, None, None, time.monotonic() - start, killed[0])
             return outcome(
                 SolverStatus.NO_SOLUTION,
                 None,

@@ -10,11 +10,14 @@ import logging
 import multiprocessing
 import os
 import threading
+import time
+from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any, Protocol, TypeVar
 
+from solver import supervise
 from solver.extras import MissingExtraError
 
 T = TypeVar("T")
@@ -28,6 +31,8 @@ THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"
 
 _pools_replaced = 0
 """Local process pools replaced after a worker died."""
+_replaced_at: deque[float] = deque(maxlen=64)
+"""When (time.monotonic()) the latest replacements happened."""
 
 
 def pool_restarts() -> int:
@@ -35,9 +40,16 @@ def pool_restarts() -> int:
     return _pools_replaced
 
 
+def recent_pool_restarts(window_seconds: float) -> int:
+    """Pools replaced within the last `window_seconds` (the service's health)."""
+    since = time.monotonic() - window_seconds
+    return sum(t >= since for t in list(_replaced_at))
+
+
 def _count_pool_replaced() -> None:
     global _pools_replaced
     _pools_replaced += 1
+    _replaced_at.append(time.monotonic())
 
 
 class WorkerLost(RuntimeError):
@@ -113,8 +125,10 @@ class LocalExecutor:
         return self._pool
 
     def map(self, fn: Callable[[T], R], items: Sequence[T]) -> list[R]:
+        pool = self._ensure()
         try:
-            return list(self._ensure().map(fn, items))
+            with supervise.watching(lambda: _worker_pids(pool)) as killed:
+                return list(pool.map(fn, items))
         except BrokenProcessPool as e:
             # A worker died (killed, out of memory): this pool is unusable. The next map
             # starts a new one; this one's caller decides what to answer.
@@ -122,12 +136,19 @@ class LocalExecutor:
             if broken is not None:
                 broken.shutdown(wait=False, cancel_futures=True)
                 _count_pool_replaced()
-            raise WorkerLost(f"a solve worker process died ({e})") from e
+            why = killed[0] if killed else f"a solve worker process died ({e})"
+            raise WorkerLost(why) from e
 
     def close(self) -> None:
         if self._pool is not None:
             self._pool.shutdown(wait=True, cancel_futures=True)
             self._pool = None
+
+
+def _worker_pids(pool: ProcessPoolExecutor) -> list[int]:
+    """The pool's worker processes now (CPython keeps them in ``_processes``)."""
+    processes = getattr(pool, "_processes", None) or {}
+    return list(processes)
 
 
 class RayExecutor:

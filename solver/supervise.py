@@ -1,0 +1,97 @@
+"""Memory limits for solver worker processes: a worker whose resident memory passes the limit
+is killed, and its caller answers with the plan it already has (status FALLBACK) while the
+worker is replaced.
+
+Resident memory (VmRSS), not address space: the solvers' thread arenas reserve gigabytes of
+virtual memory they never touch, so an RLIMIT_AS small enough to matter would break them.
+The limit is process-wide, set once by the server (``--worker-memory-mib``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import signal
+import threading
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+
+log = logging.getLogger(__name__)
+
+WATCH_SECONDS = 0.1
+"""How often a pool's workers are measured while it runs tasks."""
+
+_limit_bytes: int | None = None
+
+
+def set_worker_memory_limit(limit_bytes: int | None) -> None:
+    """Resident memory a solver worker process may use (None: no limit)."""
+    global _limit_bytes
+    if limit_bytes is not None and limit_bytes <= 0:
+        raise ValueError(f"worker memory limit must be positive, got {limit_bytes}")
+    _limit_bytes = limit_bytes
+
+
+def worker_memory_limit() -> int | None:
+    return _limit_bytes
+
+
+def resident_bytes(pid: int) -> int | None:
+    """VmRSS of process `pid`, or None if it is gone (or not on Linux)."""
+    try:
+        with open(f"/proc/{pid}/status", "rb") as f:
+            for line in f:
+                if line.startswith(b"VmRSS:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def over_limit(pid: int) -> int | None:
+    """The resident bytes of `pid` if they exceed the limit, else None."""
+    if _limit_bytes is None:
+        return None
+    rss = resident_bytes(pid)
+    return rss if rss is not None and rss > _limit_bytes else None
+
+
+def kill_if_over_limit(pid: int) -> str | None:
+    """Kill `pid` if it is over the limit; the reason, for the answer's detail."""
+    rss = over_limit(pid)
+    if rss is None or _limit_bytes is None:
+        return None
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGKILL)
+    reason = (
+        f"worker process {pid} used {rss / 2**20:.0f} MiB, over its memory limit of "
+        f"{_limit_bytes / 2**20:.0f} MiB, and was killed"
+    )
+    log.warning("%s", reason)
+    return reason
+
+
+@contextmanager
+def watching(pids: Callable[[], Iterable[int]]) -> Iterator[list[str]]:
+    """While the block runs, kill any of `pids()` over the limit; yields the reasons so far."""
+    reasons: list[str] = []
+    if _limit_bytes is None:
+        yield reasons
+        return
+    done = threading.Event()
+
+    def watch() -> None:
+        while not done.wait(WATCH_SECONDS):
+            for pid in list(pids()):
+                reason = kill_if_over_limit(pid)
+                if reason is not None:
+                    reasons.append(reason)
+
+    thread = threading.Thread(target=watch, name="dsfro-memory-watch", daemon=True)
+    thread.start()
+    try:
+        yield reasons
+    finally:
+        done.set()
+        thread.join()
