@@ -8,6 +8,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import grpc
@@ -173,3 +174,28 @@ def test_a_worker_crash_loop_makes_the_service_not_ready(monkeypatch: pytest.Mon
         _wait_for(srv.port, SERVICE_NAME, SERVING)
     finally:
         srv.stop(None).wait(WAIT)
+
+
+@pytest.mark.parametrize(
+    ("content", "cpus"),
+    [("max 100000", None), ("150000 100000", 1.5), ("50000 100000", 0.5), ("garbage", None)],
+)
+def test_a_container_cpu_quota_is_read(tmp_path: Path, content: str, cpus: float | None) -> None:
+    path = tmp_path / "cpu.max"
+    path.write_text(content + "\n")
+    assert executor.cgroup_cpu_quota(str(path)) == cpus
+    assert executor.cgroup_cpu_quota(str(tmp_path / "none")) is None
+
+
+def test_available_cores_are_capped_by_the_quota(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "cpu.max"
+    monkeypatch.setattr(executor, "CGROUP_CPU_MAX", str(path))
+    monkeypatch.setattr(os, "sched_getaffinity", lambda _: set(range(64)))
+    path.write_text("250000 100000\n")
+    assert executor.available_cores() == 3  # 2.5 CPUs: three threads share them
+    path.write_text("20000 100000\n")
+    assert executor.available_cores() == 1
+    path.write_text("max 100000\n")
+    assert executor.available_cores() == 64

@@ -85,8 +85,10 @@ def add_server_arguments(parser: argparse.ArgumentParser) -> None:
         "--max-time-budget-seconds",
         help="largest time budget accepted (DSFRO_MAX_TIME_BUDGET_SECONDS; 300)",
     )
-    parser.add_argument("--workers", help="gRPC worker threads (16)")
-    parser.add_argument("--grace-period-seconds", help="shutdown grace period (10)")
+    parser.add_argument("--workers", help="gRPC worker threads (DSFRO_WORKERS; 16)")
+    parser.add_argument(
+        "--grace-period-seconds", help="shutdown grace period (DSFRO_GRACE_PERIOD_SECONDS; 10)"
+    )
     parser.add_argument("--log-level", default="INFO", help="logging level (INFO)")
     parser.add_argument(
         "--log-format",
@@ -247,9 +249,9 @@ def config_from_args(
         c = replace(c, ray_address=v[0] or None)
         if c.ray_address and not extras.available("ray"):
             raise ConfigError(f"{v[1]} needs ray, which is not installed: pip install 'dsfro[ray]'")
-    if (v := _setting(args, env, "grace_period_seconds", None)) is not None:
+    if (v := _setting(args, env, "grace_period_seconds", "DSFRO_GRACE_PERIOD_SECONDS")) is not None:
         c = replace(c, grace_period_seconds=_seconds(v))
-    workers = _setting(args, env, "workers", None)
+    workers = _setting(args, env, "workers", "DSFRO_WORKERS")
     low = c.max_concurrent_solves + 2
     if workers is not None:
         c = replace(c, grpc_workers=_int(workers, low, 4096))

@@ -7,6 +7,7 @@ Each task is a picklable call of a top-level function. Workers are capped to one
 from __future__ import annotations
 
 import logging
+import math
 import multiprocessing
 import os
 import threading
@@ -74,11 +75,29 @@ class Executor(Protocol):
     def close(self) -> None: ...
 
 
+CGROUP_CPU_MAX = "/sys/fs/cgroup/cpu.max"
+"""cgroup v2's CPU quota of this container: "<quota> <period>" or "max <period>"."""
+
+
 def available_cores() -> int:
+    """Cores this process may use: its CPU affinity, capped by the container's CPU quota (a
+    Kubernetes CPU limit sets a quota, not an affinity)."""
     try:
-        return max(len(os.sched_getaffinity(0)), 1)
+        cores = max(len(os.sched_getaffinity(0)), 1)
     except AttributeError:  # pragma: no cover - not Linux
-        return max(os.cpu_count() or 1, 1)
+        cores = max(os.cpu_count() or 1, 1)
+    quota = cgroup_cpu_quota(CGROUP_CPU_MAX)
+    return cores if quota is None else max(1, min(cores, math.ceil(quota - 1e-9)))
+
+
+def cgroup_cpu_quota(path: str) -> float | None:
+    """CPUs allowed by a cgroup v2 ``cpu.max`` file, or None without a quota or file."""
+    try:
+        with open(path) as f:
+            quota, period = f.read().split()[:2]
+        return None if quota == "max" else int(quota) / int(period)
+    except (OSError, ValueError):
+        return None
 
 
 def _one_thread() -> None:
