@@ -269,9 +269,11 @@ def test_the_rpc_deadline_bounds_the_solve(monkeypatch: pytest.MonkeyPatch) -> N
     assert deadline <= start + 3.0 - 1.0
 
 
-def test_without_an_rpc_deadline_the_solver_gets_none(
+def test_the_budget_counts_from_the_calls_arrival(
     stub: Stub, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """Without an RPC deadline, the solver stops at the budget counted from the call's arrival
+    (decoding and conversion spend it too), less the time to send the answer."""
     seen: list[float | None] = []
 
     def record(
@@ -285,8 +287,12 @@ def test_without_an_rpc_deadline_the_solver_gets_none(
         return canned_result(problem)
 
     monkeypatch.setattr(orchestrator, "solve", record)
-    stub.Solve(make_request())
-    assert seen == [None]
+    request = make_request()
+    request.options.time_budget.FromSeconds(20)
+    sent = time.monotonic()
+    stub.Solve(request)
+    [deadline] = seen
+    assert deadline is not None and sent < deadline < sent + 20.0
 
 
 # ---------------------------------------------------------------- other RPCs

@@ -164,7 +164,14 @@ class SchedulerServer(grpc.Server):  # type: ignore[misc]
         self.health.enter_graceful_shutdown()
         self.servicer.finish_solves()
         done: threading.Event = self._server.stop(grace)
-        self.servicer.close()
+
+        # The solver pools close once the calls have ended: closing them now would cancel
+        # the parts of a decomposed solve that is still answering.
+        def close_when_done() -> None:
+            done.wait()
+            self.servicer.close()
+
+        threading.Thread(target=close_when_done, name="dsfro-close", daemon=True).start()
         if self._health_server is not None:
             self._health_server.stop(None)
         if self._tracer_provider is not None:

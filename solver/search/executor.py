@@ -14,7 +14,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import CancelledError, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any, Protocol, TypeVar
 
@@ -148,6 +148,8 @@ class LocalExecutor:
         try:
             with supervise.watching(lambda: _worker_pids(pool)) as killed:
                 return list(pool.map(fn, items))
+        except CancelledError as e:  # the pool was closed under this map (shutdown)
+            raise WorkerLost("the solve worker pool was closed") from e
         except BrokenProcessPool as e:
             # A worker died (killed, out of memory): this pool is unusable. The next map
             # starts a new one; this one's caller decides what to answer.
