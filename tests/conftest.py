@@ -46,3 +46,14 @@ def channel(server: SchedulerServer) -> Iterator[grpc.Channel]:
 def stub(channel: grpc.Channel) -> scheduler_pb2_grpc.SchedulerServiceStub:
     # The generated gRPC module has no annotations (protoc writes none for *_pb2_grpc.py).
     return scheduler_pb2_grpc.SchedulerServiceStub(channel)  # type: ignore[no-untyped-call]
+
+
+@pytest.fixture(autouse=True)
+def fresh_crash_window(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test starts with no recent worker-pool replacements: tests that kill workers must
+    not turn another test's server NOT_SERVING (the crash-loop window is process-wide)."""
+    from collections import deque
+
+    from solver.search import executor
+
+    monkeypatch.setattr(executor, "_replaced_at", deque(maxlen=64))
