@@ -35,6 +35,7 @@ from solver.api.server_config import (
     config_from_args,
 )
 from solver.api.service import SERVICE_NAME, SchedulerServicer
+from solver.exact import backends
 from solver.model import catalog
 
 log = logging.getLogger(__name__)
@@ -119,9 +120,10 @@ class SchedulerServer(grpc.Server):  # type: ignore[misc]
         self.servicer.metrics.rejected(refusal.reason)
 
     def start(self) -> None:
-        """Load and validate models/ (CatalogError naming a missing or bad file), then serve;
-        health stays NOT_SERVING until the models have loaded."""
+        """Load and validate models/ (CatalogError naming a missing or bad file) and import the
+        solvers, then serve; health stays NOT_SERVING until then."""
         catalog.load_all()
+        backends.warm_up()
         self._server.start()
         if self._health_server is not None:
             self._health_server.start()

@@ -238,15 +238,16 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
         arrival (decoding, validation and conversion spend it too), less the time to convert
         and send the answer, and never past the RPC deadline minus the margin.
 
-        The margin is at most half the time left, so that a short deadline still leaves the
-        solver some time rather than none.
+        The margin is the configured one, cut for short deadlines to a tenth of the time left,
+        yet never below the time to send this answer: a short deadline keeps most of its time
+        for solving.
         """
         respond = RESPOND_SECONDS + RESPOND_SECONDS_PER_JOB * len(problem.jobs)
         due = arrival + problem.options.time_budget_seconds - respond
         remaining: float | None = context.time_remaining()
         if remaining is None or not math.isfinite(remaining) or remaining > _NO_DEADLINE:
             return due
-        margin = min(self._config.rpc_deadline_margin_seconds, remaining / 2)
+        margin = min(self._config.rpc_deadline_margin_seconds, max(respond, remaining / 10))
         return min(due, time.monotonic() + remaining - margin)
 
     def ValidateSnapshot(

@@ -124,6 +124,13 @@ def register_backend(backend: Backend, factory: Callable[[], ExactBackend]) -> N
         _registry[backend] = factory
 
 
+def warm_up(backends: tuple[Backend, ...] = (Backend.CPSAT, Backend.HIGHS)) -> None:
+    """Import these backends now: CP-SAT's first import (with pandas) takes 0.2-2 s, which a
+    server should spend before it reports SERVING, not inside a caller's budget."""
+    for backend in backends:
+        get_backend(backend)
+
+
 def get_backend(backend: Backend) -> ExactBackend:
     """A new instance of the exact backend for `backend` (CPSAT, HIGHS, PYOMO)."""
     with _lock:
