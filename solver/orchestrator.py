@@ -2,6 +2,9 @@
 
 The heuristic's plan exists before anything else runs, so a response is always there; the
 exact model only replaces it with a better checked plan. Every plan that leaves is checked.
+When the time left is shorter than the first plan's estimate (`first_plan_estimate`), the
+quick plan (solver.search.quick: running jobs kept, queued ones placed in one pass until the
+deadline) answers instead, FEASIBLE, its detail starting with "quick plan".
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ from solver.search.decompose import solve_decomposed
 from solver.search.executor import Executor, available_cores, make_executor
 from solver.search.heuristic import Heuristic
 from solver.search.lagrangian import solve_lagrangian
+from solver.search.quick import QuickPlan, finish_seconds, quick_plan
 
 log = logging.getLogger(__name__)
 
@@ -82,6 +86,23 @@ AGGREGATE_MIP_SHARE = 0.5
 MIN_AGGREGATE_MIP_SECONDS = 0.1
 LNS_SHARE_ONE_CORE = 0.5
 """On one core, the share of the time left that LNS gets before the full model runs."""
+FIRST_PLAN_SECONDS = 0.003
+FIRST_PLAN_SECONDS_PER_JOB = 2e-4
+"""Estimated time of the normal path's first answer (enumeration, the heuristic's set-up, its
+first greedy pass, the plan, the checker): measured 137 us a job at medium, 113 at large and
+159 at xl (in-process) on the 2-core machine at a 1-minute load of 3-5
+(scripts/bench_deadline.py --profile; docs/benchmarks.md, "Short budgets"), with half again
+for load; a slower machine is caught after enumeration (AFTER_ENUMERATION_SHARE) and by the
+first greedy pass's own stop. With less time left, the quick plan (solver.search.quick)
+answers instead."""
+AFTER_ENUMERATION_SHARE = 0.7
+"""Share of the first plan's estimate needed after enumeration (the heuristic's set-up, its
+first pass, the plans and the checker: measured 0.19 s at large, 93 us a job, against
+0.29 s kept)."""
+DECOMPOSED_FIRST_PLAN_SECONDS_PER_JOB = 6e-4
+"""The same for a decomposed solve (parts on the executor, merge, completion, bound): xl's
+16,384 jobs answered in 9.2 s (5.6e-4 s a job) at the shortest budgets on the 2-core machine
+at a load of 8, before the quick plan existed."""
 
 
 @dataclass(frozen=True)
@@ -120,6 +141,9 @@ def solve(
     if deadline is not None:
         end = min(end, deadline)
     clock = _Clock(start, end, cancel)
+    estimate = first_plan_estimate(problem)
+    if clock.left() < estimate:
+        return _solve_quick(problem, clock, estimate)
     if decomposes(problem):
         if executor is not None:
             return _solve_decomposed(problem, clock, executor)
@@ -129,6 +153,8 @@ def solve(
         finally:
             own.close()
     configs = build_config_set(problem)
+    if clock.left() < AFTER_ENUMERATION_SHARE * estimate:  # a machine slower than estimated
+        return _solve_quick(problem, clock, AFTER_ENUMERATION_SHARE * estimate, "after enumeration")
 
     blocked = _unkeepable_jobs(problem, configs)
     if blocked:
@@ -140,7 +166,9 @@ def solve(
         )
 
     heuristic = Heuristic(problem, configs)
-    heuristic_plan = heuristic.run(start + HEURISTIC_SHARE * (end - start))
+    heuristic_plan = heuristic.run(
+        start + HEURISTIC_SHARE * (end - start), stop_at=end - finish_seconds(problem)
+    )
     assert heuristic.first_plan_at is not None
     first_plan = heuristic.first_plan_at - start
     violations = check_plan(problem, heuristic_plan.assignments)
@@ -148,6 +176,7 @@ def solve(
         # Only hard constraints of the request itself (non-preemptible jobs over a power budget)
         # defeat the heuristic, which places those jobs first whatever they draw.
         return _infeasible(problem, configs, clock, violations[0].message)
+    cut = f"the first greedy pass stopped at the deadline after {heuristic.cut_short} jobs; "
     if problem.options.backend is Backend.HEURISTIC:
         return _result(
             heuristic_plan,
@@ -157,9 +186,68 @@ def solve(
             Backend.HEURISTIC,
             None,
             first_plan,
-            "heuristic only",
+            (cut if heuristic.cut_short is not None else "") + "heuristic only",
         )
-    return _Portfolio(problem, configs, clock, heuristic, heuristic_plan, first_plan).run()
+    portfolio = _Portfolio(problem, configs, clock, heuristic, heuristic_plan, first_plan)
+    if heuristic.cut_short is not None:
+        portfolio.notes.append(cut.removesuffix("; "))
+    return portfolio.run()
+
+
+def first_plan_estimate(problem: Problem) -> float:
+    """Roughly how long the normal path takes to its first answer (FIRST_PLAN_SECONDS_PER_JOB);
+    with less time left the quick plan answers."""
+    per_job = (
+        DECOMPOSED_FIRST_PLAN_SECONDS_PER_JOB if decomposes(problem) else FIRST_PLAN_SECONDS_PER_JOB
+    )
+    return FIRST_PLAN_SECONDS + per_job * len(problem.jobs)
+
+
+def _solve_quick(problem: Problem, clock: _Clock, estimate: float, when: str = "") -> SolveResult:
+    """The quick plan (solver.search.quick), checked; the plan that only keeps the running jobs
+    if it fails the checker (a bug: logged); INFEASIBLE if that fails too (the request's own
+    hard constraints: non-preemptible jobs that cannot keep their GPUs or their power)."""
+    why = f"{max(clock.left(), 0.0):.3f} s left, the first plan needs ~{estimate:.3f} s"
+    if when:
+        why += f" {when}"
+    end = clock.end - finish_seconds(problem)
+    quick = quick_plan(problem, end, clock.stopped)
+    first_plan = clock.elapsed()
+    if quick.blocked:
+        return _infeasible(
+            problem,
+            quick.configs,
+            clock,
+            "non-preemptible jobs that cannot keep their allocation: " + ", ".join(quick.blocked),
+        )
+    violations = check_plan(problem, quick.plan.assignments)
+    if violations and quick.started:
+        log.error("quick plan rejected by the checker: %s", violations[0])
+        kept = quick_plan(problem, float("-inf"))
+        if not check_plan(problem, kept.plan.assignments):
+            return _quick_result(
+                kept,
+                clock,
+                first_plan,
+                f"{why}; the quick plan failed the "
+                f"checker ({violations[0].constraint}): running jobs kept only",
+            )
+    if violations:
+        return _infeasible(problem, quick.configs, clock, violations[0].message)
+    return _quick_result(quick, clock, first_plan, why)
+
+
+def _quick_result(quick: QuickPlan, clock: _Clock, first_plan: float, why: str) -> SolveResult:
+    return _result(
+        quick.plan,
+        quick.configs,
+        clock,
+        Termination.FEASIBLE,
+        Backend.HEURISTIC,
+        None,
+        first_plan,
+        f"{quick.summary()} ({why})",
+    )
 
 
 class _Portfolio:

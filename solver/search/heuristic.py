@@ -35,6 +35,9 @@ MANY_JOBS = 1024
 """Above this many jobs only the first two GPU prices and the dual prices unscaled are tried,
 and the local search makes one pass."""
 
+CHECK_EVERY = 64
+"""Jobs placed between two looks at the clock in a greedy pass that has a stop."""
+
 LOCAL_SEARCH_STATES = 1
 """The local search runs on this many of the passes' best distinct states: the pass that leads
 before it (usually at the dual prices) mostly leads after it too, and a second costs as much."""
@@ -65,6 +68,8 @@ class Heuristic:
         """Duration of one greedy pass with its plan: what another pass will roughly take."""
         self.dual: LagrangianBound | None = None
         """The Lagrangian dual `run` priced its passes with: also a valid upper bound."""
+        self.cut_short: int | None = None
+        """Jobs the first greedy pass had looked at when its stop came (None: it finished)."""
 
     def gain(self, job: Job, index: int, counts: Mapping[str, int], keep: bool) -> float:
         """Objective gained by running the job so, against leaving it queued."""
@@ -77,18 +82,47 @@ class Heuristic:
         move = best_config(self.scorer, state, job, _prices(price))
         return None if move is None else (move.gain, move.index, move.counts)
 
-    def greedy(self, price: float | Prices) -> SearchState:
+    def greedy(self, price: float | Prices, stop_at: float | None = None) -> SearchState:
         """Fixed jobs first, then running ones, then waiting ones, each group by priced value
-        density; each job takes its configuration of most priced gain that fits."""
+        density; each job takes its configuration of most priced gain that fits. With
+        `stop_at` (a time.monotonic() instant), the pass stops there, every CHECK_EVERY jobs,
+        leaving the rest queued (`cut_short` says how many it had looked at)."""
         prices = _prices(price)
         state = SearchState(self.problem)
         self._place_fixed(state)
         running = [j for j in self.problem.jobs if j.current is not None and j.preemptible]
         waiting = [j for j in self.problem.jobs if j.current is None]
+        seen = 0
         for group in (running, waiting):
             for job in sorted(group, key=lambda j: -self._density(j, prices)):
+                if stop_at is not None and seen % CHECK_EVERY == 0 and time.monotonic() >= stop_at:
+                    self.cut_short = seen
+                    self._keep_running(state, running)
+                    return state
+                seen += 1
                 self._start(state, job, best_config(self.scorer, state, job, prices))
         return state
+
+    def _keep_running(self, state: SearchState, running: list[Job]) -> None:
+        """Running jobs the pass did not reach stay where they run, at their own clock (or
+        the highest of their shape the power allows), if their GPUs are still free: stopping
+        them would cost their migration."""
+        for job in running:
+            if job.name in state.choices:
+                continue
+            assert job.current is not None
+            counts = keep_counts_of(job, state)
+            if counts is None:
+                continue
+            own = job.current.sm_clock_mhz
+            options = sorted(
+                (c for c in self.configs.by_job[job.name] if c.shape == job.current.shape),
+                key=lambda c: (c.sm_clock_mhz != own, -c.watts),
+            )
+            for c in options:
+                if state.power_ok(c, counts):
+                    state.take(job.name, c, counts)
+                    break
 
     def _start(self, state: SearchState, job: Job, move: Placement | None) -> None:
         if move is not None:
@@ -175,17 +209,22 @@ class Heuristic:
             if job.name not in state.choices:
                 self._start(state, job, best_config(self.scorer, state, job))
 
-    def run(self, deadline: float) -> Plan:
+    def run(self, deadline: float, stop_at: float | None = None) -> Plan:
         """Greedy and re-insertion at each GPU price, then at the dual prices (fewer of both for
         many jobs), local search on the best state; the best plan. The first pass is today's
         first plan; the dual (milliseconds) runs after it. `deadline` only stops work that runs
-        far over its usual time."""
+        far over its usual time; `stop_at`, the answer's own deadline, stops even the first
+        pass (on a machine far slower than estimated)."""
         started = time.monotonic()
         many = len(self.problem.jobs) > MANY_JOBS
-        state = self.greedy(0.0)
-        materialize(self.problem, self.configs, dict(state.choices))
+        if stop_at is not None:
+            deadline = min(deadline, stop_at)
+        state = self.greedy(0.0, stop_at)
+        first = materialize(self.problem, self.configs, dict(state.choices))
         self.first_plan_at = time.monotonic()
         self.pass_seconds = self.first_plan_at - started
+        if self.cut_short is not None:  # the answer is due: no second look
+            return first
         self.improve(state, deadline)
         best = _Best(self.problem, self.configs, state)
         for price in GPU_PRICES[1:2] if many else GPU_PRICES[1:]:
@@ -253,6 +292,13 @@ class _Best:
             if len(out) == count:
                 break
         return out
+
+
+def keep_counts_of(job: Job, state: SearchState) -> dict[str, int] | None:
+    """The job's current GPUs per node, if they are free in `state`."""
+    assert job.current is not None
+    counts = job.current.gpus_per_node()
+    return counts if state.placer.fits(counts) else None
 
 
 def _prices(price: float | Prices) -> Prices:

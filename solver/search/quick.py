@@ -1,0 +1,413 @@
+"""The quick plan: a valid plan in time linear in the snapshot, for budgets shorter than the
+normal first plan (enumeration, the heuristic's set-up, a greedy pass by value density).
+
+One pass, in this order:
+
+1. running jobs, enumerated first (their configurations of the running shape, and the best
+   throughput that scores them): a non-preemptible job keeps its GPUs and shape at the lowest
+   draw, then its own clock where the power allows; a preemptible one keeps its GPUs, shape and
+   clock (or the highest clock of that shape the power allows). A running job whose allocation
+   is no longer valid (a node gone, a GPU unavailable, a shape outside its limits) is stopped
+   when preemptible and offered a place like a queued job; a non-preemptible one makes the
+   request infeasible, as on the normal path.
+   This step always runs to its end: it is the plan that is left when there is no time.
+2. queued jobs, heaviest first, in chunks of CHUNK_JOBS, the clock read between chunks and
+   every CHECK_EVERY jobs: their rows are enumerated (no Pareto
+   filter, no `Config` for rows not looked at), and each job takes, on the first GPU type where
+   it fits, its configuration of fewest GPUs that is worth running (most gain among those),
+   placed best-fit. No local search, no re-insertion.
+
+Jobs the clock did not reach stay queued, saying so. The plan that keeps every valid running
+job and starts nothing is what is left when the clock stops at once; it is valid whenever the
+running allocations are. The caller checks the plan like every other.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from dataclasses import dataclass
+
+from solver.domain import Config, Job, JobAssignment, JobState, Plan, Problem, QueueReason
+from solver.model import bulk
+from solver.model.configs import ConfigSet
+from solver.model.enumeration import Enumerator, Row
+from solver.model.facts import TypeFacts, type_facts
+from solver.scoring.plans import Choice, materialize
+from solver.search.state import SearchState
+
+CHUNK_JOBS = 256
+"""Jobs enumerated and placed between two looks at the clock (about 10-20 ms at 1,000 nodes
+on the 2-core machine; the clock is also read every CHECK_EVERY placements)."""
+CHECK_EVERY = 32
+"""Placements between two looks at the clock."""
+
+FINISH_SECONDS_PER_JOB = 5e-5
+"""Time kept back per job to turn choices into a plan, score it, check it and answer: measured
+16 us a job at large and 40 us at xl (plan and score, checker), 2-3 us for the protobuf, on the
+2-core machine at a 1-minute load of 3-5 (scripts/bench_deadline.py --profile)."""
+FINISH_SECONDS = 0.002
+"""Fixed part of the finish (small problems)."""
+
+NOT_REACHED = "not planned: the time budget ran out before the quick plan reached the job"
+NODE_GONE = "stopped: its current allocation names a node that is no longer in the cluster"
+
+
+@dataclass(frozen=True)
+class QuickPlan:
+    """The quick plan with what happened on the way, for the answer's detail."""
+
+    plan: Plan
+    configs: ConfigSet
+    kept: int
+    """Running jobs kept where they run."""
+    started: int
+    """Jobs started (queued ones, and preempted ones placed anew)."""
+    preempted: tuple[str, ...]
+    """Preemptible running jobs whose allocation is no longer valid (or over the power left)."""
+    not_reached: int
+    """Jobs the clock stopped the plan before."""
+    blocked: tuple[str, ...]
+    """Non-preemptible running jobs that cannot keep their allocation: no valid plan keeps
+    them, and stopping them is not allowed."""
+    seconds: float
+
+    def summary(self) -> str:
+        parts = [f"quick plan: {self.kept} running jobs kept, {self.started} started"]
+        if self.preempted:
+            parts.append(f"{len(self.preempted)} stopped (allocation no longer valid or power)")
+        if self.not_reached:
+            parts.append(f"{self.not_reached} not reached before the deadline")
+        return ", ".join(parts) + f" in {self.seconds:.3f} s"
+
+
+def finish_seconds(problem: Problem) -> float:
+    """Time to keep back for turning the choices into a checked answer."""
+    return FINISH_SECONDS + FINISH_SECONDS_PER_JOB * len(problem.jobs)
+
+
+class _Rows:
+    """Rows of jobs alike (solver.model.configs groups them the same way), enumerated on
+    demand in batches; what the quick plan reads of them."""
+
+    def __init__(self, problem: Problem, facts: Mapping[str, TypeFacts]) -> None:
+        self.facts = facts
+        self.enumerator = Enumerator(facts)
+        self.allowed: dict[frozenset[str], tuple[str, ...]] = {}
+        self.keys: dict[Hashable, int] = {}
+        self.rows: list[list[Row] | None] = []
+        self.top: list[float] = []
+        self.group: dict[str, int] = {}
+        self.counted: dict[int, list[list[list[Row]]]] = {}
+        self.shaped: dict[int, list[Row]] = {}
+        self.enumerated = 0
+
+    def _key(self, job: Job) -> Hashable:
+        types = self.allowed.get(job.allowed_gpu_types)
+        if types is None:
+            types = self.allowed[job.allowed_gpu_types] = tuple(
+                n for n in self.facts if job.allows(n)
+            )
+        keep = job.current.shape if job.current is not None else None
+        return (job.workload, job.min_gpus, job.max_gpus, types, keep)
+
+    def load(self, jobs: Sequence[Job]) -> None:
+        """Enumerate the groups of `jobs` not enumerated yet, in one batch."""
+        new: list[Job] = []
+        for job in jobs:
+            key = self._key(job)
+            index = self.keys.get(key)
+            if index is None:
+                index = self.keys[key] = len(self.rows)
+                self.rows.append(None)
+                self.top.append(0.0)
+                new.append(job)
+            self.group[job.name] = index
+        if not new:
+            return
+        self.enumerator.prepare(new)
+        for job in new:
+            index = self.group[job.name]
+            rows = self.enumerator.rows(job)
+            self.rows[index] = rows
+            self.top[index] = max((r[2] for r in rows), default=0.0)
+            self.enumerated += len(rows)
+
+    def by_count(self, job: Job) -> list[list[list[Row]]]:
+        """Per GPU type, the rows that may start anywhere (not kept_only), by GPU count
+        ascending; made once per group."""
+        index = self.group[job.name]
+        out = self.counted.get(index)
+        if out is None:
+            types: dict[str, dict[int, list[Row]]] = {}
+            for r in self.of(job):
+                if not r[8]:
+                    types.setdefault(r[0].gpu_type, {}).setdefault(r[0].num_gpus, []).append(r)
+            out = self.counted[index] = [
+                [counts[n] for n in sorted(counts)] for counts in types.values()
+            ]
+        return out
+
+    def running_shape(self, job: Job) -> list[Row]:
+        """The rows of the running shape of the group's jobs (the same for all of them: it is
+        part of the group's key), by draw descending; made once per group."""
+        assert job.current is not None
+        index = self.group[job.name]
+        out = self.shaped.get(index)
+        if out is None:
+            shape = job.current.shape
+            out = self.shaped[index] = sorted(
+                (r for r in self.of(job) if r[0] == shape), key=lambda r: -r[3]
+            )
+        return out
+
+    def of(self, job: Job) -> list[Row]:
+        rows = self.rows[self.group[job.name]]
+        assert rows is not None
+        return rows
+
+    def best(self, job: Job) -> float:
+        return self.top[self.group[job.name]]
+
+
+class _Quick:
+    def __init__(self, problem: Problem, end: float, stop: Callable[[], bool] | None) -> None:
+        self.problem = problem
+        self.end = end
+        self.stop = stop
+        self.rows = _Rows(problem, type_facts(problem.cluster))
+        self.state = SearchState(problem)
+        self.by_job: dict[str, list[Config]] = {}
+        self.max_watts = problem.cluster.max_gpu_watts()
+        self.used: set[tuple[str, int]] = set()
+        self.nodes = {n.name: n for n in problem.cluster.nodes}
+        self.preempted: list[str] = []
+        self.blocked: list[str] = []
+        self.reached: set[str] = set()
+        self.gone: set[str] = set()
+        self.kept = 0
+        self.started = 0
+
+    def out_of_time(self) -> bool:
+        return time.monotonic() >= self.end or (self.stop is not None and self.stop())
+
+    def config(self, job: Job, row: Row) -> Config:
+        c = Config(job.name, *row)
+        self.by_job.setdefault(job.name, []).append(c)
+        return c
+
+    # -- running jobs
+
+    def valid_allocation(self, job: Job) -> bool:
+        """The job's current GPUs exist, are available, are whole tensor groups per node of
+        the shape's GPU type, and no job kept before holds them."""
+        assert job.current is not None
+        shape = job.current.shape
+        gpus: set[tuple[str, int]] = set()
+        for s in job.current.placement:
+            node = self.nodes.get(s.node)
+            if node is None or node.gpu_type != shape.gpu_type:
+                return False
+            if len(s.gpu_indices) % shape.tensor_parallel:
+                return False
+            for i in s.gpu_indices:
+                if not 0 <= i < node.gpu_count or i in node.unavailable_gpu_indices:
+                    return False
+                gpus.add((s.node, i))
+        return len(gpus) == shape.num_gpus and not gpus & self.used
+
+    def keep_options(self, job: Job) -> list[Row]:
+        """The job's rows of its running shape: its own clock first, then by draw descending
+        (the highest clock the power allows wins)."""
+        assert job.current is not None
+        own = job.current.sm_clock_mhz
+        rows = self.rows.running_shape(job)
+        first = [r for r in rows if r[1] == own]
+        return first + [r for r in rows if r[1] != own] if first else rows
+
+    def keep_running(self, running: Sequence[Job]) -> list[Job]:
+        """Keep what can be kept; the preemptible jobs that could not, to place anew."""
+        fixed = [j for j in running if not j.preemptible]
+        loose = [j for j in running if j.preemptible]
+        self.rows.load(fixed)
+        lowered: list[tuple[Job, list[Config]]] = []
+        for job in fixed:
+            assert job.current is not None
+            options = [self.config(job, r) for r in self.keep_options(job)]
+            if not options or not self.valid_allocation(job):
+                self.blocked.append(job.name)
+                continue
+            lowest = min(options, key=lambda c: c.watts)
+            self.take(job, lowest, job.current.gpus_per_node())
+            lowered.append((job, options))
+            self.kept += 1
+        for job, options in lowered:  # then each its own clock, if the power left allows
+            config, counts = self.state.choices[job.name]
+            if options[0] is config or options[0].watts <= config.watts:
+                continue
+            self.state.release(job.name)
+            best = options[0] if self.state.power_ok(options[0], counts) else config
+            self.state.take(job.name, best, counts)
+        again: list[Job] = []
+        for start in range(0, len(loose), CHUNK_JOBS):
+            chunk = loose[start : start + CHUNK_JOBS]
+            self.rows.load(chunk)
+            for job in chunk:
+                if self.keep(job):
+                    continue
+                if self.known_nodes(job):
+                    again.append(job)
+                else:
+                    self.gone.add(job.name)
+        return again
+
+    def known_nodes(self, job: Job) -> bool:
+        """Whether every node of the job's allocation exists (turning choices into GPU indices
+        reads them): a job on a node gone stays stopped."""
+        assert job.current is not None
+        return all(s.node in self.nodes for s in job.current.placement)
+
+    def keep(self, job: Job) -> bool:
+        assert job.current is not None
+        if not self.valid_allocation(job):
+            self.preempted.append(job.name)
+            return False
+        counts = job.current.gpus_per_node()
+        options = self.keep_options(job)
+        for row in options:
+            c = Config(job.name, *row)
+            if self.state.power_ok(c, counts):
+                self.by_job[job.name] = [c]
+                self.take(job, c, counts)
+                self.kept += 1
+                return True
+        self.preempted.append(job.name)
+        return False
+
+    def take(self, job: Job, config: Config, counts: Mapping[str, int]) -> None:
+        self.state.take(job.name, config, counts)
+        if job.current is not None and config.shape == job.current.shape:
+            self.used.update((s.node, i) for s in job.current.placement for i in s.gpu_indices)
+
+    # -- queued jobs
+
+    def candidates(self, job: Job) -> list[Config]:
+        """Per GPU type, the configuration of fewest GPUs worth running (most gain among
+        those); most gain first."""
+        out: list[tuple[float, Row]] = []
+        for counts in self.rows.by_count(job):
+            for rows in counts:
+                gain, row = max(((self.row_gain(job, r), r) for r in rows), key=_first)
+                if gain > 0:
+                    out.append((gain, row))
+                    break
+        out.sort(key=lambda gr: -gr[0])
+        return [self.config(job, r) for _, r in out]
+
+    def row_gain(self, job: Job, row: Row) -> float:
+        """solver.scoring.objective.running_gain of the row's configuration, from the row (no
+        Config made); tests/test_deadline.py compares the two."""
+        w = self.problem.weights
+        best = self.rows.best(job)
+        sps, watts = row[2], row[3]
+        gain = w.throughput * job.weight * (sps / best if best > 0 else 0.0)
+        gain -= w.energy * watts / self.max_watts
+        required = job.required_samples_per_second
+        if required is not None:  # the shortfall running, against 1 queued
+            gain += w.deadline * job.weight * min(1.0, sps / required)
+        return gain
+
+    def start(self, job: Job) -> None:
+        for c in self.candidates(job):
+            fitted = self.state.fit(job, c)
+            if fitted is not None and self.state.power_ok(c, fitted[0]):
+                self.state.take(job.name, c, fitted[0])
+                self.started += 1
+                return
+
+    def place_queued(self, jobs: Sequence[Job]) -> None:
+        for start in range(0, len(jobs), CHUNK_JOBS):
+            if self.out_of_time():
+                return
+            chunk = jobs[start : start + CHUNK_JOBS]
+            self.rows.load(chunk)
+            for k, job in enumerate(chunk):
+                if k % CHECK_EVERY == 0 and self.out_of_time():
+                    return
+                self.reached.add(job.name)
+                self.start(job)
+
+    def run(self) -> None:
+        running = [j for j in self.problem.jobs if j.current is not None]
+        again = self.keep_running(running)
+        waiting = [j for j in self.problem.jobs if j.current is None]
+        # Heaviest first (ties: request order); stopped jobs after the waiting ones of their weight.
+        order = sorted([*waiting, *again], key=lambda j: -j.weight)
+        if not self.blocked:
+            self.place_queued(order)
+
+    def result(self, started_at: float) -> QuickPlan:
+        choices: dict[str, Choice] = dict(self.state.choices)
+        configs = ConfigSet(
+            by_job={j.name: tuple(self.by_job.get(j.name, ())) for j in self.problem.jobs},
+            best_samples_per_second={
+                j.name: self.rows.best(j) for j in self.problem.jobs if j.name in self.rows.group
+            },
+            num_enumerated=self.rows.enumerated,
+        )
+        plan = materialize(self.problem, configs, choices)
+        waiting = {
+            j.name
+            for j in self.problem.jobs
+            if j.name not in choices
+            and j.name not in self.reached
+            and (j.current is None or j.name in self.preempted)
+            and j.name not in self.gone
+        }
+        if waiting or self.gone:
+            plan = Plan(
+                assignments=tuple(
+                    _queued(a, NODE_GONE if a.job in self.gone else NOT_REACHED)
+                    if a.job in waiting or a.job in self.gone
+                    else a
+                    for a in plan.assignments
+                ),
+                objective=plan.objective,
+            )
+        return QuickPlan(
+            plan=plan,
+            configs=configs,
+            kept=self.kept,
+            started=self.started,
+            preempted=tuple(self.preempted),
+            not_reached=len(waiting),
+            blocked=tuple(self.blocked),
+            seconds=time.monotonic() - started_at,
+        )
+
+
+def _first(pair: tuple[float, Row]) -> float:
+    return pair[0]
+
+
+def _queued(a: JobAssignment, detail: str) -> JobAssignment:
+    """The queued assignment `a` with its reason: not reached in time, or not placeable."""
+    assert a.state is JobState.QUEUED
+    return JobAssignment(
+        job=a.job,
+        state=a.state,
+        migrated=a.migrated,
+        queue_reason=QueueReason.INSUFFICIENT_RESOURCES,
+        queue_detail=detail,
+    )
+
+
+def quick_plan(problem: Problem, end: float, stop: Callable[[], bool] | None = None) -> QuickPlan:
+    """The quick plan of `problem`, placing queued jobs until time.monotonic() reaches `end`
+    (or `stop()` says so). Running jobs are always looked at: keeping them is the plan that
+    is left when there is no time at all. Unchecked: the caller checks it."""
+    started = time.monotonic()
+    with bulk.collector_paused():
+        quick = _Quick(problem, end, stop)
+        quick.run()
+        return quick.result(started)
