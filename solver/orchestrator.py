@@ -9,6 +9,7 @@ deadline) answers instead, FEASIBLE, its detail starting with "quick plan".
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 import time
@@ -35,7 +36,13 @@ from solver.scoring.checker import check_plan
 from solver.scoring.plans import materialize
 from solver.search.bound import solve_aggregate
 from solver.search.decompose import solve_decomposed
-from solver.search.executor import Executor, available_cores, make_executor
+from solver.search.executor import (
+    Executor,
+    Stopped,
+    WorkerLost,
+    available_cores,
+    make_executor,
+)
 from solver.search.heuristic import Heuristic
 from solver.search.lagrangian import solve_lagrangian
 from solver.search.quick import QuickPlan, finish_seconds, quick_plan
@@ -152,6 +159,14 @@ def solve(
             return _solve_decomposed(problem, clock, own)
         finally:
             own.close()
+    return _solve_here(problem, clock, estimate)
+
+
+def _solve_here(
+    problem: Problem, clock: _Clock, estimate: float, *, heuristic_only: bool = False
+) -> SolveResult:
+    """The heuristic's plan, improved by the portfolio (or not, `heuristic_only`), in this
+    process; the quick plan if enumeration leaves too little time."""
     configs = build_config_set(problem)
     if clock.left() < AFTER_ENUMERATION_SHARE * estimate:  # a machine slower than estimated
         return _solve_quick(problem, clock, AFTER_ENUMERATION_SHARE * estimate, "after enumeration")
@@ -167,17 +182,18 @@ def solve(
 
     heuristic = Heuristic(problem, configs)
     heuristic_plan = heuristic.run(
-        start + HEURISTIC_SHARE * (end - start), stop_at=end - finish_seconds(problem)
+        clock.start + HEURISTIC_SHARE * (clock.end - clock.start),
+        stop_at=clock.end - finish_seconds(problem),
     )
     assert heuristic.first_plan_at is not None
-    first_plan = heuristic.first_plan_at - start
+    first_plan = heuristic.first_plan_at - clock.start
     violations = check_plan(problem, heuristic_plan.assignments)
     if violations:
         # Only hard constraints of the request itself (non-preemptible jobs over a power budget)
         # defeat the heuristic, which places those jobs first whatever they draw.
         return _infeasible(problem, configs, clock, violations[0].message)
     cut = f"the first greedy pass stopped at the deadline after {heuristic.cut_short} jobs; "
-    if problem.options.backend is Backend.HEURISTIC:
+    if heuristic_only or problem.options.backend is Backend.HEURISTIC:
         return _result(
             heuristic_plan,
             configs,
@@ -533,7 +549,16 @@ def _solve_decomposed(problem: Problem, clock: _Clock, executor: Executor) -> So
     """Parts solved through the executor, merged, completed by one global pass, checked, and
     bounded by the Lagrangian dual over every part's configurations."""
     reserve = min(0.3 * (clock.end - clock.start), MERGE_SECONDS_PER_JOB * len(problem.jobs) + 0.5)
-    d = solve_decomposed(problem, executor, end=clock.end - reserve)
+    try:
+        d = solve_decomposed(problem, executor, end=clock.end - reserve, stop=clock.stopped)
+    except (WorkerLost, Stopped) as e:
+        # No part came back: the heuristic answers from here, or the quick plan when time is
+        # short (and at once when the solve was stopped).
+        why = f"{e} in the first round"
+        estimate = first_plan_estimate(problem)
+        if clock.left() < estimate:
+            return _fallback(_solve_quick(problem, clock, estimate, "after the parts failed"), why)
+        return _fallback(_solve_here(problem, clock, estimate, heuristic_only=True), why)
     configs = d.configs
     blocked = _unkeepable_jobs(problem, configs)
     if blocked:
@@ -559,10 +584,12 @@ def _solve_decomposed(problem: Problem, clock: _Clock, executor: Executor) -> So
         best = completed
     gap = (dual.best_bound - best.objective.total) / max(abs(best.objective.total), 1e-9)
     termination = Termination.OPTIMAL if gap <= OPTIMALITY_TOLERANCE else Termination.FEASIBLE
-    if d.lost and termination is not Termination.OPTIMAL:
+    if d.lost and termination is not Termination.OPTIMAL and not clock.stopped():
         # The second round's work died with its worker: the first round's plan, completed.
         termination = Termination.FALLBACK
         notes.append(f"{d.lost}; the first round's plan, completed")
+    elif d.lost:
+        notes.append(f"second round {d.lost}")
     return _result(
         best,
         configs,
@@ -573,6 +600,17 @@ def _solve_decomposed(problem: Problem, clock: _Clock, executor: Executor) -> So
         d.first_seconds,
         "; ".join(notes),
     )
+
+
+def _fallback(result: SolveResult, why: str) -> SolveResult:
+    """`result` told as a FALLBACK (the search that should have answered failed), unless it is
+    INFEASIBLE, which stays what it is; `why` leads its detail."""
+    if result.stats.termination is Termination.INFEASIBLE:
+        return result
+    stats = dataclasses.replace(
+        result.stats, termination=Termination.FALLBACK, detail=f"{why}; {result.stats.detail}"
+    )
+    return dataclasses.replace(result, stats=stats)
 
 
 _EXACT = frozenset({Backend.CPSAT, Backend.HIGHS, Backend.PYOMO})

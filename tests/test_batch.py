@@ -27,7 +27,7 @@ from solver.offline.batch import (
     run_batch,
     strip_timing,
 )
-from solver.search.executor import LocalExecutor
+from solver.search.executor import LocalExecutor, Stop
 
 ROOT = Path(__file__).resolve().parent.parent
 T = TypeVar("T")
@@ -70,7 +70,7 @@ class CountingExecutor:
         self.workers = workers
         self.calls: list[int] = []
 
-    def map(self, fn: Callable[[T], R], items: Sequence[T]) -> list[R]:
+    def map(self, fn: Callable[[T], R], items: Sequence[T], stop: Stop | None = None) -> list[R]:
         self.calls.append(len(items))
         return [fn(x) for x in items]
 

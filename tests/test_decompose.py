@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -19,7 +20,7 @@ from solver.model.configs import build_config_set
 from solver.scoring.checker import check_plan
 from solver.scoring.plans import materialize
 from solver.search.decompose import partition, solve_decomposed
-from solver.search.executor import InlineExecutor, WorkerLost
+from solver.search.executor import InlineExecutor, LocalExecutor, Stop, WorkerLost
 from solver.search.heuristic import Heuristic
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -105,11 +106,49 @@ class _DiesInTheSecondRound(InlineExecutor):
     def __init__(self) -> None:
         self.calls = 0
 
-    def map(self, fn: Callable[[T], R], items: Sequence[T]) -> list[R]:
+    def map(self, fn: Callable[[T], R], items: Sequence[T], stop: Stop | None = None) -> list[R]:
         self.calls += 1
         if self.calls == 2:
             raise WorkerLost("a solve worker process died (killed)")
-        return super().map(fn, items)
+        return super().map(fn, items, stop)
+
+
+class _DiesAtOnce(InlineExecutor):
+    def map(self, fn: Callable[[T], R], items: Sequence[T], stop: Stop | None = None) -> list[R]:
+        raise WorkerLost("a solve worker process died (killed)")
+
+
+def _decomposed(name: str, budget: float) -> Problem:
+    p = load(name)
+    options = dataclasses.replace(p.options, backend=Backend.DECOMPOSED, time_budget_seconds=budget)
+    return dataclasses.replace(p, options=options)
+
+
+def test_a_worker_lost_in_the_first_round_falls_back_to_the_heuristic_here() -> None:
+    p = _decomposed("medium", 10.0)
+    r = orchestrator.solve(p, executor=_DiesAtOnce())
+    assert r.stats.termination is Termination.FALLBACK
+    assert r.stats.detail.startswith("a solve worker process died (killed) in the first round")
+    assert r.stats.detail.endswith("heuristic only")  # time was left for the heuristic
+    assert check_plan(p, r.plan.assignments) == []
+    assert r.plan.objective.total > 0
+
+
+def test_a_cancelled_decomposed_solve_answers_at_once_with_a_plan() -> None:
+    p = _decomposed("medium", 60.0)
+    cancel = threading.Event()
+    executor = LocalExecutor(workers=2)
+    try:
+        threading.Timer(1.0, cancel.set).start()
+        start = time.monotonic()
+        r = orchestrator.solve(p, executor=executor, cancel=cancel)
+        took = time.monotonic() - start
+        assert took < 30.0, took  # far from the 60 s budget: the parts were dropped
+        assert check_plan(p, r.plan.assignments) == []
+        # The pool's workers were killed: the next map starts a new pool and works.
+        assert executor.map(abs, [-1, -2]) == [1, 2]
+    finally:
+        executor.close()
 
 
 def test_a_worker_lost_in_the_second_round_returns_the_first_plan_as_fallback() -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import threading
 import time
 from collections import deque
@@ -16,6 +17,9 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from solver import orchestrator, supervise
+from solver._proto.dsfro.v1 import scheduler_pb2 as pb
+from solver._proto.dsfro.v1.scheduler_pb2_grpc import SchedulerServiceStub as Stub
+from solver.api.convert import load_request_json
 from solver.api.server import build_server
 from solver.api.server_config import ServerConfig, add_server_arguments, config_from_args
 from solver.api.service import CRASH_LOOP_RESTARTS, SERVICE_NAME
@@ -29,6 +33,7 @@ from tests.factories import canned_result, cluster, job, make_request, node, poi
 
 WAIT = 30.0
 MIB = 2**20
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def hog(megabytes: int) -> int:
@@ -199,3 +204,85 @@ def test_available_cores_are_capped_by_the_quota(
     assert executor.available_cores() == 1
     path.write_text("max 100000\n")
     assert executor.available_cores() == 64
+
+
+# ---------------------------------------------------------------- killed workers, real server
+
+
+def _pool_workers() -> list[int]:
+    """This process's spawned multiprocessing workers: a server's solve worker pool."""
+    me = str(os.getpid())
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            cmdline = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        ppid = stat.rsplit(")", 1)[1].split()[1]
+        if ppid == me and b"spawn_main" in cmdline:  # not the resource tracker
+            found.append(int(entry.name))
+    return found
+
+
+def _decomposed_request(budget_seconds: float) -> pb.SolveRequest:
+    request = load_request_json(str(ROOT / "instances" / "medium.json"))
+    request.options.backend = pb.BACKEND_DECOMPOSED
+    request.options.time_budget.FromMilliseconds(int(budget_seconds * 1000))
+    return request
+
+
+def test_a_worker_killed_mid_solve_costs_one_fallback_and_the_next_solve_succeeds() -> None:
+    srv = build_server(ServerConfig(host="127.0.0.1", port=0))
+    srv.start()
+    try:
+        with grpc.insecure_channel(f"127.0.0.1:{srv.port}") as ch:
+            stub = Stub(ch)  # type: ignore[no-untyped-call]  # generated, unannotated
+            request = _decomposed_request(8.0)
+            older = set(_pool_workers())  # other servers' pools, still closing
+            call = stub.Solve.future(request, timeout=WAIT)
+            end = time.monotonic() + WAIT
+            while not (workers := sorted(set(_pool_workers()) - older)):
+                assert time.monotonic() < end and not call.done(), "no pool worker appeared"
+                time.sleep(0.05)
+            os.kill(workers[0], signal.SIGKILL)
+            killed = call.result(timeout=WAIT)
+            assert killed.stats.termination == pb.TERMINATION_FALLBACK
+            assert "died" in killed.stats.detail
+            evaluation = stub.EvaluatePlan(
+                pb.EvaluatePlanRequest(request=request, plan=killed.plan), timeout=WAIT
+            )
+            assert evaluation.valid, evaluation.violations
+            after = stub.Solve(_decomposed_request(4.0), timeout=WAIT)
+            assert after.stats.termination in (pb.TERMINATION_FEASIBLE, pb.TERMINATION_OPTIMAL)
+    finally:
+        srv.stop(None).wait(WAIT)
+
+
+def test_stopping_the_server_mid_decomposed_solve_answers_with_a_plan() -> None:
+    srv = build_server(ServerConfig(host="127.0.0.1", port=0))
+    srv.start()
+    stopped = False
+    try:
+        with grpc.insecure_channel(f"127.0.0.1:{srv.port}") as ch:
+            stub = Stub(ch)  # type: ignore[no-untyped-call]  # generated, unannotated
+            older = set(_pool_workers())  # other servers' pools, still closing
+            call = stub.Solve.future(_decomposed_request(60.0), timeout=WAIT * 2)
+            end = time.monotonic() + WAIT
+            while not set(_pool_workers()) - older:
+                assert time.monotonic() < end, "no pool worker appeared"
+                time.sleep(0.05)
+            time.sleep(0.5)
+            asked = time.monotonic()
+            done = srv.stop(20.0)
+            stopped = True
+            response = call.result(timeout=WAIT)
+            answered = time.monotonic() - asked
+            assert len(response.plan.assignments) == len(_decomposed_request(1).jobs)
+            assert answered < 15.0, answered  # not the 60 s budget: the parts were dropped
+            assert done.wait(WAIT)
+    finally:
+        if not stopped:
+            srv.stop(None).wait(WAIT)

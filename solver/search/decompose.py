@@ -26,7 +26,7 @@ from solver.domain import Cluster, Job, Node, Plan, Problem
 from solver.model.configs import ConfigSet, TypeFacts, build_config_set, type_facts
 from solver.scoring.plans import Choice
 from solver.search.bound import solve_aggregate
-from solver.search.executor import Executor, WorkerLost
+from solver.search.executor import Executor, Stop, Stopped, WorkerLost
 from solver.search.heuristic import Heuristic
 
 PART_GPUS = 2048
@@ -224,13 +224,24 @@ class Decomposition:
     final: dict[str, Choice]
     parts: int
     lost: str = ""
-    """Why the second round's work was lost (a worker died), or empty."""
+    """Why the second round's work was lost (a worker died, or the solve was stopped), or
+    empty."""
 
 
 def solve_decomposed(
-    problem: Problem, executor: Executor, *, end: float, parts: int | None = None
+    problem: Problem,
+    executor: Executor,
+    *,
+    end: float,
+    parts: int | None = None,
+    stop: Stop | None = None,
 ) -> Decomposition:
-    """Both rounds over `executor`; `end` is the time.monotonic() instant to be done by."""
+    """Both rounds over `executor`; `end` is the time.monotonic() instant to be done by.
+
+    Once `stop()` is true the parts are dropped: in the first round that raises Stopped (no
+    plan exists yet), in the second the first round's plan stands. A worker that dies in the
+    first round raises WorkerLost.
+    """
     start = time.monotonic()
     total_gpus = sum(n.available_gpus for n in problem.cluster.nodes)
     k = parts or max(executor.workers, round(total_gpus / PART_GPUS), 1)
@@ -240,7 +251,7 @@ def solve_decomposed(
     # A safety stop only: the local search is limited by passes, not by the clock.
     greedy_seconds = 0.4 * (end - start) / waves
     results = executor.map(
-        greedy_part, [GreedyTask(p.problem, facts, greedy_seconds) for p in pieces]
+        greedy_part, [GreedyTask(p.problem, facts, greedy_seconds) for p in pieces], stop
     )
     configs = ConfigSet(
         by_job={j: c for r in results for j, c in r.configs.by_job.items()},
@@ -263,8 +274,9 @@ def solve_decomposed(
                     ImproveTask(p.problem, r.configs, r.choices, seconds)
                     for p, r in zip(pieces, results, strict=True)
                 ],
+                stop,
             )
             final = {j: c for part in improved for j, c in part.items()}
-        except WorkerLost as e:  # the first round's plan stands
+        except (WorkerLost, Stopped) as e:  # the first round's plan stands
             lost = str(e)
     return Decomposition(configs, first, first_seconds, final, k, lost)

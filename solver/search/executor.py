@@ -6,6 +6,7 @@ Each task is a picklable call of a top-level function. Workers are capped to one
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import multiprocessing
@@ -14,7 +15,13 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
-from concurrent.futures import CancelledError, ProcessPoolExecutor
+from concurrent.futures import (
+    FIRST_EXCEPTION,
+    CancelledError,
+    Future,
+    ProcessPoolExecutor,
+    wait,
+)
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any, Protocol, TypeVar
 
@@ -57,6 +64,16 @@ class WorkerLost(RuntimeError):
     """A worker process died while running a task; the executor replaces it on next use."""
 
 
+class Stopped(RuntimeError):
+    """A map was stopped on request (a cancelled call, a shutdown): its tasks were dropped."""
+
+
+Stop = Callable[[], bool]
+"""Polled while a map runs: true once its caller no longer wants the results."""
+STOP_POLL_SECONDS = 0.05
+"""How often a running map polls its stop request."""
+
+
 class Executor(Protocol):
     """Runs independent tasks in parallel and returns their results in order."""
 
@@ -70,7 +87,10 @@ class Executor(Protocol):
         """Tasks it runs at once."""
         ...
 
-    def map(self, fn: Callable[[T], R], items: Sequence[T]) -> list[R]: ...
+    def map(self, fn: Callable[[T], R], items: Sequence[T], stop: Stop | None = None) -> list[R]:
+        """fn over items, in order; Stopped once `stop()` is true, WorkerLost if a worker
+        died."""
+        ...
 
     def close(self) -> None: ...
 
@@ -112,8 +132,13 @@ class InlineExecutor:
     name = "inline"
     workers = 1
 
-    def map(self, fn: Callable[[T], R], items: Sequence[T]) -> list[R]:
-        return [fn(x) for x in items]
+    def map(self, fn: Callable[[T], R], items: Sequence[T], stop: Stop | None = None) -> list[R]:
+        out = []
+        for x in items:
+            if stop is not None and stop():
+                raise Stopped("stopped on request")
+            out.append(fn(x))
+        return out
 
     def close(self) -> None:
         pass
@@ -143,11 +168,15 @@ class LocalExecutor:
             )
         return self._pool
 
-    def map(self, fn: Callable[[T], R], items: Sequence[T]) -> list[R]:
+    def map(self, fn: Callable[[T], R], items: Sequence[T], stop: Stop | None = None) -> list[R]:
         pool = self._ensure()
         try:
             with supervise.watching(lambda: _worker_pids(pool)) as killed:
-                return list(pool.map(fn, items))
+                futures = [pool.submit(fn, x) for x in items]
+                if stop is not None and _stopped_while_waiting(futures, stop):
+                    self._abandon(pool, futures)
+                    raise Stopped("stopped on request: the pool's workers were killed")
+                return [f.result() for f in futures]
         except CancelledError as e:  # the pool was closed under this map (shutdown)
             raise WorkerLost("the solve worker pool was closed") from e
         except BrokenProcessPool as e:
@@ -160,10 +189,35 @@ class LocalExecutor:
             why = killed[0] if killed else f"a solve worker process died ({e})"
             raise WorkerLost(why) from e
 
+    def _abandon(self, pool: ProcessPoolExecutor, futures: list[Future[Any]]) -> None:
+        """Drop a stopped map: its queued tasks are cancelled and its running ones killed with
+        their workers (they would hold cores for the rest of their time); the next map starts
+        a new pool. Not a crash: the crash-loop count is left alone."""
+        for f in futures:
+            f.cancel()
+        for process in list((getattr(pool, "_processes", None) or {}).values()):
+            with contextlib.suppress(Exception):
+                process.kill()
+        pool.shutdown(wait=False, cancel_futures=True)
+        if self._pool is pool:
+            self._pool = None
+
     def close(self) -> None:
         if self._pool is not None:
             self._pool.shutdown(wait=True, cancel_futures=True)
             self._pool = None
+
+
+def _stopped_while_waiting(futures: Sequence[Future[Any]], stop: Stop) -> bool:
+    """Wait for `futures` (or the first failure), polling `stop`; whether it said stop."""
+    pending: set[Future[Any]] = set(futures)
+    while pending:
+        if stop():
+            return True
+        done, pending = wait(pending, timeout=STOP_POLL_SECONDS, return_when=FIRST_EXCEPTION)
+        if any(not f.cancelled() and f.exception() is not None for f in done):
+            return False
+    return False
 
 
 def _worker_pids(pool: ProcessPoolExecutor) -> list[int]:
@@ -195,13 +249,24 @@ class RayExecutor:
         self.workers = max(int(resources.get("CPU", 1)), 1)
         self._remote: dict[Callable[..., Any], Any] = {}
 
-    def map(self, fn: Callable[[T], R], items: Sequence[T]) -> list[R]:
+    def map(self, fn: Callable[[T], R], items: Sequence[T], stop: Stop | None = None) -> list[R]:
         remote = self._remote.get(fn)
         if remote is None:
             remote = self._remote[fn] = self._ray.remote(
                 num_cpus=1, runtime_env={"env_vars": dict.fromkeys(THREAD_VARIABLES, "1")}
             )(fn)
-        results: list[R] = self._ray.get([remote.remote(x) for x in items])
+        refs = [remote.remote(x) for x in items]
+        pending = list(refs)
+        while stop is not None and pending:
+            if stop():
+                for ref in refs:
+                    with contextlib.suppress(Exception):
+                        self._ray.cancel(ref, force=True)
+                raise Stopped("stopped on request: the Ray tasks were cancelled")
+            _, pending = self._ray.wait(
+                pending, num_returns=len(pending), timeout=STOP_POLL_SECONDS
+            )
+        results: list[R] = self._ray.get(refs)
         return results
 
     def close(self) -> None:
@@ -240,8 +305,8 @@ class LazyExecutor:
     def workers(self) -> int:
         return self._get().workers
 
-    def map(self, fn: Callable[[T], R], items: Sequence[T]) -> list[R]:
-        return self._get().map(fn, items)
+    def map(self, fn: Callable[[T], R], items: Sequence[T], stop: Stop | None = None) -> list[R]:
+        return self._get().map(fn, items, stop)
 
     def close(self) -> None:
         with self._lock:
