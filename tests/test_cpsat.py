@@ -7,6 +7,8 @@ The constraint families themselves are tested on every backend in test_backends.
 from __future__ import annotations
 
 import math
+import threading
+import time
 
 import pytest
 from ortools.sat.python import cp_model
@@ -19,6 +21,7 @@ from solver.exact.model import Formulation
 from solver.exact.solve import solve_full
 from solver.model.configs import build_config_set
 from tests.factories import cluster, job, node, point, problem, running
+from tests.test_process import _problem
 
 
 def _formulation(budget: float | None = None) -> Formulation:
@@ -128,3 +131,17 @@ def test_locality_rounding_error_is_bounded() -> None:
     outcome = solve_full(f, Backend.CPSAT, options=ExactOptions(time_limit=20, threads=1))
     assert outcome.plan is not None and outcome.best_bound is not None
     assert outcome.best_bound >= outcome.plan.objective.total
+
+
+def test_a_stop_request_interrupts_the_search() -> None:
+    """CP-SAT has no interrupt callback: a watcher stops it once the caller gives up."""
+    p = _problem(jobs=60, nodes=30)  # CP-SAT runs to its limit on this one
+    model = formulation.build(p, build_config_set(p))
+    stop = threading.Event()
+    threading.Timer(0.3, stop.set).start()
+    started = time.monotonic()
+    out = solve_full(
+        model, Backend.CPSAT, options=ExactOptions(time_limit=60.0, threads=1, stop=stop.is_set)
+    )
+    assert time.monotonic() - started < 30.0  # not the 60 s limit
+    assert out.status is not SolverStatus.OPTIMAL

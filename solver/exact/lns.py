@@ -253,15 +253,16 @@ class Lns:
 
     # ------------------------------------------------------------ search
 
-    def step(self, deadline: float) -> bool:
-        """Solve one neighbourhood within the time left; True if the incumbent improved."""
-        improved = self._step(deadline)
+    def step(self, deadline: float, stop: Callable[[], bool] | None = None) -> bool:
+        """Solve one neighbourhood within the time left (its solver interrupted once `stop()`
+        is true); True if the incumbent improved."""
+        improved = self._step(deadline, stop)
         self.stall = 0 if improved else self.stall + 1
         if self.stall and self.stall % STALL_STEPS == 0:
             self.target = min(MAX_VARIABLES, 2 * self.target)
         return improved
 
-    def _step(self, deadline: float) -> bool:
+    def _step(self, deadline: float, stop: Callable[[], bool] | None) -> bool:
         left = deadline - time.monotonic()
         if left < MIN_SLICE_SECONDS:
             return False
@@ -286,7 +287,9 @@ class Lns:
             model,
             SUB_BACKEND,
             hint=hint,
-            options=ExactOptions(time_limit=budget, seed=self.problem.options.seed, threads=1),
+            options=ExactOptions(
+                time_limit=budget, seed=self.problem.options.seed, threads=1, stop=stop
+            ),
         )
         took = time.monotonic() - started
         if result.status is SolverStatus.OPTIMAL and took < budget / 2:
@@ -330,7 +333,7 @@ class Lns:
             and not self.exhausted
             and not (stop and stop())
         ):
-            if self.step(deadline) and on_improve is not None:
+            if self.step(deadline, stop) and on_improve is not None:
                 on_improve(self.best)
         return self.best
 

@@ -8,8 +8,10 @@ total rounding error, which is added to the reported bound so that the bound sta
 
 from __future__ import annotations
 
+import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 
 import numpy as np
 from ortools.sat.python import cp_model
@@ -149,7 +151,8 @@ class CpSatBackend:
         params.interleave_search = options.threads > 1
         params.relative_gap_limit = options.relative_gap
         params.log_search_progress = False
-        code = solver.solve(m.model)
+        with stop_search_on_request(solver, options.stop):
+            code = solver.solve(m.model)
         status = _STATUS.get(code, SolverStatus.ERROR)
         detail = f"{solver.deterministic_time:.2f} deterministic"
         if code == cp_model.MODEL_INVALID:
@@ -159,6 +162,36 @@ class CpSatBackend:
             values = tuple(np.asarray(solver.response_proto.solution, dtype=np.float64).tolist())
             bound = solver.best_objective_bound / SCALE + formulation.offset + m.rounding_slack
         return outcome(status, values, bound, time.monotonic() - start, detail)
+
+
+STOP_POLL_SECONDS = 0.02
+"""How often a running CP-SAT search polls its stop request (a cancelled call)."""
+
+
+@contextmanager
+def stop_search_on_request(
+    solver: cp_model.CpSolver, stop: Callable[[], bool] | None
+) -> Iterator[None]:
+    """While the block runs, stop `solver`'s search once `stop()` is true (CP-SAT has no
+    interrupt callback: a watcher thread calls stop_search, which CP-SAT allows)."""
+    if stop is None:
+        yield
+        return
+    done = threading.Event()
+
+    def watch() -> None:
+        while not done.wait(STOP_POLL_SECONDS):
+            if stop():
+                solver.stop_search()
+                return
+
+    watcher = threading.Thread(target=watch, name="dsfro-cpsat-stop", daemon=True)
+    watcher.start()
+    try:
+        yield
+    finally:
+        done.set()
+        watcher.join()
 
 
 def deterministic_limit(time_budget: float | None) -> float | None:
