@@ -3,6 +3,9 @@
 Instance files are SolveRequests in protobuf JSON, the same schema as the wire. Exit codes:
 0 success, 2 bad input (unreadable file, malformed JSON, unknown field, invalid request),
 1 internal error. Errors go to stderr as one line, never as a traceback (``-v`` logs it).
+
+Only light modules are imported up front: each command imports what it needs, so that
+``dsfro health`` (a container's health check, run every few seconds) loads no solver.
 """
 
 from __future__ import annotations
@@ -13,45 +16,23 @@ import os
 import sys
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Any
-
-import grpc
-from google.rpc import error_details_pb2
-from grpc_status import rpc_status
+from typing import TYPE_CHECKING, Any
 
 from solver import __version__, extras
-from solver._proto.dsfro.v1 import scheduler_pb2 as pb
-from solver._proto.dsfro.v1 import scheduler_pb2_grpc
-from solver.api import pipeline
-from solver.api.arguments import add_profile_option, duration_arg, seed_arg, threads_arg
-from solver.api.convert import (
-    RequestFileError,
-    load_request_json,
-    message_to_json,
-    requested_time_budget,
-)
-from solver.api.plan_text import format_response
-from solver.api.server import run_server
-from solver.api.server_config import add_server_arguments
-from solver.api.settings import (
-    EXPORT_FORMATS,
-    Limits,
-    backend_names,
-    parse_backend,
-)
-from solver.api.validation import FieldViolation
-from solver.domain import Problem
-from solver.exact import formulation
 from solver.extras import MissingExtraError
-from solver.model import configs
-from solver.offline import calibration, generate
-from solver.offline import commands as offline_commands
-from solver.simulate import cli as simulate_cli
+
+if TYPE_CHECKING:
+    from solver._proto.dsfro.v1 import scheduler_pb2 as pb
+    from solver.api.settings import Limits
+    from solver.api.validation import FieldViolation
+    from solver.client import Client
+    from solver.domain import Problem
 
 log = logging.getLogger("dsfro")
 
-_REMOTE_SLACK_SECONDS = 5.0
-"""RPC timeout beyond the time budget: the service answers within the budget plus a margin."""
+TOKEN_ENV = "DSFRO_TOKEN"
+"""The bearer token ``dsfro solve --server`` sends (never a flag: argv is public)."""
+DEFAULT_PORT = 50051
 
 
 class InputError(Exception):
@@ -74,6 +55,9 @@ def _print_violations(path: str, violations: Iterable[FieldViolation | pb.FieldV
 
 def _valid_problem(path: str, limits: Limits) -> Problem:
     """The validated problem of a file; its violations are printed to stderr."""
+    from solver.api import pipeline
+    from solver.api.convert import load_request_json
+
     try:
         return pipeline.to_problem(load_request_json(path), limits)
     except pipeline.InvalidRequest as e:
@@ -82,6 +66,11 @@ def _valid_problem(path: str, limits: Limits) -> Problem:
 
 
 def cmd_solve(args: argparse.Namespace) -> int:
+    from solver.api import pipeline
+    from solver.api.convert import load_request_json, message_to_json
+    from solver.api.plan_text import format_response
+    from solver.api.settings import parse_backend
+
     overrides = pipeline.Overrides(
         time_budget_seconds=args.time_budget,
         backend=None if args.backend is None else parse_backend(args.backend),
@@ -91,9 +80,13 @@ def cmd_solve(args: argparse.Namespace) -> int:
     )
     if args.ray_address and not extras.available("ray"):
         raise MissingExtraError("ray", "--ray-address")
+    if not args.server and _connection_flags(args):
+        flags = ", ".join(_connection_flags(args))
+        print(f"dsfro: error: {flags} only apply with --server", file=sys.stderr)
+        raise InputError
     req = load_request_json(args.file)
     if args.server:
-        resp = _solve_remote(args.server, pipeline.prepare(req, args.profile, overrides))
+        resp = _solve_remote(args, pipeline.prepare(req, args.profile, overrides))
     else:
         try:
             solved = pipeline.solve_request(
@@ -107,31 +100,156 @@ def cmd_solve(args: argparse.Namespace) -> int:
     return 0
 
 
-def _solve_remote(address: str, req: pb.SolveRequest) -> pb.SolveResponse:
-    """Send the request to a running service; its field violations print as the local ones."""
-    budget = Limits().time_budget(requested_time_budget(req.options))
-    options = [("grpc.max_send_message_length", -1), ("grpc.max_receive_message_length", -1)]
-    with grpc.insecure_channel(address, options=options) as channel:
-        stub = scheduler_pb2_grpc.SchedulerServiceStub(channel)  # type: ignore[no-untyped-call]
-        try:
-            response: pb.SolveResponse = stub.Solve(req, timeout=budget + _REMOTE_SLACK_SECONDS)
-            return response
-        except grpc.RpcError as e:
-            code = e.code()
-            status = rpc_status.from_call(e)
-            for detail in status.details if status is not None else ():
-                bad = error_details_pb2.BadRequest()
-                if detail.Unpack(bad):
-                    for v in bad.field_violations:
-                        print(f"{v.field}: {v.description}", file=sys.stderr)
-            print(f"dsfro: {address}: {code.name}: {e.details()}", file=sys.stderr)
-            if code is grpc.StatusCode.INVALID_ARGUMENT:
-                raise InputError from e
-            raise RemoteError(f"{address}: {code.name}") from e
+def _solve_remote(args: argparse.Namespace, req: pb.SolveRequest) -> pb.SolveResponse:
+    """Send the request to a running service (solver.client: retries when it is busy or
+    unreachable, within the time budget plus a transfer allowance); its field violations
+    print as the local ones."""
+    from solver.client import DsfroError, InvalidRequest
+
+    address: str = args.server
+    try:
+        with client_from_args(args, token=os.environ.get(TOKEN_ENV)) as client:
+            return client.solve(req)
+    except InvalidRequest as e:
+        for v in e.violations:
+            print(f"{v.field}: {v.description}", file=sys.stderr)
+        print(f"dsfro: {address}: {e.code.name}: {e.message}", file=sys.stderr)
+        raise InputError from e
+    except DsfroError as e:
+        print(f"dsfro: {address}: {e.code.name}: {e.message}", file=sys.stderr)
+        raise RemoteError(f"{address}: {e.code.name}") from e
+
+
+# ---------------------------------------------------------------- connecting to a service
+
+
+def add_connection_arguments(parser: argparse.ArgumentParser, *, token: bool) -> None:
+    """TLS flags for calling a service (any of them turns TLS on), and ``--token-file`` when
+    the command sends a bearer token (the token itself only from DSFRO_TOKEN: argv is public)."""
+    parser.add_argument(
+        "--tls", action="store_true", help="use TLS, checking the server against the system roots"
+    )
+    parser.add_argument(
+        "--tls-ca", metavar="FILE", help="use TLS, checking the server against this CA (PEM)"
+    )
+    parser.add_argument(
+        "--tls-cert", metavar="FILE", help="client certificate (PEM) for mutual TLS"
+    )
+    parser.add_argument("--tls-key", metavar="FILE", help="its private key (PEM)")
+    parser.add_argument(
+        "--tls-server-name",
+        metavar="NAME",
+        help="the name the server's certificate must carry, if not the address's host",
+    )
+    if token:
+        parser.add_argument(
+            "--token-file",
+            metavar="FILE",
+            help=f"send the bearer token in this file, re-read when it changes "
+            f"({TOKEN_ENV}: the token itself)",
+        )
+
+
+def _connection_flags(args: argparse.Namespace) -> list[str]:
+    """The connection flags given, as spelt on the command line."""
+    names = ("tls", "tls_ca", "tls_cert", "tls_key", "tls_server_name", "token_file")
+    return ["--" + n.replace("_", "-") for n in names if getattr(args, n, None)]
+
+
+def client_from_args(args: argparse.Namespace, token: str | None = None) -> Client:
+    """A Client for ``args.server`` with the connection flags; ValueError for a bad setting
+    (an unreadable file, a token that would travel in plaintext beyond loopback)."""
+    from solver.client import Client, TlsConfig
+
+    token_file = getattr(args, "token_file", None)
+    if bool(args.tls_cert) != bool(args.tls_key):
+        print("dsfro: error: --tls-cert and --tls-key go together", file=sys.stderr)
+        raise InputError
+    try:
+        tls: TlsConfig | bool = bool(args.tls)
+        if args.tls_ca or args.tls_cert or args.tls_key or args.tls_server_name:
+            tls = TlsConfig(args.tls_ca, args.tls_cert, args.tls_key, args.tls_server_name)
+        return Client(
+            args.server,
+            tls=tls,
+            token=None if token_file else token or None,
+            token_file=token_file,
+            max_message_bytes=-1,  # no limit of our own: the server's applies
+        )
+    except ValueError as e:
+        print(f"dsfro: error: {e}", file=sys.stderr)
+        raise InputError from e
+
+
+def _health_parser() -> argparse.ArgumentParser:
+    # The server's own settings, when the check runs beside it (a container's HEALTHCHECK):
+    # its plaintext health-only port if it has one, else its port.
+    health_port = os.environ.get("DSFRO_HEALTH_PORT", "")
+    port = (
+        health_port
+        if health_port not in ("", "0")
+        else os.environ.get("DSFRO_PORT") or DEFAULT_PORT
+    )
+    parser = argparse.ArgumentParser(
+        prog="dsfro health",
+        description="Check a running service: exit 0 when it reports SERVING, 1 otherwise "
+        "(also when unreachable or misconfigured: exit 2 is reserved in Docker health checks).",
+    )
+    parser.add_argument(
+        "--server",
+        metavar="HOST:PORT",
+        default=f"127.0.0.1:{port}",
+        help="the service (default 127.0.0.1 at DSFRO_HEALTH_PORT, else DSFRO_PORT, else 50051)",
+    )
+    parser.add_argument(
+        "--service", default="", help="the health service name (default: the whole server)"
+    )
+    parser.add_argument(
+        "--timeout", metavar="DURATION", default="2s", help="give up after this long (2s)"
+    )
+    add_connection_arguments(parser, token=False)
+    return parser
+
+
+def cmd_health(argv: list[str]) -> int:
+    """``dsfro health``: one grpc.health.v1 check, one line of output; 0 SERVING, else 1.
+
+    A container health check: only the client is imported, never the solver."""
+    from solver.api.settings import parse_duration
+    from solver.client import DsfroError
+
+    try:
+        args = _health_parser().parse_args(argv)
+        timeout = parse_duration(args.timeout)
+    except SystemExit as e:  # --help (0), or a usage error already printed
+        return 0 if e.code in (0, None) else 1
+    except ValueError as e:
+        print(f"dsfro: error: --timeout: {e}", file=sys.stderr)
+        return 1
+    try:
+        with client_from_args(args) as client:
+            status = client.health_status(args.service, timeout=timeout)
+    except InputError:
+        return 1
+    except DsfroError as e:
+        print(f"dsfro: {args.server}: {e.code.name}: {e.message}", file=sys.stderr)
+        return 1
+    if status != "SERVING":
+        print(f"dsfro: {args.server}: {status}", file=sys.stderr)
+        return 1
+    print(f"{args.server}: SERVING")
+    return 0
+
+
+# ---------------------------------------------------------------- local commands
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
     """The same check as the ValidateSnapshot RPC (pipeline.validate_snapshot)."""
+    from solver.api import pipeline
+    from solver.api.convert import load_request_json
+    from solver.api.settings import Limits
+
     request = load_request_json(args.file)
     response = pipeline.validate_snapshot(request, Limits())
     if not response.valid:
@@ -150,6 +268,10 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 def cmd_export(args: argparse.Namespace) -> int:
     """Write the full model of an instance (configurations enumerated as for a solve)."""
+    from solver.api.settings import Limits
+    from solver.exact import formulation
+    from solver.model import configs
+
     problem = _valid_problem(args.file, Limits())
     model = formulation.build(problem, configs.build_config_set(problem))
     out = Path(args.out) if args.out else Path(Path(args.file).stem + "." + args.format)
@@ -176,6 +298,8 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
+    from solver.api.server import run_server
+
     return run_server(args, os.environ)
 
 
@@ -192,7 +316,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"dsfro {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
-    for add in COMMANDS:
+    for add in commands():
         add(sub)
     for name, (_, summary) in PASSTHROUGH.items():
         # Listed for --help; main() hands the whole command line to the command's own parser.
@@ -202,6 +326,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def add_solve_commands(sub: Any) -> None:
     """``solve``, ``validate``, ``export`` and ``serve``."""
+    from solver.api.arguments import add_profile_option, duration_arg, seed_arg, threads_arg
+    from solver.api.server_config import add_server_arguments
+    from solver.api.settings import EXPORT_FORMATS, backend_names
+
     solve = sub.add_parser("solve", help="solve an instance file and print the plan")
     solve.add_argument("file", help="SolveRequest in protobuf JSON")
     solve.add_argument(
@@ -222,8 +350,10 @@ def add_solve_commands(sub: Any) -> None:
     solve.add_argument(
         "--server",
         metavar="HOST:PORT",
-        help="send the request to a running service instead of solving here",
+        help="send the request to a running service instead of solving here (with the "
+        "flags below: TLS, and a bearer token from --token-file or DSFRO_TOKEN)",
     )
+    add_connection_arguments(solve, token=True)
     solve.add_argument(
         "--ray-address",
         metavar="ADDRESS",
@@ -255,19 +385,36 @@ def add_solve_commands(sub: Any) -> None:
     serve.set_defaults(func=cmd_serve)
 
 
-COMMANDS: tuple[Callable[[Any], None], ...] = (
-    add_solve_commands,
-    calibration.add_commands,
-    offline_commands.add_commands,
-    simulate_cli.add_commands,
-)
-"""The command registry: each entry adds its commands to the ``dsfro`` sub-parsers, each
-command setting ``func`` (parsed arguments -> exit code)."""
+def commands() -> tuple[Callable[[Any], None], ...]:
+    """The command registry: each entry adds its commands to the ``dsfro`` sub-parsers, each
+    command setting ``func`` (parsed arguments -> exit code). A function, so that the modules
+    behind the commands load only when a parser needs them."""
+    from solver.offline import calibration
+    from solver.offline import commands as offline_commands
+    from solver.simulate import cli as simulate_cli
+
+    return (
+        add_solve_commands,
+        calibration.add_commands,
+        offline_commands.add_commands,
+        simulate_cli.add_commands,
+    )
+
+
+def _generate(argv: list[str]) -> int:
+    from solver.offline import generate
+
+    return generate.main(argv)
+
 
 PASSTHROUGH: dict[str, tuple[Callable[[list[str]], int], str]] = {
     "generate": (
-        generate.main,
+        _generate,
         "generate a benchmark snapshot from public data (--help for more)",
+    ),
+    "health": (
+        cmd_health,
+        "check a running service's health: exit 0 when SERVING, else 1 (--help for more)",
     ),
 }
 """Commands with a parser of their own, given the rest of the command line whole."""
@@ -278,6 +425,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args_in and args_in[0] in PASSTHROUGH:
         return PASSTHROUGH[args_in[0]][0](args_in[1:])
     argv = args_in
+    from solver.api.convert import RequestFileError
+
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
