@@ -19,8 +19,15 @@ import pytest
 from solver._proto.dsfro.v1 import scheduler_pb2 as pb
 from solver._proto.dsfro.v1.scheduler_pb2_grpc import SchedulerServiceStub as Stub
 from solver.api import logs, pipeline
-from solver.api.logs import REQUEST_ID_HEADER, TextFormatter, accepted_request_id, json_formatter
-from solver.api.server import build_server
+from solver.api.logs import (
+    REQUEST_ID_HEADER,
+    ServerLogHandler,
+    TextFormatter,
+    accepted_request_id,
+    configure_logging,
+    json_formatter,
+)
+from solver.api.server import build_server, main
 from solver.api.server_config import ServerConfig
 from solver.domain import Problem, SolveResult
 from tests.factories import canned_result, make_request
@@ -153,3 +160,18 @@ def test_a_bad_log_format_is_refused_by_name() -> None:
     )
     assert proc.returncode == 2
     assert "--log-format" in proc.stderr and "'xml'" in proc.stderr
+
+
+def test_logging_is_configured_once_and_only_to_serve(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A bad setting leaves logging alone (a handler on a test runner's captured stderr, closed
+    later, made Pyomo's output capture hang); configuring again replaces the handler."""
+    root = logging.getLogger()
+    monkeypatch.setattr(root, "handlers", list(root.handlers))  # restored after the test
+    monkeypatch.setattr(root, "level", root.level)
+    before = list(root.handlers)
+    assert main(["--port", "abc"], {}) == 2
+    assert root.handlers == before
+    configure_logging("INFO")
+    configure_logging("DEBUG", "json")
+    [ours] = [h for h in root.handlers if isinstance(h, ServerLogHandler)]
+    assert root.level == logging.DEBUG and ours.stream is sys.stderr

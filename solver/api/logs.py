@@ -69,6 +69,12 @@ def json_formatter() -> logging.Formatter:
     )
 
 
+class ServerLogHandler(logging.StreamHandler):  # type: ignore[type-arg]
+    """The server's handler on the root logger, told apart so that configuring again replaces
+    it. A plain stream handler on sys.stderr: Pyomo's output capture recognises those and
+    sends them to the original file descriptor while it redirects sys.stderr."""
+
+
 def configure_logging(level: str, fmt: str = "text") -> None:
     """Log to stderr at `level` in `fmt` ("text" or "json"); a ValueError names a bad one."""
     if fmt not in LOG_FORMATS:
@@ -76,10 +82,12 @@ def configure_logging(level: str, fmt: str = "text") -> None:
     numeric = logging.getLevelName(level.upper())
     if not isinstance(numeric, int):
         raise ValueError(f"log level must be DEBUG, INFO, WARNING or ERROR, got {level!r}")
-    handler = logging.StreamHandler(sys.stderr)
+    handler = ServerLogHandler(sys.stderr)
     handler.setFormatter(json_formatter() if fmt == "json" else TextFormatter())
     handler.addFilter(RequestIdFilter())
     root = logging.getLogger()
+    for old in [h for h in root.handlers if isinstance(h, ServerLogHandler)]:
+        root.removeHandler(old)  # configured again (a second server in one process)
     root.setLevel(numeric)
     root.addHandler(handler)
 

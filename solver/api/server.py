@@ -298,16 +298,17 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
 
 def run_server(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
     """Serve with parsed flags; shared by server.py and ``dsfro serve``."""
+    try:
+        config = config_from_args(args, environ)
+    except (ConfigError, ValueError) as e:
+        print(f"dsfro: error: {e}", file=sys.stderr)
+        return 2
+    # Only now: a call that does not serve (a bad setting) leaves logging as it found it.
     log_format = args.log_format or environ.get("DSFRO_LOG_FORMAT") or "text"
     try:
         configure_logging(args.log_level, log_format.strip().lower())
     except ValueError as e:
         print(f"dsfro: error: --log-level, --log-format (DSFRO_LOG_FORMAT): {e}", file=sys.stderr)
-        return 2
-    try:
-        config = config_from_args(args, environ)
-    except (ConfigError, ValueError) as e:
-        print(f"dsfro: error: {e}", file=sys.stderr)
         return 2
     try:
         serve(config)
