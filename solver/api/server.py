@@ -40,6 +40,8 @@ from solver.model import catalog
 
 log = logging.getLogger(__name__)
 
+SIGNAL_POLL_SECONDS = 0.2
+"""How often the main thread wakes to run signal handlers (SIGTERM, SIGINT)."""
 HEALTH_WATCH_SECONDS = 1.0
 """How often the service's health status is brought up to date."""
 
@@ -279,7 +281,11 @@ def serve(config: ServerConfig) -> None:
     faulthandler.register(signal.SIGUSR1, all_threads=True)
     try:
         server.start()
-        stop.wait()
+        # Woken now and then: a signal the kernel hands to another thread only sets a flag,
+        # and the main thread runs the handler when it next runs Python code. A wait without
+        # a timeout could sleep through SIGTERM.
+        while not stop.wait(SIGNAL_POLL_SECONDS):
+            pass
         log.info("draining for up to %gs", config.grace_period_seconds)
         server.stop(config.grace_period_seconds).wait()
         log.info("stopped")
