@@ -36,8 +36,15 @@ MAX_GPU_MEMORY_GIB = 1e6
 """Memory of one GPU, and a configuration's memory per GPU: 1 PiB, against 80-288 GiB today."""
 MAX_TFLOPS = 1e7
 """Peak TFLOPs of one GPU: 10 EFLOPs, against ~1,000-5,000 TFLOPs today."""
+MIN_TFLOPS = 1e-3
+"""Peak TFLOPs of one GPU: at least 1 GFLOP/s, against ~10 for the oldest GPUs profiled (K80).
+Near-zero (subnormal) peaks made a step's compute time infinite: NaN GPU activity, and
+EvaluatePlan and Solve failed (INTERNAL) on the plans of such a type."""
 MAX_BANDWIDTH_GBPS = 1e8
 """Memory, intra-node and network bandwidth: 100 Pb/s, against ~1e4 Gb/s today."""
+MIN_BANDWIDTH_GBPS = 1e-3
+"""Memory, intra-node and network bandwidth: at least 1 MB/s (1 Mb/s for the network). A
+subnormal bandwidth halved to 0 (a ZeroDivisionError) or made transfer times infinite."""
 MAX_SM_CLOCK_MHZ = 100_000
 """An SM clock: 100 GHz, against ~2 GHz today."""
 MAX_OBJECTIVE_WEIGHT = 1e3
@@ -53,17 +60,37 @@ MAX_SAMPLES_PER_SECOND = 1e12
 """A configuration's measured throughput, against ~1e6 samples/s in the bundled profiles."""
 MAX_MODEL_PARAMETERS = 1e15
 """Parameters of a modelled job: a quadrillion, against ~1e12 for the largest models."""
+MIN_MODEL_PARAMETERS = 1.0
+"""Parameters of a modelled job: at least one. Fewer, down to subnormal numbers, made the
+analytic model's compute time underflow to 0, so a one-GPU step took no time: infinite
+throughput, NaN objective coefficients, and a HiGHS bound LP that ignored its time limit."""
 MAX_DEADLINE_SECONDS = 10 * 365 * 86400.0
 """Time to a job's deadline: ten years."""
+MIN_DEADLINE_SAMPLES = 1.0
+"""Remaining samples of a job with a deadline: at least one (a sample is the smallest unit of
+work). Fewer, down to subnormal numbers, made the rate the deadline asks for (samples over
+seconds) underflow to 0 and the deadline term divide by zero."""
+MAX_HIDDEN_SIZE = 2**20
+"""Hidden size of a modelled job: 1,048,576, against ~16,000-25,000 for the largest models."""
+MAX_SEQUENCE_LENGTH = 2**24
+"""Tokens per sample of a modelled job: 16.8M, against ~4k-1M context lengths today."""
+MAX_BATCH_TOKENS = 2**34
+"""Tokens per optimizer step (global_batch_size x sequence_length) of a modelled job: 1.7e10,
+against ~1.6e7 for the largest runs. With MAX_HIDDEN_SIZE it keeps the analytic model's
+integer message sizes (2 bytes x tokens x hidden) far inside int64: beyond it the vectorised
+model's int64 arithmetic wrapped around silently (a 1,000x wrong throughput) or raised
+OverflowError."""
 
 __all__ = [
     "DEFAULT_TIME_BUDGET_SECONDS",
     "EXPORT_FORMATS",
     "INT32_MAX",
     "MAX_BANDWIDTH_GBPS",
+    "MAX_BATCH_TOKENS",
     "MAX_DEADLINE_SECONDS",
     "MAX_GPU_MEMORY_GIB",
     "MAX_GPU_WATTS",
+    "MAX_HIDDEN_SIZE",
     "MAX_JOB_WEIGHT",
     "MAX_MESSAGE_BYTES",
     "MAX_MODEL_PARAMETERS",
@@ -71,10 +98,15 @@ __all__ = [
     "MAX_POWER_WATTS",
     "MAX_SAMPLES",
     "MAX_SAMPLES_PER_SECOND",
+    "MAX_SEQUENCE_LENGTH",
     "MAX_SM_CLOCK_MHZ",
     "MAX_TFLOPS",
     "MAX_THREADS",
     "MAX_TIME_BUDGET_SECONDS",
+    "MIN_BANDWIDTH_GBPS",
+    "MIN_DEADLINE_SAMPLES",
+    "MIN_MODEL_PARAMETERS",
+    "MIN_TFLOPS",
     "Limits",
     "backend_name",
     "backend_names",

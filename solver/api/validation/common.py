@@ -44,10 +44,15 @@ class Collector:
     def add(self, path: str, description: str) -> None:
         self.out.append(FieldViolation(path, description))
 
-    def positive(self, path: str, value: float, maximum: float | None = None) -> bool:
-        """> 0, finite and, when given, <= maximum."""
+    def positive(
+        self, path: str, value: float, maximum: float | None = None, minimum: float | None = None
+    ) -> bool:
+        """> 0, finite and, when given, >= minimum and <= maximum."""
         if not (math.isfinite(value) and value > 0):
             self.add(path, f"must be a positive finite number, got {value:g}")
+            return False
+        if minimum is not None and value < minimum:
+            self.add(path, f"must be >= {minimum:g}, got {value:g}")
             return False
         return self.at_most(path, value, maximum)
 
@@ -60,7 +65,10 @@ class Collector:
 
     def at_most(self, path: str, value: float, maximum: float | None) -> bool:
         if maximum is not None and value > maximum:
-            self.add(path, f"must be <= {maximum:g}, got {value:g}")
+            if isinstance(value, int) and isinstance(maximum, int):  # counts: every digit
+                self.add(path, f"must be <= {maximum}, got {value}")
+            else:
+                self.add(path, f"must be <= {maximum:g}, got {value:g}")
             return False
         return True
 

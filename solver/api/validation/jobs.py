@@ -7,13 +7,18 @@ from collections.abc import Sequence
 
 from solver._proto.dsfro.v1 import scheduler_pb2 as pb
 from solver.api.settings import (
+    MAX_BATCH_TOKENS,
     MAX_DEADLINE_SECONDS,
     MAX_GPU_MEMORY_GIB,
+    MAX_HIDDEN_SIZE,
     MAX_JOB_WEIGHT,
     MAX_MODEL_PARAMETERS,
     MAX_POWER_WATTS,
     MAX_SAMPLES,
     MAX_SAMPLES_PER_SECOND,
+    MAX_SEQUENCE_LENGTH,
+    MIN_DEADLINE_SAMPLES,
+    MIN_MODEL_PARAMETERS,
     Limits,
 )
 from solver.api.validation.common import Collector, duration_seconds, positive_duration, quoted
@@ -55,19 +60,37 @@ def check_job(
             c.add(f"{p}.time_to_deadline", f"must be <= {MAX_DEADLINE_SECONDS:g}s, got {secs:g}s")
         if not job.remaining_samples > 0:
             c.add(f"{p}.remaining_samples", "must be > 0 when time_to_deadline is set")
+        elif job.remaining_samples < MIN_DEADLINE_SAMPLES:
+            c.add(
+                f"{p}.remaining_samples",
+                f"must be >= {MIN_DEADLINE_SAMPLES:g} when time_to_deadline is set, "
+                f"got {job.remaining_samples:g}",
+            )
 
 
 def _check_model(c: Collector, p: str, m: pb.ModelSpec) -> None:
-    c.positive(f"{p}.parameters", m.parameters, MAX_MODEL_PARAMETERS)
+    c.positive(f"{p}.parameters", m.parameters, MAX_MODEL_PARAMETERS, MIN_MODEL_PARAMETERS)
     c.at_least(f"{p}.layers", m.layers, 1)
-    ok_hidden = c.at_least(f"{p}.hidden_size", m.hidden_size, 1)
+    ok_hidden = c.at_least(f"{p}.hidden_size", m.hidden_size, 1) and c.at_most(
+        f"{p}.hidden_size", m.hidden_size, MAX_HIDDEN_SIZE
+    )
     ok_heads = c.at_least(f"{p}.attention_heads", m.attention_heads, 1)
-    c.at_least(f"{p}.sequence_length", m.sequence_length, 1)
-    c.at_least(f"{p}.global_batch_size", m.global_batch_size, 1)
+    ok_sequence = c.at_least(f"{p}.sequence_length", m.sequence_length, 1) and c.at_most(
+        f"{p}.sequence_length", m.sequence_length, MAX_SEQUENCE_LENGTH
+    )
+    ok_batch = c.at_least(f"{p}.global_batch_size", m.global_batch_size, 1)
     if ok_hidden and ok_heads and m.hidden_size % m.attention_heads:
         c.add(
             f"{p}.hidden_size",
             f"must be divisible by attention_heads ({m.attention_heads}), got {m.hidden_size}",
+        )
+    tokens = m.global_batch_size * m.sequence_length
+    if ok_sequence and ok_batch and tokens > MAX_BATCH_TOKENS:
+        c.add(
+            f"{p}.global_batch_size",
+            f"{m.global_batch_size} samples of {m.sequence_length} tokens are {tokens} tokens "
+            f"per step, above the limit of {MAX_BATCH_TOKENS} (global_batch_size x "
+            "sequence_length)",
         )
 
 
@@ -241,10 +264,18 @@ def check_allocation(
 
 def placement_sizes(c: Collector, p: str, placement: Sequence[pb.GpuSlice], limits: Limits) -> bool:
     """The number of slices, and of GPU indices in each slice, within the limits."""
-    ok = c.count(f"{p}.placement", len(placement), limits.max_placement_slices,
-                 "max_placement_slices")
+    ok = c.count(
+        f"{p}.placement", len(placement), limits.max_placement_slices, "max_placement_slices"
+    )
     if ok:
         for k, s in enumerate(placement):
-            ok = c.count(f"{p}.placement[{k}].gpu_indices", len(s.gpu_indices),
-                         limits.max_gpus_per_node, "max_gpus_per_node") and ok
+            ok = (
+                c.count(
+                    f"{p}.placement[{k}].gpu_indices",
+                    len(s.gpu_indices),
+                    limits.max_gpus_per_node,
+                    "max_gpus_per_node",
+                )
+                and ok
+            )
     return ok

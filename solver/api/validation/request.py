@@ -15,6 +15,8 @@ from solver.api.settings import (
     MAX_SM_CLOCK_MHZ,
     MAX_TFLOPS,
     MAX_THREADS,
+    MIN_BANDWIDTH_GBPS,
+    MIN_TFLOPS,
     Limits,
 )
 from solver.api.validation.common import (
@@ -65,18 +67,27 @@ def _check_gpu_types(
     seen: dict[str, str] = {}
     if not cluster.gpu_types:
         c.add("cluster.gpu_types", "must not be empty")
-    if not c.count("cluster.gpu_types", len(cluster.gpu_types), limits.max_gpu_types,
-                   "max_gpu_types"):
+    if not c.count(
+        "cluster.gpu_types", len(cluster.gpu_types), limits.max_gpu_types, "max_gpu_types"
+    ):
         return types
     for i, t in enumerate(cluster.gpu_types):
         p = f"cluster.gpu_types[{i}]"
         c.name(f"{p}.name", t.name, seen, limits.max_name_length)
         types.setdefault(t.name, t)
         c.positive(f"{p}.memory_gib", t.memory_gib, MAX_GPU_MEMORY_GIB)
-        c.positive(f"{p}.peak_tflops", t.peak_tflops, MAX_TFLOPS)
-        c.positive(f"{p}.memory_bandwidth_gbps", t.memory_bandwidth_gbps, MAX_BANDWIDTH_GBPS)
+        c.positive(f"{p}.peak_tflops", t.peak_tflops, MAX_TFLOPS, MIN_TFLOPS)
         c.positive(
-            f"{p}.intra_node_bandwidth_gbps", t.intra_node_bandwidth_gbps, MAX_BANDWIDTH_GBPS
+            f"{p}.memory_bandwidth_gbps",
+            t.memory_bandwidth_gbps,
+            MAX_BANDWIDTH_GBPS,
+            MIN_BANDWIDTH_GBPS,
+        )
+        c.positive(
+            f"{p}.intra_node_bandwidth_gbps",
+            t.intra_node_bandwidth_gbps,
+            MAX_BANDWIDTH_GBPS,
+            MIN_BANDWIDTH_GBPS,
         )
         c.positive(f"{p}.tdp_watts", t.tdp_watts, MAX_GPU_WATTS)
         if not (math.isfinite(t.idle_watts) and 0 <= t.idle_watts < t.tdp_watts):
@@ -86,8 +97,12 @@ def _check_gpu_types(
             )
         if not t.sm_clocks_mhz:
             c.add(f"{p}.sm_clocks_mhz", "must not be empty")
-        if not c.count(f"{p}.sm_clocks_mhz", len(t.sm_clocks_mhz),
-                       limits.max_sm_clocks_per_gpu_type, "max_sm_clocks_per_gpu_type"):
+        if not c.count(
+            f"{p}.sm_clocks_mhz",
+            len(t.sm_clocks_mhz),
+            limits.max_sm_clocks_per_gpu_type,
+            "max_sm_clocks_per_gpu_type",
+        ):
             continue
         clocks: set[int] = set()
         for k, mhz in enumerate(t.sm_clocks_mhz):
@@ -132,8 +147,12 @@ def _check_nodes(
             )
         indices: set[int] = set()
         unavailable: Sequence[int] = n.unavailable_gpu_indices
-        if not c.count(f"{p}.unavailable_gpu_indices", len(unavailable),
-                       limits.max_gpus_per_node, "max_gpus_per_node"):
+        if not c.count(
+            f"{p}.unavailable_gpu_indices",
+            len(unavailable),
+            limits.max_gpus_per_node,
+            "max_gpus_per_node",
+        ):
             unavailable = []
         for k, idx in enumerate(unavailable):
             ip = f"{p}.unavailable_gpu_indices[{k}]"
@@ -146,7 +165,12 @@ def _check_nodes(
             c.add(f"{p}.rack", "must not be empty")
         else:
             c.text(f"{p}.rack", n.rack, limits.max_name_length)
-        c.positive(f"{p}.network_bandwidth_gbps", n.network_bandwidth_gbps, MAX_BANDWIDTH_GBPS)
+        c.positive(
+            f"{p}.network_bandwidth_gbps",
+            n.network_bandwidth_gbps,
+            MAX_BANDWIDTH_GBPS,
+            MIN_BANDWIDTH_GBPS,
+        )
     nodes.pop("", None)
     return nodes
 
@@ -159,8 +183,12 @@ def _check_power(
         c.positive("cluster.power_budget_watts", cluster.power_budget_watts, MAX_POWER_WATTS)
     seen: dict[str, str] = {}
     budgets = cluster.rack_power_budgets
-    if not c.count("cluster.rack_power_budgets", len(budgets), limits.max_rack_power_budgets,
-                   "max_rack_power_budgets"):
+    if not c.count(
+        "cluster.rack_power_budgets",
+        len(budgets),
+        limits.max_rack_power_budgets,
+        "max_rack_power_budgets",
+    ):
         return
     for i, b in enumerate(budgets):
         p = f"cluster.rack_power_budgets[{i}]"
