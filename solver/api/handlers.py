@@ -22,3 +22,35 @@ def map_behaviors(
             replaced[kind] = wrap(behavior)
     # grpcio's method handlers are namedtuples.
     return handler._replace(**replaced)
+
+
+HEALTH_SERVICE_PREFIX = "/grpc.health.v1.Health/"
+"""Methods no interceptor touches: probes carry no credentials, ids or traces."""
+
+
+class CallInterceptor(grpc.ServerInterceptor):  # type: ignore[misc]
+    """Wraps the handler of every call but health checks (`intercept`)."""
+
+    def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], grpc.RpcMethodHandler | None],
+        details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler | None:
+        handler = continuation(details)
+        if handler is None or details.method.startswith(HEALTH_SERVICE_PREFIX):
+            return handler
+        return self.intercept(handler, details)
+
+    def intercept(
+        self, handler: grpc.RpcMethodHandler, details: grpc.HandlerCallDetails
+    ) -> grpc.RpcMethodHandler:
+        raise NotImplementedError
+
+
+def final_code(context: grpc.ServicerContext, raised: bool) -> grpc.StatusCode:
+    """How a finished call ended: the code it set, else UNKNOWN if its behaviour raised (grpcio
+    answers so), else OK."""
+    code = context.code()
+    if isinstance(code, grpc.StatusCode):
+        return code
+    return grpc.StatusCode.UNKNOWN if raised else grpc.StatusCode.OK

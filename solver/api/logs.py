@@ -13,15 +13,14 @@ import re
 import sys
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
 import grpc
 from pythonjsonlogger.json import JsonFormatter
 
-from solver.api.handlers import Behavior, map_behaviors
-from solver.api.security import HEALTH_SERVICE_PREFIX
+from solver.api.handlers import Behavior, CallInterceptor, final_code, map_behaviors
 
 REQUEST_ID_HEADER = "x-request-id"
 LOG_FORMATS = ("text", "json")
@@ -109,34 +108,30 @@ def bound_request_id(rid: str) -> Iterator[None]:
         request_id.reset(token)
 
 
-class RequestLogInterceptor(grpc.ServerInterceptor):  # type: ignore[misc]
+class RequestLogInterceptor(CallInterceptor):
     """Gives every call a request id (logged with all it logs, sent back as metadata) and logs
     one access line when it ends; health checks are neither tagged nor logged."""
 
-    def intercept_service(
-        self,
-        continuation: Callable[[grpc.HandlerCallDetails], grpc.RpcMethodHandler | None],
-        details: grpc.HandlerCallDetails,
-    ) -> grpc.RpcMethodHandler | None:
-        handler = continuation(details)
-        if handler is None or details.method.startswith(HEALTH_SERVICE_PREFIX):
-            return handler
+    def intercept(
+        self, handler: grpc.RpcMethodHandler, details: grpc.HandlerCallDetails
+    ) -> grpc.RpcMethodHandler:
         rid = accepted_request_id(details.invocation_metadata)
         method = details.method
 
         def wrap(behavior: Behavior) -> Behavior:
             def call(request: Any, context: grpc.ServicerContext) -> Any:
                 start = time.monotonic()
-                failed = False
+                raised = False
                 with bound_request_id(rid):
                     context.send_initial_metadata(((REQUEST_ID_HEADER, rid),))
                     try:
                         return behavior(request, context)
                     except BaseException:
-                        failed = True
+                        raised = True
                         raise
                     finally:
-                        _access(method, rid, context, time.monotonic() - start, failed)
+                        code = final_code(context, raised)
+                        _access(method, rid, context, time.monotonic() - start, code)
 
             return call
 
@@ -144,11 +139,10 @@ class RequestLogInterceptor(grpc.ServerInterceptor):  # type: ignore[misc]
 
 
 def _access(
-    method: str, rid: str, context: grpc.ServicerContext, seconds: float, failed: bool
+    method: str, rid: str, context: grpc.ServicerContext, seconds: float, code: grpc.StatusCode
 ) -> None:
-    """One line per call; a behaviour that raised without setting a code answered UNKNOWN."""
-    code = context.code()
-    name = code.name if isinstance(code, grpc.StatusCode) else ("UNKNOWN" if failed else "OK")
+    """One line per call."""
+    name = code.name
     level = logging.WARNING if name in ("INTERNAL", "UNKNOWN", "DATA_LOSS") else logging.INFO
     log.log(
         level,

@@ -20,12 +20,10 @@ from typing import Any
 
 import grpc
 
-from solver.api.handlers import Behavior, map_behaviors
+from solver.api.handlers import Behavior, CallInterceptor, map_behaviors
 
 log = logging.getLogger(__name__)
 
-HEALTH_SERVICE_PREFIX = "/grpc.health.v1.Health/"
-"""Methods exempt from authentication: orchestrators' probes carry no credentials."""
 MIN_TOKEN_CHARS = 16
 """Shortest bearer token accepted: shorter ones are guessable."""
 MAX_TOKENS = 64
@@ -210,7 +208,7 @@ class Refusal:
     """The rejection metric's label."""
 
 
-class AuthInterceptor(grpc.ServerInterceptor):  # type: ignore[misc]
+class AuthInterceptor(CallInterceptor):
     """Refuses calls without an accepted bearer token (UNAUTHENTICATED) or, under mutual TLS,
     from a client certificate whose names are not allowed (PERMISSION_DENIED); health checks
     pass."""
@@ -225,14 +223,9 @@ class AuthInterceptor(grpc.ServerInterceptor):  # type: ignore[misc]
         self._allowed = allowed_clients
         self._on_refusal = on_refusal
 
-    def intercept_service(
-        self,
-        continuation: Callable[[grpc.HandlerCallDetails], grpc.RpcMethodHandler | None],
-        details: grpc.HandlerCallDetails,
-    ) -> grpc.RpcMethodHandler | None:
-        handler = continuation(details)
-        if handler is None or details.method.startswith(HEALTH_SERVICE_PREFIX):
-            return handler
+    def intercept(
+        self, handler: grpc.RpcMethodHandler, details: grpc.HandlerCallDetails
+    ) -> grpc.RpcMethodHandler:
         token_refusal = self._check_token(details)
         # Refused for its metadata: the request is never decoded.
         skip = {"request_deserializer": _ignore} if token_refusal is not None else {}

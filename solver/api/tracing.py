@@ -14,9 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 import grpc
 
-from solver.api.handlers import Behavior, map_behaviors
+from solver.api.handlers import Behavior, CallInterceptor, final_code, map_behaviors
 from solver.api.logs import request_id
-from solver.api.security import HEALTH_SERVICE_PREFIX
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
@@ -69,20 +68,15 @@ def annotate(attributes: Mapping[str, str | int | float | bool]) -> None:
         span.set_attributes(attributes)
 
 
-class TracingInterceptor(grpc.ServerInterceptor):  # type: ignore[misc]
+class TracingInterceptor(CallInterceptor):
     """A SERVER span around each call but health checks, child of the caller's trace context."""
 
     def __init__(self, tracer: Tracer) -> None:
         self._tracer = tracer
 
-    def intercept_service(
-        self,
-        continuation: Callable[[grpc.HandlerCallDetails], grpc.RpcMethodHandler | None],
-        details: grpc.HandlerCallDetails,
-    ) -> grpc.RpcMethodHandler | None:
-        handler = continuation(details)
-        if handler is None or details.method.startswith(HEALTH_SERVICE_PREFIX):
-            return handler
+    def intercept(
+        self, handler: grpc.RpcMethodHandler, details: grpc.HandlerCallDetails
+    ) -> grpc.RpcMethodHandler:
         from opentelemetry import propagate
         from opentelemetry.trace import SpanKind, Status, StatusCode
 
@@ -105,16 +99,14 @@ class TracingInterceptor(grpc.ServerInterceptor):  # type: ignore[misc]
                     record_exception=False,
                     set_status_on_exception=False,
                 ) as span:
-                    failed = False
+                    raised = False
                     try:
                         return behavior(request, context)
                     except BaseException:
-                        failed = True
+                        raised = True
                         raise
                     finally:
-                        code = context.code()
-                        if not isinstance(code, grpc.StatusCode):
-                            code = grpc.StatusCode.UNKNOWN if failed else grpc.StatusCode.OK
+                        code = final_code(context, raised)
                         span.set_attribute("rpc.grpc.status_code", code.value[0])
                         if code in _SERVER_FAULTS:
                             span.set_status(Status(StatusCode.ERROR, code.name))
