@@ -14,6 +14,7 @@ import pytest
 from solver._proto.dsfro.v1 import scheduler_pb2 as pb
 from solver._proto.dsfro.v1 import scheduler_pb2_grpc
 from tests.factories import make_request
+from tests.tls_certs import Pki, make_pki
 
 if TYPE_CHECKING:  # imported lazily: validation tests must not need the solver modules
     from solver.api.server import SchedulerServer
@@ -57,3 +58,9 @@ def fresh_crash_window(monkeypatch: pytest.MonkeyPatch) -> None:
     from solver.search import executor
 
     monkeypatch.setattr(executor, "_replaced_at", deque(maxlen=64))
+
+
+@pytest.fixture(scope="session")
+def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
+    """Test certificates (tests/tls_certs.py), made once per session."""
+    return make_pki(tmp_path_factory.mktemp("pki"))

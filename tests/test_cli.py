@@ -6,10 +6,7 @@ import argparse
 import json
 import subprocess
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
 import pytest
 from google.protobuf import json_format
@@ -21,15 +18,15 @@ from solver.api.arguments import duration_arg
 from solver.api.cli import main
 from solver.api.plan_text import compact_indices, format_plan, format_stats
 from solver.api.security import TlsFiles
-from solver.api.server import SchedulerServer, build_server
-from solver.api.server_config import ServerConfig
+from solver.api.server import SchedulerServer
 from solver.domain import (
     Backend,
     Problem,
     SolveResult,
 )
 from tests.factories import canned_result, make_request
-from tests.tls_certs import Pki, make_pki
+from tests.factories import running_server as running
+from tests.tls_certs import Pki
 
 WAIT = 60.0
 
@@ -503,21 +500,6 @@ def test_export_rejects_bad_input_and_unwritable_paths(
 
 
 TOKEN = "s3cr3t-token-for-cli-tests-01"
-
-
-@contextmanager
-def running(**overrides: Any) -> Iterator[SchedulerServer]:
-    srv = build_server(ServerConfig(host="127.0.0.1", port=0, **overrides))
-    srv.start()
-    try:
-        yield srv
-    finally:
-        srv.stop(None).wait(WAIT)
-
-
-@pytest.fixture(scope="module")
-def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
-    return make_pki(tmp_path_factory.mktemp("pki"))
 
 
 def test_health_of_a_running_server(

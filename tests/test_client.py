@@ -11,7 +11,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager, suppress
+from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +25,7 @@ from solver._proto.dsfro.v1 import scheduler_pb2_grpc
 from solver.api import service, settings
 from solver.api.convert import load_request_json
 from solver.api.security import TlsFiles
-from solver.api.server import SchedulerServer, build_server
+from solver.api.server import SchedulerServer
 from solver.api.server_config import ServerConfig
 from solver.api.service import SERVICE_NAME
 from solver.client import (
@@ -49,7 +49,8 @@ from solver.client import (
 from solver.client.security import is_local_target
 from solver.domain import Problem, SolveResult
 from tests.factories import canned_result, make_request
-from tests.tls_certs import Pki, make_pki
+from tests.factories import running_server as running
+from tests.tls_certs import Pki
 
 ROOT = Path(__file__).resolve().parent.parent
 WAIT = 30.0
@@ -58,16 +59,6 @@ TOKEN = "s3cr3t-token-for-tests-0001"
 FAST = RetryPolicy(max_attempts=4, initial_backoff=0.01, max_backoff=0.02)
 """Retries that don't slow the tests down."""
 ONCE = RetryPolicy(max_attempts=1)
-
-
-@contextmanager
-def running(**overrides: Any) -> Iterator[SchedulerServer]:
-    srv = build_server(ServerConfig(host="127.0.0.1", port=0, **overrides))
-    srv.start()
-    try:
-        yield srv
-    finally:
-        srv.stop(None).wait(WAIT)
 
 
 def solved_jobs(response: pb.SolveResponse) -> list[str]:
@@ -492,11 +483,6 @@ def test_backoff_is_full_jitter_under_a_growing_cap() -> None:
 
 
 # ---------------------------------------------------------------- TLS, mutual TLS, tokens
-
-
-@pytest.fixture(scope="module")
-def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
-    return make_pki(tmp_path_factory.mktemp("pki"))
 
 
 def test_tls_with_a_ca_bundle_and_a_server_name(pki: Pki) -> None:

@@ -7,10 +7,7 @@ import os
 import re
 import shutil
 import urllib.request
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
 import grpc
 import pytest
@@ -21,34 +18,18 @@ from solver._proto.dsfro.v1.scheduler_pb2_grpc import SchedulerServiceStub as St
 from solver._proto.grpc.reflection.v1 import reflection_pb2 as reflection_v1
 from solver._proto.grpc.reflection.v1 import reflection_pb2_grpc as reflection_v1_grpc
 from solver.api.security import TlsFiles
-from solver.api.server import SchedulerServer, build_server
 from solver.api.server_config import (
     ConfigError,
-    ServerConfig,
     add_server_arguments,
     config_from_args,
 )
 from tests.factories import make_request
+from tests.factories import running_server as running
 from tests.tls_certs import Identity, Pki, make_pki
 
 WAIT = 30.0
 TOKEN = "s3cr3t-token-for-tests-0001"
 OTHER_TOKEN = "an0ther-token-for-tests-0002"
-
-
-@pytest.fixture(scope="module")
-def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
-    return make_pki(tmp_path_factory.mktemp("pki"))
-
-
-@contextmanager
-def running(**overrides: Any) -> Iterator[SchedulerServer]:
-    srv = build_server(ServerConfig(host="127.0.0.1", port=0, **overrides))
-    srv.start()
-    try:
-        yield srv
-    finally:
-        srv.stop(None).wait(WAIT)
 
 
 def tls_channel(

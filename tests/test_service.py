@@ -50,7 +50,7 @@ from solver.domain import (
     SolveResult,
 )
 from solver.search.executor import WorkerLost
-from tests.factories import canned_result, make_request
+from tests.factories import canned_result, make_request, running_server
 
 ROOT = Path(__file__).resolve().parent.parent
 WAIT = 30.0
@@ -62,14 +62,8 @@ Stub = scheduler_pb2_grpc.SchedulerServiceStub
 @contextmanager
 def serving(**overrides: Any) -> Iterator[tuple[SchedulerServer, Stub]]:
     """A started loopback server with non-default settings, and a stub for it."""
-    settings: dict[str, Any] = {"host": "127.0.0.1", "port": 0, **overrides}
-    srv = build_server(ServerConfig(**settings))
-    srv.start()
-    try:
-        with grpc.insecure_channel(f"127.0.0.1:{srv.port}") as ch:
-            yield srv, Stub(ch)  # type: ignore[no-untyped-call]  # generated, unannotated
-    finally:
-        srv.stop(None).wait(WAIT)
+    with running_server(**overrides) as srv, grpc.insecure_channel(f"127.0.0.1:{srv.port}") as ch:
+        yield srv, Stub(ch)  # type: ignore[no-untyped-call]  # generated, unannotated
 
 
 def retry_delay(err: grpc.RpcError) -> float:
