@@ -43,7 +43,14 @@ from solver.api.server_config import (
     add_server_arguments,
     config_from_args,
 )
-from solver.api.service import SERVICE_NAME, check_slots
+from solver.api.service import (
+    MAX_SLOWDOWN,
+    READ_SECONDS,
+    READ_SECONDS_PER_JOB,
+    SERVICE_NAME,
+    check_slots,
+    slowdown,
+)
 from solver.api.settings import Limits
 from solver.domain import (
     Problem,
@@ -825,3 +832,15 @@ def test_the_solvers_are_imported_before_the_server_serves() -> None:
     )
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["False", "True", "True"]
+
+
+def test_the_slowdown_is_gauged_from_reading_the_request() -> None:
+    """A request read at its idle-machine pace leaves the solver's reserve as measured; read
+    three times slower (two solves sharing the interpreter), the reserve stretches alike."""
+    jobs = 2048
+    idle = READ_SECONDS + READ_SECONDS_PER_JOB * jobs
+    assert slowdown(idle, jobs) == 1.0
+    assert slowdown(idle / 2, jobs) == 1.0  # faster than measured: no credit
+    assert slowdown(3 * idle, jobs) == pytest.approx(3.0)
+    assert slowdown(100 * idle, jobs) == MAX_SLOWDOWN
+    assert slowdown(1.0, 1) == 1.0  # tiny requests say nothing about the machine
