@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import highspy
 import pytest
 
 from solver.domain import Backend, Termination
@@ -9,7 +10,7 @@ from solver.exact import formulation
 from solver.exact.backends import SolverStatus
 from solver.model.configs import build_config_set
 from solver.orchestrator import solve
-from solver.search.bound import solve_aggregate
+from solver.search.bound import _Lp, solve_aggregate
 from tests.bruteforce import solve_exact
 from tests.factories import cluster, job, node, only_throughput, point, problem, random_tiny
 
@@ -52,3 +53,16 @@ def test_aggregate_backend_reports_the_lp_bound() -> None:
     assert r.stats.best_bound >= r.stats.objective
     assert r.stats.termination in (Termination.OPTIMAL, Termination.FEASIBLE, Termination.FALLBACK)
     assert "CP-SAT" not in r.stats.detail
+
+
+def test_a_model_with_a_non_finite_coefficient_is_not_solved() -> None:
+    """Defence behind validation: HiGHS is never handed an infinite cost (it could hang)."""
+    lp = _Lp()
+    x = lp.column(float("inf"))
+    lp.row([(x, 1.0)], hi=1.0)
+    assert lp.solve() == (highspy.HighsModelStatus.kModelError, None, None)
+    finite = _Lp()
+    y = finite.column(2.0)
+    finite.row([(y, 1.0)], hi=1.0)
+    status, bound, _ = finite.solve()
+    assert status == highspy.HighsModelStatus.kOptimal and bound == pytest.approx(2.0)

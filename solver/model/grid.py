@@ -96,7 +96,8 @@ def estimate_grid(
         memory = (state + activations) / perf.GIB + perf.FRAMEWORK_RESERVE_GIB
         # perf._step; m >= 1 wherever the micro-batch size divides the replica's batch
         m = np.maximum(micro_batches, 1)
-        message = perf.ACTIVATION_BYTES * s * mb * h
+        # In floats: int64 wraps silently on huge (invalid) model sizes.
+        message = perf.ACTIVATION_BYTES * np.asarray(s, dtype=np.float64) * mb * h
         tensor = np.where(
             tp > 1, 4 * layers_per_stage * m * 2 * (tp - 1) / tp * message / nvlink, 0.0
         )

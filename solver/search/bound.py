@@ -80,7 +80,17 @@ class _Lp:
         stop: Callable[[], bool] | None = None,
     ) -> tuple[highspy.HighsModelStatus, float | None, list[float] | None]:
         """Status, proven upper bound (the LP optimum, or the MIP's dual bound) and values
-        (None without a solution). `integer`: columns that must be integral (a MIP)."""
+        (None without a solution). `integer`: columns that must be integral (a MIP).
+
+        A model with a non-finite cost or coefficient is not solved (kModelError, no bound):
+        validation keeps requests from making one, and HiGHS could hang on it past any limit.
+        """
+        if not (
+            np.isfinite(self.cost).all()
+            and np.isfinite(self.value).all()
+            and np.isfinite(self.lower).all()
+        ):
+            return highspy.HighsModelStatus.kModelError, None, None
         h = new_highs()
         h.setOptionValue("threads", 1)
         if time_limit is not None:
