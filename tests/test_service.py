@@ -812,6 +812,7 @@ def test_the_metrics_endpoint_exposes_the_named_series() -> None:
     assert re.search(r"^dsfro_solve_seconds_count 1\.0$", text, re.M)
     assert re.search(r'^dsfro_rejections_total\{reason="invalid_argument"\} 1\.0$', text, re.M)
     assert re.search(r"^dsfro_solves_in_flight 0\.0$", text, re.M)
+    assert re.search(r"^dsfro_checks_in_flight 0\.0$", text, re.M)
     assert re.search(r'^dsfro_worker_restarts_total\{kind="exact"\} \d', text, re.M)
     assert "dsfro_solve_relative_gap_bucket" in text
 

@@ -70,6 +70,12 @@ class Metrics:
         self.in_flight = Gauge(
             "dsfro_solves_in_flight", "Solves running now", registry=self.registry
         )
+        self.checks_in_flight = Gauge(
+            "dsfro_checks_in_flight",
+            "ValidateSnapshot and EvaluatePlan calls running now (calls over the limits are "
+            "refused, never queued: these gauges and the rejections are the queue's depth)",
+            registry=self.registry,
+        )
         self.registry.register(_Restarts())
 
     def solved(self, stats: SolveStats) -> None:

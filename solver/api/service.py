@@ -244,9 +244,11 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
             context.abort_with_status(
                 retry_status(f"{n} checks are already running; retry later", RETRY_AFTER_SECONDS)
             )
+        self.metrics.checks_in_flight.inc()
         try:
             yield
         finally:
+            self.metrics.checks_in_flight.dec()
             self._checks.release()
 
     def _forget(self, stop: threading.Event) -> None:
