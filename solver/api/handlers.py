@@ -1,8 +1,9 @@
-"""Wrapping a gRPC method handler's behaviour, whatever its kind (unary or streaming), for the
-server's interceptors and its decoding guard."""
+"""Wrapping a gRPC method handler's behaviour, whatever its kind (unary or streaming): the
+server's interceptors, which leave health checks alone."""
 
 from __future__ import annotations
 
+import abc
 from collections.abc import Callable
 from typing import Any
 
@@ -41,10 +42,11 @@ class CallInterceptor(grpc.ServerInterceptor):  # type: ignore[misc]
             return handler
         return self.intercept(handler, details)
 
+    @abc.abstractmethod
     def intercept(
         self, handler: grpc.RpcMethodHandler, details: grpc.HandlerCallDetails
     ) -> grpc.RpcMethodHandler:
-        raise NotImplementedError
+        """`handler` wrapped for this call."""
 
 
 def final_code(context: grpc.ServicerContext, raised: bool) -> grpc.StatusCode:

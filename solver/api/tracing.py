@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping
+from functools import cache
 from typing import TYPE_CHECKING, Any
 
 import grpc
@@ -57,11 +58,21 @@ def tracer_provider(processor: Callable[[], SpanProcessor] | None = None) -> Tra
     return provider
 
 
-def annotate(attributes: Mapping[str, str | int | float | bool]) -> None:
-    """Set attributes on the current span, if tracing is on and a span is recording."""
+@cache
+def _api() -> Any:
+    """OpenTelemetry's trace API, or None when it is not installed (looked up once: every
+    Solve asks)."""
     try:
         from opentelemetry import trace
     except ImportError:
+        return None
+    return trace
+
+
+def annotate(attributes: Mapping[str, str | int | float | bool]) -> None:
+    """Set attributes on the current span, if tracing is on and a span is recording."""
+    trace = _api()
+    if trace is None:
         return
     span = trace.get_current_span()
     if span.is_recording():
