@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import sys
 
-from solver.api.server import main
+from solver.service.server import main
 
 if __name__ == "__main__":
     sys.exit(main())

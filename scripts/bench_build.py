@@ -36,11 +36,11 @@ COMMON = ["--seed", "1", "--power-budget-fraction", "0.7"]
 
 def worker(instance: str) -> None:
     """One measurement with whatever ``solver`` is first on the path; prints JSON."""
-    from solver.api.convert import load_request_json, problem_from_proto
-    from solver.api.settings import Limits
+    from solver.app.convert import load_request_json, problem_from_proto
+    from solver.app.limits import Limits
     from solver.exact import formulation
     from solver.exact.backends.highs import load, new_highs
-    from solver.model.configs import build_config_set
+    from solver.perfmodel.configs import build_config_set
 
     problem = problem_from_proto(load_request_json(instance), Limits())
     configs = build_config_set(problem)

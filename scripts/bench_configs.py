@@ -32,13 +32,13 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def _clear_caches() -> None:
     """The caches that keep the model's results between builds, in either version."""
-    from solver.model import configs
+    from solver.perfmodel import configs
 
     before = getattr(configs, "_cached_estimate", None)  # per point
     if before is not None:
         before.cache_clear()
         return
-    from solver.model import enumeration  # per table, and measured profiles' points
+    from solver.perfmodel import enumeration  # per table, and measured profiles' points
 
     enumeration.model_table.cache_clear()
     enumeration._operating_points.cache_clear()
@@ -47,7 +47,7 @@ def _clear_caches() -> None:
 def _builder(problem: Any, parts: int) -> Callable[[], Any]:
     """The whole snapshot's build; or, with `parts`, every part's build against the whole
     cluster's facts, as the decomposition's workers do (one after another), merged."""
-    from solver.model.configs import ConfigSet, build_config_set, type_facts
+    from solver.perfmodel.configs import ConfigSet, build_config_set, type_facts
 
     if not parts:
         return lambda: build_config_set(problem)
@@ -121,8 +121,8 @@ def main() -> None:
         worker(Path(problem_file), Path(out_file), int(repeat), int(parts))
         return
 
-    from solver.api.convert import problem_from_proto
-    from solver.api.settings import Limits
+    from solver.app.convert import problem_from_proto
+    from solver.app.limits import Limits
     from solver.offline.generate import generate, spec_from_args
 
     print(

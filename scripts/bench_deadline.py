@@ -1,7 +1,7 @@
 """Short budgets: does every Solve answer within its budget, at every size?
 
 For each family (seed 1) and budget, the request is handled as the service handles it
-(solver/api/service.py): validated, converted (solver.api.convert.problem_from_proto), then
+(solver/service/servicer.py): validated, converted (solver.app.convert.problem_from_proto), then
 solved by pipeline.solve with `deadline=` the monotonic instant the answer is due and the
 service's kind of executor, then turned back into protobuf. The clock starts before
 validation, as an RPC deadline's does, so validation and conversion count against the budget.
@@ -29,18 +29,18 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
-from solver import orchestrator
 from solver._proto.dsfro.v1 import scheduler_pb2 as pb
-from solver.api import pipeline
-from solver.api.convert import problem_from_proto, result_to_proto
-from solver.api.settings import Limits
-from solver.api.validation import validate_request
+from solver.app import pipeline
+from solver.app.convert import problem_from_proto, result_to_proto
+from solver.app.limits import Limits
+from solver.app.validation import validate_request
+from solver.core import orchestrator
 from solver.domain import Backend, Problem, Termination
-from solver.model.configs import build_config_set
 from solver.offline.generate import generate, spec_from_args
+from solver.perfmodel.configs import build_config_set
+from solver.runtime.pools import Executor, make_executor
 from solver.scoring.checker import check_plan
 from solver.scoring.plans import materialize
-from solver.search.executor import Executor, make_executor
 from solver.search.heuristic import Heuristic
 
 FAMILIES = ("small", "medium", "large", "xl")

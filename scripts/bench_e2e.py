@@ -17,15 +17,15 @@ from pathlib import Path
 
 import grpc
 
-from solver import orchestrator
 from solver._proto.dsfro.v1 import scheduler_pb2 as pb
 from solver._proto.dsfro.v1 import scheduler_pb2_grpc
-from solver.api.convert import enum_label, load_request_json, problem_from_proto
-from solver.api.server import build_server
-from solver.api.server_config import ServerConfig
-from solver.api.settings import Limits
+from solver.app.convert import enum_label, load_request_json, problem_from_proto
+from solver.app.limits import Limits
+from solver.core import orchestrator
 from solver.domain import Backend, Plan
 from solver.scoring.checker import check_plan
+from solver.service.config import ServerConfig
+from solver.service.server import build_server
 
 ROOT = Path(__file__).resolve().parent.parent
 INSTANCES = ["tiny-1node", "tiny-power", "tiny-migration", "small", "pai", "modern-power", "medium"]

@@ -30,15 +30,15 @@ from pathlib import Path
 
 import highspy
 
-from solver import orchestrator
-from solver.api import pipeline
-from solver.api.convert import load_request_json
-from solver.api.settings import Limits
+from solver.app import pipeline
+from solver.app.convert import load_request_json
+from solver.app.limits import Limits
+from solver.core import orchestrator
 from solver.domain import Backend, Problem, SolveResult
 from solver.exact import formulation
 from solver.exact.backends.highs import load, new_highs
-from solver.model.configs import build_config_set
 from solver.offline.generate import generate, spec_from_args
+from solver.perfmodel.configs import build_config_set
 from solver.scoring.checker import check_plan
 
 ROOT = Path(__file__).resolve().parent.parent

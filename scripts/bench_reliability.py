@@ -253,7 +253,7 @@ class Server:
 
     def pool_workers(self) -> list[int]:
         """The decomposed solves' process pool: children started by multiprocessing's spawn
-        (not its resource tracker, not the exact model's `solver.exact.process` workers)."""
+        (not its resource tracker, not the exact model's `solver.exact.isolated` workers)."""
         return [p for p in children(self.pid) if "multiprocessing.spawn" in cmdline(p)]
 
     def children_rss_kib(self) -> int:

@@ -18,14 +18,14 @@ import sys
 import time
 from dataclasses import dataclass
 
-from solver import orchestrator
-from solver.api.convert import problem_from_proto
-from solver.api.settings import Limits
+from solver.app.convert import problem_from_proto
+from solver.app.limits import Limits
+from solver.core import orchestrator
 from solver.domain import Backend, SolveResult
 from solver.offline.generate import FAMILIES as GENERATED_FAMILIES
 from solver.offline.generate import generate, spec_from_args
+from solver.runtime.pools import Executor, make_executor
 from solver.scoring.checker import check_plan
-from solver.search.executor import Executor, make_executor
 
 
 @dataclass(frozen=True)

@@ -17,11 +17,11 @@ import grpc
 
 from solver._proto.dsfro.v1 import scheduler_pb2 as pb
 from solver._proto.dsfro.v1 import scheduler_pb2_grpc
-from solver.api.convert import enum_label
-from solver.api.server import build_server
-from solver.api.server_config import ServerConfig
-from solver.api.settings import Limits
+from solver.app.convert import enum_label
+from solver.app.limits import Limits
 from solver.offline.generate import FAMILIES, generate, spec_from_args
+from solver.service.config import ServerConfig
+from solver.service.server import build_server
 
 
 def main() -> None:

@@ -37,7 +37,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from solver._proto.dsfro.v1 import scheduler_pb2 as pb
 from solver._proto.dsfro.v1 import scheduler_pb2_grpc
-from solver.api.convert import enum_label, load_request_json
+from solver.app.convert import enum_label, load_request_json
 from solver.offline.generate import FAMILIES, HETERO_POWER_FAMILIES
 
 ROOT = Path(__file__).resolve().parent.parent

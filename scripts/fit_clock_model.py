@@ -1,4 +1,4 @@
-"""Fit the SM-clock power/time model (``solver.model.power``) to the Zeus power-limit curves.
+"""Fit the SM-clock power/time model (``solver.perfmodel.power``) to the Zeus power-limit curves.
 
 Run ``.venv/bin/python scripts/fit_clock_model.py``: reads ``data/zeus/summary_power_*.csv``,
 writes ``models/clock_model.json`` and prints the fit error per GPU (a Markdown table, pasted

@@ -52,9 +52,9 @@ from hypothesis.errors import Frozen, StopTest
 from hypothesis.internal.conjecture.data import ConjectureData
 
 from solver._proto.dsfro.v1 import scheduler_pb2 as pb
-from solver.api.convert import allocations_from_proto, load_request_json, problem_from_proto
-from solver.api.settings import Limits
-from solver.api.validation import validate_request
+from solver.app.convert import allocations_from_proto, load_request_json, problem_from_proto
+from solver.app.limits import Limits
+from solver.app.validation import validate_request
 from solver.scoring.evaluation import evaluate_allocations
 
 ROOT = Path(__file__).resolve().parent.parent

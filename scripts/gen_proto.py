@@ -1,7 +1,7 @@
 """Regenerate the checked-in protobuf and gRPC code from proto/ (``make proto``).
 
 Also generates the upstream gRPC reflection v1 service from third_party/grpc-proto, which
-grpcio-reflection does not ship (served by ``solver/api/reflection.py``).
+grpcio-reflection does not ship (served by ``solver/service/reflection.py``).
 
 The generated modules live in ``solver/_proto``; their imports are rewritten to the package path
 so that they work from an installed ``dsfro``. ``tests/test_proto_fresh.py`` fails when the

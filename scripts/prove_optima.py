@@ -25,14 +25,14 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from solver.api import pipeline
-from solver.api.convert import load_request_json
-from solver.api.settings import Limits
+from solver.app import pipeline
+from solver.app.convert import load_request_json
+from solver.app.limits import Limits
 from solver.domain import Backend, Problem
 from solver.exact import formulation
 from solver.exact.backends import ExactOptions, SolverStatus
 from solver.exact.solve import ExactResult, solve_full
-from solver.model.configs import build_config_set
+from solver.perfmodel.configs import build_config_set
 from solver.scoring.checker import PlanView, check_plan, rack_watts
 from solver.scoring.objective import score_plan
 

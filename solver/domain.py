@@ -1,7 +1,7 @@
 """The problem and its answer as plain typed data.
 
 Formulations, heuristics and the checker read these types only; protobuf stays at the edge
-(``solver.api.convert``). All types are immutable so that one snapshot can be shared by backends
+(``solver.app.convert``). All types are immutable so that one snapshot can be shared by backends
 that run concurrently.
 """
 
@@ -85,7 +85,7 @@ class Cluster:
 
 @dataclass(frozen=True)
 class ModelSpec:
-    """A transformer, sized for the analytic performance model (``solver.model.perf``)."""
+    """A transformer, sized for the analytic performance model (``solver.perfmodel.throughput``)."""
 
     parameters: float
     layers: int

@@ -1,7 +1,7 @@
 """The data files the product reads, found with ``importlib.resources``.
 
 - ``models/``: the GPU and model catalogs and the fitted constants the service needs
-  (``solver.model.catalog`` reads them; ``DSFRO_MODELS_DIR`` overrides the folder there);
+  (``solver.perfmodel.catalog`` reads them; ``DSFRO_MODELS_DIR`` overrides the folder there);
 - ``data/``: the measurements that ``dsfro generate`` and ``dsfro calibrate`` read.
 
 Both folders stay at the repository's top level, the single source of truth. The package reaches

@@ -15,7 +15,7 @@ from solver.exact import formulation
 from solver.exact.backends import ExactOptions
 from solver.exact.backends.pyomo_backend import available_solvers
 from solver.exact.solve import ExactResult, solve_full
-from solver.model.configs import ConfigSet, build_config_set
+from solver.perfmodel.configs import ConfigSet, build_config_set
 from solver.scoring.checker import check_plan
 from solver.scoring.plans import Choice, materialize
 from tests.factories import random_tiny

@@ -17,7 +17,7 @@ from tests.factories import make_request
 from tests.tls_certs import Pki, make_pki
 
 if TYPE_CHECKING:  # imported lazily: validation tests must not need the solver modules
-    from solver.api.server import SchedulerServer
+    from solver.service.server import SchedulerServer
 
 
 @pytest.fixture
@@ -28,8 +28,8 @@ def request_msg() -> pb.SolveRequest:
 @pytest.fixture
 def server() -> Iterator[SchedulerServer]:
     """A real server on an ephemeral loopback port, stopped after the test."""
-    from solver.api.server import build_server
-    from solver.api.server_config import ServerConfig
+    from solver.service.config import ServerConfig
+    from solver.service.server import build_server
 
     srv = build_server(ServerConfig(host="127.0.0.1", port=0))
     srv.start()
@@ -55,7 +55,7 @@ def fresh_crash_window(monkeypatch: pytest.MonkeyPatch) -> None:
     not turn another test's server NOT_SERVING (the crash-loop window is process-wide)."""
     from collections import deque
 
-    from solver.search import executor
+    from solver.runtime import pools as executor
 
     monkeypatch.setattr(executor, "_replaced_at", deque(maxlen=64))
 

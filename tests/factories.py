@@ -281,7 +281,7 @@ def make_request() -> pb.SolveRequest:
 
 
 if TYPE_CHECKING:  # imported lazily: validation tests must not need the server modules
-    from solver.api.server import SchedulerServer
+    from solver.service.server import SchedulerServer
 
 SERVER_STOP_WAIT = 30.0
 
@@ -290,8 +290,8 @@ SERVER_STOP_WAIT = 30.0
 def running_server(**overrides: Any) -> Iterator[SchedulerServer]:
     """A started server on an ephemeral loopback port with these ServerConfig settings,
     stopped afterwards."""
-    from solver.api.server import build_server
-    from solver.api.server_config import ServerConfig
+    from solver.service.config import ServerConfig
+    from solver.service.server import build_server
 
     srv = build_server(ServerConfig(**{"host": "127.0.0.1", "port": 0, **overrides}))
     srv.start()

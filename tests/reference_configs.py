@@ -1,7 +1,7 @@
-"""The configuration enumeration as it was before it was vectorised: one perf.estimate per point,
-one job at a time, the Pareto filter pair by pair. The reference that tests/test_configs.py
-holds solver.model.configs to (the same configurations, in the same order, with the same
-floats)."""
+"""The configuration enumeration as it was before it was vectorised: one throughput.estimate
+per point, one job at a time, the Pareto filter pair by pair. The reference that
+tests/test_configs.py holds solver.perfmodel.configs to (the same configurations, in the same
+order, with the same floats)."""
 
 from __future__ import annotations
 
@@ -18,9 +18,9 @@ from solver.domain import (
     Shape,
     ThroughputProfile,
 )
-from solver.model import perf
-from solver.model.configs import ConfigSet
-from solver.model.facts import (
+from solver.perfmodel import throughput
+from solver.perfmodel.configs import ConfigSet
+from solver.perfmodel.facts import (
     MAX_PIPELINE_PARALLEL,
     TypeFacts,
     divisors,
@@ -68,8 +68,8 @@ def _estimate(
     gpus_per_node: int,
     network: float,
     check_memory: bool = True,
-) -> perf.Estimate | None:
-    return perf.estimate(
+) -> throughput.Estimate | None:
+    return throughput.estimate(
         spec,
         gpu,
         shape,
@@ -138,10 +138,10 @@ def profile_operating_points(
         if clock in out or clock > hi:
             continue
         if clock >= lo and len(measured) > 1:
-            out[clock] = perf.interpolate_clock(measured, clock)
+            out[clock] = throughput.interpolate_clock(measured, clock)
         elif clock < lo:
             c0, s0, w0 = measured[0]
-            out[clock] = perf.rescale_clock(s0, w0, pts[0].num_gpus, gpu, c0, clock)
+            out[clock] = throughput.rescale_clock(s0, w0, pts[0].num_gpus, gpu, c0, clock)
     return [(c, s, w, memory) for c, (s, w) in sorted(out.items(), reverse=True)]
 
 

@@ -17,8 +17,8 @@ from pathlib import Path
 import highspy
 import pytest
 
-from solver.api.convert import load_request_json, problem_from_proto
-from solver.api.settings import EXPORT_FORMATS, Limits
+from solver.app.convert import load_request_json, problem_from_proto
+from solver.app.limits import EXPORT_FORMATS, Limits
 from solver.domain import (
     Backend,
     GpuSlice,
@@ -41,9 +41,9 @@ from solver.exact.backends import (
 )
 from solver.exact.backends.highs import new_highs
 from solver.exact.backends.pyomo_backend import KNOWN_SOLVERS, available_solvers, export_model
-from solver.exact.model import Formulation
+from solver.exact.milp import Formulation
 from solver.exact.solve import ExactResult, plan_of, solve_full
-from solver.model.configs import ConfigSet, build_config_set
+from solver.perfmodel.configs import ConfigSet, build_config_set
 from solver.scoring.checker import check_plan
 from solver.scoring.plans import materialize
 from solver.search.heuristic import Heuristic

@@ -27,7 +27,7 @@ from solver.offline.batch import (
     run_batch,
     strip_timing,
 )
-from solver.search.executor import LocalExecutor, Stop
+from solver.runtime.pools import LocalExecutor, Stop
 
 ROOT = Path(__file__).resolve().parent.parent
 T = TypeVar("T")
@@ -239,7 +239,7 @@ def test_runs_default_to_each_requests_own_settings(inputs: Path, tmp_path: Path
 
 
 def test_profile_fills_what_the_files_leave_unset(inputs: Path, tmp_path: Path) -> None:
-    from solver.api.profile import profile_from_dict
+    from solver.app.profile import profile_from_dict
 
     profile = profile_from_dict({"solver": {"backend": "heuristic", "seed": 4}})
     out = tmp_path / "r.jsonl"

@@ -12,10 +12,15 @@ import pytest
 from matplotlib.figure import Figure
 
 from solver.domain import Shape
-from solver.model import perf
-from solver.model.catalog import MODELS_DIR_ENV, CatalogError, load_architectures, load_gpu_catalog
 from solver.offline import calibration
 from solver.offline.calibration import Result
+from solver.perfmodel import throughput
+from solver.perfmodel.catalog import (
+    MODELS_DIR_ENV,
+    CatalogError,
+    load_architectures,
+    load_gpu_catalog,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 MODELS_FILE = ROOT / "models" / "calibration.json"
@@ -117,24 +122,24 @@ def test_network_fit_recovers_a_known_efficiency(result: Result) -> None:
 
 
 def test_vectorised_pollux_model_is_perfs(result: Result) -> None:
-    """The calibration evaluates solver.model.perf's own data-parallel terms."""
+    """The calibration evaluates solver.perfmodel.throughput's own data-parallel terms."""
     d = result.pollux.data
     t4 = load_gpu_catalog()["T4"]
     eta = result.pollux.network_efficiency
-    cal = perf.Calibration(compute_efficiency={}, network_efficiency={"T4": eta})
+    cal = throughput.Calibration(compute_efficiency={}, network_efficiency={"T4": eta})
     sync, _ = calibration.pollux_predict(d, t4, eta)
     for i in range(0, len(d.app), 397):
-        bandwidth = perf.link_bandwidth(
+        bandwidth = throughput.link_bandwidth(
             t4,
             across_nodes=bool(d.nodes[i] > 1),
             gpus_per_node=4,
             network_bandwidth_gbps=50.0,
             calibration=cal,
         )
-        allreduce = perf.allreduce_seconds(
+        allreduce = throughput.allreduce_seconds(
             float(d.gradient_bytes[i]), int(d.num_gpus[i]), bandwidth
         )
-        exposed = perf.exposed_sync_seconds(allreduce, float(d.step_1[i] - d.sync_1[i]))
+        exposed = throughput.exposed_sync_seconds(allreduce, float(d.step_1[i] - d.sync_1[i]))
         assert sync[i] == pytest.approx(d.sync_1[i] + exposed, rel=1e-12)
 
 
@@ -236,9 +241,9 @@ def _edit(folder: Path, **tables: dict[str, object]) -> None:
     path.write_text(json.dumps(doc))
 
 
-def _t4_bert(dp: int) -> perf.Estimate:
+def _t4_bert(dp: int) -> throughput.Estimate:
     t4, bert = load_gpu_catalog()["T4"], load_architectures()["bert-large"]
-    e = perf.estimate(
+    e = throughput.estimate(
         bert,
         t4,
         Shape("T4", dp, 1, 1),
@@ -253,11 +258,11 @@ def _t4_bert(dp: int) -> perf.Estimate:
 def test_perf_reads_the_fitted_constants(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     stored = json.loads(MODELS_FILE.read_text())
     t4 = load_gpu_catalog()["T4"]
-    assert perf.load_calibration() == perf.Calibration(
+    assert throughput.load_calibration() == throughput.Calibration(
         compute_efficiency=stored["compute_efficiency"],
         network_efficiency=stored["network_efficiency"],
     )
-    assert perf.compute_efficiency(t4) == stored["compute_efficiency"]["T4"]
+    assert throughput.compute_efficiency(t4) == stored["compute_efficiency"]["T4"]
     one_node, two_nodes = _t4_bert(4), _t4_bert(8)
 
     folder = _copy_models(tmp_path, monkeypatch)
@@ -272,7 +277,8 @@ def test_perf_reads_the_fitted_constants(tmp_path: Path, monkeypatch: pytest.Mon
 
     folder = _copy_models(tmp_path / "c", monkeypatch)
     _edit(folder, compute_efficiency={}, network_efficiency={})
-    assert perf.compute_efficiency(t4) == perf.DEFAULT_COMPUTE_EFFICIENCY  # the fallback
+    # the fallback
+    assert throughput.compute_efficiency(t4) == throughput.DEFAULT_COMPUTE_EFFICIENCY
 
 
 @pytest.mark.parametrize(
@@ -289,7 +295,7 @@ def test_bad_calibration_file(
     folder = _copy_models(tmp_path, monkeypatch)
     _edit(folder, **tables)
     with pytest.raises(CatalogError, match=message):
-        perf.load_calibration()
+        throughput.load_calibration()
 
 
 def test_check_command(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:

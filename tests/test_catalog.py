@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from solver.domain import ModelSpec
-from solver.model.catalog import (
+from solver.perfmodel.catalog import (
     MODELS_DIR_ENV,
     CatalogError,
     load_architectures,

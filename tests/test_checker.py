@@ -7,7 +7,7 @@ import dataclasses
 import pytest
 
 from solver.domain import Config, GpuSlice, JobAssignment, JobState, Problem, Shape
-from solver.model.configs import resolve_config
+from solver.perfmodel.configs import resolve_config
 from solver.scoring import checker
 from solver.scoring.checker import CHECKS, PlanView, check_plan
 from tests.factories import V100, cluster, job, node, point, problem, running

@@ -11,19 +11,19 @@ from pathlib import Path
 import pytest
 from google.protobuf import json_format
 
-from solver import orchestrator
 from solver._proto.dsfro.v1 import scheduler_pb2 as pb
 from solver._proto.dsfro.v1 import scheduler_pb2_grpc
-from solver.api.arguments import duration_arg
-from solver.api.cli import main
-from solver.api.plan_text import compact_indices, format_plan, format_stats
-from solver.api.security import TlsFiles
-from solver.api.server import SchedulerServer
+from solver.app.arguments import duration_arg
+from solver.cli.main import main
+from solver.cli.plan_text import compact_indices, format_plan, format_stats
+from solver.core import orchestrator
 from solver.domain import (
     Backend,
     Problem,
     SolveResult,
 )
+from solver.service.security import TlsFiles
+from solver.service.server import SchedulerServer
 from tests.factories import canned_result, make_request
 from tests.factories import running_server as running
 from tests.tls_certs import Pki
@@ -439,7 +439,7 @@ def test_json_output_stays_clean_with_highs_in_a_fresh_process(tmp_path: Path) -
         [
             sys.executable,
             "-m",
-            "solver.api.cli",
+            "solver.cli.main",
             "solve",
             write_request(tmp_path),
             "--json",
@@ -550,10 +550,11 @@ def test_health_is_fast_and_loads_no_solver() -> None:
     code = (
         "import json, sys, time\n"
         "start = time.monotonic()\n"
-        "from solver.api.cli import main\n"
+        "from solver.cli.main import main\n"
         "rc = main(['health', '--server', '127.0.0.1:1', '--timeout', '1s'])\n"
-        "heavy = ('numpy', 'ortools', 'highspy', 'pyomo', 'solver.api.pipeline', "
-        "'solver.api.server', 'solver.orchestrator', 'solver.offline', 'solver.simulate')\n"
+        "heavy = ('numpy', 'ortools', 'highspy', 'pyomo', 'solver.app.pipeline', "
+        "'solver.service.server', 'solver.core.orchestrator', 'solver.offline', "
+        "'solver.simulate')\n"
         "print(json.dumps([rc, sorted(m for m in sys.modules if m.startswith(heavy))]))"
     )
     done = subprocess.run(

@@ -19,15 +19,10 @@ import grpc
 import pytest
 
 import solver
-from solver import orchestrator
 from solver._proto.dsfro.v1 import scheduler_pb2 as pb
 from solver._proto.dsfro.v1 import scheduler_pb2_grpc
-from solver.api import service, settings
-from solver.api.convert import load_request_json
-from solver.api.security import TlsFiles
-from solver.api.server import SchedulerServer
-from solver.api.server_config import ServerConfig
-from solver.api.service import SERVICE_NAME
+from solver.app import limits as settings
+from solver.app.convert import load_request_json
 from solver.client import (
     DEFAULT_TIME_BUDGET_SECONDS,
     MAX_MESSAGE_BYTES,
@@ -47,7 +42,13 @@ from solver.client import (
     default_solve_timeout,
 )
 from solver.client.security import is_local_target
+from solver.core import orchestrator
 from solver.domain import Problem, SolveResult
+from solver.service import servicer as service
+from solver.service.config import ServerConfig
+from solver.service.security import TlsFiles
+from solver.service.server import SchedulerServer
+from solver.service.servicer import SERVICE_NAME
 from tests.factories import canned_result, make_request
 from tests.factories import running_server as running
 from tests.tls_certs import Pki

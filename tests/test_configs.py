@@ -13,14 +13,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from solver.api.convert import load_request_json, problem_from_proto
-from solver.api.settings import Limits
+from solver.app.convert import load_request_json, problem_from_proto
+from solver.app.limits import Limits
 from solver.domain import Config, Problem, Shape
-from solver.model import bulk, configs, perf
-from solver.model.catalog import load_architectures, load_gpu_catalog
-from solver.model.facts import divisors, type_facts
-from solver.model.grid import estimate_grid
 from solver.offline.generate import generate, spec_from_args
+from solver.perfmodel import bulk, configs, throughput
+from solver.perfmodel.catalog import load_architectures, load_gpu_catalog
+from solver.perfmodel.facts import divisors, type_facts
+from solver.perfmodel.grid import estimate_grid
 from tests import reference_configs as reference
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -47,11 +47,11 @@ def assert_same(got: configs.ConfigSet, want: configs.ConfigSet) -> None:
     assert got.num_enumerated == want.num_enumerated
 
 
-@pytest.mark.parametrize("calibration", [None, perf.UNCALIBRATED])
+@pytest.mark.parametrize("calibration", [None, throughput.UNCALIBRATED])
 @pytest.mark.parametrize("gpu", ["A100-80GB", "H100-80GB", "V100-16GB", "T4", "K80"])
-def test_grid_is_the_point_model(gpu: str, calibration: perf.Calibration | None) -> None:
+def test_grid_is_the_point_model(gpu: str, calibration: throughput.Calibration | None) -> None:
     """Every shape up to 64 GPUs, every offered clock, with and without the memory check,
-    inside one node and across nodes: the same floats as perf.estimate, None where it is."""
+    inside one node and across nodes: the same floats as throughput.estimate, None where it is."""
     g = GPUS[gpu]
     clocks = configs.offered_clocks(g)
     points = [
@@ -78,7 +78,7 @@ def test_grid_is_the_point_model(gpu: str, calibration: perf.Calibration | None)
             calibration=calibration,
         )
         for i, (d, t, p, f, c) in enumerate(points):
-            want = perf.estimate(
+            want = throughput.estimate(
                 spec,
                 g,
                 Shape(gpu, d, t, p),

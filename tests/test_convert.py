@@ -10,7 +10,7 @@ import pytest
 from google.protobuf import json_format
 
 from solver._proto.dsfro.v1 import scheduler_pb2 as pb
-from solver.api.convert import (
+from solver.app.convert import (
     RequestFileError,
     allocations_from_proto,
     backend_from_proto,
@@ -23,7 +23,7 @@ from solver.api.convert import (
     result_to_proto,
     wire_name,
 )
-from solver.api.settings import Limits
+from solver.app.limits import Limits
 from solver.domain import (
     Allocation,
     Backend,

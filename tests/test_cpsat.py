@@ -17,9 +17,9 @@ from solver.domain import Backend, ObjectiveWeights
 from solver.exact import formulation
 from solver.exact.backends import ExactOptions, SolverStatus
 from solver.exact.backends.cpsat import SCALE, CpSatModel
-from solver.exact.model import Formulation
+from solver.exact.milp import Formulation
 from solver.exact.solve import solve_full
-from solver.model.configs import build_config_set
+from solver.perfmodel.configs import build_config_set
 from tests.factories import cluster, job, node, point, problem, running
 from tests.test_process import _problem
 

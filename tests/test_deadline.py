@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from solver import orchestrator
-from solver.api.convert import load_request_json, problem_from_proto
-from solver.api.settings import Limits
+from solver.app.convert import load_request_json, problem_from_proto
+from solver.app.limits import Limits
+from solver.core import orchestrator
 from solver.domain import Backend, JobAssignment, JobState, Problem, QueueReason, Termination
-from solver.model.configs import build_config_set
+from solver.perfmodel.configs import build_config_set
 from solver.scoring.checker import check_plan
 from solver.scoring.objective import is_migrated, running_gain, score_plan
 from solver.search import quick

@@ -12,15 +12,15 @@ from typing import TypeVar
 
 import pytest
 
-from solver import orchestrator
-from solver.api.convert import load_request_json, problem_from_proto
-from solver.api.settings import Limits
+from solver.app.convert import load_request_json, problem_from_proto
+from solver.app.limits import Limits
+from solver.core import orchestrator
 from solver.domain import Backend, Problem, Termination
-from solver.model.configs import build_config_set
+from solver.perfmodel.configs import build_config_set
+from solver.runtime.pools import InlineExecutor, LocalExecutor, Stop, WorkerLost
 from solver.scoring.checker import check_plan
 from solver.scoring.plans import materialize
 from solver.search.decompose import partition, solve_decomposed
-from solver.search.executor import InlineExecutor, LocalExecutor, Stop, WorkerLost
 from solver.search.heuristic import Heuristic
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -1,6 +1,6 @@
 """The deployment files as data: deploy/kubernetes/*.yaml, Dockerfile and .dockerignore.
 
-Every DSFRO_* variable they set must be one the server reads (solver/api/server_config.py, its
+Every DSFRO_* variable they set must be one the server reads (solver/service/config.py, its
 source and what it imports), the ConfigMap's settings must make a valid ServerConfig, probes
 must be the kubelet's gRPC probes on the plaintext health port, and the pod and the image must
 run as a non-root user on a read-only root filesystem. No cluster and no Docker are needed.
@@ -21,9 +21,11 @@ from typing import Any
 import pytest
 import yaml
 
-from solver.api import cli, server, server_config
-from solver.api.server_config import ServerConfig, add_server_arguments, config_from_args
-from solver.api.service import SERVICE_NAME
+from solver.cli import main as cli
+from solver.service import config as server_config
+from solver.service import server
+from solver.service.config import ServerConfig, add_server_arguments, config_from_args
+from solver.service.servicer import SERVICE_NAME
 from tests.tls_certs import make_pki
 
 ROOT = Path(__file__).resolve().parent.parent

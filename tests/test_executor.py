@@ -11,10 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from solver.api.convert import load_request_json, problem_from_proto
-from solver.api.settings import Limits
-from solver.search.decompose import solve_decomposed
-from solver.search.executor import (
+from solver.app.convert import load_request_json, problem_from_proto
+from solver.app.limits import Limits
+from solver.runtime.pools import (
     THREAD_VARIABLES,
     Executor,
     InlineExecutor,
@@ -23,6 +22,7 @@ from solver.search.executor import (
     WorkerLost,
     make_executor,
 )
+from solver.search.decompose import solve_decomposed
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -98,8 +98,8 @@ def test_a_decomposed_solve_through_the_service_runs_on_ray(ray_executor: RayExe
 
     from solver._proto.dsfro.v1 import scheduler_pb2 as pb
     from solver._proto.dsfro.v1 import scheduler_pb2_grpc
-    from solver.api.server import build_server
-    from solver.api.server_config import ServerConfig
+    from solver.service.config import ServerConfig
+    from solver.service.server import build_server
 
     server = build_server(ServerConfig(port=0, ray_address="auto"))
     server.start()

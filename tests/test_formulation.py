@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from solver.api.convert import load_request_json, problem_from_proto
-from solver.api.settings import Limits
+from solver.app.convert import load_request_json, problem_from_proto
+from solver.app.limits import Limits
 from solver.domain import GpuType, ObjectiveWeights, Problem
 from solver.exact import formulation
-from solver.exact.model import INF, Constraint, Formulation, ObjectiveGroup, Variable
-from solver.model.configs import ConfigSet, build_config_set
+from solver.exact.milp import INF, Constraint, Formulation, ObjectiveGroup, Variable
+from solver.perfmodel.configs import ConfigSet, build_config_set
 from solver.scoring.checker import check_plan
 from solver.search.heuristic import Heuristic
 from tests.factories import V100, cluster, job, node, point, problem, random_tiny, running

@@ -330,9 +330,9 @@ def test_hetero_power_options_override_the_family() -> None:
 
 def test_hetero_power_budget_binds_while_gpus_stay_free() -> None:
     """Solved, the plan draws the cluster budget while a third of the GPUs stay unused."""
-    from solver import orchestrator
-    from solver.api.convert import problem_from_proto
-    from solver.api.settings import Limits
+    from solver.app.convert import problem_from_proto
+    from solver.app.limits import Limits
+    from solver.core import orchestrator
     from solver.scoring.checker import PlanView, check_plan, rack_watts
 
     problem = problem_from_proto(hetero_power(32, 1, "--time-budget", "2"), Limits())

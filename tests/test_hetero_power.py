@@ -16,10 +16,10 @@ from typing import Any
 
 import pytest
 
-from solver import orchestrator
-from solver.api import pipeline
-from solver.api.convert import load_request_json
-from solver.api.settings import Limits
+from solver.app import pipeline
+from solver.app.convert import load_request_json
+from solver.app.limits import Limits
+from solver.core import orchestrator
 from solver.domain import Backend
 from solver.offline import generate as g
 from solver.scoring.checker import check_plan

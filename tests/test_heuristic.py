@@ -8,7 +8,7 @@ import time
 import pytest
 
 from solver.domain import Job, JobState, ObjectiveWeights, Problem
-from solver.model.configs import build_config_set
+from solver.perfmodel.configs import build_config_set
 from solver.scoring.checker import check_plan
 from solver.scoring.plans import materialize
 from solver.search.heuristic import Heuristic, place, solve_heuristic

@@ -17,7 +17,7 @@ from grpc_status import rpc_status
 
 from solver._proto.dsfro.v1 import scheduler_pb2 as pb
 from solver._proto.dsfro.v1 import scheduler_pb2_grpc
-from solver.api.settings import (
+from solver.app.limits import (
     MAX_BATCH_TOKENS,
     MAX_DEADLINE_SECONDS,
     MAX_HIDDEN_SIZE,
@@ -33,7 +33,7 @@ from solver.api.settings import (
     MIN_TFLOPS,
     Limits,
 )
-from solver.api.validation import validate_plan, validate_request
+from solver.app.validation import validate_plan, validate_request
 from tests.factories import make_request
 from tests.test_validation import make_plan
 
@@ -688,10 +688,10 @@ def test_a_model_at_the_size_maxima_has_an_exact_estimate(stub: Stub) -> None:
     model agrees with the scalar reference (no int64 wraparound), and solves are valid."""
     import numpy as np
 
-    from solver.api.convert import problem_from_proto
+    from solver.app.convert import problem_from_proto
     from solver.domain import ModelSpec, Shape
-    from solver.model import perf
-    from solver.model.grid import estimate_grid
+    from solver.perfmodel import throughput
+    from solver.perfmodel.grid import estimate_grid
 
     req = make_request()
     _model(
@@ -706,7 +706,7 @@ def test_a_model_at_the_size_maxima_has_an_exact_estimate(stub: Stub) -> None:
     assert isinstance(spec, ModelSpec)
     gpu = problem.cluster.gpu_types["A100-80GB"]
     for pp in (1, 2, 4, 8):
-        ref = perf.estimate(
+        ref = throughput.estimate(
             spec,
             gpu,
             Shape(gpu.name, 1, 1, pp),

@@ -17,19 +17,20 @@ from grpc_health.v1 import health_pb2
 
 import solver
 from solver import extras, resources
-from solver.api import cli
-from solver.api.server import build_server
-from solver.api.server_config import (
+from solver.cli import main as cli
+from solver.extras import MissingExtraError
+from solver.offline.calibration import cli as calibrate_cli
+from solver.perfmodel import load_all
+from solver.perfmodel.catalog import MODELS_DIR_ENV, CatalogError
+from solver.runtime.pools import RayExecutor
+from solver.service.config import (
     ConfigError,
     ServerConfig,
     add_server_arguments,
     config_from_args,
 )
-from solver.api.service import SERVICE_NAME
-from solver.extras import MissingExtraError
-from solver.model.catalog import MODELS_DIR_ENV, CatalogError, load_all
-from solver.offline.calibration import cli as calibrate_cli
-from solver.search.executor import RayExecutor
+from solver.service.server import build_server
+from solver.service.servicer import SERVICE_NAME
 
 ROOT = Path(__file__).resolve().parent.parent
 TIMEOUT = 60.0
@@ -138,7 +139,7 @@ def test_server_py_exits_2_with_one_line_naming_the_bad_file(tmp_path: Path) -> 
 
 def test_service_and_cli_import_neither_ray_nor_matplotlib() -> None:
     code = (
-        "import sys, solver.api.service, solver.api.cli\n"
+        "import sys, solver.service.servicer, solver.cli.main\n"
         "print(sorted(m for m in ('ray', 'matplotlib') if m in sys.modules))"
     )
     out = subprocess.run(

@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 from google.protobuf import json_format
 
-from solver import orchestrator
 from solver._proto.dsfro.v1 import scheduler_pb2 as pb
-from solver.api.convert import load_request_json, plan_to_proto, problem_from_proto
-from solver.api.settings import Limits
-from solver.api.validation import validate_request
+from solver.app.convert import load_request_json, plan_to_proto, problem_from_proto
+from solver.app.limits import Limits
+from solver.app.validation import validate_request
+from solver.core import orchestrator
 from solver.domain import JobState, Problem, SolveResult, Termination
 from solver.scoring.checker import check_plan
 

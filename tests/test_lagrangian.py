@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from solver.api.convert import load_request_json, problem_from_proto
-from solver.api.settings import Limits
-from solver.model.configs import build_config_set
+from solver.app.convert import load_request_json, problem_from_proto
+from solver.app.limits import Limits
+from solver.perfmodel.configs import build_config_set
 from solver.search.bound import solve_aggregate
 from solver.search.lagrangian import solve_lagrangian
 from tests.bruteforce import brute_force

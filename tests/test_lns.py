@@ -7,11 +7,11 @@ import time
 
 import pytest
 
-from solver import orchestrator
+from solver.core import orchestrator
 from solver.domain import JobState, Plan, Problem
 from solver.exact import lns
 from solver.exact.lns import Lns, Neighbourhood, merge, sub_problem
-from solver.model.configs import build_config_set
+from solver.perfmodel.configs import build_config_set
 from solver.scoring.checker import check_plan
 from solver.scoring.plans import materialize
 from solver.search.heuristic import Heuristic

@@ -18,8 +18,11 @@ import pytest
 
 from solver._proto.dsfro.v1 import scheduler_pb2 as pb
 from solver._proto.dsfro.v1.scheduler_pb2_grpc import SchedulerServiceStub as Stub
-from solver.api import logs, pipeline
-from solver.api.logs import (
+from solver.app import pipeline
+from solver.domain import Problem, SolveResult
+from solver.service import logs
+from solver.service.config import ServerConfig
+from solver.service.logs import (
     REQUEST_ID_HEADER,
     ServerLogHandler,
     TextFormatter,
@@ -27,9 +30,7 @@ from solver.api.logs import (
     configure_logging,
     json_formatter,
 )
-from solver.api.server import build_server, main
-from solver.api.server_config import ServerConfig
-from solver.domain import Problem, SolveResult
+from solver.service.server import build_server, main
 from tests.factories import canned_result, make_request
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -90,7 +91,7 @@ def test_every_call_gets_a_request_id_that_reaches_the_solve_and_its_logs(
     access = [
         (r.getMessage().split()[1], r.request_id)  # type: ignore[attr-defined]
         for r in caplog.records
-        if r.name == "solver.api.access"
+        if r.name == "solver.service.access"
     ]
     assert access == [("OK", "round-7"), ("OK", fresh), ("INVALID_ARGUMENT", "round-8")]
 
@@ -145,7 +146,7 @@ def test_server_py_writes_json_lines_with_the_callers_request_id() -> None:
     records = [json.loads(x) for x in lines]  # every line is one JSON object
     mine = [r for r in records if r["request_id"] == "sched-42"]
     assert any(r["message"].startswith("solved 3 jobs") for r in mine)
-    [access] = [r for r in mine if r["logger"] == "solver.api.access"]
+    [access] = [r for r in mine if r["logger"] == "solver.service.access"]
     assert access["method"] == "/dsfro.v1.SchedulerService/Solve" and access["code"] == "OK"
     assert 0 < access["seconds"] < WAIT
 

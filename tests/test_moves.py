@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from solver.domain import Config, Job, ObjectiveWeights, Problem, ProfilePoint
-from solver.model.configs import ConfigSet, build_config_set
+from solver.perfmodel.configs import ConfigSet, build_config_set
 from solver.scoring.checker import check_plan
 from solver.scoring.plans import materialize
 from solver.search.moves import move_admit, move_clock, move_reshape, move_swap

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from solver.domain import GpuSlice, JobAssignment, JobState, ObjectiveWeights
-from solver.model.configs import build_config_set
+from solver.perfmodel.configs import build_config_set
 from solver.scoring.objective import deadline_shortfall, is_migrated, score_plan, utility
 from solver.scoring.plans import materialize
 from tests.factories import cluster, job, node, point, problem, running

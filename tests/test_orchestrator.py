@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from solver import orchestrator
+from solver.core import orchestrator
 from solver.domain import Backend, JobState, Termination
 from solver.scoring.checker import check_plan
 from tests.factories import cluster, job, node, point, problem, random_tiny, running
@@ -89,7 +89,7 @@ def test_empty_job_list_is_a_valid_answer() -> None:
 
 
 def test_decomposed_backend_merges_checked_parts_and_bounds_the_whole() -> None:
-    from solver.search.executor import InlineExecutor
+    from solver.runtime.pools import InlineExecutor
 
     c = cluster(*(node(f"n{i}", rack=f"r{i}") for i in range(4)))
     jobs = [job(f"j{k}", point(4, 400.0), point(8, 700.0)) for k in range(6)]
@@ -108,8 +108,8 @@ def test_decomposed_backend_merges_checked_parts_and_bounds_the_whole() -> None:
 def test_the_reported_gap_is_at_least_the_true_gap(seed: int, backend: Backend) -> None:
     import dataclasses
 
-    from solver.model.configs import build_config_set
-    from solver.search.executor import InlineExecutor
+    from solver.perfmodel.configs import build_config_set
+    from solver.runtime.pools import InlineExecutor
     from tests.bruteforce import brute_force
 
     p = random_tiny(seed)

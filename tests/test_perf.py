@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 
 from solver.domain import GpuType, ModelSpec, Shape
-from solver.model.catalog import load_architectures, load_gpu_catalog
-from solver.model.perf import (
+from solver.perfmodel.catalog import load_architectures, load_gpu_catalog
+from solver.perfmodel.power import gpu_watts
+from solver.perfmodel.throughput import (
     DEFAULT_COMPUTE_EFFICIENCY,
     DEFAULT_COMPUTE_FRACTION,
     FRAMEWORK_RESERVE_GIB,
@@ -29,7 +30,6 @@ from solver.model.perf import (
     network_efficiency,
     rescale_clock,
 )
-from solver.model.power import gpu_watts
 
 ROOT = Path(__file__).resolve().parent.parent
 GPUS = load_gpu_catalog()

@@ -11,15 +11,15 @@ from google.protobuf import json_format
 
 from solver._proto.dsfro.v1 import scheduler_pb2 as pb
 from solver._proto.dsfro.v1 import scheduler_pb2_grpc
-from solver.api import pipeline
-from solver.api.cli import main
-from solver.api.convert import load_request_json, message_to_json
-from solver.api.profile import profile_from_dict
-from solver.api.settings import Limits
+from solver.app import pipeline
+from solver.app.convert import load_request_json, message_to_json
+from solver.app.limits import Limits
+from solver.app.profile import profile_from_dict
+from solver.cli.main import main
 from solver.domain import Backend
 from solver.offline.sweep.run import prepare as sweep_prepare
 from solver.offline.sweep.run import run_sweep
-from solver.search.executor import InlineExecutor
+from solver.runtime.pools import InlineExecutor
 from tests.factories import make_request
 
 ROOT = Path(__file__).resolve().parent.parent

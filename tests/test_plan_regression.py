@@ -19,11 +19,11 @@ from typing import Any
 
 import pytest
 
-from solver import orchestrator
-from solver.api import pipeline
-from solver.api.cli import main
-from solver.api.convert import load_request_json
-from solver.api.settings import Limits
+from solver.app import pipeline
+from solver.app.convert import load_request_json
+from solver.app.limits import Limits
+from solver.cli.main import main
+from solver.core import orchestrator
 from solver.domain import Backend, JobState, Plan, Problem
 from solver.search.quick import quick_plan
 

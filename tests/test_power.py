@@ -13,8 +13,8 @@ from types import ModuleType
 import numpy as np
 import pytest
 
-from solver.model.catalog import MODELS_DIR_ENV, CatalogError, load_gpu_catalog
-from solver.model.power import ClockModel, clock_ratio, gpu_watts, load_clock_model
+from solver.perfmodel.catalog import MODELS_DIR_ENV, CatalogError, load_gpu_catalog
+from solver.perfmodel.power import ClockModel, clock_ratio, gpu_watts, load_clock_model
 
 ROOT = Path(__file__).resolve().parent.parent
 FIT = json.loads((ROOT / "models" / "clock_model.json").read_text())

@@ -11,10 +11,11 @@ import time
 import pytest
 
 from solver.domain import Backend
-from solver.exact import formulation, process
+from solver.exact import formulation
+from solver.exact import isolated as process
 from solver.exact.backends import ExactOptions, SolverStatus
 from solver.exact.solve import plan_of, solve_full
-from solver.model.configs import build_config_set
+from solver.perfmodel.configs import build_config_set
 from solver.scoring.checker import check_plan
 from tests.factories import cluster, job, node, point, problem
 

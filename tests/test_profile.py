@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 from solver._proto.dsfro.v1 import scheduler_pb2 as pb
-from solver.api.convert import problem_from_proto
-from solver.api.profile import Profile, ProfileError, apply_profile, format_profile, load_profile
-from solver.api.settings import Limits, format_duration, parse_duration
-from solver.api.validation import duration_seconds
+from solver.app.convert import problem_from_proto
+from solver.app.limits import Limits, format_duration, parse_duration
+from solver.app.profile import Profile, ProfileError, apply_profile, format_profile, load_profile
+from solver.app.validation import duration_seconds
 from solver.domain import Backend
 from solver.offline import commands as offline_cli
 

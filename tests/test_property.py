@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from solver import orchestrator
+from solver.core import orchestrator
 from solver.domain import (
     Allocation,
     Backend,
@@ -24,10 +24,10 @@ from solver.domain import (
     Termination,
 )
 from solver.exact.lns import Lns
-from solver.model.configs import ConfigSet, build_config_set
+from solver.perfmodel.configs import ConfigSet, build_config_set
+from solver.runtime.pools import InlineExecutor
 from solver.scoring.checker import check_plan
 from solver.scoring.plans import materialize
-from solver.search.executor import InlineExecutor
 from solver.search.heuristic import Heuristic
 from solver.search.local import local_search
 from solver.search.moves import move_admit, move_clock, move_reshape, move_swap

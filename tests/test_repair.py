@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from solver.domain import Config, Shape
-from solver.model.configs import build_config_set
+from solver.perfmodel.configs import build_config_set
 from solver.search.repair import ClockStep, Ladder, Ladders, apply_repair, job_ladder
 from solver.search.scorer import Scorer
 from solver.search.state import SearchState

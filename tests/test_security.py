@@ -17,12 +17,12 @@ from solver._proto.dsfro.v1 import scheduler_pb2 as pb
 from solver._proto.dsfro.v1.scheduler_pb2_grpc import SchedulerServiceStub as Stub
 from solver._proto.grpc.reflection.v1 import reflection_pb2 as reflection_v1
 from solver._proto.grpc.reflection.v1 import reflection_pb2_grpc as reflection_v1_grpc
-from solver.api.security import TlsFiles
-from solver.api.server_config import (
+from solver.service.config import (
     ConfigError,
     add_server_arguments,
     config_from_args,
 )
+from solver.service.security import TlsFiles
 from tests.factories import make_request
 from tests.factories import running_server as running
 from tests.tls_certs import Identity, Pki, make_pki

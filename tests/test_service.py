@@ -29,21 +29,27 @@ from grpc_reflection.v1alpha.proto_reflection_descriptor_database import (
 from grpc_status import rpc_status
 
 import solver
-from solver import orchestrator
 from solver._proto.dsfro.v1 import scheduler_pb2 as pb
 from solver._proto.dsfro.v1 import scheduler_pb2_grpc
 from solver._proto.grpc.reflection.v1 import reflection_pb2 as reflection_v1
 from solver._proto.grpc.reflection.v1 import reflection_pb2_grpc as reflection_v1_grpc
-from solver.api import pipeline
-from solver.api.convert import load_request_json
-from solver.api.server import SchedulerServer, build_server
-from solver.api.server_config import (
+from solver.app import pipeline
+from solver.app.convert import load_request_json
+from solver.app.limits import Limits
+from solver.core import orchestrator
+from solver.domain import (
+    Problem,
+    SolveResult,
+)
+from solver.runtime.pools import WorkerLost
+from solver.service.config import (
     ConfigError,
     ServerConfig,
     add_server_arguments,
     config_from_args,
 )
-from solver.api.service import (
+from solver.service.server import SchedulerServer, build_server
+from solver.service.servicer import (
     MAX_SLOWDOWN,
     READ_SECONDS,
     READ_SECONDS_PER_JOB,
@@ -51,12 +57,6 @@ from solver.api.service import (
     check_slots,
     slowdown,
 )
-from solver.api.settings import Limits
-from solver.domain import (
-    Problem,
-    SolveResult,
-)
-from solver.search.executor import WorkerLost
 from tests.factories import canned_result, make_request, running_server
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -786,10 +786,10 @@ def test_reflection_can_be_switched_off() -> None:
 def test_binding_beyond_loopback_in_plaintext_is_warned_about(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    with caplog.at_level("WARNING", logger="solver.api.server"), serving():
+    with caplog.at_level("WARNING", logger="solver.service.server"), serving():
         pass
     assert not [r for r in caplog.records if "beyond loopback" in r.getMessage()]
-    with caplog.at_level("WARNING", logger="solver.api.server"), serving(host="0.0.0.0"):
+    with caplog.at_level("WARNING", logger="solver.service.server"), serving(host="0.0.0.0"):
         pass
     [warning] = [r for r in caplog.records if "beyond loopback" in r.getMessage()]
     assert warning.levelname == "WARNING" and "in plaintext" in warning.getMessage()
@@ -821,8 +821,8 @@ def test_the_solvers_are_imported_before_the_server_serves() -> None:
     """CP-SAT's first import costs up to seconds: paid at start, not in a caller's budget."""
     code = (
         "import sys\n"
-        "from solver.api.server import build_server\n"
-        "from solver.api.server_config import ServerConfig\n"
+        "from solver.service.server import build_server\n"
+        "from solver.service.config import ServerConfig\n"
         "before = 'ortools.sat.python.cp_model' in sys.modules\n"
         "srv = build_server(ServerConfig(port=0)); srv.start()\n"
         "print(before, 'ortools.sat.python.cp_model' in sys.modules, 'highspy' in sys.modules)\n"

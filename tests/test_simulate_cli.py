@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from solver.api.cli import main
+from solver.cli.main import main
 
 ROOT = Path(__file__).resolve().parent.parent
 CLUSTER = ROOT / "instances" / "sim" / "philly-a-cluster.json"

@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 from solver._proto.dsfro.v1 import scheduler_pb2 as pb
-from solver.api.server import SchedulerServer
 from solver.domain import Allocation, GpuSlice, ProfilePoint, Shape, ThroughputProfile
-from solver.model.catalog import load_architectures
+from solver.perfmodel.catalog import load_architectures
+from solver.service.server import SchedulerServer
 from solver.simulate.core import (
     Decision,
     Policy,

@@ -14,7 +14,7 @@ from google.protobuf import json_format
 
 from solver._proto.dsfro.v1 import scheduler_pb2 as pb
 from solver.domain import ModelSpec, ThroughputProfile
-from solver.model.catalog import load_architectures, load_gpu_catalog
+from solver.perfmodel.catalog import load_architectures, load_gpu_catalog
 from solver.simulate.core import PowerSchedule, PowerStep, SimulationError, TraceJob
 from solver.simulate.llm import load_acme
 from solver.simulate.philly import convert, philly_trace

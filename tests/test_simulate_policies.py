@@ -8,10 +8,10 @@ from collections.abc import Callable, Sequence
 import pytest
 
 from solver._proto.dsfro.v1 import scheduler_pb2 as pb
-from solver.api.pipeline import to_problem
-from solver.api.settings import Limits
+from solver.app.limits import Limits
+from solver.app.pipeline import to_problem
 from solver.domain import Config, JobAssignment, JobState, Problem, Shape
-from solver.model.configs import resolve_config
+from solver.perfmodel.configs import resolve_config
 from solver.scoring.checker import PlanViolation, check_plan
 from solver.simulate.core import Decision, JobHistory, Policy, RoundInput
 from solver.simulate.policies.common import Planner, RoundView

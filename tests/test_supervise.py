@@ -16,19 +16,20 @@ import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from solver import orchestrator, supervise
 from solver._proto.dsfro.v1 import scheduler_pb2 as pb
 from solver._proto.dsfro.v1.scheduler_pb2_grpc import SchedulerServiceStub as Stub
-from solver.api.convert import load_request_json
-from solver.api.server import build_server
-from solver.api.server_config import ServerConfig, add_server_arguments, config_from_args
-from solver.api.service import CRASH_LOOP_RESTARTS, SERVICE_NAME
+from solver.app.convert import load_request_json
+from solver.core import orchestrator
 from solver.domain import Backend, Problem, SolveResult
-from solver.exact import process
+from solver.exact import isolated as process
 from solver.exact.backends import ExactOptions, SolverStatus
-from solver.model.configs import build_config_set
-from solver.search import executor
-from solver.search.executor import LocalExecutor, WorkerLost
+from solver.perfmodel.configs import build_config_set
+from solver.runtime import memory as supervise
+from solver.runtime import pools as executor
+from solver.runtime.pools import LocalExecutor, WorkerLost
+from solver.service.config import ServerConfig, add_server_arguments, config_from_args
+from solver.service.server import build_server
+from solver.service.servicer import CRASH_LOOP_RESTARTS, SERVICE_NAME
 from tests.factories import canned_result, cluster, job, make_request, node, point, problem
 
 WAIT = 30.0

@@ -24,7 +24,7 @@ from solver.offline.sweep import (
     weight_grid,
     write_outputs,
 )
-from solver.search.executor import InlineExecutor
+from solver.runtime.pools import InlineExecutor
 
 ROOT = Path(__file__).resolve().parent.parent
 TINY_POWER = str(ROOT / "instances" / "tiny-power.json")

@@ -11,15 +11,15 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanKind, StatusCode
 
 from solver._proto.dsfro.v1.scheduler_pb2_grpc import SchedulerServiceStub as Stub
-from solver.api import tracing
-from solver.api.logs import REQUEST_ID_HEADER
-from solver.api.server import build_server
-from solver.api.server_config import (
+from solver.service import tracing
+from solver.service.config import (
     ConfigError,
     ServerConfig,
     add_server_arguments,
     config_from_args,
 )
+from solver.service.logs import REQUEST_ID_HEADER
+from solver.service.server import build_server
 from tests.factories import make_request
 
 WAIT = 30.0

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from solver._proto.dsfro.v1 import scheduler_pb2 as pb
-from solver.api.settings import Limits
-from solver.api.validation import FieldViolation, validate_plan, validate_request
+from solver.app.limits import Limits
+from solver.app.validation import FieldViolation, validate_plan, validate_request
 from tests.factories import A100_80GB, H100_SXM, make_request
 
 Mutation = Callable[[pb.SolveRequest], object]

@@ -20,7 +20,7 @@ from solver.exact.blocks import (
     ones,
     placement,
 )
-from solver.exact.model import Formulation
+from solver.exact.milp import Formulation
 from solver.exact.rows import IntArray, ints, ragged_arange
 
 MILLIWATTS = 1000

@@ -27,7 +27,7 @@ from solver.exact.blocks import (
     placement,
 )
 from solver.exact.budgets import MILLIWATTS, add_power_budget, add_rack_power_budget
-from solver.exact.model import Formulation
+from solver.exact.milp import Formulation
 from solver.exact.objective_terms import config_values, set_objective
 from solver.exact.rows import ints, ragged_arange, starts
 

@@ -2,7 +2,7 @@
 
 A ``Formulation`` is backend-neutral data: variables with bounds and integrality, linear
 constraints with integer coefficients (some enforced only when a binary is 1: indicator
-constraints), and a linear objective to maximise (``solver.exact.model``).
+constraints), and a linear objective to maximise (``solver.exact.milp``).
 ``solver.exact.backends`` translates it for CP-SAT, HiGHS and Pyomo; none of them knows the
 scheduling problem. One function per constraint family (``add_*``, in
 ``solver.exact.constraints``) builds it, and each family is tested on its own by leaving it
@@ -31,9 +31,9 @@ from solver.exact.constraints import (
     set_objective,
 )
 from solver.exact.index import Values, dense
-from solver.exact.model import Constraint, Formulation, ObjectiveGroup, Variable
+from solver.exact.milp import Constraint, Formulation, ObjectiveGroup, Variable
 from solver.exact.rows import IntArray, ints
-from solver.model.configs import ConfigSet
+from solver.perfmodel.configs import ConfigSet
 from solver.scoring.plans import Choice, materialize
 
 __all__ = [

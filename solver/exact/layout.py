@@ -13,7 +13,7 @@ import numpy as np
 
 from solver.domain import Config, Job, Node, Problem
 from solver.exact.rows import BoolArray, FloatArray, IntArray, floats, ints, starts
-from solver.model.configs import ConfigSet
+from solver.perfmodel.configs import ConfigSet
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ from solver.domain import Backend, Cluster, Config, JobState, Plan, Problem
 from solver.exact import formulation
 from solver.exact.backends import ExactOptions, SolverStatus
 from solver.exact.solve import solve_full
-from solver.model.configs import ConfigSet
+from solver.perfmodel.configs import ConfigSet
 from solver.scoring.checker import check_plan
 from solver.scoring.objective import running_gain
 from solver.scoring.plans import Choice, materialize

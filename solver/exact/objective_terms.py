@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from solver.exact.blocks import interleave, ones
-from solver.exact.model import Formulation
+from solver.exact.milp import Formulation
 from solver.exact.rows import FloatArray, floats, ints, starts
 from solver.scoring.objective import migration_cost, queued_value
 

@@ -1,6 +1,6 @@
 """Sparse rows as numpy arrays (CSR) and the big-M rewriting of indicator rows.
 
-The formulation keeps its constraints as CSR blocks (``solver.exact.model``); backends load
+The formulation keeps its constraints as CSR blocks (``solver.exact.milp``); backends load
 them in bulk. Helpers here gather rows and rewrite indicator rows as plain linear rows with the
 tightest M the variable bounds allow. Variable indices are int32 (what HiGHS takes, and half
 the memory: on large models the cost is in touching memory, not in arithmetic).

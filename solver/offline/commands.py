@@ -1,6 +1,6 @@
 """The offline commands of ``dsfro``: batch, report, sweep and profile show.
 
-``solver.api.cli`` registers them with ``add_commands(subparsers)``; each sub-parser sets ``func``,
+``solver.cli.main`` registers them with ``add_commands(subparsers)``; each sub-parser sets ``func``,
 which takes the parsed arguments and returns the exit code (0 success, 1 some run failed or an
 internal error, 2 bad arguments or input). ``python -m solver.offline.commands`` runs these
 commands alone.
@@ -14,8 +14,8 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from solver.api.arguments import add_profile_option
-from solver.api.profile import ProfileError, format_profile, load_profile
+from solver.app.arguments import add_profile_option
+from solver.app.profile import ProfileError, format_profile, load_profile
 from solver.offline import batch, report, sweep
 
 

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from solver.domain import Allocation, JobAssignment, JobState, Plan, Problem
-from solver.model.configs import build_config_set, resolve_config, type_facts
+from solver.perfmodel.configs import build_config_set, resolve_config, type_facts
 from solver.scoring.checker import PlanViolation, check_plan
 from solver.scoring.objective import is_migrated, score_plan
 from solver.scoring.plans import queued_assignment

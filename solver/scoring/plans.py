@@ -18,7 +18,7 @@ from solver.domain import (
     Problem,
     QueueReason,
 )
-from solver.model.configs import ConfigSet
+from solver.perfmodel.configs import ConfigSet
 from solver.scoring.objective import is_migrated, running_gain, score_plan
 
 Choice = tuple[Config, Mapping[str, int]]

@@ -22,7 +22,7 @@ import numpy as np
 
 from solver.domain import Config, Problem
 from solver.exact.backends.highs import new_highs, stop_on_request
-from solver.model.configs import ConfigSet
+from solver.perfmodel.configs import ConfigSet
 from solver.scoring.objective import migration_cost, queued_value, running_gain
 
 

@@ -23,10 +23,10 @@ import numpy as np
 import numpy.typing as npt
 
 from solver.domain import Cluster, Job, Node, Plan, Problem
-from solver.model.configs import ConfigSet, TypeFacts, build_config_set, type_facts
+from solver.perfmodel.configs import ConfigSet, TypeFacts, build_config_set, type_facts
+from solver.runtime.pools import Executor, Stop, Stopped, WorkerLost
 from solver.scoring.plans import Choice
 from solver.search.bound import solve_aggregate
-from solver.search.executor import Executor, Stop, Stopped, WorkerLost
 from solver.search.heuristic import Heuristic
 
 PART_GPUS = 2048

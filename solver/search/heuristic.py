@@ -13,7 +13,7 @@ import time
 from collections.abc import Mapping
 
 from solver.domain import Config, Job, Plan, Problem
-from solver.model.configs import ConfigSet
+from solver.perfmodel.configs import ConfigSet
 from solver.scoring.plans import Choice, materialize
 from solver.search.lagrangian import LagrangianBound
 from solver.search.local import local_search

@@ -23,7 +23,7 @@ import numpy.typing as npt
 from ortools.linear_solver import pywraplp
 
 from solver.domain import Config, Problem
-from solver.model.configs import ConfigSet
+from solver.perfmodel.configs import ConfigSet
 from solver.scoring.objective import migration_cost, queued_value, running_gain
 
 FloatArray = npt.NDArray[np.float64]

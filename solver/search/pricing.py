@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from solver.domain import Config, Problem
-from solver.model.configs import ConfigSet
+from solver.perfmodel.configs import ConfigSet
 from solver.search.lagrangian import LagrangianBound, solve_lagrangian
 
 DUAL_SCALES = (1.0, 0.75, 1.25)

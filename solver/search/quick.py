@@ -29,10 +29,10 @@ from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 
 from solver.domain import Config, Job, JobAssignment, JobState, Plan, Problem, QueueReason
-from solver.model import bulk
-from solver.model.configs import ConfigSet
-from solver.model.enumeration import Enumerator, Row
-from solver.model.facts import TypeFacts, type_facts
+from solver.perfmodel import bulk
+from solver.perfmodel.configs import ConfigSet
+from solver.perfmodel.enumeration import Enumerator, Row
+from solver.perfmodel.facts import TypeFacts, type_facts
 from solver.scoring.plans import Choice, materialize
 from solver.search.state import SearchState
 
@@ -87,7 +87,7 @@ def finish_seconds(problem: Problem) -> float:
 
 
 class _Rows:
-    """Rows of jobs alike (solver.model.configs groups them the same way), enumerated on
+    """Rows of jobs alike (solver.perfmodel.configs groups them the same way), enumerated on
     demand in batches; what the quick plan reads of them."""
 
     def __init__(self, problem: Problem, facts: Mapping[str, TypeFacts]) -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from solver.domain import Config, Job, Problem, Shape
-from solver.model.configs import ConfigSet
+from solver.perfmodel.configs import ConfigSet
 from solver.scoring.objective import migration_cost, running_gain
 from solver.scoring.plans import Choice
 from solver.search.pricing import Prices

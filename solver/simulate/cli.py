@@ -18,9 +18,9 @@ from typing import Any
 
 from solver import extras
 from solver._proto.dsfro.v1 import scheduler_pb2 as pb
-from solver.api.arguments import add_profile_option, csv_arg, duration_arg, int_arg, seed_arg
-from solver.api.profile import WEIGHT_KEYS
-from solver.search.executor import available_cores, make_executor
+from solver.app.arguments import add_profile_option, csv_arg, duration_arg, int_arg, seed_arg
+from solver.app.profile import WEIGHT_KEYS
+from solver.runtime.pools import available_cores, make_executor
 from solver.simulate.core import SimulationError, SimulationLog
 from solver.simulate.metrics import Summary, summarize
 from solver.simulate.policies import POLICY_NAMES, make_policy

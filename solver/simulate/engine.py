@@ -22,15 +22,15 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from solver._proto.dsfro.v1 import scheduler_pb2 as pb
-from solver.api import pipeline
-from solver.api.convert import (
+from solver.app import pipeline
+from solver.app.convert import (
     allocation_to_proto,
     duration_to_proto,
     workload_to_proto,
 )
-from solver.api.settings import Limits
+from solver.app.limits import Limits
 from solver.domain import Allocation, Config, JobAssignment, JobState, Problem
-from solver.model.configs import enumerate_configs, resolve_config, type_facts
+from solver.perfmodel.configs import enumerate_configs, resolve_config, type_facts
 from solver.scoring.checker import check_plan
 from solver.simulate.core import (
     Decision,

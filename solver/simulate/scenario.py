@@ -24,12 +24,12 @@ from google.protobuf import json_format
 
 from solver import resources
 from solver._proto.dsfro.v1 import scheduler_pb2 as pb
-from solver.api.convert import gpu_type_to_proto
-from solver.api.settings import Limits
-from solver.api.validation import validate_request
-from solver.model.catalog import load_gpu_catalog
+from solver.app.convert import gpu_type_to_proto
+from solver.app.limits import Limits
+from solver.app.validation import validate_request
 from solver.offline.generate.cluster import build_instance_cluster
 from solver.offline.generate.spec import InstanceSpec, NodeKind
+from solver.perfmodel.catalog import load_gpu_catalog
 from solver.simulate.core import PowerSchedule, PowerStep, SimJob, SimulationError, TraceJob
 from solver.simulate.engine import EngineSettings
 from solver.simulate.llm import llm_trace

@@ -1,7 +1,7 @@
 """The truth model: how fast a job really trains and how much power it really draws.
 
 Policies see predictions only (the model spec or measured profile in the snapshot, through
-``solver.model``). The simulated cluster runs on this separate truth:
+``solver.perfmodel``). The simulated cluster runs on this separate truth:
 
 - throughput: a measured profile's own figure where the job has one (the measurement is the
   truth), else the analytic prediction times a per-job error drawn once (lognormal, mean one,
@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from solver.domain import Config, Job, Problem, Shape
-from solver.model.configs import TypeFacts, resolve_config, type_facts
+from solver.perfmodel.configs import TypeFacts, resolve_config, type_facts
 from solver.simulate.core import SimJob
 
 DEFAULT_THROUGHPUT_SIGMA = 0.15

@@ -36,12 +36,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from solver._proto.dsfro.v1 import scheduler_pb2 as pb
-from solver.api.convert import problem_from_proto
-from solver.api.settings import Limits
+from solver.app.convert import problem_from_proto
+from solver.app.limits import Limits
 from solver.domain import GpuType, ModelSpec, ProfilePoint, Shape, ThroughputProfile
-from solver.model import perf
-from solver.model.catalog import load_architectures
-from solver.model.configs import TypeFacts, type_facts
 from solver.offline.generate.data import MeasuredWorkload, gavel_workloads, pollux_workloads
 from solver.offline.generate.jobs import (
     ELASTIC_SCALE_DOWN,
@@ -49,6 +46,9 @@ from solver.offline.generate.jobs import (
     model_parallel_degree,
     profile_points,
 )
+from solver.perfmodel import throughput
+from solver.perfmodel.catalog import load_architectures
+from solver.perfmodel.configs import TypeFacts, type_facts
 from solver.simulate.core import SimJob, SimulationError, TraceJob
 
 PIPELINE_DEGREES = (1, 2, 4, 8)
@@ -288,7 +288,7 @@ def runs(arch: ModelSpec, gpu: GpuType, n: int, gpus_per_node: int, network_gbps
             if n % (tp * pp) == 0:
                 shape = Shape(gpu.name, n // (tp * pp), tp, pp)
                 if (
-                    perf.estimate(
+                    throughput.estimate(
                         arch,
                         gpu,
                         shape,

@@ -16,7 +16,7 @@ from contextlib import contextmanager
 import numpy as np
 from ortools.sat.python import cp_model
 
-from solver.exact.backends import (
+from solver.exact.backends.base import (
     DEFAULT_OPTIONS,
     ExactOptions,
     ExactOutcome,
@@ -24,7 +24,7 @@ from solver.exact.backends import (
     outcome,
 )
 from solver.exact.index import Values, dense
-from solver.exact.model import Formulation
+from solver.exact.milp import Formulation
 from solver.exact.rows import NO_ENFORCE, FloatArray, Rows
 
 SCALE = 1_000_000

@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping
 import highspy
 import numpy as np
 
-from solver.exact.backends import (
+from solver.exact.backends.base import (
     DEFAULT_OPTIONS,
     ExactOptions,
     ExactOutcome,
@@ -27,7 +27,7 @@ from solver.exact.backends import (
     outcome,
 )
 from solver.exact.index import Values, dense
-from solver.exact.model import Formulation
+from solver.exact.milp import Formulation
 from solver.exact.rows import floats
 
 BOUND_MARGIN = 1e-7

@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from solver.exact.backends import (
+from solver.exact.backends.base import (
     DEFAULT_OPTIONS,
     ExactOptions,
     ExactOutcome,
@@ -29,7 +29,7 @@ from solver.exact.backends import (
     outcome,
 )
 from solver.exact.backends.highs import BOUND_MARGIN, new_highs
-from solver.exact.model import Formulation
+from solver.exact.milp import Formulation
 
 DEFAULT_SOLVER = "appsi_highs"
 KNOWN_SOLVERS = (

@@ -1,7 +1,7 @@
 """``dsfro batch``: solve many snapshot files with several backends, budgets and seeds.
 
 One run is one (file, backend, time budget, seed). Runs go to an Executor
-(``solver.search.executor``:
+(``solver.runtime.pools``:
 a local process pool, Ray with ``--ray-address``, in this process with ``--workers 1``) and each
 result is appended to a JSON Lines file as one line, written with a single write and flushed,
 so an interrupted batch resumes where it stopped (``--resume`` skips the runs whose key is in the

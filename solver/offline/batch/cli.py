@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import TextIO
 
-from solver.api.arguments import (
+from solver.app.arguments import (
     backend_arg,
     csv_arg,
     duration_arg,
@@ -15,11 +15,11 @@ from solver.api.arguments import (
     seed_arg,
     threads_arg,
 )
-from solver.api.profile import Profile, ProfileError, load_profile
+from solver.app.profile import Profile, ProfileError, load_profile
 from solver.offline.batch.records import JOB_CLASS_MODES, BatchError
 from solver.offline.batch.runs import BatchConfig, run_batch
 from solver.offline.batch.summary import format_errors, format_summary, summarize
-from solver.search.executor import available_cores
+from solver.runtime.pools import available_cores
 
 parse_backends = csv_arg(backend_arg)
 """``--backends``: lower-case backend names."""

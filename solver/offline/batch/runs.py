@@ -13,17 +13,17 @@ from pathlib import Path
 from typing import TextIO
 
 from solver._proto.dsfro.v1 import scheduler_pb2 as pb
-from solver.api import pipeline
-from solver.api.convert import (
+from solver.app import pipeline
+from solver.app.convert import (
     RequestFileError,
     backend_from_proto,
     load_request_json,
     requested_time_budget,
 )
-from solver.api.pipeline import Overrides
-from solver.api.profile import Profile
-from solver.api.settings import Limits, backend_name, parse_backend
-from solver.api.validation import validate_request
+from solver.app.limits import Limits, backend_name, parse_backend
+from solver.app.pipeline import Overrides
+from solver.app.profile import Profile
+from solver.app.validation import validate_request
 from solver.offline.batch.progress import Progress
 from solver.offline.batch.records import (
     BatchError,
@@ -35,7 +35,7 @@ from solver.offline.batch.records import (
     result_record,
 )
 from solver.offline.batch.results import ResultsLog, latest_by_key
-from solver.search.executor import Executor, InlineExecutor, make_executor
+from solver.runtime.pools import Executor, InlineExecutor, make_executor
 
 log = logging.getLogger(__name__)
 

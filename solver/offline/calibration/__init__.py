@@ -1,10 +1,10 @@
 """Calibration of the analytic performance and power model against public measurements.
 
-``dsfro calibrate`` compares ``solver.model.perf`` and ``solver.model.power`` with three
-measured sources,
+``dsfro calibrate`` compares ``solver.perfmodel.throughput`` and ``solver.perfmodel.power``
+with three measured sources,
 fits the model's free constants to them and writes
 
-- ``models/calibration.json``: the fitted constants that ``solver.model.perf`` reads, with
+- ``models/calibration.json``: the fitted constants that ``solver.perfmodel.throughput`` reads, with
   provenance
   (data files, method, error) and the fits that the service does not use, with the reason;
 - ``docs/calibration.md``: the report (errors per source, what cannot be fitted and why), with a

@@ -11,13 +11,13 @@ from pathlib import Path
 from typing import Any
 
 from solver import extras
-from solver.model import perf
-from solver.model.catalog import MODELS_DIR_ENV, models_dir
 from solver.offline.calibration.figures import make_figures, write_figures
 from solver.offline.calibration.fit import calibration_doc, run
 from solver.offline.calibration.report import render_markdown
 from solver.offline.calibration.sources import DATA_DIR
 from solver.offline.calibration.summary import summary
+from solver.perfmodel import throughput
+from solver.perfmodel.catalog import MODELS_DIR_ENV, models_dir
 from solver.resources import source_checkout
 
 CHECKOUT = source_checkout()
@@ -69,8 +69,8 @@ def _shown(path: Path) -> str:
 def _default_models_out() -> Path | None:
     """``$DSFRO_MODELS_DIR``'s calibration.json, else the checkout's; None when installed."""
     if os.environ.get(MODELS_DIR_ENV):
-        return models_dir() / perf.CALIBRATION_FILE
-    return None if CHECKOUT is None else CHECKOUT / "models" / perf.CALIBRATION_FILE
+        return models_dir() / throughput.CALIBRATION_FILE
+    return None if CHECKOUT is None else CHECKOUT / "models" / throughput.CALIBRATION_FILE
 
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
@@ -80,7 +80,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         return 2
     out: Path | None = args.models_out or _default_models_out()
     if args.check:
-        out = out or models_dir() / perf.CALIBRATION_FILE  # the installed file, only read
+        out = out or models_dir() / throughput.CALIBRATION_FILE  # the installed file, only read
     elif out is None or args.doc is None or args.img is None:
         print(
             "dsfro: error: not run from a source checkout: name the outputs with "

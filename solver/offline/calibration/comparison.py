@@ -8,13 +8,13 @@ from typing import Any
 import numpy as np
 
 from solver.domain import GpuType
-from solver.model import perf
-from solver.model.catalog import load_gpu_catalog
 from solver.offline.calibration.efficiency import EfficiencyFit
 from solver.offline.calibration.fit import Result
 from solver.offline.calibration.gavel import PAIRS
 from solver.offline.calibration.numeric import rel, stats
 from solver.offline.calibration.sources import FAMILIES, POLLUX_GPU
+from solver.perfmodel import throughput
+from solver.perfmodel.catalog import load_gpu_catalog
 
 
 def headline(
@@ -113,13 +113,13 @@ SERVICE_EXAMPLES: tuple[tuple[str, str, int, int, float], ...] = (
 
 
 def service_examples(r: Result) -> list[dict[str, Any]]:
-    """``solver.model.perf.estimate`` at the top clock, uncalibrated and with the fitted
+    """``solver.perfmodel.throughput.estimate`` at the top clock, uncalibrated and with the fitted
     constants."""
     from solver.domain import Shape
-    from solver.model.catalog import load_architectures
+    from solver.perfmodel.catalog import load_architectures
 
     catalog, archs = load_gpu_catalog(), load_architectures()
-    fitted = perf.Calibration(
+    fitted = throughput.Calibration(
         compute_efficiency={f.family: f.value for f in r.efficiency if f.used},
         network_efficiency={FAMILIES[POLLUX_GPU]: r.pollux.network_efficiency},
     )
@@ -127,8 +127,8 @@ def service_examples(r: Result) -> list[dict[str, Any]]:
     for arch, gpu_name, dp, per_node, network in SERVICE_EXAMPLES:
         gpu = catalog[gpu_name]
         values = []
-        for cal in (perf.UNCALIBRATED, fitted):
-            e = perf.estimate(
+        for cal in (throughput.UNCALIBRATED, fitted):
+            e = throughput.estimate(
                 archs[arch],
                 gpu,
                 Shape(gpu.name, dp, 1, 1),

@@ -7,12 +7,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from solver.model.catalog import load_gpu_catalog, read_json
 from solver.offline.calibration.efficiency import EfficiencyFit, efficiency_points, fit_efficiency
 from solver.offline.calibration.gavel import GavelResult, analyse_gavel, gavel_rows
 from solver.offline.calibration.pollux import PolluxResult, analyse_pollux, load_pollux, pollux_rows
 from solver.offline.calibration.sources import DATA_DIR, POLLUX_GPU
 from solver.offline.calibration.zeus import ZeusResult, analyse_zeus, load_zeus
+from solver.perfmodel.catalog import load_gpu_catalog, read_json
 
 COMMAND = "dsfro calibrate"
 CLOCK_COMMAND = ".venv/bin/python scripts/fit_clock_model.py"
@@ -63,7 +63,7 @@ def calibration_doc(r: Result, s: Mapping[str, Any]) -> dict[str, Any]:
         "description": (
             "Constants of the analytic model fitted to measured data by `dsfro calibrate` "
             "(solver/offline/calibration/); docs/calibration.md is the report. "
-            "solver.model.perf reads "
+            "solver.perfmodel.throughput reads "
             "compute_efficiency and network_efficiency, keyed by GPU family (a prefix of the "
             "catalog name)."
         ),
@@ -71,7 +71,7 @@ def calibration_doc(r: Result, s: Mapping[str, Any]) -> dict[str, Any]:
         "network_efficiency": s["constants"]["network_efficiency"],
         "fallback": (
             "Families not listed under compute_efficiency keep "
-            "solver.model.perf.COMPUTE_EFFICIENCY "
+            "solver.perfmodel.throughput.COMPUTE_EFFICIENCY "
             "(cited MFUs: A100, H100, H200, V100) or DEFAULT_COMPUTE_EFFICIENCY 0.30; families "
             "not listed under network_efficiency use the full line rate (1.0)."
         ),

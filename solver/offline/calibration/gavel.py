@@ -11,7 +11,6 @@ from pathlib import Path
 import numpy as np
 
 from solver.domain import GpuType
-from solver.model import perf
 from solver.offline.calibration.efficiency import EfficiencyFit
 from solver.offline.calibration.sources import (
     DATA_DIR,
@@ -22,6 +21,7 @@ from solver.offline.calibration.sources import (
     TRAIN_FLOPS_PER_SAMPLE,
 )
 from solver.offline.generate import GAVEL_PARAMETERS
+from solver.perfmodel import throughput
 
 
 def gavel_rows(data_dir: Path = DATA_DIR) -> list[dict[str, str]]:
@@ -104,15 +104,15 @@ def gavel_model_terms(
     """(compute, all-reduce, exposed sync) seconds of one step of a Gavel network on
     ``num_gpus`` packed GPUs (FP32 arithmetic, FP32 gradients): ``batch`` samples of compute
     per GPU at ``efficiency`` of the FP32 peak, and the ring all-reduce over the server's PCIe
-    less the backward pass (``solver.model.perf``'s terms)."""
+    less the backward pass (``solver.perfmodel.throughput``'s terms)."""
     compute = TRAIN_FLOPS_PER_SAMPLE[network] * batch / (FP32_PEAK_TFLOPS[gpu.name] * 1e12)
     compute /= efficiency
-    bandwidth = perf.link_bandwidth(
+    bandwidth = throughput.link_bandwidth(
         gpu, across_nodes=False, gpus_per_node=num_gpus, network_bandwidth_gbps=1.0
     )
     grads = GRADIENT_BYTES_PER_PARAMETER * parameters
-    allreduce = perf.allreduce_seconds(grads, num_gpus, bandwidth)
-    return compute, allreduce, perf.exposed_sync_seconds(allreduce, compute)
+    allreduce = throughput.allreduce_seconds(grads, num_gpus, bandwidth)
+    return compute, allreduce, throughput.exposed_sync_seconds(allreduce, compute)
 
 
 def gavel_model_sps(
@@ -134,7 +134,7 @@ def analyse_gavel(
     def per(f: Callable[[str], float]) -> dict[tuple[str, str], float]:
         return {(a, b): f(a) / f(b) for a, b in PAIRS}
 
-    before = per(lambda g: gpus[g].peak_tflops * perf.cited_efficiency(gpus[g]))
+    before = per(lambda g: gpus[g].peak_tflops * throughput.cited_efficiency(gpus[g]))
     after = per(lambda g: FP32_PEAK_TFLOPS[gpus[g].name] * fp32[gpus[g].name])
     bandwidth = per(lambda g: gpus[g].memory_bandwidth_gbps)
     workloads = gavel_workloads(rows)

@@ -16,7 +16,6 @@ import numpy as np
 import numpy.typing as npt
 
 from solver.domain import GpuType
-from solver.model import perf
 from solver.offline.calibration.numeric import Array, golden_section
 from solver.offline.calibration.sources import (
     DATA_DIR,
@@ -25,6 +24,7 @@ from solver.offline.calibration.sources import (
     POLLUX_NETWORK_GBPS,
 )
 from solver.offline.generate import POLLUX_PARAMETERS, packed_placement
+from solver.perfmodel import throughput
 
 
 def pollux_rows(data_dir: Path = DATA_DIR) -> dict[str, list[dict[str, str]]]:
@@ -117,14 +117,14 @@ def pollux_predict(
     network_efficiency: float,
     *,
     intra_efficiency: float = 1.0,
-    overlap: float = perf.BACKWARD_SHARE,
+    overlap: float = throughput.BACKWARD_SHARE,
 ) -> tuple[Array, Array]:
     """(sync, step) seconds the model predicts for every row of ``d``.
 
-    ``solver.model.perf``'s data-parallel term, vectorised: a ring all-reduce of the FP32 gradients
-    over NVLink/PCIe inside one node, else over the node's network link shared by its 4 GPUs at
-    ``network_efficiency``; the backward pass (``overlap`` of the compute, the model's 2/3)
-    hides part of it. Compute is the measured 1-GPU step at the same local batch less its sync
+    ``solver.perfmodel.throughput``'s data-parallel term, vectorised: a ring all-reduce of the FP32
+    gradients over NVLink/PCIe inside one node, else over the node's network link shared by its
+    4 GPUs at ``network_efficiency``; the backward pass (``overlap`` of the compute, the model's
+    2/3) hides part of it. Compute is the measured 1-GPU step at the same local batch less its sync
     time; the 1-GPU sync time (bookkeeping, no communication) is added back.
     ``intra_efficiency`` scales the in-node bandwidth (1 in the model; a diagnostic only).
     """
@@ -163,7 +163,7 @@ def fit_network_efficiency(
     d: PolluxData,
     gpu: GpuType,
     rows: npt.NDArray[np.bool_] | None = None,
-    overlap: float = perf.BACKWARD_SHARE,
+    overlap: float = throughput.BACKWARD_SHARE,
 ) -> tuple[float, float]:
     """(efficiency, objective): least squares of the sync time of every cross-node row (or of
     ``rows``), each residual in units of that row's step time, each application weighing the

@@ -202,7 +202,7 @@ def gavel_section(s: Mapping[str, Any], add: Callable[[str], None]) -> None:
         "Packed runs of 2, 4 and 8 GPUs of the networks with a FLOP count. The model: per GPU, "
         "the fitted FP32 compute of one batch plus the exposed ring all-reduce of the FP32 "
         "gradients over the server's PCIe (half of 32 GB/s per direction), less 2/3 of the "
-        "compute (`solver.model.perf`'s terms). Ratio errors at each count:\n"
+        "compute (`solver.perfmodel.throughput`'s terms). Ratio errors at each count:\n"
     )
     add(
         table(

@@ -38,7 +38,8 @@ def pollux_section(s: Mapping[str, Any], add: Callable[[str], None]) -> None:
         "time.\n"
         "- All-reduce: ring, `2 (n - 1) / n x gradient / bandwidth`; one node: PCIe, 16 GB/s "
         "per direction; across nodes: `efficiency x 50 Gbit/s / 4` per GPU (the node link "
-        "shared by its GPUs, as `solver.model.perf` assumes for packed jobs). The model sees only "
+        "shared by its GPUs, as `solver.perfmodel.throughput` assumes for packed jobs). "
+        "The model sees only "
         "whether a job crosses nodes, not how its GPUs are spread (approximation: spread "
         "placements get the same per-GPU bandwidth).\n"
     )

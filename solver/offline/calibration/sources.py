@@ -9,8 +9,8 @@ from typing import Any
 
 from solver import resources
 from solver.domain import GpuType
-from solver.model.catalog import load_gpu_catalog
 from solver.offline.generate import GAVEL_PARAMETERS, POLLUX_PARAMETERS
+from solver.perfmodel.catalog import load_gpu_catalog
 
 DATA_DIR = resources.data_dir()
 """The bundled ``data/`` (the repository's in a checkout; see ``solver.resources``)."""
@@ -98,9 +98,10 @@ TRAIN_FLOPS_PER_SAMPLE: Mapping[str, float] = {
 }
 """Training FLOPs per sample: forward and backward = 3 forward passes of 2 FLOPs per MAC (the
 rule behind the service's 6 x parameters x tokens). BERT uses the service's transformer rule
-itself (6 x 110M x 384 tokens, attention left out as in ``solver.model.perf``). No established count
-for Gavel's Transformer (Multi30k sentence lengths), Recommendation, A3C and CycleGAN, Pollux's
-YOLOv3 (multi-scale input) or NCF (embedding lookups): they are not used for efficiency."""
+itself (6 x 110M x 384 tokens, attention left out as in ``solver.perfmodel.throughput``). No
+established count for Gavel's Transformer (Multi30k sentence lengths), Recommendation, A3C and
+CycleGAN, Pollux's YOLOv3 (multi-scale input) or NCF (embedding lookups): they are not used for
+efficiency."""
 
 PRECISION: Mapping[tuple[str, str], str] = {
     ("gavel", "ResNet-18"): "fp32",

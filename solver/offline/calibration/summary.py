@@ -8,8 +8,6 @@ from typing import Any
 import numpy as np
 
 from solver.domain import GpuType
-from solver.model import perf
-from solver.model.catalog import load_gpu_catalog
 from solver.offline.calibration.comparison import headline, service_examples
 from solver.offline.calibration.fit import Result
 from solver.offline.calibration.gavel import (
@@ -31,6 +29,8 @@ from solver.offline.calibration.sources import (
     peaks_summary,
 )
 from solver.offline.generate import GAVEL_PARAMETERS, POLLUX_PARAMETERS
+from solver.perfmodel import throughput
+from solver.perfmodel.catalog import load_gpu_catalog
 
 
 def _largest_batches(g: GavelResult) -> set[str]:
@@ -45,7 +45,7 @@ def _largest_batches(g: GavelResult) -> set[str]:
 def summary(r: Result) -> dict[str, Any]:
     """Every number of the report (rounded), as JSON: embedded in docs/calibration.md."""
     catalog = load_gpu_catalog()
-    before = {f.gpu_type: perf.cited_efficiency(catalog[f.gpu_type]) for f in r.efficiency}
+    before = {f.gpu_type: throughput.cited_efficiency(catalog[f.gpu_type]) for f in r.efficiency}
     eff = []
     for f in r.efficiency:
         eff.append(
@@ -249,7 +249,7 @@ def summary(r: Result) -> dict[str, Any]:
             ],
             "bert_two_gpus_model_allreduce_ms": round(
                 float(
-                    perf.allreduce_seconds(
+                    throughput.allreduce_seconds(
                         GRADIENT_BYTES_PER_PARAMETER * POLLUX_PARAMETERS["bert"],
                         2,
                         t4.intra_node_bandwidth_gbps / 2 * 1e9,
@@ -259,8 +259,8 @@ def summary(r: Result) -> dict[str, Any]:
                 1,
             ),
             "bert_backward_s": [
-                round(perf.BACKWARD_SHARE * min(bert_compute), 2),
-                round(perf.BACKWARD_SHARE * max(bert_compute), 2),
+                round(throughput.BACKWARD_SHARE * min(bert_compute), 2),
+                round(throughput.BACKWARD_SHARE * max(bert_compute), 2),
             ],
             "bert_two_gpus_one_node_gbytes_per_s": round(
                 GRADIENT_BYTES_PER_PARAMETER
@@ -302,7 +302,7 @@ def _gavel_communication(r: Result, catalog: Mapping[str, GpuType]) -> dict[str,
     }
 
 
-OVERLAP_SENSITIVITY = (0.0, 0.5, perf.BACKWARD_SHARE, 0.8, 1.0)
+OVERLAP_SENSITIVITY = (0.0, 0.5, throughput.BACKWARD_SHARE, 0.8, 1.0)
 """Overlap shares at which the network efficiency is refitted, to show the fit's sensitivity."""
 
 

@@ -10,15 +10,15 @@ import numpy as np
 from google.protobuf import json_format
 
 from solver._proto.dsfro.v1 import scheduler_pb2 as pb
-from solver.api.convert import gpu_type_to_proto, problem_from_proto
-from solver.api.settings import MAX_TIME_BUDGET_SECONDS, Limits
+from solver.app.convert import gpu_type_to_proto, problem_from_proto
+from solver.app.limits import MAX_TIME_BUDGET_SECONDS, Limits
 from solver.domain import GpuType
-from solver.model.catalog import load_gpu_catalog
-from solver.model.configs import build_config_set
 from solver.offline.generate.cluster import build_instance_cluster
 from solver.offline.generate.data import gavel_workloads, load_philly, pollux_workloads
 from solver.offline.generate.jobs import _model_job, _profile_job
 from solver.offline.generate.spec import InstanceSpec
+from solver.perfmodel.catalog import load_gpu_catalog
+from solver.perfmodel.configs import build_config_set
 
 DEADLINE_TIGHTNESS = (0.1, 0.6)
 """Remaining samples = U(lo, hi) x reference rate x time to deadline (a generator choice)."""

@@ -9,13 +9,13 @@ from typing import TypeVar
 import numpy as np
 
 from solver._proto.dsfro.v1 import scheduler_pb2 as pb
-from solver.api.convert import model_spec_to_proto
+from solver.app.convert import model_spec_to_proto
 from solver.domain import GpuType, ModelSpec, Shape
-from solver.model import perf
-from solver.model.catalog import load_architectures
 from solver.offline.generate.cluster import NETWORK_GBPS, _Cluster
 from solver.offline.generate.data import MeasuredWorkload, Philly
 from solver.offline.generate.spec import InstanceSpec
+from solver.perfmodel import throughput
+from solver.perfmodel.catalog import load_architectures
 
 BYTES_PER_PARAMETER = 16
 """Training state per parameter with Adam: weights, gradients and two moments (ZeRO, 2020)."""
@@ -70,7 +70,7 @@ def running_shape(
             while tp * 2 <= min(m, gpus_per_node):
                 tp *= 2
             shape = Shape(gpu.name, num_gpus // m, tp, m // tp)
-            est = perf.estimate(
+            est = throughput.estimate(
                 arch,
                 gpu,
                 shape,

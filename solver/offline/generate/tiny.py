@@ -6,12 +6,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from solver._proto.dsfro.v1 import scheduler_pb2 as pb
-from solver.api.convert import gpu_type_to_proto, model_spec_to_proto
+from solver.app.convert import gpu_type_to_proto, model_spec_to_proto
 from solver.domain import GpuType
-from solver.model.catalog import load_architectures, load_gpu_catalog
 from solver.offline.generate.cluster import NETWORK_GBPS
 from solver.offline.generate.data import gavel_workloads
 from solver.offline.generate.jobs import profile_points
+from solver.perfmodel.catalog import load_architectures, load_gpu_catalog
 
 
 def _tiny_request(

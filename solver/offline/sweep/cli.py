@@ -8,14 +8,14 @@ from pathlib import Path
 
 from solver import extras
 from solver._proto.dsfro.v1 import scheduler_pb2 as pb
-from solver.api.arguments import backend_arg, duration_arg, int_arg, seed_arg, threads_arg
-from solver.api.convert import backend_from_proto, requested_time_budget
-from solver.api.settings import Limits
+from solver.app.arguments import backend_arg, duration_arg, int_arg, seed_arg, threads_arg
+from solver.app.convert import backend_from_proto, requested_time_budget
+from solver.app.limits import Limits
 from solver.offline.batch import make_batch_executor
 from solver.offline.sweep.grid import SweepError, parse_weight_spec, weight_grid
 from solver.offline.sweep.outputs import write_outputs
 from solver.offline.sweep.run import prepare, run_sweep
-from solver.search.executor import available_cores
+from solver.runtime.pools import available_cores
 
 
 def _weight_arg(text: str) -> tuple[str, list[float]]:

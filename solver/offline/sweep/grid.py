@@ -9,8 +9,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from solver._proto.dsfro.v1 import scheduler_pb2 as pb
-from solver.api import pipeline
-from solver.api.profile import WEIGHT_KEYS
+from solver.app import pipeline
+from solver.app.profile import WEIGHT_KEYS
 from solver.domain import JobState, Termination
 
 SHORT = {"throughput": "T", "energy": "E", "migration": "M", "locality": "L", "deadline": "D"}

@@ -7,7 +7,7 @@ import csv
 from collections.abc import Sequence
 from pathlib import Path
 
-from solver.api.profile import WEIGHT_KEYS
+from solver.app.profile import WEIGHT_KEYS
 from solver.offline.report import markdown_table
 from solver.offline.sweep.figure import plot_sweep
 from solver.offline.sweep.front import same_place

@@ -8,16 +8,16 @@ from dataclasses import dataclass, field
 from typing import Any, TextIO
 
 from solver._proto.dsfro.v1 import scheduler_pb2 as pb
-from solver.api import pipeline
-from solver.api.convert import RequestFileError, load_request_json
-from solver.api.pipeline import Overrides
-from solver.api.profile import Profile
-from solver.api.settings import Limits, parse_backend
-from solver.api.validation import validate_request
+from solver.app import pipeline
+from solver.app.convert import RequestFileError, load_request_json
+from solver.app.limits import Limits, parse_backend
+from solver.app.pipeline import Overrides
+from solver.app.profile import Profile
+from solver.app.validation import validate_request
 from solver.offline.batch import Progress, make_batch_executor
 from solver.offline.sweep.front import Change, front_changes, pareto_front
 from solver.offline.sweep.grid import SweepError, SweepPoint, SweepTask, solve_point, weight_grid
-from solver.search.executor import Executor
+from solver.runtime.pools import Executor
 
 
 @dataclass

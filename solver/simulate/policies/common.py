@@ -19,8 +19,8 @@ from dataclasses import dataclass
 import highspy
 import numpy as np
 
-from solver.api.pipeline import to_problem
-from solver.api.settings import Limits
+from solver.app.limits import Limits
+from solver.app.pipeline import to_problem
 from solver.domain import (
     Allocation,
     Cluster,
@@ -32,7 +32,7 @@ from solver.domain import (
     ThroughputProfile,
 )
 from solver.exact.backends.highs import new_highs
-from solver.model.configs import MAX_PIPELINE_PARALLEL, TypeFacts, resolve_config, type_facts
+from solver.perfmodel.configs import MAX_PIPELINE_PARALLEL, TypeFacts, resolve_config, type_facts
 from solver.search.placement import Placer
 from solver.simulate.core import Decision, JobHistory, RoundInput
 

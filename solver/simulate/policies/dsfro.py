@@ -16,8 +16,8 @@ import grpc
 
 from solver._proto.dsfro.v1 import scheduler_pb2 as pb
 from solver._proto.dsfro.v1 import scheduler_pb2_grpc
-from solver.api import pipeline
-from solver.api.convert import (
+from solver.app import pipeline
+from solver.app.convert import (
     allocations_from_proto,
     backend_to_proto,
     enum_label,

@@ -1,0 +1,84 @@
+"""Argument types every ``dsfro`` command shares, built on ``solver.app.limits``: a bad value
+is an argparse usage error (exit 2) that says what is wrong."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from typing import TypeVar
+
+from solver.app.limits import INT32_MAX, MAX_THREADS, parse_backend, parse_duration
+from solver.app.profile import Profile, ProfileError, load_profile
+
+T = TypeVar("T")
+
+
+def duration_arg(text: str) -> float:
+    """Seconds of ``5s``, ``500ms``, ``1.5s``, ``2m`` (a bare number is seconds)."""
+    try:
+        return parse_duration(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def backend_arg(text: str) -> str:
+    """A backend's lower-case name, any case accepted."""
+    try:
+        return parse_backend(text).name.lower()
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def int_arg(low: int, high: int) -> Callable[[str], int]:
+    """An integer in [low, high]."""
+
+    def parse(text: str) -> int:
+        try:
+            n = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"invalid integer {text!r}") from None
+        if not low <= n <= high:
+            raise argparse.ArgumentTypeError(f"must be in [{low}, {high}], got {n}")
+        return n
+
+    return parse
+
+
+int32_arg = int_arg(-INT32_MAX - 1, INT32_MAX)
+"""An integer that fits the wire's int32 fields."""
+seed_arg = int_arg(0, INT32_MAX)
+threads_arg = int_arg(0, MAX_THREADS)
+"""Solver threads; 0: the default."""
+positive_int_arg = int_arg(1, INT32_MAX)
+
+
+def csv_arg(item: Callable[[str], T]) -> Callable[[str], list[T]]:
+    """A comma-separated list of `item` values."""
+
+    def parse(text: str) -> list[T]:
+        items = [t.strip() for t in text.split(",") if t.strip()]
+        if not items:
+            raise argparse.ArgumentTypeError("expected a comma-separated list")
+        return [item(t) for t in items]
+
+    return parse
+
+
+def profile_arg(text: str) -> Profile:
+    """A TOML profile, loaded (solver.app.profile)."""
+    try:
+        return load_profile(text)
+    except ProfileError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def add_profile_option(parser: argparse.ArgumentParser) -> None:
+    """``--profile FILE``: weights and solver settings from a TOML profile; ``args.profile`` is
+    the loaded Profile or None. The request's own fields and the command's flags win over it."""
+    parser.add_argument(
+        "--profile",
+        type=profile_arg,
+        metavar="FILE",
+        help="TOML profile of objective weights and solver settings; the request's own "
+        "fields and the command's flags win over it",
+    )

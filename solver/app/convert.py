@@ -1,0 +1,351 @@
+"""Protobuf <-> domain conversion, at the edge of the service and the CLI.
+
+Enums map by name, the wire name carrying its enum's prefix (domain ``Backend.CPSAT`` <-> wire
+``BACKEND_CPSAT``; ``wire_name`` and ``enum_label``).
+
+Only this module (with validation) reads the wire types: solvers see ``solver.domain`` only.
+Requests are converted after validation, so the converters assume names resolve and numbers
+are in range; defaults of unset fields are applied here, in one place.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import json
+from pathlib import Path
+from typing import Any, TypeVar, cast
+
+from google.protobuf import json_format
+from google.protobuf.duration_pb2 import Duration
+from google.protobuf.internal.enum_type_wrapper import EnumTypeWrapper
+
+from solver._proto.dsfro.v1 import scheduler_pb2 as pb
+from solver.app.limits import Limits
+from solver.app.validation import duration_seconds
+from solver.domain import (
+    Allocation,
+    Backend,
+    Cluster,
+    GpuSlice,
+    GpuType,
+    Job,
+    JobAssignment,
+    JobState,
+    ModelSpec,
+    Node,
+    ObjectiveBreakdown,
+    ObjectiveWeights,
+    Plan,
+    Problem,
+    ProfilePoint,
+    QueueReason,
+    Shape,
+    SolveOptions,
+    SolveResult,
+    SolveStats,
+    Termination,
+    ThroughputProfile,
+    Workload,
+)
+
+T = TypeVar("T")
+
+_WIRE_PREFIX = {
+    Backend.__name__: "BACKEND_",
+    JobState.__name__: "JOB_STATE_",
+    QueueReason.__name__: "QUEUE_REASON_",
+    Termination.__name__: "TERMINATION_",
+}
+"""Prefix of the wire value names of each enum; domain and wire enums share their type names."""
+
+
+def wire_name(value: enum.Enum) -> str:
+    """The wire value name of a domain enum member: ``Backend.CPSAT`` -> ``BACKEND_CPSAT``."""
+    return _WIRE_PREFIX[type(value).__name__] + value.name
+
+
+def enum_label(enum_type: EnumTypeWrapper, number: int) -> str:
+    """A wire value's name without its enum's prefix, for tables: ``OPTIMAL``, ``CPSAT``."""
+    name: str = enum_type.Name(number)
+    return name.removeprefix(_WIRE_PREFIX[enum_type.DESCRIPTOR.name])
+
+
+# ---------------------------------------------------------------- request -> domain
+
+
+def problem_from_proto(req: pb.SolveRequest, limits: Limits) -> Problem:
+    """The domain problem of a validated request, with every default applied."""
+    c = req.cluster
+    cluster = Cluster(
+        gpu_types={t.name: _gpu_type(t) for t in c.gpu_types},
+        nodes=tuple(_node(n) for n in c.nodes),
+        power_budget_watts=c.power_budget_watts if c.HasField("power_budget_watts") else None,
+        rack_power_budgets_watts={b.rack: b.watts for b in c.rack_power_budgets},
+    )
+    return Problem(
+        cluster=cluster,
+        jobs=tuple(_job(j) for j in req.jobs),
+        weights=_weights(req.weights),
+        options=_options(req.options, limits),
+    )
+
+
+def _same_fields(cls: type[T], message: Any) -> T:
+    """A domain dataclass from the message fields of the same names (scalars only)."""
+    return cls(**{f.name: getattr(message, f.name) for f in dataclasses.fields(cls)})  # type: ignore[arg-type]
+
+
+def _gpu_type(t: pb.GpuType) -> GpuType:
+    gpu = _same_fields(GpuType, t)
+    return dataclasses.replace(gpu, sm_clocks_mhz=tuple(sorted(t.sm_clocks_mhz)))
+
+
+def gpu_type_to_proto(t: GpuType) -> pb.GpuType:
+    return pb.GpuType(**dataclasses.asdict(t))
+
+
+def model_spec_to_proto(m: ModelSpec) -> pb.ModelSpec:
+    return pb.ModelSpec(**dataclasses.asdict(m))
+
+
+def workload_to_proto(job: pb.Job, workload: Workload) -> None:
+    """Set the job's model or measured profile (its ``workload`` oneof)."""
+    if isinstance(workload, ModelSpec):
+        job.model.CopyFrom(model_spec_to_proto(workload))
+    else:
+        job.profile.CopyFrom(
+            pb.ThroughputProfile(
+                points=[pb.ProfilePoint(**dataclasses.asdict(p)) for p in workload.points]
+            )
+        )
+
+
+def allocation_to_proto(a: Allocation) -> pb.Allocation:
+    s = a.shape
+    return pb.Allocation(
+        gpu_type=s.gpu_type,
+        data_parallel=s.data_parallel,
+        tensor_parallel=s.tensor_parallel,
+        pipeline_parallel=s.pipeline_parallel,
+        sm_clock_mhz=a.sm_clock_mhz,
+        placement=[pb.GpuSlice(node=g.node, gpu_indices=g.gpu_indices) for g in a.placement],
+    )
+
+
+def _node(n: pb.Node) -> Node:
+    return Node(
+        name=n.name,
+        gpu_type=n.gpu_type,
+        gpu_count=n.gpu_count,
+        unavailable_gpu_indices=frozenset(n.unavailable_gpu_indices),
+        rack=n.rack,
+        network_bandwidth_gbps=n.network_bandwidth_gbps,
+    )
+
+
+def _job(j: pb.Job) -> Job:
+    return Job(
+        name=j.name,
+        tenant=j.tenant,
+        weight=j.weight if j.HasField("weight") else 1.0,
+        workload=_workload(j),
+        min_gpus=j.min_gpus,
+        max_gpus=j.max_gpus,
+        allowed_gpu_types=frozenset(j.allowed_gpu_types),
+        remaining_samples=j.remaining_samples,
+        deadline_seconds=(
+            duration_seconds(j.time_to_deadline) if j.HasField("time_to_deadline") else None
+        ),
+        current=(
+            allocation_from_proto(j.current_allocation)
+            if j.HasField("current_allocation")
+            else None
+        ),
+        preemptible=j.preemptible if j.HasField("preemptible") else True,
+    )
+
+
+def _workload(j: pb.Job) -> Workload:
+    if j.WhichOneof("workload") == "model":
+        return _same_fields(ModelSpec, j.model)
+    return ThroughputProfile(points=tuple(_same_fields(ProfilePoint, p) for p in j.profile.points))
+
+
+def _slices(placement: Any) -> tuple[GpuSlice, ...]:
+    """Domain slices of a repeated GpuSlice field (of an Allocation or a JobAssignment)."""
+    return tuple(GpuSlice(node=s.node, gpu_indices=tuple(s.gpu_indices)) for s in placement)
+
+
+def allocation_from_proto(a: pb.Allocation) -> Allocation:
+    shape = Shape(a.gpu_type, a.data_parallel, a.tensor_parallel, a.pipeline_parallel)
+    return Allocation(shape=shape, sm_clock_mhz=a.sm_clock_mhz, placement=_slices(a.placement))
+
+
+def _weights(w: pb.ObjectiveWeights) -> ObjectiveWeights:
+    d = ObjectiveWeights()
+    return ObjectiveWeights(
+        throughput=w.throughput if w.HasField("throughput") else d.throughput,
+        energy=w.energy if w.HasField("energy") else d.energy,
+        migration=w.migration if w.HasField("migration") else d.migration,
+        locality=w.locality if w.HasField("locality") else d.locality,
+        deadline=w.deadline if w.HasField("deadline") else d.deadline,
+    )
+
+
+def requested_time_budget(o: pb.SolveOptions) -> float | None:
+    """The time budget the request asks for, in seconds; None: it sets none."""
+    return duration_seconds(o.time_budget) if o.HasField("time_budget") else None
+
+
+def _options(o: pb.SolveOptions, limits: Limits) -> SolveOptions:
+    return SolveOptions(
+        time_budget_seconds=limits.time_budget(requested_time_budget(o)),
+        backend=backend_from_proto(o.backend),
+        relative_gap=o.relative_gap,
+        seed=o.seed,
+        threads=o.threads,
+        pyomo_solver=o.pyomo_solver,
+    )
+
+
+def backend_to_proto(backend: Backend) -> pb.Backend:
+    """The wire value of a domain backend: ``Backend.CPSAT`` -> ``BACKEND_CPSAT``."""
+    # The stubs type Value() as a plain int; at run time it is the enum's number.
+    return cast("pb.Backend", pb.Backend.Value(wire_name(backend)))
+
+
+def backend_from_proto(value: int) -> Backend:
+    """Domain backend of a wire value; BACKEND_UNSPECIFIED means AUTO."""
+    if value == pb.BACKEND_UNSPECIFIED:
+        return Backend.AUTO
+    return Backend[enum_label(pb.Backend, value)]
+
+
+def allocations_from_proto(plan: pb.Plan) -> dict[str, Allocation | None]:
+    """What a caller's (validated) plan gives each job; None for a queued job."""
+    out: dict[str, Allocation | None] = {}
+    for a in plan.assignments:
+        if a.state != pb.JOB_STATE_RUNNING:
+            out[a.job] = None
+            continue
+        shape = Shape(a.gpu_type, a.data_parallel, a.tensor_parallel, a.pipeline_parallel)
+        out[a.job] = Allocation(shape, a.sm_clock_mhz, _slices(a.placement))
+    return out
+
+
+# ---------------------------------------------------------------- domain -> response
+
+
+def duration_to_proto(seconds: float) -> Duration:
+    d = Duration()
+    d.FromNanoseconds(round(seconds * 1e9))
+    return d
+
+
+def objective_to_proto(o: ObjectiveBreakdown) -> pb.ObjectiveBreakdown:
+    return pb.ObjectiveBreakdown(
+        total=o.total,
+        throughput=o.throughput,
+        energy=o.energy,
+        migration=o.migration,
+        locality=o.locality,
+        deadline=o.deadline,
+    )
+
+
+def assignment_to_proto(a: JobAssignment) -> pb.JobAssignment:
+    out = pb.JobAssignment(
+        job=a.job,
+        state=wire_name(a.state),
+        queue_reason=wire_name(a.queue_reason) if a.queue_reason is not None else None,
+        queue_detail=a.queue_detail,
+        migrated=a.migrated,
+    )
+    c = a.config
+    if a.state is JobState.RUNNING and c is not None:
+        out.gpu_type = c.gpu_type
+        out.num_gpus = c.num_gpus
+        out.data_parallel = c.shape.data_parallel
+        out.tensor_parallel = c.shape.tensor_parallel
+        out.pipeline_parallel = c.shape.pipeline_parallel
+        out.sm_clock_mhz = c.sm_clock_mhz
+        out.samples_per_second = c.samples_per_second
+        out.watts = c.watts
+        out.memory_per_gpu_gib = c.memory_per_gpu_gib
+    for s in a.placement:
+        out.placement.add(node=s.node, gpu_indices=s.gpu_indices)
+    return out
+
+
+def plan_to_proto(plan: Plan) -> pb.Plan:
+    return pb.Plan(
+        assignments=[assignment_to_proto(a) for a in plan.assignments],
+        objective=objective_to_proto(plan.objective),
+    )
+
+
+def stats_to_proto(s: SolveStats) -> pb.SolveStats:
+    out = pb.SolveStats(
+        termination=wire_name(s.termination),
+        backend_used=wire_name(s.backend_used),
+        objective=s.objective,
+        wall_time=duration_to_proto(s.wall_seconds),
+        time_to_first_plan=duration_to_proto(s.first_plan_seconds),
+        num_configurations=s.num_configurations,
+        num_configurations_enumerated=s.num_configurations_enumerated,
+        detail=s.detail,
+    )
+    if s.best_bound is not None:
+        out.best_bound = s.best_bound
+    if s.relative_gap is not None:
+        out.relative_gap = s.relative_gap
+    return out
+
+
+def result_to_proto(result: SolveResult) -> pb.SolveResponse:
+    return pb.SolveResponse(plan=plan_to_proto(result.plan), stats=stats_to_proto(result.stats))
+
+
+# ---------------------------------------------------------------- JSON files
+
+
+class RequestFileError(ValueError):
+    """A request file that can't be read: missing, malformed JSON, or not a SolveRequest."""
+
+
+def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise ValueError(f'duplicate key "{key}"')
+        out[key] = value
+    return out
+
+
+def load_request_json(path: str | Path) -> pb.SolveRequest:
+    """A SolveRequest from its protobuf JSON form; RequestFileError says what is wrong and where."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise RequestFileError(f"{path}: cannot read: {e}") from e
+    try:
+        data = json.loads(text, object_pairs_hook=_no_duplicate_keys)
+    except json.JSONDecodeError as e:
+        raise RequestFileError(f"{path}:{e.lineno}:{e.colno}: malformed JSON: {e.msg}") from e
+    except ValueError as e:
+        raise RequestFileError(f"{path}: malformed JSON: {e}") from e
+    if not isinstance(data, dict):
+        raise RequestFileError(f"{path}: expected a JSON object (a SolveRequest)")
+    req = pb.SolveRequest()
+    try:
+        json_format.ParseDict(data, req)
+    except json_format.ParseError as e:
+        raise RequestFileError(f"{path}: not a valid SolveRequest: {e}") from e
+    return req
+
+
+def message_to_json(message: Any) -> str:
+    """Protobuf JSON of a message, with fields at their default values shown too."""
+    return json_format.MessageToJson(message, indent=2, always_print_fields_with_no_presence=True)

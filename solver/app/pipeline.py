@@ -1,0 +1,163 @@
+"""The one path of a solve, shared by every door (service, CLI, batch, sweep):
+
+    request (+ profile, + overrides) -> validated domain problem -> solve -> result -> protobuf
+
+The profile fills what the request leaves unset, the overrides (command-line flags, a batch's
+or a sweep's grid point) win over both. Validation names every bad field; conversion gives the
+plain domain problem; the orchestrator decides whether to decompose and runs the parts on the
+executor it is given (or on local processes). A door adds only what is its own: the service
+its admission, deadlines and error statuses, the CLI its file reading and printing.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from solver._proto.dsfro.v1 import scheduler_pb2 as pb
+from solver.app.convert import (
+    backend_to_proto,
+    duration_to_proto,
+    problem_from_proto,
+    result_to_proto,
+)
+from solver.app.limits import Limits
+from solver.app.profile import Profile, apply_profile
+from solver.app.validation import FieldViolation, validate_request
+from solver.core import orchestrator
+from solver.domain import Backend, Problem, SolveResult
+from solver.perfmodel.configs import build_config_set
+from solver.runtime.pools import Executor, LazyExecutor
+
+
+@dataclass(frozen=True)
+class Overrides:
+    """Settings a caller imposes over the request and its profile; None: leave as is."""
+
+    time_budget_seconds: float | None = None
+    backend: Backend | None = None
+    seed: int | None = None
+    threads: int | None = None
+    pyomo_solver: str | None = None
+    weights: Mapping[str, float] = field(default_factory=dict)
+    """Objective weights by name (throughput, energy, ...)."""
+
+
+NO_OVERRIDES = Overrides()
+
+
+class InvalidRequest(ValueError):
+    """The request breaks the wire contract; ``violations`` names every bad field."""
+
+    def __init__(self, violations: list[FieldViolation]) -> None:
+        first = f"{violations[0].field}: {violations[0].description}" if violations else ""
+        super().__init__(f"invalid request ({len(violations)} problems): {first}")
+        self.violations = violations
+
+
+def prepare(
+    request: pb.SolveRequest,
+    profile: Profile | None = None,
+    overrides: Overrides = NO_OVERRIDES,
+) -> pb.SolveRequest:
+    """A copy of the request with the profile filling its unset fields, then the overrides."""
+    out = pb.SolveRequest()
+    out.CopyFrom(request)
+    if profile is not None:
+        apply_profile(out, profile)
+    o = out.options
+    if overrides.time_budget_seconds is not None:
+        o.time_budget.CopyFrom(duration_to_proto(overrides.time_budget_seconds))
+    if overrides.backend is not None:
+        o.backend = backend_to_proto(overrides.backend)
+    if overrides.seed is not None:
+        o.seed = overrides.seed
+    if overrides.threads is not None:
+        o.threads = overrides.threads
+    if overrides.pyomo_solver is not None:
+        o.pyomo_solver = overrides.pyomo_solver
+    for name, value in overrides.weights.items():
+        setattr(out.weights, name, value)
+    return out
+
+
+def to_problem(request: pb.SolveRequest, limits: Limits) -> Problem:
+    """The validated domain problem of a request; InvalidRequest if it breaks the contract."""
+    violations = validate_request(request, limits)
+    if violations:
+        raise InvalidRequest(violations)
+    return problem_from_proto(request, limits)
+
+
+def solve(
+    problem: Problem,
+    *,
+    deadline: float | None = None,
+    executor: Executor | None = None,
+    cancel: threading.Event | None = None,
+) -> SolveResult:
+    """Solve within the problem's budget and `deadline` (a time.monotonic() instant); a
+    decomposed solve runs its parts on `executor` (default: local processes for this solve);
+    setting `cancel` returns the best plan so far at once."""
+    return orchestrator.solve(problem, deadline=deadline, executor=executor, cancel=cancel)
+
+
+@dataclass(frozen=True)
+class Solved:
+    problem: Problem
+    result: SolveResult
+
+    def response(self) -> pb.SolveResponse:
+        return result_to_proto(self.result)
+
+
+def solve_request(
+    request: pb.SolveRequest,
+    *,
+    profile: Profile | None = None,
+    overrides: Overrides = NO_OVERRIDES,
+    limits: Limits | None = None,
+    deadline: float | None = None,
+    executor: Executor | None = None,
+    ray_address: str | None = None,
+) -> Solved:
+    """The whole path for one request. Without an executor, a decomposed solve runs on Ray at
+    `ray_address` if given (else local processes), joined only if the solve decomposes."""
+    problem = to_problem(prepare(request, profile, overrides), limits or Limits())
+    if executor is not None or ray_address is None:
+        return Solved(problem, solve(problem, deadline=deadline, executor=executor))
+    own = LazyExecutor(ray_address)
+    try:
+        return Solved(problem, solve(problem, deadline=deadline, executor=own))
+    finally:
+        own.close()
+
+
+def validate_snapshot(
+    request: pb.SolveRequest, limits: Limits, profile: Profile | None = None
+) -> pb.ValidateSnapshotResponse:
+    """Every problem of the request as field violations, or, when it is valid, each job's
+    number of configurations and best throughput (ValidateSnapshot and ``dsfro validate``)."""
+    request = prepare(request, profile)
+    try:
+        problem = to_problem(request, limits)
+    except InvalidRequest as e:
+        return pb.ValidateSnapshotResponse(
+            valid=False,
+            violations=[
+                pb.FieldViolation(field=v.field, description=v.description) for v in e.violations
+            ],
+        )
+    config_set = build_config_set(problem)
+    return pb.ValidateSnapshotResponse(
+        valid=True,
+        jobs=[
+            pb.JobSummary(
+                job=j.name,
+                num_configurations=len(config_set.by_job.get(j.name, ())),
+                best_samples_per_second=config_set.best_samples_per_second.get(j.name, 0.0),
+            )
+            for j in problem.jobs
+        ],
+    )

@@ -1,0 +1,321 @@
+"""Operator profiles: objective weights and solver settings kept in a TOML file.
+
+A profile has two optional tables, every key optional::
+
+    [weights]                # ObjectiveWeights (docs/objective.md)
+    throughput = 1.0
+    energy = 0.2
+    migration = 0.05
+    locality = 0.01
+    deadline = 0.5
+
+    [solver]                 # SolveOptions
+    time_budget = "5s"       # "500ms", "1.5s", "2m", "1h", or a number of seconds
+    backend = "auto"         # auto, cpsat, heuristic, aggregate, highs, pyomo, decomposed
+    relative_gap = 0.0       # in [0, 1)
+    threads = 0              # 0: the server's default
+    seed = 0
+    pyomo_solver = ""        # only with backend = "pyomo"
+
+Precedence, highest first: command-line flags, then the fields the request sets itself, then
+the profile, then the built-in defaults (``solver.domain``; the time budget's default is the
+server's). ``apply_profile`` fills only what the request leaves unset. For the options the wire
+gives no presence to (backend, relative_gap, seed, threads, pyomo_solver), unset means the zero
+value: a request cannot ask for seed 0 against a profile's seed 7 (it gets 7).
+
+Every problem of a file is reported at once, each naming the file and the key.
+"""
+
+from __future__ import annotations
+
+import math
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from solver._proto.dsfro.v1 import scheduler_pb2 as pb
+from solver.app.convert import backend_to_proto
+from solver.app.limits import (
+    INT32_MAX,
+    MAX_THREADS,
+    format_duration,
+    parse_backend,
+    parse_duration,
+)
+from solver.domain import Backend, ObjectiveWeights, SolveOptions
+
+WEIGHT_KEYS = ("throughput", "energy", "migration", "locality", "deadline")
+SOLVER_KEYS = ("time_budget", "backend", "relative_gap", "threads", "seed", "pyomo_solver")
+
+
+class ProfileError(ValueError):
+    """A profile that can't be used; ``problems`` holds one line per problem."""
+
+    def __init__(self, problems: list[str]) -> None:
+        super().__init__("\n".join(problems))
+        self.problems = problems
+
+
+@dataclass(frozen=True)
+class ProfileWeights:
+    """Weights the profile sets; None: not in the file."""
+
+    throughput: float | None = None
+    energy: float | None = None
+    migration: float | None = None
+    locality: float | None = None
+    deadline: float | None = None
+
+
+@dataclass(frozen=True)
+class ProfileSolver:
+    """Solver settings the profile sets; None: not in the file."""
+
+    time_budget_seconds: float | None = None
+    backend: Backend | None = None
+    relative_gap: float | None = None
+    threads: int | None = None
+    seed: int | None = None
+    pyomo_solver: str | None = None
+
+
+@dataclass(frozen=True)
+class Profile:
+    weights: ProfileWeights = field(default_factory=ProfileWeights)
+    solver: ProfileSolver = field(default_factory=ProfileSolver)
+    source: str = ""
+    """The file it came from (for messages)."""
+
+    def effective_weights(self) -> ObjectiveWeights:
+        """The weights with the built-in defaults filled in."""
+        d = ObjectiveWeights()
+        return ObjectiveWeights(
+            **{k: _pick(getattr(self.weights, k), getattr(d, k)) for k in WEIGHT_KEYS}
+        )
+
+    def effective_options(self) -> SolveOptions:
+        """The solver settings with the built-in defaults filled in."""
+        d = SolveOptions()
+        s = self.solver
+        return SolveOptions(
+            time_budget_seconds=_pick(s.time_budget_seconds, d.time_budget_seconds),
+            backend=_pick(s.backend, d.backend),
+            relative_gap=_pick(s.relative_gap, d.relative_gap),
+            seed=_pick(s.seed, d.seed),
+            threads=_pick(s.threads, d.threads),
+            pyomo_solver=_pick(s.pyomo_solver, d.pyomo_solver),
+        )
+
+
+def _pick(value: Any, default: Any) -> Any:
+    return default if value is None else value
+
+
+# ---------------------------------------------------------------- loading
+
+
+def load_profile(path: str | Path) -> Profile:
+    """The profile of a TOML file; ProfileError lists every problem with the file and key."""
+    path = Path(path)
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except OSError as e:
+        raise ProfileError([f"{path}: cannot read: {e.strerror or e}"]) from e
+    except UnicodeDecodeError as e:
+        raise ProfileError([f"{path}: cannot read: not UTF-8 text ({e.reason})"]) from e
+    except tomllib.TOMLDecodeError as e:
+        raise ProfileError([f"{path}: invalid TOML: {e}"]) from e
+    return profile_from_dict(data, source=str(path))
+
+
+def profile_from_dict(data: Mapping[str, Any], source: str = "<profile>") -> Profile:
+    """The profile of parsed TOML (a dict); ProfileError lists every problem."""
+    problems: list[str] = []
+
+    def bad(key: str, message: str) -> None:
+        problems.append(f"{source}: {key}: {message}")
+
+    for key in data:
+        if key not in ("weights", "solver"):
+            bad(key, "unknown key; a profile has the tables [weights] and [solver]")
+    weights = _table(data, "weights", WEIGHT_KEYS, bad)
+    solver = _table(data, "solver", SOLVER_KEYS, bad)
+
+    w: dict[str, float] = {}
+    for key, value in weights.items():
+        number = _number(f"weights.{key}", value, bad)
+        if number is not None:
+            if number < 0:
+                bad(f"weights.{key}", f"must be >= 0, got {number:g}")
+            else:
+                w[key] = number
+
+    s: dict[str, Any] = {}
+    if "time_budget" in solver:
+        s["time_budget_seconds"] = _duration("solver.time_budget", solver["time_budget"], bad)
+    if "backend" in solver:
+        value = solver["backend"]
+        if not isinstance(value, str):
+            bad("solver.backend", f"must be a string, got {_kind(value)}")
+        else:
+            try:
+                s["backend"] = parse_backend(value)
+            except ValueError as e:
+                bad("solver.backend", str(e))
+    if "relative_gap" in solver:
+        gap = _number("solver.relative_gap", solver["relative_gap"], bad)
+        if gap is not None and not 0 <= gap < 1:
+            bad("solver.relative_gap", f"must be in [0, 1), got {gap:g}")
+        elif gap is not None:
+            s["relative_gap"] = gap
+    if "threads" in solver:
+        s["threads"] = _integer("solver.threads", solver["threads"], 0, MAX_THREADS, bad)
+    if "seed" in solver:
+        s["seed"] = _integer("solver.seed", solver["seed"], 0, INT32_MAX, bad)
+    if "pyomo_solver" in solver:
+        value = solver["pyomo_solver"]
+        if not isinstance(value, str):
+            bad("solver.pyomo_solver", f"must be a string, got {_kind(value)}")
+        elif value and s.get("backend") is not Backend.PYOMO:
+            bad("solver.pyomo_solver", 'is only used with backend = "pyomo" (set it too)')
+        else:
+            s["pyomo_solver"] = value
+    if problems:
+        raise ProfileError(problems)
+    return Profile(
+        weights=ProfileWeights(**w),
+        solver=ProfileSolver(**{k: v for k, v in s.items() if v is not None}),
+        source=source,
+    )
+
+
+def _table(data: Mapping[str, Any], name: str, keys: tuple[str, ...], bad: Any) -> dict[str, Any]:
+    table = data.get(name, {})
+    if not isinstance(table, dict):
+        bad(name, f"must be a table ([{name}]), got {_kind(table)}")
+        return {}
+    out: dict[str, Any] = {}
+    for key, value in table.items():
+        if key in keys:
+            out[key] = value
+        else:
+            bad(f"{name}.{key}", f"unknown key; [{name}] takes {', '.join(keys)}")
+    return out
+
+
+def _kind(value: Any) -> str:
+    """A TOML type name for messages."""
+    if isinstance(value, bool):
+        return f"a boolean ({str(value).lower()})"
+    if isinstance(value, int | float):
+        return f"a number ({value})"
+    if isinstance(value, str):
+        return f"a string ({value!r})"
+    if isinstance(value, dict):
+        return "a table"
+    if isinstance(value, list):
+        return "an array"
+    return type(value).__name__
+
+
+def _number(key: str, value: Any, bad: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        bad(key, f"must be a number, got {_kind(value)}")
+        return None
+    if not math.isfinite(value):
+        bad(key, f"must be finite, got {value}")
+        return None
+    return float(value)
+
+
+def _integer(key: str, value: Any, low: int, high: int, bad: Any) -> int | None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        bad(key, f"must be an integer, got {_kind(value)}")
+        return None
+    if not low <= value <= high:
+        bad(key, f"must be in [{low}, {high}], got {value}")
+        return None
+    return value
+
+
+def _duration(key: str, value: Any, bad: Any) -> float | None:
+    if isinstance(value, str):
+        try:
+            return parse_duration(value)
+        except ValueError as e:
+            bad(key, str(e))
+            return None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        bad(key, f'must be a duration such as "5s" or a number of seconds, got {_kind(value)}')
+        return None
+    if not (math.isfinite(value) and value > 0):
+        bad(key, f"must be a positive number of seconds, got {value}")
+        return None
+    return float(value)
+
+
+# ---------------------------------------------------------------- use
+
+
+def apply_profile(request: pb.SolveRequest, profile: Profile) -> None:
+    """Set the request's unset weights and options from the profile (in place).
+
+    Fields the request sets win. Weights and the time budget have presence on the wire; the
+    other options count as unset at their zero value (BACKEND_UNSPECIFIED, 0, "").
+    """
+    w = request.weights
+    for key in WEIGHT_KEYS:
+        value = getattr(profile.weights, key)
+        if value is not None and not w.HasField(key):
+            setattr(w, key, value)
+    s = profile.solver
+    o = request.options
+    if s.time_budget_seconds is not None and not o.HasField("time_budget"):
+        o.time_budget.FromNanoseconds(round(s.time_budget_seconds * 1e9))
+    if s.backend is not None and o.backend == pb.BACKEND_UNSPECIFIED:
+        o.backend = backend_to_proto(s.backend)
+    if s.relative_gap is not None and o.relative_gap == 0:
+        o.relative_gap = s.relative_gap
+    if s.threads is not None and o.threads == 0:
+        o.threads = s.threads
+    if s.seed is not None and o.seed == 0:
+        o.seed = s.seed
+    if s.pyomo_solver is not None and not o.pyomo_solver:
+        o.pyomo_solver = s.pyomo_solver
+
+
+def format_profile(profile: Profile) -> str:
+    """The effective values as TOML (loadable again), defaults marked in comments."""
+    lines = [f"# effective profile of {profile.source or '(none)'}"]
+    lines.append("# keys marked 'default' are not set in the file")
+    lines.append("")
+    lines.append("[weights]")
+    eff_w = profile.effective_weights()
+    for key in WEIGHT_KEYS:
+        value = getattr(eff_w, key)
+        comment = "  # default" if getattr(profile.weights, key) is None else ""
+        lines.append(f"{key} = {float(value)!r}{comment}")
+    lines.append("")
+    lines.append("[solver]")
+    eff = profile.effective_options()
+    s = profile.solver
+    notes = {
+        "time_budget": "  # default (the server's default time budget)",
+        "threads": "  # default: 0 = the server's default (all cores)",
+        "pyomo_solver": '  # default: "" = appsi_highs with backend pyomo',
+    }
+    values = {
+        "time_budget": (s.time_budget_seconds, f'"{format_duration(eff.time_budget_seconds)}"'),
+        "backend": (s.backend, f'"{eff.backend.name.lower()}"'),
+        "relative_gap": (s.relative_gap, repr(float(eff.relative_gap))),
+        "threads": (s.threads, str(eff.threads)),
+        "seed": (s.seed, str(eff.seed)),
+        "pyomo_solver": (s.pyomo_solver, f'"{eff.pyomo_solver}"'),
+    }
+    for key in SOLVER_KEYS:
+        set_value, text = values[key]
+        comment = "" if set_value is not None else notes.get(key, "  # default")
+        lines.append(f"{key} = {text}{comment}")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,1 @@
+"""The command-line edge: ``dsfro`` and its commands."""

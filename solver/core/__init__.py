@@ -1,0 +1,1 @@
+"""The solver core: one Solver, its settings, its deadline and its incumbent."""
