@@ -2,7 +2,7 @@
 
 For each family (seed 1) and budget, the request is handled as the service handles it
 (solver/service/servicer.py): validated, converted (solver.app.convert.problem_from_proto), then
-solved by pipeline.solve with `deadline=` the monotonic instant the answer is due and the
+solved by a Solver with the call's Deadline (the budget from the call's start) and the
 service's kind of executor, then turned back into protobuf. The clock starts before
 validation, as an RPC deadline's does, so validation and conversion count against the budget.
 The table gives medians over the repeats of: conversion (validation + problem_from_proto),
@@ -34,11 +34,14 @@ from solver.app import pipeline
 from solver.app.convert import problem_from_proto, result_to_proto
 from solver.app.limits import Limits
 from solver.app.validation import validate_request
-from solver.core import orchestrator
-from solver.domain import Backend, Problem, Termination
+from solver.core.incumbent import Incumbent
+from solver.core.settings import SolverSettings
+from solver.core.solver import Solver
+from solver.domain import Backend, Problem
 from solver.offline.generate import generate, spec_from_args
 from solver.perfmodel.configs import build_config_set
-from solver.runtime.pools import Executor, make_executor
+from solver.runtime.executors import make_executor
+from solver.runtime.pools import Executor
 from solver.scoring.checker import check_plan
 from solver.scoring.plans import materialize
 from solver.search.heuristic import Heuristic
@@ -71,12 +74,12 @@ def solve_once(
     overrides = pipeline.Overrides(time_budget_seconds=budget, backend=backend)
     request = pipeline.prepare(request, None, overrides)
     start = time.monotonic()
-    deadline = start + budget
     violations = validate_request(request, LIMITS)
     assert not violations, violations[0]
     problem = problem_from_proto(request, LIMITS)
     converted = time.monotonic()
-    result = pipeline.solve(problem, deadline=deadline, executor=executor)
+    solver = Solver(executor=executor)
+    result = solver.solve(problem, pipeline.deadline_of(solver, problem, arrival=start))
     result_to_proto(result)
     answered = time.monotonic()
     check_start = time.monotonic()
@@ -167,15 +170,13 @@ def _stages(request: pb.SolveRequest) -> list[float]:
     state, greedy = _timed(lambda: heuristic.greedy(0.0))
     plan, mat = _timed(lambda: materialize(p, configs, dict(state.choices)))
     _, check = _timed(lambda: check_plan(p, plan.assignments))
-    result = orchestrator._result(
-        plan,
-        configs,
-        orchestrator._Clock(0.0, 0.0),
-        Termination.FEASIBLE,
-        Backend.HEURISTIC,
-        None,
-        0.0,
-        "",
+    incumbent = Incumbent(p, improve=False)
+    incumbent.offer(plan, "heuristic", Backend.HEURISTIC)
+    result = incumbent.result(
+        wall_seconds=0.0,
+        first_plan_seconds=0.0,
+        num_configurations=configs.num_configurations,
+        num_configurations_enumerated=configs.num_enumerated,
     )
     _, proto = _timed(lambda: result_to_proto(result))
     quick = _quick_seconds(p, float("inf"))
@@ -202,8 +203,9 @@ def _quick_seconds(problem: Problem, end: float) -> float:
         from solver.search.quick import quick_plan  # absent before the change
     except ImportError:
         return float("nan")
+    s = SolverSettings()
     t = time.monotonic()
-    quick_plan(problem, end=end)
+    quick_plan(problem, end, chunk_jobs=s.quick_chunk_jobs, check_every=s.quick_check_every)
     return time.monotonic() - t
 
 

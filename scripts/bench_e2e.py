@@ -21,7 +21,7 @@ from solver._proto.dsfro.v1 import scheduler_pb2 as pb
 from solver._proto.dsfro.v1 import scheduler_pb2_grpc
 from solver.app.convert import enum_label, load_request_json, problem_from_proto
 from solver.app.limits import Limits
-from solver.core import orchestrator
+from solver.core.solver import Solver
 from solver.domain import Backend, Plan
 from solver.scoring.checker import check_plan
 from solver.service.config import ServerConfig
@@ -48,7 +48,7 @@ def solve_table(names: list[str], budget: float, repeat: int, backends: list[Bac
                     base.options, time_budget_seconds=budget, backend=backend
                 ),
             )
-            runs = [orchestrator.solve(p) for _ in range(repeat)]
+            runs = [Solver().solve(p) for _ in range(repeat)]
             for r in runs:
                 if r.plan.assignments:
                     assert not check_plan(p, r.plan.assignments), "a plan failed the checker"
@@ -76,7 +76,7 @@ def service_table(name: str, budget: float, repeat: int, rpc_timeouts: list[floa
         "| --- | --- | --- | --- | --- | --- | --- |",
     ]
     try:
-        direct = orchestrator.solve(problem_from_proto(req, Limits()))
+        direct = Solver().solve(problem_from_proto(req, Limits()))
         with grpc.insecure_channel(
             f"127.0.0.1:{server.port}",
             options=[("grpc.max_receive_message_length", 256 << 20)],

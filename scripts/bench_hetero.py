@@ -33,7 +33,7 @@ import highspy
 from solver.app import pipeline
 from solver.app.convert import load_request_json
 from solver.app.limits import Limits
-from solver.core import orchestrator
+from solver.core.solver import Solver
 from solver.domain import Backend, Problem, SolveResult
 from solver.exact import formulation
 from solver.exact.backends.highs import load, new_highs
@@ -85,7 +85,7 @@ def solve(instance: Instance, backend: Backend, budget: float) -> SolveResult:
         p,
         options=dataclasses.replace(p.options, backend=backend, time_budget_seconds=budget),
     )
-    result = orchestrator.solve(problem)
+    result = Solver().solve(problem)
     violations = check_plan(problem, result.plan.assignments)
     assert not violations, f"{instance.name}: {violations[0]}"
     return result

@@ -20,11 +20,12 @@ from dataclasses import dataclass
 
 from solver.app.convert import problem_from_proto
 from solver.app.limits import Limits
-from solver.core import orchestrator
+from solver.core.solver import Solver
 from solver.domain import Backend, SolveResult
 from solver.offline.generate import FAMILIES as GENERATED_FAMILIES
 from solver.offline.generate import generate, spec_from_args
-from solver.runtime.pools import Executor, make_executor
+from solver.runtime.executors import make_executor
+from solver.runtime.pools import Executor
 from solver.scoring.checker import check_plan
 
 
@@ -60,7 +61,7 @@ def run(family: Family, seed: int, backend: Backend, executor: Executor) -> Solv
             problem.options, time_budget_seconds=family.budget, backend=backend, seed=seed
         ),
     )
-    result = orchestrator.solve(problem, executor=executor)
+    result = Solver(executor=executor).solve(problem)
     if result.plan.assignments:
         violations = check_plan(problem, result.plan.assignments)
         assert not violations, f"{family.name}/{seed}: {violations[0]}"

@@ -50,14 +50,12 @@ def stub(channel: grpc.Channel) -> scheduler_pb2_grpc.SchedulerServiceStub:
 
 
 @pytest.fixture(autouse=True)
-def fresh_crash_window(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Each test starts with no recent worker-pool replacements: tests that kill workers must
-    not turn another test's server NOT_SERVING (the crash-loop window is process-wide)."""
-    from collections import deque
+def fresh_crash_window() -> None:
+    """Each test starts with no recent worker replacements: tests that kill workers must not
+    turn another test's server NOT_SERVING (the crash-loop window is process-wide)."""
+    from solver.runtime import crashes
 
-    from solver.runtime import pools as executor
-
-    monkeypatch.setattr(executor, "_replaced_at", deque(maxlen=64))
+    crashes.forget_recent()
 
 
 @pytest.fixture(scope="session")

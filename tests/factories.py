@@ -281,21 +281,50 @@ def make_request() -> pb.SolveRequest:
 
 
 if TYPE_CHECKING:  # imported lazily: validation tests must not need the server modules
+    from solver.core.solver import Solver
     from solver.service.server import SchedulerServer
 
 SERVER_STOP_WAIT = 30.0
 
 
 @contextmanager
-def running_server(**overrides: Any) -> Iterator[SchedulerServer]:
-    """A started server on an ephemeral loopback port with these ServerConfig settings,
-    stopped afterwards."""
+def running_server(solver: Solver | None = None, **overrides: Any) -> Iterator[SchedulerServer]:
+    """A started server on an ephemeral loopback port with these ServerConfig settings and
+    `solver` (default: a real one), stopped afterwards."""
     from solver.service.config import ServerConfig
     from solver.service.server import build_server
 
-    srv = build_server(ServerConfig(**{"host": "127.0.0.1", "port": 0, **overrides}))
+    srv = build_server(ServerConfig(**{"host": "127.0.0.1", "port": 0, **overrides}), solver)
     srv.start()
     try:
         yield srv
     finally:
         srv.stop(None).wait(SERVER_STOP_WAIT)
+
+
+if TYPE_CHECKING:
+    import threading
+
+    from solver.core.settings import SolverSettings
+    from solver.runtime.pools import Executor
+
+
+def solve(
+    p: Problem,
+    *,
+    seconds: float | None = None,
+    executor: Executor | None = None,
+    stop: threading.Event | None = None,
+    settings: SolverSettings | None = None,
+) -> SolveResult:
+    """`p` solved by a Solver with `settings` within `seconds` from now (default: its time
+    budget); a decomposed solve's parts on `executor` (default: the solver's own)."""
+    from solver.core.deadline import Deadline
+    from solver.core.solver import Solver
+
+    solver = Solver(settings, executor=executor)
+    deadline = None if seconds is None else Deadline.after(seconds, solver.settings, len(p.jobs))
+    try:
+        return solver.solve(p, deadline, stop)
+    finally:
+        solver.close()

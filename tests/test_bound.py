@@ -5,14 +5,22 @@ from __future__ import annotations
 import highspy
 import pytest
 
-from solver.core.orchestrator import solve
 from solver.domain import Backend, Termination
 from solver.exact import formulation
 from solver.exact.backends import SolverStatus
 from solver.perfmodel.configs import build_config_set
 from solver.search.bound import _Lp, solve_aggregate
 from tests.bruteforce import solve_exact
-from tests.factories import cluster, job, node, only_throughput, point, problem, random_tiny
+from tests.factories import (
+    cluster,
+    job,
+    node,
+    only_throughput,
+    point,
+    problem,
+    random_tiny,
+    solve,
+)
 
 
 @pytest.mark.parametrize("seed", range(6))

@@ -16,16 +16,15 @@ from solver._proto.dsfro.v1 import scheduler_pb2_grpc
 from solver.app.arguments import duration_arg
 from solver.cli.main import main
 from solver.cli.plan_text import compact_indices, format_plan, format_stats
-from solver.core import orchestrator
+from solver.core.solver import Solver
 from solver.domain import (
     Backend,
-    Problem,
-    SolveResult,
 )
 from solver.service.security import TlsFiles
 from solver.service.server import SchedulerServer
-from tests.factories import canned_result, make_request
+from tests.factories import make_request
 from tests.factories import running_server as running
+from tests.fakes import Broken, Canned, Recording, Remembering, records
 from tests.tls_certs import Pki
 
 WAIT = 60.0
@@ -62,32 +61,16 @@ def test_solve_on_an_unreachable_server_exits_1(
     assert "UNAVAILABLE" in err and "Traceback" not in err
 
 
-def record_solves(monkeypatch: pytest.MonkeyPatch) -> list[Problem]:
-    """Replace the solver with one that records each problem and queues every job."""
-    seen: list[Problem] = []
-
-    def record(
-        problem: Problem,
-        *,
-        deadline: float | None = None,
-        executor: object = None,
-        cancel: object = None,
-    ) -> SolveResult:
-        seen.append(problem)
-        return canned_result(problem, problem.options.backend)
-
-    monkeypatch.setattr(orchestrator, "solve", record)
-    return seen
-
-
 def write_request(tmp_path: Path, req: pb.SolveRequest | None = None) -> str:
     path = tmp_path / "request.json"
     path.write_text(json_format.MessageToJson(req if req is not None else make_request()))
     return str(path)
 
 
-def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
+def run(
+    capsys: pytest.CaptureFixture[str], *argv: str, solver: Solver | None = None
+) -> tuple[int, str, str]:
+    code = main(list(argv), solver=solver)
     out, err = capsys.readouterr()
     return code, out, err
 
@@ -130,9 +113,9 @@ def test_solve_json_prints_the_solve_response(
 
 
 def test_flags_override_the_file_options(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    seen = record_solves(monkeypatch)
+    fake = Remembering()
     code, _, err = run(
         capsys,
         "solve",
@@ -145,9 +128,10 @@ def test_flags_override_the_file_options(
         "42",
         "--threads",
         "3",
+        solver=fake,
     )
     assert code == 0, err
-    [problem] = seen
+    [problem] = fake.seen
     o = problem.options
     assert (o.time_budget_seconds, o.backend, o.seed, o.threads) == (1.5, Backend.CPSAT, 42, 3)
 
@@ -162,21 +146,11 @@ def test_flags_are_validated_like_the_file(
 
 
 def test_an_internal_error_exits_1_without_a_traceback(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    def broken(
-        problem: Problem,
-        *,
-        deadline: float | None = None,
-        executor: object = None,
-        cancel: object = None,
-    ) -> SolveResult:
-        raise RuntimeError("boom")
-
-    monkeypatch.setattr(orchestrator, "solve", broken)
-    code, _, err = run(capsys, "solve", write_request(tmp_path))
+    code, _, err = run(capsys, "solve", write_request(tmp_path), solver=Broken())
     assert code == 1
-    assert err.strip() == "dsfro: internal error: RuntimeError: boom"
+    assert err.strip() == "dsfro: internal error: RuntimeError: secret detail"
 
 
 # ---------------------------------------------------------------- validate and bad input
@@ -369,9 +343,9 @@ def test_cli_and_grpc_give_the_same_plan_for_the_same_seed(
 
 
 def test_backend_and_pyomo_solver_flags_reach_the_options(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    seen = record_solves(monkeypatch)
+    fake = Remembering()
     code, _, err = run(
         capsys,
         "solve",
@@ -380,11 +354,12 @@ def test_backend_and_pyomo_solver_flags_reach_the_options(
         "pyomo",
         "--pyomo-solver",
         "appsi_highs",
+        solver=fake,
     )
     assert code == 0, err
-    code, _, err = run(capsys, "solve", write_request(tmp_path), "--backend", "highs")
+    code, _, err = run(capsys, "solve", write_request(tmp_path), "--backend", "highs", solver=fake)
     assert code == 0, err
-    assert [(p.options.backend, p.options.pyomo_solver) for p in seen] == [
+    assert [(p.options.backend, p.options.pyomo_solver) for p in fake.seen] == [
         (Backend.PYOMO, "appsi_highs"),
         (Backend.HIGHS, ""),
     ]
@@ -553,7 +528,7 @@ def test_health_is_fast_and_loads_no_solver() -> None:
         "from solver.cli.main import main\n"
         "rc = main(['health', '--server', '127.0.0.1:1', '--timeout', '1s'])\n"
         "heavy = ('numpy', 'ortools', 'highspy', 'pyomo', 'solver.app.pipeline', "
-        "'solver.service.server', 'solver.core.orchestrator', 'solver.offline', "
+        "'solver.service.server', 'solver.core', 'solver.offline', "
         "'solver.simulate')\n"
         "print(json.dumps([rc, sorted(m for m in sys.modules if m.startswith(heavy))]))"
     )
@@ -575,12 +550,13 @@ def test_solve_over_tls_with_a_token(
     capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    seen = record_solves(monkeypatch)
+    seen = tmp_path / "seen.jsonl"
     request = write_request(tmp_path)
     token_file = tmp_path / "token"
     token_file.write_text(TOKEN + "\n")
     monkeypatch.delenv("DSFRO_TOKEN", raising=False)
-    with running(tls=TlsFiles(pki.server.cert, pki.server.key), token=TOKEN) as srv:
+    server_tls = TlsFiles(pki.server.cert, pki.server.key)
+    with running(Recording(seen), tls=server_tls, token=TOKEN) as srv:
         address = f"localhost:{srv.port}"
         tls = ["--server", address, "--tls-ca", str(pki.ca)]
         code, out, err = run(
@@ -603,7 +579,7 @@ def test_solve_over_tls_with_a_token(
         assert run(capsys, "health", *tls) == (0, f"{address}: SERVING\n", "")
         code, _, err = run(capsys, "health", "--server", address)
         assert code == 1 and "UNAVAILABLE" in err
-    assert len(seen) == 2
+    assert len(records(seen)) == 2
 
 
 def test_health_and_solve_with_a_client_certificate(
@@ -612,9 +588,8 @@ def test_health_and_solve_with_a_client_certificate(
     capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    record_solves(monkeypatch)
     files = TlsFiles(pki.server.cert, pki.server.key, client_ca=pki.ca)
-    with running(tls=files, allowed_clients=frozenset({"scheduler"})) as srv:
+    with running(Canned(), tls=files, allowed_clients=frozenset({"scheduler"})) as srv:
         tls = ["--server", f"127.0.0.1:{srv.port}", "--tls-ca", str(pki.ca)]
         cert = ["--tls-cert", str(pki.scheduler.cert), "--tls-key", str(pki.scheduler.key)]
         assert run(capsys, "health", *tls, *cert)[0] == 0

@@ -14,7 +14,6 @@ import pytest
 
 from solver.app.convert import load_request_json, problem_from_proto
 from solver.app.limits import Limits
-from solver.core import orchestrator
 from solver.domain import Backend, Problem, Termination
 from solver.perfmodel.configs import build_config_set
 from solver.runtime.pools import InlineExecutor, LocalExecutor, Stop, WorkerLost
@@ -22,6 +21,7 @@ from solver.scoring.checker import check_plan
 from solver.scoring.plans import materialize
 from solver.search.decompose import partition, solve_decomposed
 from solver.search.heuristic import Heuristic
+from tests.factories import solve
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -72,7 +72,7 @@ def test_partition_balances_gpus_per_type() -> None:
 
 def test_merged_plans_pass_the_checker_and_stay_near_the_whole() -> None:
     p = load("medium")
-    d = solve_decomposed(p, InlineExecutor(), end=time.monotonic() + 20, parts=4)
+    d = solve_decomposed(p, InlineExecutor(), end=time.monotonic() + 20, part_gpus=2048, parts=4)
     assert d.parts == 4
     whole = build_config_set(p)
     assert d.configs.best_samples_per_second == pytest.approx(whole.best_samples_per_second)
@@ -88,7 +88,7 @@ def test_merged_plans_pass_the_checker_and_stay_near_the_whole() -> None:
 
 def test_completion_starts_queued_jobs_in_room_left_by_other_parts() -> None:
     p = load("medium")
-    d = solve_decomposed(p, InlineExecutor(), end=time.monotonic() + 5, parts=8)
+    d = solve_decomposed(p, InlineExecutor(), end=time.monotonic() + 5, part_gpus=2048, parts=8)
     heuristic = Heuristic(p, d.configs)
     merged = materialize(p, d.configs, d.final)
     completed = heuristic.complete(d.final, time.monotonic() + 2)
@@ -126,7 +126,7 @@ def _decomposed(name: str, budget: float) -> Problem:
 
 def test_a_worker_lost_in_the_first_round_falls_back_to_the_heuristic_here() -> None:
     p = _decomposed("medium", 10.0)
-    r = orchestrator.solve(p, executor=_DiesAtOnce())
+    r = solve(p, executor=_DiesAtOnce())
     assert r.stats.termination is Termination.FALLBACK
     assert r.stats.detail.startswith("a solve worker process died (killed) in the first round")
     assert r.stats.detail.endswith("heuristic only")  # time was left for the heuristic
@@ -141,7 +141,7 @@ def test_a_cancelled_decomposed_solve_answers_at_once_with_a_plan() -> None:
     try:
         threading.Timer(1.0, cancel.set).start()
         start = time.monotonic()
-        r = orchestrator.solve(p, executor=executor, cancel=cancel)
+        r = solve(p, executor=executor, stop=cancel)
         took = time.monotonic() - start
         assert took < 30.0, took  # far from the 60 s budget: the parts were dropped
         assert check_plan(p, r.plan.assignments) == []
@@ -159,7 +159,7 @@ def test_a_worker_lost_in_the_second_round_returns_the_first_plan_as_fallback() 
             p.options, backend=Backend.DECOMPOSED, time_budget_seconds=10.0
         ),
     )
-    r = orchestrator.solve(p, executor=_DiesInTheSecondRound())
+    r = solve(p, executor=_DiesInTheSecondRound())
     assert r.stats.termination is Termination.FALLBACK
     assert "died" in r.stats.detail and "first round" in r.stats.detail
     assert check_plan(p, r.plan.assignments) == []

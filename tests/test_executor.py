@@ -13,15 +13,10 @@ import pytest
 
 from solver.app.convert import load_request_json, problem_from_proto
 from solver.app.limits import Limits
-from solver.runtime.pools import (
-    THREAD_VARIABLES,
-    Executor,
-    InlineExecutor,
-    LocalExecutor,
-    RayExecutor,
-    WorkerLost,
-    make_executor,
-)
+from solver.runtime.cores import THREAD_VARIABLES
+from solver.runtime.executors import make_executor
+from solver.runtime.pools import Executor, InlineExecutor, LocalExecutor, WorkerLost
+from solver.runtime.ray import RayExecutor
 from solver.search.decompose import solve_decomposed
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -73,7 +68,7 @@ def test_ray_keeps_order_and_caps_threads(ray_executor: RayExecutor) -> None:
 
 def _decompose(executor: Executor) -> dict[str, tuple[str, int, dict[str, int]]]:
     p = problem_from_proto(load_request_json(ROOT / "instances" / "small.json"), Limits())
-    d = solve_decomposed(p, executor, end=time.monotonic() + 0.4, parts=2)
+    d = solve_decomposed(p, executor, end=time.monotonic() + 0.4, part_gpus=2048, parts=2)
     return {j: (c.gpu_type, c.sm_clock_mhz, dict(n)) for j, (c, n) in d.first.items()}
 
 

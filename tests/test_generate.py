@@ -13,6 +13,7 @@ from google.protobuf import json_format
 
 from solver._proto.dsfro.v1 import scheduler_pb2 as pb
 from solver.offline import generate as g
+from tests.factories import solve
 
 ROOT = Path(__file__).resolve().parent.parent
 INSTANCES = ROOT / "instances"
@@ -332,11 +333,10 @@ def test_hetero_power_budget_binds_while_gpus_stay_free() -> None:
     """Solved, the plan draws the cluster budget while a third of the GPUs stay unused."""
     from solver.app.convert import problem_from_proto
     from solver.app.limits import Limits
-    from solver.core import orchestrator
     from solver.scoring.checker import PlanView, check_plan, rack_watts
 
     problem = problem_from_proto(hetero_power(32, 1, "--time-budget", "2"), Limits())
-    result = orchestrator.solve(problem)
+    result = solve(problem)
     assert check_plan(problem, result.plan.assignments) == []
     view = PlanView(problem, result.plan.assignments)
     budget = problem.cluster.power_budget_watts

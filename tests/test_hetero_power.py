@@ -19,10 +19,10 @@ import pytest
 from solver.app import pipeline
 from solver.app.convert import load_request_json
 from solver.app.limits import Limits
-from solver.core import orchestrator
 from solver.domain import Backend
 from solver.offline import generate as g
 from solver.scoring.checker import check_plan
+from tests.factories import solve
 
 DIR = Path(__file__).resolve().parent.parent / "instances" / "hetero-power"
 FILES = sorted(DIR.glob("hetero-power-*.json"))
@@ -69,7 +69,7 @@ def test_auto_respects_the_proven_optimum(entry: dict[str, Any]) -> None:
         problem.options, time_budget_seconds=AUTO_BUDGET_SECONDS, backend=Backend.AUTO
     )
     problem = dataclasses.replace(problem, options=options)
-    result = orchestrator.solve(problem)
+    result = solve(problem)
     assert check_plan(problem, result.plan.assignments) == []
     optimum = entry["objective"]
     assert result.plan.objective.total <= optimum + tolerance(optimum)

@@ -22,7 +22,7 @@ from solver.extras import MissingExtraError
 from solver.offline.calibration import cli as calibrate_cli
 from solver.perfmodel import load_all
 from solver.perfmodel.catalog import MODELS_DIR_ENV, CatalogError
-from solver.runtime.pools import RayExecutor
+from solver.runtime.ray import RayExecutor
 from solver.service.config import (
     ConfigError,
     ServerConfig,

@@ -16,25 +16,25 @@ from solver._proto.dsfro.v1 import scheduler_pb2 as pb
 from solver.app.convert import load_request_json, plan_to_proto, problem_from_proto
 from solver.app.limits import Limits
 from solver.app.validation import validate_request
-from solver.core import orchestrator
 from solver.domain import JobState, Problem, SolveResult, Termination
 from solver.scoring.checker import check_plan
+from tests.factories import solve
 
 ROOT = Path(__file__).resolve().parent.parent
 GOLDEN = Path(__file__).resolve().parent / "golden"
 TINY = ["tiny-1node", "tiny-power", "tiny-migration"]
 
 
-def solve(name: str) -> tuple[Problem, SolveResult]:
+def solve_instance(name: str) -> tuple[Problem, SolveResult]:
     req = load_request_json(ROOT / "instances" / f"{name}.json")
     assert validate_request(req, Limits()) == []
     problem = problem_from_proto(req, Limits())
-    return problem, orchestrator.solve(problem)
+    return problem, solve(problem)
 
 
 @pytest.mark.parametrize("name", TINY)
 def test_tiny_plan_matches_its_golden_file(name: str) -> None:
-    _, result = solve(name)
+    _, result = solve_instance(name)
     assert result.stats.termination is Termination.OPTIMAL
     got = json_format.MessageToJson(
         plan_to_proto(result.plan), indent=1, sort_keys=True, preserving_proto_field_name=True
@@ -46,7 +46,7 @@ def test_tiny_plan_matches_its_golden_file(name: str) -> None:
 
 
 def test_tiny_1node_runs_both_4_gpu_jobs() -> None:
-    _, r = solve("tiny-1node")
+    _, r = solve_instance("tiny-1node")
     states = {a.job: a.state for a in r.plan.assignments}
     assert sorted(j for j, s in states.items() if s is JobState.RUNNING) == [
         "resnet-50-bs64",
@@ -56,7 +56,7 @@ def test_tiny_1node_runs_both_4_gpu_jobs() -> None:
 
 
 def test_tiny_power_runs_below_the_top_clock_within_the_budget() -> None:
-    p, r = solve("tiny-power")
+    p, r = solve_instance("tiny-power")
     (a,) = r.plan.assignments
     assert a.state is JobState.RUNNING and a.config is not None
     gpu = p.cluster.gpu_types[a.config.gpu_type]
@@ -68,7 +68,7 @@ def test_tiny_power_runs_below_the_top_clock_within_the_budget() -> None:
 
 
 def test_tiny_migration_keeps_the_running_job() -> None:
-    _, r = solve("tiny-migration")
+    _, r = solve_instance("tiny-migration")
     kept = r.plan.assignment("resnet-50-bs64")
     assert not kept.migrated
     assert [(s.node, s.gpu_indices) for s in kept.placement] == [
@@ -85,7 +85,7 @@ def test_larger_instances_give_checked_plans_with_a_proven_bound(name: str) -> N
     req.options.time_budget.FromMilliseconds(1500)
     req.options.backend = pb.BACKEND_AGGREGATE
     problem = problem_from_proto(req, Limits())
-    r = orchestrator.solve(problem)
+    r = solve(problem)
     assert check_plan(problem, r.plan.assignments) == []
     assert r.stats.best_bound is not None and r.stats.relative_gap is not None
     assert r.stats.best_bound >= r.stats.objective

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from solver.core import orchestrator
+from solver.core.settings import SolverSettings
 from solver.domain import JobState, Plan, Problem
 from solver.exact import lns
 from solver.exact.lns import Lns, Neighbourhood, merge, sub_problem
@@ -24,6 +24,7 @@ from tests.factories import (
     point,
     problem,
     random_tiny,
+    solve,
 )
 
 
@@ -115,7 +116,7 @@ def test_lns_plans_pass_the_checker_and_never_get_worse(seed: int) -> None:
 def test_a_neighbourhood_without_gain_keeps_the_incumbent() -> None:
     p = _two_node_problem()
     configs = build_config_set(p)
-    optimum = orchestrator.solve(p).plan
+    optimum = solve(p).plan
     search = Lns(p, configs, optimum)
     search.neighbourhood = lambda: Neighbourhood("random", frozenset({"a", "b"}))  # type: ignore[method-assign]
     assert not search.step(time.monotonic() + 5.0)
@@ -133,12 +134,9 @@ def test_neighbourhoods_hold_running_and_waiting_jobs() -> None:
         assert hood.jobs <= {"a", "b", "c"}
 
 
-def test_auto_searches_by_lns_when_the_full_model_is_too_large(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.setattr(orchestrator, "FULL_MODEL_MAX_VARIABLES", 0)
+def test_auto_searches_by_lns_when_the_full_model_is_too_large() -> None:
     p = dataclasses.replace(_two_node_problem(power=5000.0))
-    r = orchestrator.solve(p)
+    r = solve(p, settings=SolverSettings(full_model_max_variables=0))
     assert "full model skipped" in r.stats.detail and "LNS" in r.stats.detail
     assert check_plan(p, r.plan.assignments) == []
     assert r.plan.objective.total == pytest.approx(brute_force(p, build_config_set(p)), abs=1e-6)

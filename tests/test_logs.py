@@ -11,16 +11,12 @@ import subprocess
 import sys
 import threading
 from pathlib import Path
-from typing import Any
 
 import grpc
 import pytest
 
 from solver._proto.dsfro.v1 import scheduler_pb2 as pb
 from solver._proto.dsfro.v1.scheduler_pb2_grpc import SchedulerServiceStub as Stub
-from solver.app import pipeline
-from solver.domain import Problem, SolveResult
-from solver.service import logs
 from solver.service.config import ServerConfig
 from solver.service.logs import (
     REQUEST_ID_HEADER,
@@ -31,7 +27,8 @@ from solver.service.logs import (
     json_formatter,
 )
 from solver.service.server import build_server, main
-from tests.factories import canned_result, make_request
+from tests.factories import make_request
+from tests.fakes import RequestIds, records
 
 ROOT = Path(__file__).resolve().parents[1]
 WAIT = 30.0
@@ -60,16 +57,11 @@ def test_formats_carry_the_request_id() -> None:
 
 
 def test_every_call_gets_a_request_id_that_reaches_the_solve_and_its_logs(
-    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    seen: list[str | None] = []
-
-    def fake_solve(problem: Problem, **kwargs: Any) -> SolveResult:
-        seen.append(logs.request_id.get())  # on the solve pool's thread
-        return canned_result(problem)
-
-    monkeypatch.setattr(pipeline, "solve", fake_solve)
-    srv = build_server(ServerConfig(host="127.0.0.1", port=0, max_concurrent_solves=1))
+    seen = tmp_path / "ids.jsonl"
+    config = ServerConfig(host="127.0.0.1", port=0, max_concurrent_solves=1)
+    srv = build_server(config, RequestIds(seen))
     srv.start()
     try:
         with grpc.insecure_channel(f"127.0.0.1:{srv.port}") as ch, caplog.at_level("INFO"):
@@ -87,7 +79,7 @@ def test_every_call_gets_a_request_id_that_reaches_the_solve_and_its_logs(
             assert info.value.code() is grpc.StatusCode.INVALID_ARGUMENT
     finally:
         srv.stop(None).wait(WAIT)
-    assert seen == ["round-7", fresh]
+    assert records(seen) == ["round-7", fresh]  # in the solve worker
     access = [
         (r.getMessage().split()[1], r.request_id)  # type: ignore[attr-defined]
         for r in caplog.records

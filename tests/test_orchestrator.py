@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
-from solver.core import orchestrator
 from solver.domain import Backend, JobState, Termination
 from solver.scoring.checker import check_plan
-from tests.factories import cluster, job, node, point, problem, random_tiny, running
+from tests.factories import cluster, job, node, point, problem, random_tiny, running, solve
 
 
 def test_small_instance_is_proven_optimal() -> None:
@@ -19,7 +16,7 @@ def test_small_instance_is_proven_optimal() -> None:
         job("b", point(4, 300)),
         job("c", point(4, 350), point(8, 500)),
     )
-    r = orchestrator.solve(p)
+    r = solve(p)
     assert r.stats.termination is Termination.OPTIMAL
     # The plan may be the heuristic's own: a model solved to optimality proves it (the
     # aggregated MIP, whose bound meets the plan here, or the full model on HiGHS).
@@ -32,7 +29,7 @@ def test_small_instance_is_proven_optimal() -> None:
 
 def test_heuristic_backend_reports_no_bound() -> None:
     p = problem(cluster(node("n0")), job("a", point(8, 800)), backend=Backend.HEURISTIC)
-    r = orchestrator.solve(p)
+    r = solve(p)
     assert r.stats.termination is Termination.FEASIBLE
     assert r.stats.backend_used is Backend.HEURISTIC
     assert r.stats.best_bound is None and r.stats.relative_gap is None
@@ -40,7 +37,7 @@ def test_heuristic_backend_reports_no_bound() -> None:
 
 def test_no_time_left_returns_the_heuristic_plan_as_fallback() -> None:
     p = problem(cluster(node("n0")), job("a", point(8, 800)), job("b", point(4, 300)))
-    r = orchestrator.solve(p, deadline=time.monotonic() + 0.01)
+    r = solve(p, seconds=0.01)
     assert r.stats.termination is Termination.FALLBACK
     assert r.stats.backend_used is Backend.HEURISTIC
     assert check_plan(p, r.plan.assignments) == []
@@ -62,7 +59,7 @@ def test_non_preemptible_jobs_over_the_power_budget_are_infeasible() -> None:
             preemptible=False,
         ),
     )
-    r = orchestrator.solve(p)
+    r = solve(p)
     assert r.stats.termination is Termination.INFEASIBLE
     assert r.plan.assignments == ()
     assert "budget" in r.stats.detail
@@ -74,7 +71,7 @@ def test_job_without_configuration_is_queued_with_reason() -> None:
         job("big", point(8, 800), min_gpus=8),
         job("ok", point(4, 100)),
     )
-    r = orchestrator.solve(p)
+    r = solve(p)
     big = r.plan.assignment("big")
     assert big.state is JobState.QUEUED
     assert big.queue_reason is not None and big.queue_reason.value == "NO_FEASIBLE_CONFIGURATION"
@@ -82,7 +79,7 @@ def test_job_without_configuration_is_queued_with_reason() -> None:
 
 
 def test_empty_job_list_is_a_valid_answer() -> None:
-    r = orchestrator.solve(problem(cluster(node("n0"))))
+    r = solve(problem(cluster(node("n0"))))
     assert r.plan.assignments == ()
     assert r.stats.termination is Termination.OPTIMAL
     assert r.stats.objective == pytest.approx(0.0)
@@ -94,7 +91,7 @@ def test_decomposed_backend_merges_checked_parts_and_bounds_the_whole() -> None:
     c = cluster(*(node(f"n{i}", rack=f"r{i}") for i in range(4)))
     jobs = [job(f"j{k}", point(4, 400.0), point(8, 700.0)) for k in range(6)]
     p = problem(c, *jobs, backend=Backend.DECOMPOSED, budget=5.0)
-    r = orchestrator.solve(p, executor=InlineExecutor())
+    r = solve(p, executor=InlineExecutor())
     assert r.stats.backend_used is Backend.DECOMPOSED
     assert check_plan(p, r.plan.assignments) == []
     assert r.stats.best_bound is not None and r.stats.best_bound >= r.stats.objective
@@ -115,7 +112,7 @@ def test_the_reported_gap_is_at_least_the_true_gap(seed: int, backend: Backend) 
     p = random_tiny(seed)
     p = dataclasses.replace(p, options=dataclasses.replace(p.options, backend=backend))
     optimum = brute_force(p, build_config_set(p))
-    r = orchestrator.solve(p, executor=InlineExecutor())
+    r = solve(p, executor=InlineExecutor())
     if optimum == float("-inf"):
         assert r.stats.termination is Termination.INFEASIBLE
         return

@@ -23,9 +23,10 @@ from solver.app import pipeline
 from solver.app.convert import load_request_json
 from solver.app.limits import Limits
 from solver.cli.main import main
-from solver.core import orchestrator
+from solver.core.settings import SolverSettings
 from solver.domain import Backend, JobState, Plan, Problem
 from solver.search.quick import quick_plan
+from tests.factories import solve
 
 ROOT = Path(__file__).resolve().parent.parent
 GOLDEN = Path(__file__).resolve().parent / "golden" / "plans"
@@ -101,14 +102,20 @@ def _compare(name: str, got: Any) -> None:
 
 @pytest.mark.parametrize("name", sorted(PLAN_CASES))
 def test_the_plan_is_the_recorded_one(name: str) -> None:
-    result = orchestrator.solve(_problem(*PLAN_CASES[name]))
+    result = solve(_problem(*PLAN_CASES[name]))
     got = fingerprint(result.plan)
     got["termination"] = result.stats.termination.name
     _compare(name, got)
 
 
 def test_the_quick_plan_is_the_recorded_one() -> None:
-    quick = quick_plan(_problem("instances/medium.json", Backend.AUTO, 5, 0, 0), float("inf"))
+    settings = SolverSettings()
+    quick = quick_plan(
+        _problem("instances/medium.json", Backend.AUTO, 5, 0, 0),
+        float("inf"),
+        chunk_jobs=settings.quick_chunk_jobs,
+        check_every=settings.quick_check_every,
+    )
     _compare("medium.quick", fingerprint(quick.plan))
 
 

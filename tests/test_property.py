@@ -9,7 +9,6 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from solver.core import orchestrator
 from solver.domain import (
     Allocation,
     Backend,
@@ -33,7 +32,7 @@ from solver.search.local import local_search
 from solver.search.moves import move_admit, move_clock, move_reshape, move_swap
 from solver.search.pricing import dual_prices, price_ladder, uniform
 from solver.search.state import SearchState
-from tests.factories import A100, V100, cluster, job, node, point
+from tests.factories import A100, V100, cluster, job, node, point, solve
 
 
 @st.composite
@@ -113,7 +112,7 @@ def test_every_backend_returns_a_checked_plan(p: Problem, backend: Backend) -> N
         p.weights,
         SolveOptions(time_budget_seconds=1.0, backend=backend, threads=1),
     )
-    r = orchestrator.solve(p, executor=InlineExecutor())
+    r = solve(p, executor=InlineExecutor())
     if r.stats.termination is Termination.INFEASIBLE:
         # Only non-preemptible running jobs can make a request infeasible: over the power budget,
         # or in a shape their profile does not cover.
@@ -217,7 +216,7 @@ def test_lns_improvements_are_checked_and_strict(p: Problem) -> None:
 def test_auto_on_two_threads_returns_a_checked_plan_under_a_bound(p: Problem) -> None:
     """The portfolio: LNS with the aggregated MIP and the full model (worker process) beside."""
     p = Problem(p.cluster, p.jobs, p.weights, SolveOptions(time_budget_seconds=1.0, threads=2))
-    r = orchestrator.solve(p)
+    r = solve(p)
     if r.stats.termination is Termination.INFEASIBLE:
         assert any(j.current is not None and not j.preemptible for j in p.jobs)
         return

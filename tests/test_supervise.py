@@ -5,12 +5,9 @@ from __future__ import annotations
 import argparse
 import os
 import signal
-import threading
 import time
-from collections import deque
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import grpc
 import pytest
@@ -19,18 +16,19 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from solver._proto.dsfro.v1 import scheduler_pb2 as pb
 from solver._proto.dsfro.v1.scheduler_pb2_grpc import SchedulerServiceStub as Stub
 from solver.app.convert import load_request_json
-from solver.core import orchestrator
-from solver.domain import Backend, Problem, SolveResult
-from solver.exact import isolated as process
+from solver.domain import Backend
+from solver.exact import isolated
 from solver.exact.backends import ExactOptions, SolverStatus
 from solver.perfmodel.configs import build_config_set
+from solver.runtime import cores, crashes
 from solver.runtime import memory as supervise
-from solver.runtime import pools as executor
 from solver.runtime.pools import LocalExecutor, WorkerLost
+from solver.service.admission import Admission
 from solver.service.config import ServerConfig, add_server_arguments, config_from_args
 from solver.service.server import build_server
 from solver.service.servicer import CRASH_LOOP_RESTARTS, SERVICE_NAME
-from tests.factories import canned_result, cluster, job, make_request, node, point, problem
+from tests.factories import cluster, job, make_request, node, point, problem, running_server
+from tests.fakes import Held
 
 WAIT = 30.0
 MIB = 2**20
@@ -87,7 +85,7 @@ def test_the_exact_worker_over_its_memory_limit_is_an_error_with_the_reason(
         *(job(f"j{k}", point(2, 100 + k, watts=500)) for k in range(3)),
     )
     supervise.set_worker_memory_limit(16 * MIB)  # below any Python interpreter
-    out = process.solve_in_process(
+    out = isolated.solve_isolated(
         p,
         build_config_set(p),
         Backend.HIGHS,
@@ -133,50 +131,51 @@ SERVING = health_pb2.HealthCheckResponse.SERVING
 NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
 
 
-def test_a_stuck_solve_makes_the_service_not_ready_until_it_ends(
-    monkeypatch: pytest.MonkeyPatch,
+def test_a_solve_deaf_to_its_deadline_is_killed_and_answered_with_its_first_plan(
+    tmp_path: Path,
 ) -> None:
-    release = threading.Event()
-
-    def stuck(problem: Problem, **kwargs: Any) -> SolveResult:
-        release.wait(WAIT)  # deaf to its deadline and to cancellation
-        return canned_result(problem)
-
-    monkeypatch.setattr(orchestrator, "solve", stuck)
-    srv = build_server(ServerConfig(host="127.0.0.1", port=0, stuck_after_seconds=0.2))
-    srv.start()
-    try:
-        assert _status(srv.port, SERVICE_NAME) == SERVING
-        request = make_request()
-        request.options.time_budget.FromMilliseconds(100)
-        with grpc.insecure_channel(f"127.0.0.1:{srv.port}") as ch:
-            call = ch.unary_unary("/dsfro.v1.SchedulerService/Solve").future(
-                request.SerializeToString(), timeout=WAIT
-            )
-            _wait_for(srv.port, SERVICE_NAME, NOT_SERVING)
-            assert _status(srv.port, "") == SERVING  # alive: no restart wanted
-            release.set()
-            call.result(timeout=WAIT)
-            _wait_for(srv.port, SERVICE_NAME, SERVING)
-    finally:
-        release.set()
-        srv.stop(None).wait(WAIT)
+    """A solve that ignores its deadline and its stop is killed just past its due instant; the
+    call gets the first plan its worker sent ahead, as a FALLBACK, on time."""
+    request = make_request()
+    request.options.time_budget.FromMilliseconds(800)
+    with (
+        running_server(Held(tmp_path, seconds=WAIT, deaf=True)) as srv,
+        grpc.insecure_channel(f"127.0.0.1:{srv.port}") as ch,
+    ):
+        stub = Stub(ch)  # type: ignore[no-untyped-call]  # generated, unannotated
+        start = time.monotonic()
+        response = stub.Solve(request, timeout=WAIT)
+        took = time.monotonic() - start
+    assert took < 0.8 + 0.3
+    assert response.stats.termination == pb.TERMINATION_FALLBACK
+    assert "ran past its limit and was killed" in response.stats.detail
+    assert len(response.plan.assignments) == 3
 
 
-def test_a_worker_crash_loop_makes_the_service_not_ready(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(executor, "_replaced_at", deque(maxlen=64))
+def test_a_solve_past_its_due_time_makes_the_service_not_ready() -> None:
+    """Health's view of a solve that outlived its due time (a worker that could not be
+    killed): readiness says so until the solve is released."""
+    admission = Admission(slots=1, max_queued=0, queue_wait_share=0.0)
+    running = admission.admit(1.0, time.monotonic(), time.monotonic() - 40.0)
+    assert admission.late(30.0) and 40.0 <= admission.late(30.0)[0] < 45.0
+    admission.release(running)
+    assert admission.late(30.0) == []
+
+
+def test_a_worker_crash_loop_makes_the_service_not_ready() -> None:
     srv = build_server(ServerConfig(host="127.0.0.1", port=0))
     srv.start()
     try:
         assert srv.servicer.health_problems() == []
-        executor._count_pool_replaced()  # one kill is bad luck, and serving goes on
+        crashes.record("solve")  # one kill is bad luck, and serving goes on
+        crashes.record("exact", crash=False)  # killed at a deadline on purpose: not a crash
         assert srv.servicer.health_problems() == []
         for _ in range(CRASH_LOOP_RESTARTS - 1):
-            executor._count_pool_replaced()
+            crashes.record("pool")
         [problem_] = srv.servicer.health_problems()
         assert f"replaced {CRASH_LOOP_RESTARTS} times" in problem_
         _wait_for(srv.port, SERVICE_NAME, NOT_SERVING)
-        monkeypatch.setattr(executor, "_replaced_at", deque(maxlen=64))  # the window passed
+        crashes.forget_recent()  # the window passed
         _wait_for(srv.port, SERVICE_NAME, SERVING)
     finally:
         srv.stop(None).wait(WAIT)
@@ -189,31 +188,29 @@ def test_a_worker_crash_loop_makes_the_service_not_ready(monkeypatch: pytest.Mon
 def test_a_container_cpu_quota_is_read(tmp_path: Path, content: str, cpus: float | None) -> None:
     path = tmp_path / "cpu.max"
     path.write_text(content + "\n")
-    assert executor.cgroup_cpu_quota(str(path)) == cpus
-    assert executor.cgroup_cpu_quota(str(tmp_path / "none")) is None
+    assert cores.cgroup_cpu_quota(str(path)) == cpus
+    assert cores.cgroup_cpu_quota(str(tmp_path / "none")) is None
 
 
 def test_available_cores_are_capped_by_the_quota(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     path = tmp_path / "cpu.max"
-    monkeypatch.setattr(executor, "CGROUP_CPU_MAX", str(path))
     monkeypatch.setattr(os, "sched_getaffinity", lambda _: set(range(64)))
     path.write_text("250000 100000\n")
-    assert executor.available_cores() == 3  # 2.5 CPUs: three threads share them
+    assert cores.available_cores(str(path)) == 3  # 2.5 CPUs: three threads share them
     path.write_text("20000 100000\n")
-    assert executor.available_cores() == 1
+    assert cores.available_cores(str(path)) == 1
     path.write_text("max 100000\n")
-    assert executor.available_cores() == 64
+    assert cores.available_cores(str(path)) == 64
 
 
 # ---------------------------------------------------------------- killed workers, real server
 
 
-def _pool_workers() -> list[int]:
-    """This process's spawned multiprocessing workers: a server's solve worker pool."""
-    me = str(os.getpid())
-    found = []
+def _processes() -> dict[int, tuple[int, bytes]]:
+    """Every process: its parent and command line."""
+    out = {}
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
@@ -222,10 +219,32 @@ def _pool_workers() -> list[int]:
             cmdline = (entry / "cmdline").read_bytes()
         except OSError:
             continue
-        ppid = stat.rsplit(")", 1)[1].split()[1]
-        if ppid == me and b"spawn_main" in cmdline:  # not the resource tracker
-            found.append(int(entry.name))
-    return found
+        out[int(entry.name)] = (int(stat.rsplit(")", 1)[1].split()[1]), cmdline)
+    return out
+
+
+def _descendants(marker: bytes) -> list[int]:
+    """This process's descendants whose command line holds `marker`."""
+    procs = _processes()
+    mine = {os.getpid()}
+    grew = True
+    while grew:
+        grew = False
+        for pid, (ppid, _) in procs.items():
+            if ppid in mine and pid not in mine:
+                mine.add(pid)
+                grew = True
+    return sorted(p for p in mine if p in procs and marker in procs[p][1])
+
+
+def _pool_workers() -> list[int]:
+    """Multiprocessing pool workers under this process: a decomposed solve's parts."""
+    return _descendants(b"spawn_main")  # not the resource tracker
+
+
+def _solve_workers() -> list[int]:
+    """The solve workers of the servers in this process."""
+    return _descendants(b"solver.service.worker")
 
 
 def _decomposed_request(budget_seconds: float) -> pb.SolveRequest:
@@ -287,3 +306,37 @@ def test_stopping_the_server_mid_decomposed_solve_answers_with_a_plan() -> None:
     finally:
         if not stopped:
             srv.stop(None).wait(WAIT)
+
+
+def test_a_solve_worker_killed_mid_solve_answers_a_fallback_and_is_replaced() -> None:
+    """SIGKILL to the solve worker of a running solve (a real one, AUTO, 6 s): the call is
+    answered with the first plan the worker sent ahead, checked valid; the worker is replaced
+    and the next solve is an ordinary one."""
+    request = load_request_json(
+        str(ROOT / "instances" / "hetero-power" / "hetero-power-64-s2.json")
+    )
+    request.options.time_budget.FromSeconds(6)
+    with (
+        running_server(max_concurrent_solves=1) as srv,
+        grpc.insecure_channel(f"127.0.0.1:{srv.port}") as ch,
+    ):
+        stub = Stub(ch)  # type: ignore[no-untyped-call]  # generated, unannotated
+        idle = set(srv.servicer.pool.idle_pids())
+        call = stub.Solve.future(request, timeout=WAIT)
+        end = time.monotonic() + WAIT
+        while not (busy := idle - set(srv.servicer.pool.idle_pids())):
+            assert time.monotonic() < end and not call.done(), "no worker took the solve"
+            time.sleep(0.01)
+        time.sleep(1.0)  # past its first plan
+        os.kill(busy.pop(), signal.SIGKILL)
+        killed = call.result(timeout=WAIT)
+        assert killed.stats.termination == pb.TERMINATION_FALLBACK
+        assert "killed by SIGKILL" in killed.stats.detail
+        evaluation = stub.EvaluatePlan(
+            pb.EvaluatePlanRequest(request=request, plan=killed.plan), timeout=WAIT
+        )
+        assert evaluation.valid, evaluation.violations
+        request.options.time_budget.FromSeconds(2)
+        after = stub.Solve(request, timeout=WAIT)
+        assert after.stats.termination in (pb.TERMINATION_FEASIBLE, pb.TERMINATION_OPTIMAL)
+        assert crashes.totals()["solve"] >= 1

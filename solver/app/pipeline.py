@@ -4,14 +4,15 @@
 
 The profile fills what the request leaves unset, the overrides (command-line flags, a batch's
 or a sweep's grid point) win over both. Validation names every bad field; conversion gives the
-plain domain problem; the orchestrator decides whether to decompose and runs the parts on the
-executor it is given (or on local processes). A door adds only what is its own: the service
-its admission, deadlines and error statuses, the CLI its file reading and printing.
+plain domain problem; the ``Solver`` the door was given answers it within the call's
+``Deadline``. A door adds only what is its own: the service its admission, worker processes
+and error statuses, the CLI its file reading and printing.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -25,10 +26,10 @@ from solver.app.convert import (
 from solver.app.limits import Limits
 from solver.app.profile import Profile, apply_profile
 from solver.app.validation import FieldViolation, validate_request
-from solver.core import orchestrator
+from solver.core.deadline import Deadline
+from solver.core.solver import Solver
 from solver.domain import Backend, Problem, SolveResult
 from solver.perfmodel.configs import build_config_set
-from solver.runtime.pools import Executor, LazyExecutor
 
 
 @dataclass(frozen=True)
@@ -90,17 +91,25 @@ def to_problem(request: pb.SolveRequest, limits: Limits) -> Problem:
     return problem_from_proto(request, limits)
 
 
-def solve(
+def deadline_of(
+    solver: Solver,
     problem: Problem,
     *,
-    deadline: float | None = None,
-    executor: Executor | None = None,
-    cancel: threading.Event | None = None,
-) -> SolveResult:
-    """Solve within the problem's budget and `deadline` (a time.monotonic() instant); a
-    decomposed solve runs its parts on `executor` (default: local processes for this solve);
-    setting `cancel` returns the best plan so far at once."""
-    return orchestrator.solve(problem, deadline=deadline, executor=executor, cancel=cancel)
+    arrival: float,
+    caller_end: float | None = None,
+    read_seconds: float | None = None,
+) -> Deadline:
+    """The call's deadline (solver.core.deadline): its budget from `arrival`, less the time to
+    answer, never past `caller_end` (both time.monotonic() instants)."""
+    read = time.monotonic() - arrival if read_seconds is None else read_seconds
+    return Deadline.for_call(
+        solver.settings,
+        arrival=arrival,
+        budget_seconds=problem.options.time_budget_seconds,
+        jobs=len(problem.jobs),
+        caller_end=caller_end,
+        read_seconds=read,
+    )
 
 
 @dataclass(frozen=True)
@@ -114,24 +123,20 @@ class Solved:
 
 def solve_request(
     request: pb.SolveRequest,
+    solver: Solver,
     *,
     profile: Profile | None = None,
     overrides: Overrides = NO_OVERRIDES,
     limits: Limits | None = None,
-    deadline: float | None = None,
-    executor: Executor | None = None,
-    ray_address: str | None = None,
+    arrival: float | None = None,
+    stop: threading.Event | None = None,
 ) -> Solved:
-    """The whole path for one request. Without an executor, a decomposed solve runs on Ray at
-    `ray_address` if given (else local processes), joined only if the solve decomposes."""
+    """The whole path for one request: its budget counts from `arrival` (default: now), so
+    that reading it spends it too."""
+    arrival = time.monotonic() if arrival is None else arrival
     problem = to_problem(prepare(request, profile, overrides), limits or Limits())
-    if executor is not None or ray_address is None:
-        return Solved(problem, solve(problem, deadline=deadline, executor=executor))
-    own = LazyExecutor(ray_address)
-    try:
-        return Solved(problem, solve(problem, deadline=deadline, executor=own))
-    finally:
-        own.close()
+    deadline = deadline_of(solver, problem, arrival=arrival)
+    return Solved(problem, solver.solve(problem, deadline, stop))
 
 
 def validate_snapshot(

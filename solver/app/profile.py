@@ -17,11 +17,17 @@ A profile has two optional tables, every key optional::
     seed = 0
     pyomo_solver = ""        # only with backend = "pyomo"
 
+    [tuning]                 # SolverSettings: the solver's timing and size knobs
+    heuristic_share = 0.5    # every key of docs/operations.md, "Tuning"
+
 Precedence, highest first: command-line flags, then the fields the request sets itself, then
 the profile, then the built-in defaults (``solver.domain``; the time budget's default is the
 server's). ``apply_profile`` fills only what the request leaves unset. For the options the wire
 gives no presence to (backend, relative_gap, seed, threads, pyomo_solver), unset means the zero
 value: a request cannot ask for seed 0 against a profile's seed 7 (it gets 7).
+
+The [tuning] table is not about requests but about the solver itself (``SolverSettings``):
+``DSFRO_TUNING_<KEY>`` environment variables win over it (``solver_settings``).
 
 Every problem of a file is reported at once, each naming the file and the key.
 """
@@ -44,6 +50,8 @@ from solver.app.limits import (
     parse_backend,
     parse_duration,
 )
+from solver.core.settings import TABLE as TUNING
+from solver.core.settings import SettingsError, SolverSettings, load_settings
 from solver.domain import Backend, ObjectiveWeights, SolveOptions
 
 WEIGHT_KEYS = ("throughput", "energy", "migration", "locality", "deadline")
@@ -87,6 +95,8 @@ class Profile:
     solver: ProfileSolver = field(default_factory=ProfileSolver)
     source: str = ""
     """The file it came from (for messages)."""
+    tuning: Mapping[str, Any] = field(default_factory=dict)
+    """The [tuning] table as written (checked when loaded): SolverSettings keys."""
 
     def effective_weights(self) -> ObjectiveWeights:
         """The weights with the built-in defaults filled in."""
@@ -138,10 +148,17 @@ def profile_from_dict(data: Mapping[str, Any], source: str = "<profile>") -> Pro
         problems.append(f"{source}: {key}: {message}")
 
     for key in data:
-        if key not in ("weights", "solver"):
-            bad(key, "unknown key; a profile has the tables [weights] and [solver]")
+        if key not in ("weights", "solver", TUNING):
+            bad(key, "unknown key; a profile has the tables [weights], [solver] and [tuning]")
     weights = _table(data, "weights", WEIGHT_KEYS, bad)
     solver = _table(data, "solver", SOLVER_KEYS, bad)
+    tuning = _table(
+        data, TUNING, tuple(SolverSettings.model_fields), bad, "the keys of docs/operations.md"
+    )
+    try:
+        load_settings(tuning, source=source, environ={})
+    except SettingsError as e:
+        problems.extend(e.problems)
 
     w: dict[str, float] = {}
     for key, value in weights.items():
@@ -188,10 +205,23 @@ def profile_from_dict(data: Mapping[str, Any], source: str = "<profile>") -> Pro
         weights=ProfileWeights(**w),
         solver=ProfileSolver(**{k: v for k, v in s.items() if v is not None}),
         source=source,
+        tuning=tuning,
     )
 
 
-def _table(data: Mapping[str, Any], name: str, keys: tuple[str, ...], bad: Any) -> dict[str, Any]:
+def solver_settings(
+    profile: Profile | None, environ: Mapping[str, str] | None = None
+) -> SolverSettings:
+    """The solver's settings: the defaults, the profile's [tuning] table, then the
+    DSFRO_TUNING_* variables (SettingsError names a bad one)."""
+    table = profile.tuning if profile is not None else {}
+    source = profile.source if profile is not None and profile.source else "profile"
+    return load_settings(table, source=source, environ=environ)
+
+
+def _table(
+    data: Mapping[str, Any], name: str, keys: tuple[str, ...], bad: Any, hint: str = ""
+) -> dict[str, Any]:
     table = data.get(name, {})
     if not isinstance(table, dict):
         bad(name, f"must be a table ([{name}]), got {_kind(table)}")
@@ -201,7 +231,7 @@ def _table(data: Mapping[str, Any], name: str, keys: tuple[str, ...], bad: Any) 
         if key in keys:
             out[key] = value
         else:
-            bad(f"{name}.{key}", f"unknown key; [{name}] takes {', '.join(keys)}")
+            bad(f"{name}.{key}", f"unknown key; [{name}] takes {hint or ', '.join(keys)}")
     return out
 
 
@@ -317,5 +347,13 @@ def format_profile(profile: Profile) -> str:
     for key in SOLVER_KEYS:
         set_value, text = values[key]
         comment = "" if set_value is not None else notes.get(key, "  # default")
+        lines.append(f"{key} = {text}{comment}")
+    lines.append("")
+    lines.append(f"[{TUNING}]")
+    settings = load_settings(profile.tuning, source=profile.source or "profile", environ={})
+    for key in SolverSettings.model_fields:
+        value = getattr(settings, key)
+        text = f'"{value}"' if isinstance(value, str) else repr(value)
+        comment = "" if key in profile.tuning else "  # default"
         lines.append(f"{key} = {text}{comment}")
     return "\n".join(lines) + "\n"

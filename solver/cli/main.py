@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from solver.app.limits import Limits
     from solver.app.validation import FieldViolation
     from solver.client import Client
+    from solver.core.solver import Solver
     from solver.domain import Problem
 
 log = logging.getLogger("dsfro")
@@ -69,7 +70,10 @@ def cmd_solve(args: argparse.Namespace) -> int:
     from solver.app import pipeline
     from solver.app.convert import load_request_json, message_to_json
     from solver.app.limits import parse_backend
+    from solver.app.profile import solver_settings
     from solver.cli.plan_text import format_response
+    from solver.core.settings import SettingsError
+    from solver.core.solver import Solver
 
     overrides = pipeline.Overrides(
         time_budget_seconds=args.time_budget,
@@ -88,13 +92,22 @@ def cmd_solve(args: argparse.Namespace) -> int:
     if args.server:
         resp = _solve_remote(args, pipeline.prepare(req, args.profile, overrides))
     else:
+        solver: Solver | None = getattr(args, "solver", None)
+        own = solver is None
+        if solver is None:
+            try:
+                solver = Solver(solver_settings(args.profile), ray_address=args.ray_address)
+            except SettingsError as e:
+                print(f"dsfro: error: {e}", file=sys.stderr)
+                raise InputError from e
         try:
-            solved = pipeline.solve_request(
-                req, profile=args.profile, overrides=overrides, ray_address=args.ray_address
-            )
+            solved = pipeline.solve_request(req, solver, profile=args.profile, overrides=overrides)
         except pipeline.InvalidRequest as e:
             _print_violations(args.file, e.violations)
             raise InputError from e
+        finally:
+            if own:
+                solver.close()
         resp = solved.response()
     print(message_to_json(resp) if args.json else format_response(resp))
     return 0
@@ -420,7 +433,9 @@ PASSTHROUGH: dict[str, tuple[Callable[[list[str]], int], str]] = {
 """Commands with a parser of their own, given the rest of the command line whole."""
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, *, solver: Solver | None = None) -> int:
+    """``dsfro``: the exit code. `solver` (default: one built from the profile and the
+    environment) answers ``dsfro solve`` without --server."""
     args_in = list(sys.argv[1:] if argv is None else argv)
     if args_in and args_in[0] in PASSTHROUGH:
         return PASSTHROUGH[args_in[0]][0](args_in[1:])
@@ -437,6 +452,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         logging.basicConfig(
             level=level, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s"
         )
+    args.solver = solver
     try:
         code: int = args.func(args)
     except InputError:

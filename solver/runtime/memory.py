@@ -4,7 +4,8 @@ worker is replaced.
 
 Resident memory (VmRSS), not address space: the solvers' thread arenas reserve gigabytes of
 virtual memory they never touch, so an RLIMIT_AS small enough to matter would break them.
-The limit is process-wide, set once by the server (``--worker-memory-mib``).
+The limit is process-wide, set once by the server (``--worker-memory-mib``), and handed to the
+worker processes it starts (``LIMIT_ENV``), which watch their own workers alike.
 """
 
 from __future__ import annotations
@@ -22,7 +23,16 @@ log = logging.getLogger(__name__)
 WATCH_SECONDS = 0.1
 """How often a pool's workers are measured while it runs tasks."""
 
-_limit_bytes: int | None = None
+LIMIT_ENV = "DSFRO_WORKER_MEMORY_BYTES"
+"""Set in the environment of worker processes: the limit their own workers get."""
+
+
+def _from_environment() -> int | None:
+    raw = os.environ.get(LIMIT_ENV, "")
+    return int(raw) if raw.isdigit() and int(raw) > 0 else None
+
+
+_limit_bytes: int | None = _from_environment()
 
 
 def set_worker_memory_limit(limit_bytes: int | None) -> None:

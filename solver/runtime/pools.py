@@ -1,19 +1,16 @@
-"""Where sub-problems run: one interface, a local process pool by default, Ray when given.
+"""Where the parts of a decomposed solve (and the runs of a batch) run: one interface, and the
+runs in this process or on a local process pool (Ray: ``solver.runtime.ray``; the choice
+between them: ``solver.runtime.executors``).
 
-Each task is a picklable call of a top-level function. Workers are capped to one thread each
-(BLAS and the solvers), so that N workers use N cores and never oversubscribe the machine.
+Each task is a picklable call of a top-level function. Local workers are capped to one thread
+each (BLAS and the solvers), so that N workers use N cores and never oversubscribe the machine.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
-import math
 import multiprocessing
-import os
-import threading
-import time
-from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import (
     FIRST_EXCEPTION,
@@ -25,44 +22,14 @@ from concurrent.futures import (
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any, Protocol, TypeVar
 
-from solver.extras import MissingExtraError
-from solver.runtime import memory as supervise
+from solver.runtime import crashes, memory
+from solver.runtime.cores import available_cores, one_thread
+from solver.runtime.workers import WorkerLost
 
 T = TypeVar("T")
 R = TypeVar("R")
 
 log = logging.getLogger(__name__)
-
-RAY_ADDRESS_ENV = "DSFRO_RAY_ADDRESS"
-THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
-
-
-_pools_replaced = 0
-"""Local process pools replaced after a worker died."""
-_replaced_at: deque[float] = deque(maxlen=64)
-"""When (time.monotonic()) the latest replacements happened."""
-
-
-def pool_restarts() -> int:
-    """Local process pools replaced so far in this process (the service's metrics)."""
-    return _pools_replaced
-
-
-def recent_pool_restarts(window_seconds: float) -> int:
-    """Pools replaced within the last `window_seconds` (the service's health)."""
-    since = time.monotonic() - window_seconds
-    return sum(t >= since for t in list(_replaced_at))
-
-
-def _count_pool_replaced() -> None:
-    global _pools_replaced
-    _pools_replaced += 1
-    _replaced_at.append(time.monotonic())
-
-
-class WorkerLost(RuntimeError):
-    """A worker process died while running a task; the executor replaces it on next use."""
-
 
 class Stopped(RuntimeError):
     """A map was stopped on request (a cancelled call, a shutdown): its tasks were dropped."""
@@ -93,37 +60,6 @@ class Executor(Protocol):
         ...
 
     def close(self) -> None: ...
-
-
-CGROUP_CPU_MAX = "/sys/fs/cgroup/cpu.max"
-"""cgroup v2's CPU quota of this container: "<quota> <period>" or "max <period>"."""
-
-
-def available_cores() -> int:
-    """Cores this process may use: its CPU affinity, capped by the container's CPU quota (a
-    Kubernetes CPU limit sets a quota, not an affinity)."""
-    try:
-        cores = max(len(os.sched_getaffinity(0)), 1)
-    except AttributeError:  # pragma: no cover - not Linux
-        cores = max(os.cpu_count() or 1, 1)
-    quota = cgroup_cpu_quota(CGROUP_CPU_MAX)
-    return cores if quota is None else max(1, min(cores, math.ceil(quota - 1e-9)))
-
-
-def cgroup_cpu_quota(path: str) -> float | None:
-    """CPUs allowed by a cgroup v2 ``cpu.max`` file, or None without a quota or file."""
-    try:
-        with open(path) as f:
-            quota, period = f.read().split()[:2]
-        return None if quota == "max" else int(quota) / int(period)
-    except (OSError, ValueError):
-        return None
-
-
-def _one_thread() -> None:
-    """Worker initializer: one core per worker."""
-    for var in THREAD_VARIABLES:
-        os.environ[var] = "1"
 
 
 class InlineExecutor:
@@ -159,19 +95,19 @@ class LocalExecutor:
             # before this call rather than fail it. (CPython marks a broken pool so.)
             self._pool.shutdown(wait=False, cancel_futures=True)
             self._pool = None
-            _count_pool_replaced()
+            crashes.record("pool")
         if self._pool is None:
             self._pool = ProcessPoolExecutor(
                 max_workers=self.workers,
                 mp_context=multiprocessing.get_context("spawn"),
-                initializer=_one_thread,
+                initializer=one_thread,
             )
         return self._pool
 
     def map(self, fn: Callable[[T], R], items: Sequence[T], stop: Stop | None = None) -> list[R]:
         pool = self._ensure()
         try:
-            with supervise.watching(lambda: _worker_pids(pool)) as killed:
+            with memory.watching(lambda: _worker_pids(pool)) as killed:
                 futures = [pool.submit(fn, x) for x in items]
                 if stop is not None and _stopped_while_waiting(futures, stop):
                     self._abandon(pool, futures)
@@ -185,7 +121,7 @@ class LocalExecutor:
             broken, self._pool = self._pool, None
             if broken is not None:
                 broken.shutdown(wait=False, cancel_futures=True)
-                _count_pool_replaced()
+                crashes.record("pool")
             why = killed[0] if killed else f"a solve worker process died ({e})"
             raise WorkerLost(why) from e
 
@@ -226,90 +162,11 @@ def _worker_pids(pool: ProcessPoolExecutor) -> list[int]:
     return list(processes)
 
 
-class RayExecutor:
-    """Tasks on a Ray cluster: `address` as for ray.init ("auto", "ray://host:10001", or
-    "local" to start one on this machine); one CPU per task."""
-
-    name = "ray"
-
-    def __init__(self, address: str) -> None:
-        try:
-            import ray
-        except ImportError as e:
-            raise MissingExtraError("ray", f"the Ray executor (address {address!r})") from e
-
-        self._ray: Any = ray
-        if not ray.is_initialized():
-            ray.init(
-                address=None if address == "local" else address,
-                include_dashboard=False,
-                log_to_driver=False,
-            )
-        resources: dict[str, float] = ray.cluster_resources()  # type: ignore[no-untyped-call]
-        self.workers = max(int(resources.get("CPU", 1)), 1)
-        self._remote: dict[Callable[..., Any], Any] = {}
-
-    def map(self, fn: Callable[[T], R], items: Sequence[T], stop: Stop | None = None) -> list[R]:
-        remote = self._remote.get(fn)
-        if remote is None:
-            remote = self._remote[fn] = self._ray.remote(
-                num_cpus=1, runtime_env={"env_vars": dict.fromkeys(THREAD_VARIABLES, "1")}
-            )(fn)
-        refs = [remote.remote(x) for x in items]
-        pending = list(refs)
-        while stop is not None and pending:
-            if stop():
-                for ref in refs:
-                    with contextlib.suppress(Exception):
-                        self._ray.cancel(ref, force=True)
-                raise Stopped("stopped on request: the Ray tasks were cancelled")
-            _, pending = self._ray.wait(
-                pending, num_returns=len(pending), timeout=STOP_POLL_SECONDS
-            )
-        results: list[R] = self._ray.get(refs)
-        return results
-
-    def close(self) -> None:
-        """Leaves the Ray cluster running: it belongs to whoever started it."""
-
-
-def make_executor(ray_address: str | None = None, workers: int | None = None) -> Executor:
-    """Ray when an address is given (argument, else $DSFRO_RAY_ADDRESS), else local processes."""
-    address = ray_address or os.environ.get(RAY_ADDRESS_ENV) or None
-    if address:
-        return RayExecutor(address)
-    return LocalExecutor(workers)
-
-
-class LazyExecutor:
-    """The executor make_executor gives, made on first use and then kept: a server or a
-    command holds one without starting a pool or joining Ray until a solve decomposes."""
-
-    def __init__(self, ray_address: str | None = None, workers: int | None = None) -> None:
-        self._ray_address = ray_address
-        self._workers = workers
-        self._inner: Executor | None = None
-        self._lock = threading.Lock()
-
-    def _get(self) -> Executor:
-        with self._lock:
-            if self._inner is None:
-                self._inner = make_executor(self._ray_address, self._workers)
-            return self._inner
-
-    @property
-    def name(self) -> str:
-        return self._get().name
-
-    @property
-    def workers(self) -> int:
-        return self._get().workers
-
-    def map(self, fn: Callable[[T], R], items: Sequence[T], stop: Stop | None = None) -> list[R]:
-        return self._get().map(fn, items, stop)
-
-    def close(self) -> None:
-        with self._lock:
-            inner, self._inner = self._inner, None
-        if inner is not None:
-            inner.close()
+__all__ = [
+    "Executor",
+    "InlineExecutor",
+    "LocalExecutor",
+    "Stop",
+    "Stopped",
+    "WorkerLost",
+]

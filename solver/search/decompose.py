@@ -29,9 +29,6 @@ from solver.scoring.plans import Choice
 from solver.search.bound import solve_aggregate
 from solver.search.heuristic import Heuristic
 
-PART_GPUS = 2048
-"""Target GPUs per part: a part is then about as large as the medium instance."""
-
 
 @dataclass(frozen=True)
 class Part:
@@ -233,10 +230,12 @@ def solve_decomposed(
     executor: Executor,
     *,
     end: float,
+    part_gpus: int,
     parts: int | None = None,
     stop: Stop | None = None,
 ) -> Decomposition:
-    """Both rounds over `executor`; `end` is the time.monotonic() instant to be done by.
+    """Both rounds over `executor`; `end` is the time.monotonic() instant to be done by; parts
+    of about `part_gpus` GPUs each (or `parts` parts), at least one per worker.
 
     Once `stop()` is true the parts are dropped: in the first round that raises Stopped (no
     plan exists yet), in the second the first round's plan stands. A worker that dies in the
@@ -244,7 +243,7 @@ def solve_decomposed(
     """
     start = time.monotonic()
     total_gpus = sum(n.available_gpus for n in problem.cluster.nodes)
-    k = parts or max(executor.workers, round(total_gpus / PART_GPUS), 1)
+    k = parts or max(executor.workers, round(total_gpus / part_gpus), 1)
     pieces = partition(problem, k, problem.options.seed)
     facts = type_facts(problem.cluster)
     waves = -(-k // executor.workers)

@@ -10,7 +10,7 @@ swaps) improves the best of them, and the exact model gets the result as a hint.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from solver.domain import Config, Job, Plan, Problem
 from solver.perfmodel.configs import ConfigSet
@@ -56,9 +56,14 @@ class Heuristic:
 
     name = "heuristic"
 
-    def __init__(self, problem: Problem, configs: ConfigSet) -> None:
+    def __init__(
+        self, problem: Problem, configs: ConfigSet, stop: Callable[[], bool] | None = None
+    ) -> None:
+        """`stop()` true: every pass, re-insertion and local search returns at its next look
+        at the clock (a cancelled solve)."""
         self.problem = problem
         self.configs = configs
+        self.stop = stop
         self.scorer = Scorer(problem, configs)
         self.jobs = self.scorer.jobs
         self.value = self.scorer.value
@@ -95,7 +100,7 @@ class Heuristic:
         seen = 0
         for group in (running, waiting):
             for job in sorted(group, key=lambda j: -self._density(j, prices)):
-                if stop_at is not None and seen % CHECK_EVERY == 0 and time.monotonic() >= stop_at:
+                if stop_at is not None and seen % CHECK_EVERY == 0 and self._over(stop_at):
                     self.cut_short = seen
                     self._keep_running(state, running)
                     return state
@@ -171,11 +176,11 @@ class Heuristic:
         `passes` passes: a work limit, so the result does not depend on the machine's speed.
         `deadline` is only a safety stop."""
         improved = True
-        while improved and passes > 0 and time.monotonic() < deadline:
+        while improved and passes > 0 and not self._over(deadline):
             passes -= 1
             improved = False
             for job in self.problem.jobs:
-                if time.monotonic() >= deadline:
+                if self._over(deadline):
                     return
                 if job.name in state.choices:
                     improved |= move_reshape(self.scorer, state, job) > 0
@@ -228,21 +233,24 @@ class Heuristic:
         self.improve(state, deadline)
         best = _Best(self.problem, self.configs, state)
         for price in GPU_PRICES[1:2] if many else GPU_PRICES[1:]:
-            if time.monotonic() >= deadline:
+            if self._over(deadline):
                 return best.plan
             self._pass(uniform(price), deadline, best)
-        if time.monotonic() < deadline:
+        if not self._over(deadline):
             self.dual = dual_bound(self.problem, self.configs, deadline - time.monotonic())
             for prices in price_ladder(lagrangian_prices(self.dual))[: 1 if many else None]:
-                if time.monotonic() >= deadline:
+                if self._over(deadline):
                     return best.plan
                 self._pass(prices, deadline, best)
         for state in best.leaders(LOCAL_SEARCH_STATES):
-            if time.monotonic() >= deadline:
+            if self._over(deadline):
                 break
-            local_search(self.scorer, state, deadline, passes=1 if many else None)
+            local_search(self.scorer, state, deadline, 1 if many else None, self.stop)
             best.offer(state)
         return best.plan
+
+    def _over(self, deadline: float) -> bool:
+        return time.monotonic() >= deadline or (self.stop is not None and self.stop())
 
     def _pass(self, prices: Prices, deadline: float, best: _Best) -> None:
         """One greedy pass at `prices` with re-insertion, offered to `best`."""
@@ -262,7 +270,7 @@ class Heuristic:
     def run_guided(self, choice: Mapping[str, Config], deadline: float) -> Plan:
         state = self.guided(choice)
         self.improve(state, deadline)
-        local_search(self.scorer, state, deadline)
+        local_search(self.scorer, state, deadline, stop=self.stop)
         return materialize(self.problem, self.configs, dict(state.choices))
 
 

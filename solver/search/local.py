@@ -10,6 +10,7 @@ depend on the machine's speed; `deadline` is only a safety stop.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 from solver.search.moves import (
     EPSILON,
@@ -28,10 +29,14 @@ LOCAL_PASSES = 3
 
 
 def local_search(
-    scorer: Scorer, state: SearchState, deadline: float, passes: int | None = None
+    scorer: Scorer,
+    state: SearchState,
+    deadline: float,
+    passes: int | None = None,
+    stop: Callable[[], bool] | None = None,
 ) -> float:
-    """Run the move passes on `state` (LOCAL_PASSES at most by default); returns the
-    objective gained."""
+    """Run the move passes on `state` (LOCAL_PASSES at most by default) until `deadline` or
+    `stop()`; returns the objective gained."""
     total = 0.0
     jobs = scorer.problem.jobs
     ladders = Ladders(scorer)
@@ -39,14 +44,14 @@ def local_search(
         gained = 0.0
         for move in (move_admit, move_swap):
             for job in queued_by_value(scorer, state):
-                if time.monotonic() >= deadline:
+                if time.monotonic() >= deadline or (stop is not None and stop()):
                     return total + gained
                 gained += move(scorer, state, job, ladders)
         # Re-placing every job costs a placement per configuration: worth it only once the
         # admissions changed the cluster (the state comes re-inserted to a standstill).
         reshape = gained > EPSILON
         for job in jobs:
-            if time.monotonic() >= deadline:
+            if time.monotonic() >= deadline or (stop is not None and stop()):
                 return total + gained
             if reshape:
                 gained += move_reshape(scorer, state, job)

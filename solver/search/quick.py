@@ -11,11 +11,11 @@ One pass, in this order:
    when preemptible and offered a place like a queued job; a non-preemptible one makes the
    request infeasible, as on the normal path.
    This step always runs to its end: it is the plan that is left when there is no time.
-2. queued jobs, heaviest first, in chunks of CHUNK_JOBS, the clock read between chunks and
-   every CHECK_EVERY jobs: their rows are enumerated (no Pareto
-   filter, no `Config` for rows not looked at), and each job takes, on the first GPU type where
-   it fits, its configuration of fewest GPUs that is worth running (most gain among those),
-   placed best-fit. No local search, no re-insertion.
+2. queued jobs, heaviest first, in chunks (``quick_chunk_jobs`` of the solver's settings), the
+   clock read between chunks and every ``quick_check_every`` jobs: their rows are enumerated (no
+   Pareto filter, no `Config` for rows not looked at), and each job takes, on the first GPU type
+   where it fits, its configuration of fewest GPUs that is worth running (most gain among
+   those), placed best-fit. No local search, no re-insertion.
 
 Jobs the clock did not reach stay queued, saying so. The plan that keeps every valid running
 job and starts nothing is what is left when the clock stops at once; it is valid whenever the
@@ -35,19 +35,6 @@ from solver.perfmodel.enumeration import Enumerator, Row
 from solver.perfmodel.facts import TypeFacts, type_facts
 from solver.scoring.plans import Choice, materialize
 from solver.search.state import SearchState
-
-CHUNK_JOBS = 256
-"""Jobs enumerated and placed between two looks at the clock (about 10-20 ms at 1,000 nodes
-on the 2-core machine; the clock is also read every CHECK_EVERY placements)."""
-CHECK_EVERY = 32
-"""Placements between two looks at the clock."""
-
-FINISH_SECONDS_PER_JOB = 5e-5
-"""Time kept back per job to turn choices into a plan, score it, check it and answer: measured
-16 us a job at large and 40 us at xl (plan and score, checker), 2-3 us for the protobuf, on the
-2-core machine at a 1-minute load of 3-5 (scripts/bench_deadline.py --profile)."""
-FINISH_SECONDS = 0.002
-"""Fixed part of the finish (small problems)."""
 
 NOT_REACHED = "not planned: the time budget ran out before the quick plan reached the job"
 NODE_GONE = "stopped: its current allocation names a node that is no longer in the cluster"
@@ -79,11 +66,6 @@ class QuickPlan:
         if self.not_reached:
             parts.append(f"{self.not_reached} not reached before the deadline")
         return ", ".join(parts) + f" in {self.seconds:.3f} s"
-
-
-def finish_seconds(problem: Problem) -> float:
-    """Time to keep back for turning the choices into a checked answer."""
-    return FINISH_SECONDS + FINISH_SECONDS_PER_JOB * len(problem.jobs)
 
 
 class _Rows:
@@ -171,10 +153,19 @@ class _Rows:
 
 
 class _Quick:
-    def __init__(self, problem: Problem, end: float, stop: Callable[[], bool] | None) -> None:
+    def __init__(
+        self,
+        problem: Problem,
+        end: float,
+        stop: Callable[[], bool] | None,
+        chunk_jobs: int,
+        check_every: int,
+    ) -> None:
         self.problem = problem
         self.end = end
         self.stop = stop
+        self.chunk_jobs = chunk_jobs
+        self.check_every = check_every
         self.rows = _Rows(problem, type_facts(problem.cluster))
         self.state = SearchState(problem)
         self.by_job: dict[str, list[Config]] = {}
@@ -249,8 +240,8 @@ class _Quick:
             best = options[0] if self.state.power_ok(options[0], counts) else config
             self.state.take(job.name, best, counts)
         again: list[Job] = []
-        for start in range(0, len(loose), CHUNK_JOBS):
-            chunk = loose[start : start + CHUNK_JOBS]
+        for start in range(0, len(loose), self.chunk_jobs):
+            chunk = loose[start : start + self.chunk_jobs]
             self.rows.load(chunk)
             for job in chunk:
                 if self.keep(job):
@@ -326,13 +317,13 @@ class _Quick:
                 return
 
     def place_queued(self, jobs: Sequence[Job]) -> None:
-        for start in range(0, len(jobs), CHUNK_JOBS):
+        for start in range(0, len(jobs), self.chunk_jobs):
             if self.out_of_time():
                 return
-            chunk = jobs[start : start + CHUNK_JOBS]
+            chunk = jobs[start : start + self.chunk_jobs]
             self.rows.load(chunk)
             for k, job in enumerate(chunk):
-                if k % CHECK_EVERY == 0 and self.out_of_time():
+                if k % self.check_every == 0 and self.out_of_time():
                     return
                 self.reached.add(job.name)
                 self.start(job)
@@ -402,12 +393,20 @@ def _queued(a: JobAssignment, detail: str) -> JobAssignment:
     )
 
 
-def quick_plan(problem: Problem, end: float, stop: Callable[[], bool] | None = None) -> QuickPlan:
+def quick_plan(
+    problem: Problem,
+    end: float,
+    stop: Callable[[], bool] | None = None,
+    *,
+    chunk_jobs: int,
+    check_every: int,
+) -> QuickPlan:
     """The quick plan of `problem`, placing queued jobs until time.monotonic() reaches `end`
-    (or `stop()` says so). Running jobs are always looked at: keeping them is the plan that
+    (or `stop()` says so), looking at the clock every `chunk_jobs` jobs enumerated and every
+    `check_every` placed. Running jobs are always looked at: keeping them is the plan that
     is left when there is no time at all. Unchecked: the caller checks it."""
     started = time.monotonic()
     with bulk.collector_paused():
-        quick = _Quick(problem, end, stop)
+        quick = _Quick(problem, end, stop, chunk_jobs, check_every)
         quick.run()
         return quick.result(started)

@@ -11,8 +11,9 @@ from pathlib import Path
 
 from solver import extras
 from solver.app.limits import MAX_MESSAGE_BYTES, Limits
-from solver.app.profile import Profile, ProfileError, load_profile
-from solver.runtime.pools import RAY_ADDRESS_ENV
+from solver.app.profile import Profile, ProfileError, load_profile, solver_settings
+from solver.core.settings import SettingsError, SolverSettings
+from solver.runtime.executors import RAY_ADDRESS_ENV
 from solver.service import tracing
 from solver.service.security import CredentialError, TlsFiles, TokenSource, load_tls
 
@@ -22,10 +23,19 @@ class ServerConfig:
     host: str = "127.0.0.1"
     port: int = 50051
     max_concurrent_solves: int = 2
+    """Solves at once, one solve worker process each (a warm pool of as many, and a spare)."""
+    max_queued_solves: int = 2
+    """Solves that may wait for a slot; more are refused at once."""
+    queue_wait_share: float = 0.25
+    """Longest wait for a slot, as a share of the call's time budget (the wait is spent from
+    its budget: it counts from the call's arrival)."""
     max_message_bytes: int = MAX_MESSAGE_BYTES
     limits: Limits = field(default_factory=Limits)
-    rpc_deadline_margin_seconds: float = 0.2
-    """Time kept back from the RPC deadline to convert and send the answer."""
+    solver_settings: SolverSettings = field(default_factory=SolverSettings)
+    """Timing and size knobs of the solver (the profile's [tuning] table, DSFRO_TUNING_*)."""
+    log_level: str = "INFO"
+    log_format: str = "text"
+    """How the server and its solve workers log (set once logging is configured)."""
     grpc_workers: int = 16
     """RPC threads; more than max_concurrent_solves so other calls are served during solves."""
     grace_period_seconds: float = 10.0
@@ -84,6 +94,16 @@ def add_server_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--max-time-budget-seconds",
         help="largest time budget accepted (DSFRO_MAX_TIME_BUDGET_SECONDS; 300)",
+    )
+    parser.add_argument(
+        "--max-queued-solves",
+        help="solves that may wait for a slot; more are refused at once "
+        "(DSFRO_MAX_QUEUED_SOLVES; 2)",
+    )
+    parser.add_argument(
+        "--queue-wait-share",
+        help="longest wait for a slot, as a share of the call's budget, spent from it "
+        "(DSFRO_QUEUE_WAIT_SHARE; 0.25)",
     )
     parser.add_argument("--workers", help="gRPC worker threads (DSFRO_WORKERS; 16)")
     parser.add_argument(
@@ -187,6 +207,17 @@ def _switch(value: tuple[str, str]) -> bool:
         raise ConfigError(f"{where} must be on or off, got {raw!r}") from None
 
 
+def _share(value: tuple[str, str]) -> float:
+    raw, where = value
+    try:
+        x = float(raw)
+    except ValueError:
+        x = math.nan
+    if not (math.isfinite(x) and 0 <= x <= 1):
+        raise ConfigError(f"{where} must be a number in [0, 1], got {raw!r}")
+    return x
+
+
 def _seconds(value: tuple[str, str]) -> float:
     raw, where = value
     try:
@@ -213,6 +244,10 @@ def config_from_args(
     v = _setting(args, env, "max_concurrent_solves", "DSFRO_MAX_CONCURRENT_SOLVES")
     if v is not None:
         c = replace(c, max_concurrent_solves=_int(v, 1, 1024))
+    if (v := _setting(args, env, "max_queued_solves", "DSFRO_MAX_QUEUED_SOLVES")) is not None:
+        c = replace(c, max_queued_solves=_int(v, 0, 4096))
+    if (v := _setting(args, env, "queue_wait_share", "DSFRO_QUEUE_WAIT_SHARE")) is not None:
+        c = replace(c, queue_wait_share=_share(v))
     if (v := _setting(args, env, "max_message_bytes", "DSFRO_MAX_MESSAGE_BYTES")) is not None:
         c = replace(c, max_message_bytes=_int(v, 4 * 1024 * 1024, 2**31 - 1))
     v = _setting(args, env, "max_time_budget_seconds", "DSFRO_MAX_TIME_BUDGET_SECONDS")
@@ -230,6 +265,10 @@ def config_from_args(
             c = replace(c, profile=load_profile(v[0]))
         except ProfileError as e:
             raise ConfigError(f"{v[1]}: {e}") from e
+    try:
+        c = replace(c, solver_settings=solver_settings(c.profile, env))
+    except SettingsError as e:
+        raise ConfigError(str(e)) from e
     if (v := _setting(args, env, "metrics_port", "DSFRO_METRICS_PORT")) is not None:
         c = replace(c, metrics_port=_int(v, 0, 65535))
     if (v := _setting(args, env, "reflection", "DSFRO_REFLECTION")) is not None:
@@ -252,7 +291,7 @@ def config_from_args(
     if (v := _setting(args, env, "grace_period_seconds", "DSFRO_GRACE_PERIOD_SECONDS")) is not None:
         c = replace(c, grace_period_seconds=_seconds(v))
     workers = _setting(args, env, "workers", "DSFRO_WORKERS")
-    low = c.max_concurrent_solves + 2
+    low = c.max_concurrent_solves + c.max_queued_solves + 2
     if workers is not None:
         c = replace(c, grpc_workers=_int(workers, low, 4096))
     elif c.grpc_workers < low:

@@ -91,6 +91,17 @@ def configure_logging(level: str, fmt: str = "text") -> None:
     root.addHandler(handler)
 
 
+_worker_logging: tuple[str, str] | None = None
+
+
+def configure_worker_logging(level: str, fmt: str) -> None:
+    """In a solve worker: log to stderr (the server's) as the server does, once per setting."""
+    global _worker_logging
+    if _worker_logging != (level, fmt):
+        configure_logging(level, fmt)
+        _worker_logging = (level, fmt)
+
+
 def accepted_request_id(metadata: Any) -> str:
     """The caller's request id if usable, else a fresh one."""
     for key, value in metadata or ():

@@ -14,9 +14,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, star
 from prometheus_client.core import CounterMetricFamily
 from prometheus_client.registry import Collector
 
-from solver.domain import SolveStats
-from solver.exact import isolated as process
-from solver.runtime import pools as executor
+from solver.runtime import crashes
 
 LATENCY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
 """Seconds: from a small snapshot's answer to the longest budget a server accepts."""
@@ -33,8 +31,8 @@ class _Restarts(Collector):
             "Solver worker processes replaced after they died or were killed",
             labels=["kind"],
         )
-        family.add_metric(["exact"], process.restarts())
-        family.add_metric(["pool"], executor.pool_restarts())
+        for kind, count in crashes.totals().items():
+            family.add_metric([kind], count)
         yield family
 
 
@@ -76,13 +74,21 @@ class Metrics:
             "refused, never queued: these gauges and the rejections are the queue's depth)",
             registry=self.registry,
         )
+        self.fallbacks = Counter(
+            "dsfro_worker_fallbacks",
+            "Solves answered without their worker's result (it died or was killed): the first "
+            "plan it sent ahead, or the quick plan",
+            registry=self.registry,
+        )
         self.registry.register(_Restarts())
 
-    def solved(self, stats: SolveStats) -> None:
-        self.solves.labels(stats.backend_used.name, stats.termination.name).inc()
-        self.latency.observe(stats.wall_seconds)
-        if stats.relative_gap is not None:
-            self.gap.observe(stats.relative_gap)
+    def solved(
+        self, backend: str, termination: str, wall_seconds: float, gap: float | None
+    ) -> None:
+        self.solves.labels(backend, termination).inc()
+        self.latency.observe(wall_seconds)
+        if gap is not None:
+            self.gap.observe(gap)
 
     def rejected(self, reason: str) -> None:
         self.rejections.labels(reason).inc()

@@ -13,6 +13,7 @@ import sys
 import threading
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from types import FrameType
 from typing import Any
 from wsgiref.simple_server import WSGIServer
@@ -23,7 +24,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 import solver
 from solver import perfmodel
 from solver._proto.dsfro.v1 import scheduler_pb2
-from solver.exact import backends
+from solver.core.solver import Solver
 from solver.runtime import memory as supervise
 from solver.service import tracing
 from solver.service.config import (
@@ -52,10 +53,11 @@ class SchedulerServer(grpc.Server):  # type: ignore[misc]
     ``stop`` reports NOT_SERVING first, then lets running calls finish within the grace period.
     """
 
-    def __init__(self, config: ServerConfig) -> None:
+    def __init__(self, config: ServerConfig, solver: Solver | None = None) -> None:
+        """`solver` answers the Solves (default: one made from the config's settings)."""
         self.config = config
         supervise.set_worker_memory_limit(config.worker_memory_bytes)
-        self.servicer = SchedulerServicer(config)
+        self.servicer = SchedulerServicer(config, solver)
         self._stopping = threading.Event()
         self._metrics_server: WSGIServer | None = None
         self.metrics_port: int | None = None
@@ -122,10 +124,10 @@ class SchedulerServer(grpc.Server):  # type: ignore[misc]
         self.servicer.metrics.rejected(refusal.reason)
 
     def start(self) -> None:
-        """Load and validate models/ (CatalogError naming a missing or bad file) and import the
-        solvers, then serve; health stays NOT_SERVING until then."""
+        """Load and validate models/ (CatalogError naming a missing or bad file) and start the
+        solve workers, then serve; health stays NOT_SERVING until then."""
         perfmodel.load_all()
-        backends.warm_up()
+        self.servicer.warm_up()
         self._server.start()
         if self._health_server is not None:
             self._health_server.start()
@@ -214,12 +216,17 @@ def add_service_taking_bytes(servicer: SchedulerServicer, server: Any) -> None:
         name: grpc.unary_unary_rpc_method_handler(
             getattr(servicer, name),
             request_deserializer=None,  # bytes as they came
-            response_serializer=lambda response: response.SerializeToString(),
+            response_serializer=_serialize,
         )
         for name in methods
     }
     server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE_NAME, handlers),))
     server.add_registered_method_handlers(SERVICE_NAME, handlers)
+
+
+def _serialize(response: Any) -> bytes:
+    """A response's bytes: Solve answers with the worker's bytes as they came."""
+    return response if isinstance(response, bytes) else bytes(response.SerializeToString())
 
 
 def _address(host: str, port: int) -> str:
@@ -262,9 +269,10 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def build_server(config: ServerConfig) -> SchedulerServer:
-    """A ready-to-start server bound to config.host:config.port (port 0: any free port)."""
-    return SchedulerServer(config)
+def build_server(config: ServerConfig, solver: Solver | None = None) -> SchedulerServer:
+    """A ready-to-start server bound to config.host:config.port (port 0: any free port);
+    `solver` answers its Solves (default: one made from the config's settings)."""
+    return SchedulerServer(config, solver)
 
 
 def serve(config: ServerConfig) -> None:
@@ -310,12 +318,13 @@ def run_server(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
         print(f"dsfro: error: {e}", file=sys.stderr)
         return 2
     # Only now: a call that does not serve (a bad setting) leaves logging as it found it.
-    log_format = args.log_format or environ.get("DSFRO_LOG_FORMAT") or "text"
+    log_format = (args.log_format or environ.get("DSFRO_LOG_FORMAT") or "text").strip().lower()
     try:
-        configure_logging(args.log_level, log_format.strip().lower())
+        configure_logging(args.log_level, log_format)
     except ValueError as e:
         print(f"dsfro: error: --log-level, --log-format (DSFRO_LOG_FORMAT): {e}", file=sys.stderr)
         return 2
+    config = replace(config, log_level=args.log_level.upper(), log_format=log_format)
     try:
         serve(config)
     except (OSError, perfmodel.CatalogError) as e:

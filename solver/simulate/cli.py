@@ -12,15 +12,18 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from solver import extras
 from solver._proto.dsfro.v1 import scheduler_pb2 as pb
 from solver.app.arguments import add_profile_option, csv_arg, duration_arg, int_arg, seed_arg
-from solver.app.profile import WEIGHT_KEYS
-from solver.runtime.pools import available_cores, make_executor
+from solver.app.profile import WEIGHT_KEYS, solver_settings
+from solver.core.settings import SettingsError, SolverSettings
+from solver.core.solver import Solver
+from solver.runtime.cores import available_cores
+from solver.runtime.executors import make_executor
 from solver.simulate.core import SimulationError, SimulationLog
 from solver.simulate.metrics import Summary, summarize
 from solver.simulate.policies import POLICY_NAMES, make_policy
@@ -44,6 +47,8 @@ class RunSpec:
     out: str
     overrides: dict[str, Any]
     server: str | None = None
+    settings: SolverSettings = field(default_factory=SolverSettings)
+    """DSFRO's solver settings (the profile's [tuning] table, DSFRO_TUNING_*)."""
 
 
 def _policy_arg(text: str) -> str:
@@ -132,6 +137,11 @@ def command(args: argparse.Namespace) -> int:
             return 2
         overrides["power_headroom"] = args.power_headroom
     try:
+        args.settings = solver_settings(args.profile)
+    except SettingsError as e:
+        print(f"dsfro simulate: error: {e}", file=sys.stderr)
+        return 2
+    try:
         scenario_name = _load(_spec(args, args.policy, args.seed, overrides)).name
     except SimulationError as e:  # every problem of the inputs, before anything is written
         for line in e.problems:
@@ -165,6 +175,7 @@ def _spec(args: argparse.Namespace, policy: str, seed: int, overrides: dict[str,
         args.out,
         overrides,
         args.server,
+        getattr(args, "settings", None) or SolverSettings(),
     )
 
 
@@ -187,16 +198,20 @@ def run_one(spec: RunSpec) -> tuple[Summary, SimulationLog]:
     from solver.simulate.outputs import write_run
 
     scenario = _load(spec)
-    policy = make_policy(spec.policy, server=spec.server)
-    log = Simulation(
-        scenario.cluster,
-        scenario.sim_jobs(),
-        policy,
-        schedule=scenario.power,
-        settings=scenario.settings,
-        seed=spec.seed,
-        scenario=scenario.name,
-    ).run()
+    solver = Solver(spec.settings)
+    try:
+        policy = make_policy(spec.policy, server=spec.server, solver=solver)
+        log = Simulation(
+            scenario.cluster,
+            scenario.sim_jobs(),
+            policy,
+            schedule=scenario.power,
+            settings=scenario.settings,
+            seed=spec.seed,
+            scenario=scenario.name,
+        ).run()
+    finally:
+        solver.close()
     summary = summarize(log)
     write_run(log, summary, Path(spec.out), f"{scenario.name}-{spec.policy}-s{spec.seed}")
     return summary, log

@@ -15,11 +15,13 @@ from solver.app.arguments import (
     seed_arg,
     threads_arg,
 )
-from solver.app.profile import Profile, ProfileError, load_profile
+from solver.app.profile import Profile, ProfileError, load_profile, solver_settings
+from solver.core.settings import SettingsError
+from solver.core.solver import Solver
 from solver.offline.batch.records import JOB_CLASS_MODES, BatchError
 from solver.offline.batch.runs import BatchConfig, run_batch
 from solver.offline.batch.summary import format_errors, format_summary, summarize
-from solver.runtime.pools import available_cores
+from solver.runtime.cores import available_cores
 
 parse_backends = csv_arg(backend_arg)
 """``--backends``: lower-case backend names."""
@@ -116,6 +118,7 @@ def config_from_args(args: argparse.Namespace, profile: Profile | None) -> Batch
         max_runs=args.max_runs,
         allocation_mode=args.store_allocation,
         profile=profile,
+        solver=Solver(solver_settings(profile), ray_address=args.ray_address),
     )
 
 
@@ -131,7 +134,7 @@ def command(
             profile = load_profile(profile)
         config = config_from_args(args, profile)
         outcome = run_batch(config, progress=None if args.quiet else err)
-    except (BatchError, ProfileError) as e:
+    except (BatchError, ProfileError, SettingsError) as e:
         print(f"dsfro batch: error: {e}", file=err)
         return 2
     except KeyboardInterrupt:

@@ -8,7 +8,7 @@ import hashlib
 import itertools
 import logging
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
@@ -24,6 +24,7 @@ from solver.app.limits import Limits, backend_name, parse_backend
 from solver.app.pipeline import Overrides
 from solver.app.profile import Profile
 from solver.app.validation import validate_request
+from solver.core.solver import Solver
 from solver.offline.batch.progress import Progress
 from solver.offline.batch.records import (
     BatchError,
@@ -35,7 +36,8 @@ from solver.offline.batch.records import (
     result_record,
 )
 from solver.offline.batch.results import ResultsLog, latest_by_key
-from solver.runtime.pools import Executor, InlineExecutor, make_executor
+from solver.runtime.executors import make_executor
+from solver.runtime.pools import Executor, InlineExecutor
 
 log = logging.getLogger(__name__)
 
@@ -48,19 +50,22 @@ class SolveTask:
     request: bytes
     """The SolveRequest, serialized, with backend, budget, seed and threads set."""
     size: dict[str, int]
+    solver: Solver
     allocation_mode: str | None = None
 
 
 def solve_task(task: SolveTask) -> Record:
     """Solve one run and return its result line (an error line if the solver fails)."""
     try:
-        solved = pipeline.solve_request(pb.SolveRequest.FromString(task.request))
+        solved = pipeline.solve_request(pb.SolveRequest.FromString(task.request), task.solver)
         return result_record(
             task.key, solved.problem, solved.result, task.size, task.allocation_mode
         )
     except Exception as e:  # reported in the line; the batch goes on
         log.debug("run %s failed", task.key, exc_info=True)
         return error_record(task.key, "internal", f"{type(e).__name__}: {e}", size=task.size)
+    finally:
+        task.solver.close()
 
 
 def expand_inputs(patterns: Sequence[str]) -> list[str]:
@@ -102,6 +107,8 @@ class BatchConfig:
     allocation_mode: str | None = None
     """name or workload: store allocation counts by (GPU type, job class); None: don't."""
     profile: Profile | None = None
+    solver: Solver = field(default_factory=Solver)
+    """Solves every run (its settings go to the worker processes)."""
 
 
 @dataclass
@@ -175,7 +182,11 @@ def _file_runs(config: BatchConfig, file: str, limits: Limits) -> list[Run]:
             runs.append(Run(key, record=record))
         else:
             task = SolveTask(
-                key, run_req.SerializeToString(deterministic=True), size, config.allocation_mode
+                key,
+                run_req.SerializeToString(deterministic=True),
+                size,
+                config.solver,
+                config.allocation_mode,
             )
             runs.append(Run(key, task=task))
     return runs

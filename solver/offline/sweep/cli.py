@@ -11,11 +11,14 @@ from solver._proto.dsfro.v1 import scheduler_pb2 as pb
 from solver.app.arguments import backend_arg, duration_arg, int_arg, seed_arg, threads_arg
 from solver.app.convert import backend_from_proto, requested_time_budget
 from solver.app.limits import Limits
+from solver.app.profile import solver_settings
+from solver.core.settings import SettingsError
+from solver.core.solver import Solver
 from solver.offline.batch import make_batch_executor
 from solver.offline.sweep.grid import SweepError, parse_weight_spec, weight_grid
 from solver.offline.sweep.outputs import write_outputs
 from solver.offline.sweep.run import prepare, run_sweep
-from solver.runtime.pools import available_cores
+from solver.runtime.cores import available_cores
 
 
 def _weight_arg(text: str) -> tuple[str, list[float]]:
@@ -68,9 +71,11 @@ def command(args: argparse.Namespace) -> int:
         names = [n for n, _ in args.weight]
         if len(set(names)) != len(names):
             raise SweepError("a weight is given twice; give all its values in one --weight")
+        profile = getattr(args, "profile", None)
+        solver = Solver(solver_settings(profile), ray_address=args.ray_address)
         req = prepare(
             args.file,
-            profile=getattr(args, "profile", None),
+            profile=profile,
             backend=args.backend,
             time_budget=args.time_budget,
             seed=args.seed,
@@ -84,12 +89,13 @@ def command(args: argparse.Namespace) -> int:
                 req,
                 args.weight,
                 executor=executor,
+                solver=solver,
                 progress=None if args.quiet else sys.stderr,
                 title=_title(args.file, req),
             )
         finally:
             executor.close()
-    except SweepError as e:
+    except (SweepError, SettingsError) as e:
         print(f"dsfro sweep: error: {e}", file=sys.stderr)
         return 2
     try:

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from solver._proto.dsfro.v1 import scheduler_pb2 as pb
 from solver.app import pipeline
 from solver.app.profile import WEIGHT_KEYS
+from solver.core.solver import Solver
 from solver.domain import JobState, Termination
 
 SHORT = {"throughput": "T", "energy": "E", "migration": "M", "locality": "L", "deadline": "D"}
@@ -100,14 +101,17 @@ class SweepTask:
     index: int
     swept: dict[str, float]
     request: bytes
+    solver: Solver
 
 
 def solve_point(task: SweepTask) -> SweepPoint:
     """Solve one grid point (top-level: runs in worker processes)."""
     try:
-        solved = pipeline.solve_request(pb.SolveRequest.FromString(task.request))
+        solved = pipeline.solve_request(pb.SolveRequest.FromString(task.request), task.solver)
     except Exception as e:  # reported with the point
         return SweepPoint(task.index, task.swept, {}, error=f"{type(e).__name__}: {e}")
+    finally:
+        task.solver.close()
     problem, result = solved.problem, solved.result
     weights = {k: getattr(problem.weights, k) for k in WEIGHT_KEYS}
     total_weight = sum(j.weight for j in problem.jobs) or 1.0

@@ -14,6 +14,7 @@ from solver.app.limits import Limits, parse_backend
 from solver.app.pipeline import Overrides
 from solver.app.profile import Profile
 from solver.app.validation import validate_request
+from solver.core.solver import Solver
 from solver.offline.batch import Progress, make_batch_executor
 from solver.offline.sweep.front import Change, front_changes, pareto_front
 from solver.offline.sweep.grid import SweepError, SweepPoint, SweepTask, solve_point, weight_grid
@@ -57,10 +58,13 @@ def run_sweep(
     axes: Sequence[tuple[str, Sequence[float]]],
     *,
     executor: Executor | None = None,
+    solver: Solver | None = None,
     progress: TextIO | None = None,
     title: str = "",
 ) -> SweepOutcome:
-    """Solve every grid point; SweepError if a point's request is invalid."""
+    """Solve every grid point with `solver` (default settings when None); SweepError if a
+    point's request is invalid."""
+    the_solver = solver if solver is not None else Solver()
     grid = weight_grid(axes)
     tasks = []
     for i, swept in enumerate(grid, start=1):
@@ -69,7 +73,7 @@ def run_sweep(
         if violations:
             lines = [f"{v.field}: {v.description}" for v in violations]
             raise SweepError("invalid request:\n" + "\n".join(lines))
-        tasks.append(SweepTask(i, swept, req.SerializeToString(deterministic=True)))
+        tasks.append(SweepTask(i, swept, req.SerializeToString(deterministic=True), the_solver))
     own = executor is None
     ex = executor or make_batch_executor(1, None)
     bar = Progress(len(tasks), progress)

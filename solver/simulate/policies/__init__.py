@@ -1,6 +1,6 @@
 """Scheduling policies behind one interface (``solver.simulate.core.Policy``), by name.
 
-``make_policy(name, server=...)`` builds one; ``POLICY_NAMES`` lists them. Baselines are
+``make_policy(name, server=..., solver=...)`` builds one; ``POLICY_NAMES`` lists them. Baselines are
 documented with their sources in docs/simulation.md; each gets the same ``RoundInput``.
 """
 
@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable
 
+from solver.core.solver import Solver
 from solver.domain import Backend
 from solver.simulate.core import Policy
 from solver.simulate.policies.dsfro import DsfroOptions, DsfroPolicy
@@ -31,11 +32,12 @@ _DSFRO: dict[str, Callable[[str | None], DsfroOptions]] = {
 POLICY_NAMES: tuple[str, ...] = (*_BASELINES, *_DSFRO)
 
 
-def make_policy(name: str, *, server: str | None = None) -> Policy:
-    """The policy called `name`; DSFRO variants solve over gRPC at `server` when given.
-    ValueError names the known policies."""
+def make_policy(name: str, *, server: str | None = None, solver: Solver | None = None) -> Policy:
+    """The policy called `name`; DSFRO variants solve over gRPC at `server` when given, else
+    in this process with `solver` (default settings when None). ValueError names the known
+    policies."""
     if name in _DSFRO:
-        return DsfroPolicy(name, _DSFRO[name](server))
+        return DsfroPolicy(name, _DSFRO[name](server), solver)
     if name in _BASELINES:
         module, cls = _BASELINES[name]
         policy: Policy = getattr(importlib.import_module(module), cls)()

@@ -23,6 +23,7 @@ from solver.app.convert import (
     enum_label,
     requested_time_budget,
 )
+from solver.core.solver import Solver
 from solver.domain import Allocation, Backend, JobState
 from solver.simulate.core import Decision, RoundInput
 
@@ -42,9 +43,18 @@ class DsfroOptions:
 
 
 class DsfroPolicy:
-    def __init__(self, name: str = "dsfro", options: DsfroOptions | None = None) -> None:
+    def __init__(
+        self,
+        name: str = "dsfro",
+        options: DsfroOptions | None = None,
+        solver: Solver | None = None,
+    ) -> None:
+        """`solver` answers in this process (default settings when None; closed with the
+        policy when it made it)."""
         self._name = name
         self.options = options or DsfroOptions()
+        self._own = solver is None
+        self.solver = solver if solver is not None else Solver()
         self._channel: grpc.Channel | None = None
         self._stub: scheduler_pb2_grpc.SchedulerServiceStub | None = None
 
@@ -58,9 +68,7 @@ class DsfroPolicy:
         if self.options.server is None:
             # The round's budget counts from the call, validation and conversion included, as
             # an RPC deadline would.
-            budget = requested_time_budget(request.options) or 0.0
-            deadline = time.monotonic() + budget if budget > 0 else None
-            result = pipeline.solve_request(request, deadline=deadline).result
+            result = pipeline.solve_request(request, self.solver).result
             allocations = {
                 a.job: Allocation(a.config.shape, a.config.sm_clock_mhz, a.placement)
                 for a in result.plan.assignments
@@ -118,6 +126,8 @@ class DsfroPolicy:
         return response
 
     def close(self) -> None:
+        if self._own:
+            self.solver.close()
         if self._channel is not None:
             self._channel.close()
             self._channel = None

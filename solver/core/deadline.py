@@ -1,0 +1,125 @@
+"""When a solve must answer: computed once where a call arrives, only read below.
+
+The one rule: the time budget counts from the call's arrival (reading the request spends it
+too), less the time to turn the plan into an answer and send it, and never past the caller's
+own deadline (an RPC deadline) less a margin. The margin is cut to a tenth of a short deadline,
+yet never below the time to send this answer: a short deadline keeps most of its time for
+solving. When reading the request took longer than it does on an idle machine (solves share
+the machine), every per-job reserve stretches by that slowdown.
+
+``Deadline.after(budget)`` is the same rule for a caller with no call (the CLI, the simulator,
+tests): the budget from now. The solver reads a Deadline through a ``Clock``, which adds the
+caller's stop request.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from dataclasses import dataclass
+
+from solver.core.settings import SolverSettings
+
+_NO_DEADLINE = 1e7
+"""A caller deadline farther than this many seconds is no deadline."""
+
+
+@dataclass(frozen=True)
+class Deadline:
+    """The instants a solve works to (time.monotonic(): one clock for every process)."""
+
+    start: float
+    """Where the budget counts from: the call's arrival."""
+    end: float
+    """The solver's result must be ready by now; answering happens after it."""
+    finish_seconds: float
+    """Kept back before `end` to turn choices into a checked plan (stretched by slowdown)."""
+
+    @classmethod
+    def for_call(
+        cls,
+        settings: SolverSettings,
+        *,
+        arrival: float,
+        budget_seconds: float,
+        jobs: int,
+        caller_end: float | None = None,
+        read_seconds: float = 0.0,
+        now: float | None = None,
+    ) -> Deadline:
+        """The deadline of a call that arrived at `arrival`, asked for `budget_seconds` over
+        `jobs` jobs, took `read_seconds` to read, and must answer by `caller_end` (None: no
+        caller deadline)."""
+        now = time.monotonic() if now is None else now
+        slow = slowdown(settings, read_seconds, jobs)
+        respond = (settings.respond_seconds + settings.respond_seconds_per_job * jobs) * slow
+        finish = finish_seconds(settings, jobs)
+        # The solver keeps back what finishing needs on an idle machine; on a slowed one the
+        # rest of that comes off its deadline.
+        respond += (slow - 1.0) * finish
+        end = arrival + budget_seconds - respond
+        if caller_end is not None and math.isfinite(caller_end):
+            remaining = caller_end - now
+            if remaining < _NO_DEADLINE:
+                margin = min(settings.rpc_deadline_margin_seconds, max(respond, remaining / 10))
+                end = min(end, caller_end - margin)
+        return cls(start=arrival, end=end, finish_seconds=finish)
+
+    @classmethod
+    def after(
+        cls, budget_seconds: float, settings: SolverSettings | None = None, jobs: int = 0
+    ) -> Deadline:
+        """The whole budget from now, for callers that answer nobody over a wire."""
+        s = settings if settings is not None else SolverSettings()
+        now = time.monotonic()
+        return cls(start=now, end=now + budget_seconds, finish_seconds=finish_seconds(s, jobs))
+
+    def sooner(self, end: float) -> Deadline:
+        """This deadline, ending no later than `end`."""
+        return Deadline(self.start, min(self.end, end), self.finish_seconds)
+
+
+def slowdown(settings: SolverSettings, read_seconds: float, jobs: int) -> float:
+    """How much slower than on an idle machine a request was read, in [1, max_slowdown]."""
+    expected = settings.read_seconds + settings.read_seconds_per_job * jobs
+    if expected < settings.min_read_seconds_to_gauge:
+        return 1.0
+    return min(max(read_seconds / expected, 1.0), settings.max_slowdown)
+
+
+def finish_seconds(settings: SolverSettings, jobs: int) -> float:
+    """Time to keep back for turning choices into a checked plan."""
+    return settings.finish_seconds + settings.finish_seconds_per_job * jobs
+
+
+class Clock:
+    """A Deadline as the solver reads it, with the caller's stop request (a cancelled call,
+    a shutdown): once stopped, no time is left."""
+
+    def __init__(self, deadline: Deadline, stop: threading.Event | None = None) -> None:
+        self.deadline = deadline
+        self.start = deadline.start
+        self.end = deadline.end
+        self._stop = stop
+
+    def stopped(self) -> bool:
+        return self._stop is not None and self._stop.is_set()
+
+    def left(self) -> float:
+        """Seconds to the end; 0 once stopped."""
+        return 0.0 if self.stopped() else self.end - time.monotonic()
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self.start
+
+    def work_end(self) -> float:
+        """When search must stop so that the finish fits before the end."""
+        return self.end - self.deadline.finish_seconds
+
+    def share_of_budget(self, share: float) -> float:
+        """The instant `share` of the whole window after its start."""
+        return self.start + share * (self.end - self.start)
+
+
+__all__ = ["Clock", "Deadline", "finish_seconds", "slowdown"]

@@ -1,0 +1,239 @@
+"""The best checked plan so far, the best proven bound, and the one termination rule.
+
+Every step of a solve offers its plans and bounds here; nothing else decides what is returned
+or how the answer is labelled. The rule, the same on every path (docs/objective.md,
+"Termination"):
+
+- OPTIMAL: the proven bound is within ``OPTIMALITY_TOLERANCE`` (1e-6) of the plan's objective,
+  relative to max(|objective|, 1) (the form of the solvers' own tolerances, so that an
+  objective of 0 can be proven optimal). A request's ``relative_gap`` only lets the solve stop
+  earlier; it never makes a plan OPTIMAL.
+- FALLBACK: the plan is a degraded answer: a step the solve relied on failed (a worker died or
+  was killed, the parts of a decomposed solve were lost), the time left was too short for the
+  normal path (the quick plan), or a solve asked to improve on the heuristic (any backend but
+  HEURISTIC) returns the first plan unimproved.
+- FEASIBLE: any other checked plan.
+- INFEASIBLE: the request's own hard constraints cannot all hold (``infeasible``).
+
+The gap is ``(bound - objective) / max(|objective|, 1e-9)``, reported wherever a solver proved
+a bound, whatever the termination.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Sequence
+
+from solver.domain import (
+    Backend,
+    JobAssignment,
+    ObjectiveBreakdown,
+    Plan,
+    Problem,
+    SolveResult,
+    SolveStats,
+    Termination,
+)
+from solver.scoring.checker import PlanViolation, check_plan
+
+log = logging.getLogger(__name__)
+
+OPTIMALITY_TOLERANCE = 1e-6
+"""Relative gap reported as OPTIMAL: the integer scaling of CP-SAT's objective and the MILP
+solvers' bound margins leave a proven bound that can sit this far above the optimum."""
+IMPROVEMENT_EPSILON = 1e-9
+"""An offered plan must beat the best by more than this to replace it."""
+
+Checker = Callable[[Problem, Sequence[JobAssignment]], list[PlanViolation]]
+
+
+def relative_gap(objective: float, bound: float | None) -> float | None:
+    """(bound - objective) / max(|objective|, 1e-9); None without a bound."""
+    if bound is None:
+        return None
+    return (max(bound, objective) - objective) / max(abs(objective), 1e-9)
+
+
+def proven_optimal(objective: float, bound: float | None) -> bool:
+    """Whether `bound` proves `objective` optimal (OPTIMALITY_TOLERANCE, relative to
+    max(|objective|, 1))."""
+    if bound is None:
+        return False
+    return bound - objective <= OPTIMALITY_TOLERANCE * max(abs(objective), 1.0)
+
+
+def termination(objective: float, bound: float | None, *, degraded: bool) -> Termination:
+    """The termination of a checked plan of `objective` with proven bound `bound`."""
+    if proven_optimal(objective, bound):
+        return Termination.OPTIMAL
+    return Termination.FALLBACK if degraded else Termination.FEASIBLE
+
+
+class Incumbent:
+    """The best checked plan, its source, the proven bound and the notes of a solve.
+
+    Thread-safe: steps running side by side (LNS and an exact solver) offer concurrently.
+    """
+
+    def __init__(
+        self,
+        problem: Problem,
+        *,
+        improve: bool = True,
+        check: Checker = check_plan,
+        on_first: Callable[[Plan], None] | None = None,
+    ) -> None:
+        """`improve`: the solve was asked to improve on its first plan (any backend but
+        HEURISTIC), so returning that plan unimproved is a fallback. `on_first` is told the
+        first checked plan as soon as it is kept (a worker sends it ahead, in case it dies)."""
+        self.problem = problem
+        self.improve = improve
+        self._check = check
+        self._on_first = on_first
+        self._lock = threading.Lock()
+        self.best: Plan | None = None
+        self.backend = Backend.HEURISTIC
+        self.first: Plan | None = None
+        self.bound: float | None = None
+        self.notes: list[str] = []
+        self.degraded: list[str] = []
+        self.closed = False
+
+    def offer(self, plan: Plan | None, source: str, backend: Backend) -> bool:
+        """Keep `plan` if it passes the checker and beats the best so far (the first plan
+        offered is kept whatever its worth); whether it was kept."""
+        if plan is None:
+            return False
+        violations = self._check(self.problem, plan.assignments)
+        with self._lock:
+            if self.closed:
+                return False
+            if violations:
+                log.error("%s plan rejected by the checker: %s", source, violations[0])
+                self.notes.append(f"{source} plan failed the checker ({violations[0].constraint})")
+                return False
+            if self.best is not None:
+                if plan.objective.total <= self.best.objective.total + IMPROVEMENT_EPSILON:
+                    return False
+                self.best, self.backend = plan, backend
+                return True
+            self.best, self.first, self.backend = plan, plan, backend
+        if self._on_first is not None:  # outside the lock: it may take a while
+            self._on_first(plan)
+        return True
+
+    def violations(self, plan: Plan) -> list[PlanViolation]:
+        """What the checker says of `plan` (for steps that must know why it failed)."""
+        return self._check(self.problem, plan.assignments)
+
+    def tighten(self, bound: float | None) -> None:
+        """A proven upper bound on the optimum; the smallest one is kept."""
+        with self._lock:
+            if self.closed or bound is None:
+                return
+            if self.bound is None or bound < self.bound:
+                self.bound = bound
+
+    def note(self, text: str) -> None:
+        with self._lock:
+            self.notes.append(text)
+
+    def degrade(self, why: str) -> None:
+        """The answer is a fallback, for this reason (it leads the detail)."""
+        with self._lock:
+            self.degraded.append(why)
+
+    def gap(self) -> float | None:
+        with self._lock:
+            if self.best is None:
+                return None
+            return relative_gap(self.best.objective.total, self.bound)
+
+    def optimal(self) -> bool:
+        """Whether the best plan is proven optimal."""
+        with self._lock:
+            if self.best is None:
+                return False
+            return proven_optimal(self.best.objective.total, self.bound)
+
+    def done(self) -> bool:
+        """Whether the solve may stop: the best plan is proven optimal, or its proven gap is
+        within the request's relative_gap."""
+        gap = self.gap()
+        wanted = self.problem.options.relative_gap
+        return self.optimal() or (gap is not None and wanted > 0 and gap <= wanted)
+
+    def close(self) -> None:
+        """The answer is being made: later offers (a late exact solver) are ignored."""
+        with self._lock:
+            self.closed = True
+
+    def result(
+        self,
+        *,
+        wall_seconds: float,
+        first_plan_seconds: float,
+        num_configurations: int,
+        num_configurations_enumerated: int,
+    ) -> SolveResult:
+        """The answer: the best plan, labelled by the termination rule."""
+        self.close()
+        assert self.best is not None, "a solve answers only once a plan was offered"
+        objective = self.best.objective.total
+        bound = None if self.bound is None else max(self.bound, objective)
+        gap = relative_gap(objective, bound)
+        unimproved = self.improve and self.best is self.first
+        degraded = bool(self.degraded) or unimproved
+        notes = list(self.notes)
+        if unimproved and not self.degraded and not proven_optimal(objective, bound):
+            notes.append("nothing better than the first plan")
+        detail = "; ".join([*self.degraded, *notes])
+        stats = SolveStats(
+            termination=termination(objective, bound, degraded=degraded),
+            backend_used=self.backend,
+            objective=objective,
+            best_bound=bound,
+            relative_gap=gap,
+            wall_seconds=wall_seconds,
+            first_plan_seconds=first_plan_seconds,
+            num_configurations=num_configurations,
+            num_configurations_enumerated=num_configurations_enumerated,
+            detail=detail,
+        )
+        return SolveResult(plan=self.best, stats=stats)
+
+
+def infeasible(
+    problem: Problem,
+    *,
+    detail: str,
+    wall_seconds: float,
+    num_configurations: int = 0,
+    num_configurations_enumerated: int = 0,
+) -> SolveResult:
+    """No valid plan exists: the request's hard constraints contradict each other."""
+    empty = Plan(assignments=(), objective=ObjectiveBreakdown(0.0, 0.0, 0.0, 0.0, 0.0, 0.0))
+    stats = SolveStats(
+        termination=Termination.INFEASIBLE,
+        backend_used=problem.options.backend,
+        objective=0.0,
+        best_bound=None,
+        relative_gap=None,
+        wall_seconds=wall_seconds,
+        first_plan_seconds=wall_seconds,
+        num_configurations=num_configurations,
+        num_configurations_enumerated=num_configurations_enumerated,
+        detail=detail,
+    )
+    return SolveResult(plan=empty, stats=stats)
+
+
+__all__ = [
+    "OPTIMALITY_TOLERANCE",
+    "Incumbent",
+    "infeasible",
+    "proven_optimal",
+    "relative_gap",
+    "termination",
+]

@@ -1,0 +1,209 @@
+"""Every timing and size knob of the solver, with where its default comes from.
+
+One typed object (``SolverSettings``) instead of module constants: the service, the CLI, the
+batch and sweep tools and the simulator build a ``Solver`` from it, and tests hand a solver
+other settings instead of patching modules. Defaults are measurements on the project's 2-core
+machine (``docs/benchmarks.md``) or design choices, each said so below.
+
+Loading (``load_settings``): the built-in defaults, then the ``[tuning]`` table of an operator
+profile (``solver.app.profile``), then ``DSFRO_TUNING_<NAME>`` environment variables, which win.
+A bad value names the key or the variable it came from.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any, Literal
+
+from pydantic import Field, ValidationError
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+ENV_PREFIX = "DSFRO_TUNING_"
+TABLE = "tuning"
+"""The profile table that holds these settings."""
+
+class SolverSettings(BaseSettings):
+    """Timing and size knobs of the solver; immutable, picklable (sent to worker processes)."""
+
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX,
+        frozen=True,
+        extra="forbid",
+        validate_default=True,
+        use_attribute_docstrings=True,
+    )
+
+    # ------------------------------------------------------------ the first plan
+    first_plan_seconds: float = Field(0.003, gt=0.0)
+    """Fixed part of the time the normal path takes to its first answer (enumeration, the
+    heuristic's set-up, its first greedy pass, the plan, the checker). With less time left the
+    quick plan answers instead."""
+    first_plan_seconds_per_job: float = Field(2e-4, gt=0.0)
+    """Per job: measured 137 us a job at medium, 113 at large and 159 at xl on the 2-core
+    machine at a 1-minute load of 3-5 (scripts/bench_deadline.py --profile), with half again
+    for load."""
+    decomposed_first_plan_seconds_per_job: float = Field(6e-4, gt=0.0)
+    """The same for a decomposed solve: xl's 16,384 jobs answered in 9.2 s (5.6e-4 s a job) at
+    the shortest budgets on the 2-core machine at a load of 8, before the quick plan existed."""
+    after_enumeration_share: float = Field(0.7, gt=0.0, le=1.0)
+    """Share of the first plan's estimate still needed once configurations are enumerated
+    (measured 0.19 s at large, 93 us a job, against 0.29 s kept): a machine slower than
+    estimated gets the quick plan then."""
+    finish_seconds: float = Field(0.002, gt=0.0)
+    """Fixed part of the time kept back to turn choices into a checked plan."""
+    finish_seconds_per_job: float = Field(5e-5, gt=0.0)
+    """Per job: measured 16 us at large and 40 us at xl (plan and score, checker), 2-3 us for
+    the protobuf, on the 2-core machine at a load of 3-5."""
+    quick_chunk_jobs: int = Field(256, ge=1)
+    """Jobs the quick plan enumerates and places between two looks at the clock (10-20 ms at
+    1,000 nodes on the 2-core machine)."""
+    quick_check_every: int = Field(32, ge=1)
+    """Placements of the quick plan between two looks at the clock."""
+
+    # ------------------------------------------------------------ the search
+    heuristic_share: float = Field(0.5, gt=0.0, le=1.0)
+    """Safety stop of the heuristic's passes, as a share of the budget: their work is limited
+    by passes, so their plan does not depend on the machine's speed; this stop binds only on an
+    overloaded machine."""
+    max_guided_seconds: float = Field(2.0, gt=0.0)
+    """Safety stop of one guided placement (an aggregated choice placed, then local search)."""
+    extract_seconds: float = Field(0.15, ge=0.0)
+    """Kept back after an exact solver stops, to extract, check and return its plan."""
+    aggregate_seconds_per_configuration: float = Field(8e-6, gt=0.0)
+    """Rough cost of the aggregated LP, built and solved: 0.27 s for large's 37,000
+    configurations. With less time left the heuristic's plan answers at once."""
+    lp_max_configurations: int = Field(50_000, ge=1)
+    """Above this, the aggregated bound comes from its Lagrangian dual: GLOP took ~11 s on
+    250,000 configurations, the cutting planes under a second."""
+    aggregate_mip_share: float = Field(0.5, gt=0.0, le=1.0)
+    """Share of the time left for the aggregated MIP (beside LNS, or before it on one core)."""
+    min_aggregate_mip_seconds: float = Field(0.1, gt=0.0)
+    """The aggregated MIP is not started with less than this."""
+    lns_share_one_core: float = Field(0.5, gt=0.0, le=1.0)
+    """On one core, the share of the time left that LNS gets before the full model runs."""
+
+    # ------------------------------------------------------------ the full model
+    build_seconds_per_variable: float = Field(2e-6, gt=0.0)
+    """Rough cost of building the full model, its warm start and loading it into a solver:
+    0.6-0.8 us per variable on a quiet machine, 1.3-2 us on a loaded one (docs/benchmarks.md,
+    "Building the full model")."""
+    full_model_max_variables: int = Field(200_000, ge=0)
+    """AUTO solves the full model up to about this many variables (0.2-0.4 s to build and
+    load); beyond, HiGHS's presolve alone outlasts most budgets."""
+    in_process_max_variables: int = Field(20_000, ge=0)
+    """Up to this size the full model is solved in the solve's own process (presolve takes
+    milliseconds); beyond, in an isolated worker killed at the deadline."""
+    auto_exact_backend: Literal["HIGHS", "CPSAT"] = "HIGHS"
+    """The full model's backend under AUTO: HiGHS proved pai optimal in 12 s and closed
+    modern-power to 0.2 % where CP-SAT stayed at 4.9 % and 7.0 % (docs/backends.md)."""
+    isolated_time_share: float = Field(0.85, gt=0.0, le=1.0)
+    """An isolated full model's own time limit, as a share of the time to its deadline: it
+    stops and answers before it would be killed (HiGHS overruns by a few per cent)."""
+    kept_exact_workers: int = Field(4, ge=0)
+    """Isolated full-model workers kept idle between solves."""
+
+    # ------------------------------------------------------------ decomposition
+    decompose_min_jobs: int = Field(8_192, ge=1)
+    """AUTO decomposes snapshots with this many jobs ..."""
+    decompose_min_nodes: int = Field(4_096, ge=1)
+    """... or this many nodes."""
+    part_gpus: int = Field(2_048, ge=8)
+    """Target GPUs per part: a part is then about as large as the medium instance."""
+    merge_seconds_per_job: float = Field(2e-4, gt=0.0)
+    """Time kept for merging, completing and checking a decomposed plan (about 3 s at 16,384
+    jobs on the 2-core machine)."""
+
+    # ------------------------------------------------------------ answering (the Deadline)
+    read_seconds: float = Field(0.005, ge=0.0)
+    """Fixed part of the time to decode, validate and convert a request on an idle machine."""
+    read_seconds_per_job: float = Field(4.5e-5, ge=0.0)
+    """Per job: measured 22 ms for medium's 256 jobs and 92 ms for large's 2,048."""
+    respond_seconds: float = Field(0.005, ge=0.0)
+    """Fixed part of the time to turn the plan into the response and send it."""
+    respond_seconds_per_job: float = Field(1e-5, ge=0.0)
+    """Per job: measured 10 ms for large's 2,048 jobs (result_to_proto and serialising), kept
+    twice over."""
+    min_read_seconds_to_gauge: float = Field(0.01, gt=0.0)
+    """Requests read faster than this say too little about the machine's pace: slowdown 1."""
+    max_slowdown: float = Field(4.0, ge=1.0)
+    """Largest slowdown gauged from reading a request (the reserves stretch by it)."""
+    kill_grace_seconds: float = Field(0.05, ge=0.0)
+    """A solve worker still working this long after the instant its answer was due is killed,
+    and its first plan answers (a FALLBACK): an answer a little late beats none."""
+    rpc_deadline_margin_seconds: float = Field(0.2, ge=0.0)
+    """Time kept back from a caller's RPC deadline to send the answer; cut to a tenth of a
+    short deadline, never below the time to send this answer."""
+
+    threads: int = Field(0, ge=0, le=256)
+    """Solver threads when the request sets none; 0: the cores this process may use."""
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        # Plain construction reads only its arguments (tests and code are hermetic);
+        # load_settings adds the environment over a profile's table.
+        return (init_settings,)
+
+
+class SettingsError(ValueError):
+    """Bad solver settings; ``problems`` has one line per problem, naming its key or variable."""
+
+    def __init__(self, problems: list[str]) -> None:
+        super().__init__("\n".join(problems))
+        self.problems = problems
+
+
+def load_settings(
+    table: Mapping[str, Any] | None = None,
+    *,
+    source: str = "profile",
+    environ: Mapping[str, str] | None = None,
+) -> SolverSettings:
+    """The defaults, then `table` (a profile's [tuning] table, from `source`), then the
+    DSFRO_TUNING_* variables of `environ` (default: this process's). SettingsError names every
+    bad key or variable."""
+    env = os.environ if environ is None else environ
+    values: dict[str, Any] = dict(table or {})
+    where = {k: f"{source}: [{TABLE}] {k}" for k in values}
+    fields = SolverSettings.model_fields
+    problems = []
+    for name, raw in env.items():
+        if not name.startswith(ENV_PREFIX):
+            continue
+        key = name[len(ENV_PREFIX) :].lower()
+        if key not in fields:
+            problems.append(f"{name}: no such setting (see docs/operations.md, Tuning)")
+            continue
+        values[key] = raw
+        where[key] = name
+    try:
+        settings = SolverSettings(**values)
+    except ValidationError as e:
+        for error in e.errors():
+            key = str(error["loc"][0]) if error["loc"] else ""
+            origin = where.get(key, key)
+            if error["type"] == "extra_forbidden":
+                problems.append(f"{origin}: no such setting")
+            else:
+                problems.append(f"{origin}: {error['msg']} (got {error.get('input')!r})")
+    if problems:
+        raise SettingsError(problems)
+    return settings
+
+
+def describe() -> list[tuple[str, str, str]]:
+    """(name, default, what) of every setting, for docs/operations.md and ``--help`` texts."""
+    out = []
+    for name, field in SolverSettings.model_fields.items():
+        out.append((name, repr(field.default), (field.description or "").strip()))
+    return out
+
+
+__all__ = ["ENV_PREFIX", "TABLE", "SettingsError", "SolverSettings", "describe", "load_settings"]

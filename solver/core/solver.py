@@ -1,0 +1,251 @@
+"""The Solver: one object that answers a problem within its deadline.
+
+Built once from ``SolverSettings`` (and, for decomposed solves, where their parts run) and
+shared by every door: the service's workers, the CLI, batches, sweeps and the simulator. Each
+solve runs its steps (``solver.core.steps``) against one ``Incumbent`` and one ``Clock``:
+
+1. too little time for the normal first plan: the quick plan answers (a fallback);
+2. a snapshot large enough (or DECOMPOSED): its parts on the executor, merged and completed;
+3. otherwise: configurations, the heuristic's first plan (an answer always exists), the
+   aggregated bound and its guided plan, then by backend: nothing more (HEURISTIC), the full
+   model alone (CPSAT, HIGHS, PYOMO), or AUTO's portfolio (LNS beside the aggregated MIP and
+   the full model) until the gap closes or the time is up.
+
+Every plan that leaves has passed the checker; the incumbent labels it (docs/objective.md,
+"Termination").
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from solver.core.deadline import Clock, Deadline
+from solver.core.incumbent import Incumbent, infeasible
+from solver.core.settings import SolverSettings
+from solver.core.steps import SolveRun
+from solver.core.steps.bound import aggregate_bound, aggregate_fits
+from solver.core.steps.decomposed import decompose, finish_decomposed
+from solver.core.steps.first import run_heuristic
+from solver.core.steps.full import full_model_size, solve_full_model
+from solver.core.steps.guided import place_guided
+from solver.core.steps.portfolio import search
+from solver.core.steps.quick import solve_quick
+from solver.domain import Backend, Plan, Problem, SolveResult
+from solver.exact import isolated
+from solver.perfmodel.configs import ConfigSet, build_config_set
+from solver.runtime.cores import available_cores
+from solver.runtime.executors import LazyExecutor
+from solver.runtime.pools import Executor, Stopped, WorkerLost
+from solver.search.heuristic import Heuristic
+
+EXACT_BACKENDS = frozenset({Backend.CPSAT, Backend.HIGHS, Backend.PYOMO})
+"""Backends that solve the full formulation (solver.exact.backends)."""
+
+
+class Solver:
+    """Answers problems within their deadline; thread-safe, and picklable (its settings and
+    where parts run go to worker processes; an executor is made anew there)."""
+
+    def __init__(
+        self,
+        settings: SolverSettings | None = None,
+        *,
+        ray_address: str | None = None,
+        executor: Executor | None = None,
+    ) -> None:
+        """`executor` runs the parts of decomposed solves (kept open: the caller closes it);
+        without one, the solver makes one on first use (Ray at `ray_address`, else local
+        processes) and closes it in ``close``."""
+        self.settings = settings if settings is not None else SolverSettings()
+        self.ray_address = ray_address
+        self._given = executor
+        self._own: LazyExecutor | None = None
+        self._lock = threading.Lock()
+        isolated.keep_workers(self.settings.kept_exact_workers)
+
+    # ------------------------------------------------------------ pickling
+
+    def __getstate__(self) -> dict[str, Any]:
+        live = ("_given", "_own", "_lock")
+        return {k: v for k, v in self.__dict__.items() if k not in live}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._given = None
+        self._own = None
+        self._lock = threading.Lock()
+
+    # ------------------------------------------------------------ the door
+
+    def solve(
+        self,
+        problem: Problem,
+        deadline: Deadline | None = None,
+        stop: threading.Event | None = None,
+        on_first_plan: Callable[[Plan], None] | None = None,
+    ) -> SolveResult:
+        """Solve within `deadline` (default: the problem's time budget from now). Once `stop`
+        is set, the search, the solvers (interrupted) and worker processes (stopped, or killed)
+        stop and the best plan so far returns at once. `on_first_plan` is told the first
+        checked plan as soon as it exists (the quick plan answers at once without it)."""
+        s = self.settings
+        if deadline is None:
+            deadline = Deadline.after(problem.options.time_budget_seconds, s, len(problem.jobs))
+        clock = Clock(deadline, stop)
+        estimate = self.first_plan_estimate(problem)
+        if clock.left() < estimate:
+            return self.quick(problem, clock, self._short(clock, estimate))
+        if self.decomposes(problem):
+            return self._decomposed(problem, clock, on_first_plan)
+        return self._here(problem, clock, estimate, on_first=on_first_plan)
+
+    def quick(self, problem: Problem, clock: Clock, why: str) -> SolveResult:
+        """The quick plan within the clock, as a fallback for `why` (also the service's answer
+        when a solve's worker died)."""
+        return solve_quick(problem, self.settings, clock, why)
+
+    def decomposes(self, problem: Problem) -> bool:
+        """Whether the solve of `problem` is decomposed."""
+        s = self.settings
+        backend = problem.options.backend
+        return backend is Backend.DECOMPOSED or (
+            backend is Backend.AUTO
+            and (
+                len(problem.jobs) >= s.decompose_min_jobs
+                or len(problem.cluster.nodes) >= s.decompose_min_nodes
+            )
+        )
+
+    def first_plan_estimate(self, problem: Problem) -> float:
+        """Roughly how long the normal path takes to its first answer; with less time left
+        the quick plan answers."""
+        s = self.settings
+        per_job = (
+            s.decomposed_first_plan_seconds_per_job
+            if self.decomposes(problem)
+            else s.first_plan_seconds_per_job
+        )
+        return s.first_plan_seconds + per_job * len(problem.jobs)
+
+    def close(self) -> None:
+        """Close the executor this solver made (a given one stays open)."""
+        with self._lock:
+            own, self._own = self._own, None
+        if own is not None:
+            own.close()
+
+    # ------------------------------------------------------------ paths
+
+    def _executor(self) -> Executor:
+        if self._given is not None:
+            return self._given
+        with self._lock:
+            if self._own is None:
+                self._own = LazyExecutor(self.ray_address)
+            return self._own
+
+    @staticmethod
+    def _short(clock: Clock, estimate: float, when: str = "") -> str:
+        why = f"{max(clock.left(), 0.0):.3f} s left, the first plan needs ~{estimate:.3f} s"
+        return f"{why} {when}" if when else why
+
+    def _here(
+        self,
+        problem: Problem,
+        clock: Clock,
+        estimate: float,
+        *,
+        fallback_for: str = "",
+        on_first: Callable[[Plan], None] | None = None,
+    ) -> SolveResult:
+        """The heuristic's plan, improved by the backend's steps, in this process; the quick
+        plan if enumeration leaves too little time. With `fallback_for` (why the path that
+        should have answered failed), the heuristic's plan alone, as a fallback."""
+        s = self.settings
+        configs = build_config_set(problem)
+        after = s.after_enumeration_share * estimate
+        if clock.left() < after:  # a machine slower than estimated
+            why = self._short(clock, after, "after enumeration")
+            return self.quick(problem, clock, f"{fallback_for}; {why}" if fallback_for else why)
+        blocked = unkeepable_jobs(problem, configs)
+        if blocked:
+            return _infeasible(
+                problem,
+                configs,
+                clock,
+                "non-preemptible jobs whose running shape has no estimate: " + ", ".join(blocked),
+            )
+        backend = problem.options.backend
+        only_heuristic = bool(fallback_for) or backend is Backend.HEURISTIC
+        run = SolveRun(
+            problem=problem,
+            settings=s,
+            clock=clock,
+            incumbent=Incumbent(problem, improve=not only_heuristic, on_first=on_first),
+            configs=configs,
+            heuristic=Heuristic(problem, configs, clock.stopped),
+            threads=problem.options.threads or s.threads or available_cores(),
+        )
+        if fallback_for:
+            run.incumbent.degrade(fallback_for)
+        violations = run_heuristic(run)
+        if violations:
+            return _infeasible(problem, configs, clock, violations[0])
+        if only_heuristic:
+            run.incumbent.note("heuristic only")
+            return run.result()
+        if not aggregate_fits(run):
+            run.incumbent.note("no time left for the aggregated bound")
+            return run.result()
+        choice = aggregate_bound(run)
+        if backend in EXACT_BACKENDS:
+            place_guided(run, choice)
+            if not run.incumbent.done():
+                solve_full_model(run, full_model_size(run), backend, run.threads)
+        elif not run.incumbent.done():
+            search(run, full_model_size(run), choice)
+        return run.result()
+
+    def _decomposed(
+        self, problem: Problem, clock: Clock, on_first: Callable[[Plan], None] | None
+    ) -> SolveResult:
+        executor = self._executor()
+        try:
+            d = decompose(problem, self.settings, clock, executor)
+        except (WorkerLost, Stopped) as e:
+            # No part came back: the heuristic answers from here, or the quick plan when time
+            # is short (and at once when the solve was stopped).
+            why = f"{e} in the first round"
+            estimate = self.first_plan_estimate(problem)
+            if clock.left() < estimate:
+                return self.quick(problem, clock, f"{why}; {self._short(clock, estimate)}")
+            return self._here(problem, clock, estimate, fallback_for=why, on_first=on_first)
+        blocked = unkeepable_jobs(problem, d.configs)
+        return finish_decomposed(problem, self.settings, clock, d, executor, blocked, on_first)
+
+
+def unkeepable_jobs(problem: Problem, configs: ConfigSet) -> list[str]:
+    """Non-preemptible running jobs with no configuration of the shape they run in."""
+    out = []
+    for job in problem.jobs:
+        if job.current is None or job.preemptible:
+            continue
+        current = job.current.shape
+        if not any(c.shape == current for c in configs.by_job[job.name]):
+            out.append(job.name)
+    return out
+
+
+def _infeasible(problem: Problem, configs: ConfigSet, clock: Clock, detail: str) -> SolveResult:
+    return infeasible(
+        problem,
+        detail=detail,
+        wall_seconds=clock.elapsed(),
+        num_configurations=configs.num_configurations,
+        num_configurations_enumerated=configs.num_enumerated,
+    )
+
+
+__all__ = ["EXACT_BACKENDS", "Solver", "unkeepable_jobs"]

@@ -1,0 +1,59 @@
+"""The steps of a solve. Each reads the plain domain, works within the run's clock, and offers
+its plans and bounds to the run's incumbent; ``solver.core.solver`` decides which run, in which
+order, by backend and size.
+
+- ``quick``: the quick plan, linear in the snapshot, when the time left is too short for the
+  normal first plan;
+- ``first``: the heuristic's passes, the first checked plan;
+- ``bound``: the aggregated model (LP, its Lagrangian dual at scale, or a MIP) for a proven
+  bound and a configuration choice;
+- ``guided``: a configuration choice placed best-fit, then local search;
+- ``lns``: large-neighbourhood search on the full model around the best plan;
+- ``full``: the full model on an exact backend, in the solve's process or in an isolated
+  worker killed at the deadline;
+- ``portfolio``: AUTO's improvement phase, LNS beside the exact side;
+- ``decomposed``: the parts of a large snapshot on an executor, merged and completed.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+
+from solver.core.deadline import Clock
+from solver.core.incumbent import Incumbent
+from solver.core.settings import SolverSettings
+from solver.domain import Config, Problem, SolveResult
+from solver.exact.lns import Lns
+from solver.perfmodel.configs import ConfigSet
+from solver.search.heuristic import Heuristic
+
+
+@dataclass
+class SolveRun:
+    """One solve in progress: what every step reads and where it offers its results."""
+
+    problem: Problem
+    settings: SolverSettings
+    clock: Clock
+    incumbent: Incumbent
+    configs: ConfigSet
+    heuristic: Heuristic
+    threads: int
+    first_plan_seconds: float = 0.0
+    guide: dict[str, Config] = field(default_factory=dict)
+    """The aggregated MIP's choice, which LNS also searches around."""
+    lns: Lns | None = None
+    """The LNS running now, told of a new guide."""
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    """Guards `guide` and `lns` while steps run side by side."""
+    heuristic_lock: threading.Lock = field(default_factory=threading.Lock)
+    """One guided placement at a time: the heuristic has state."""
+
+    def result(self) -> SolveResult:
+        return self.incumbent.result(
+            wall_seconds=self.clock.elapsed(),
+            first_plan_seconds=self.first_plan_seconds,
+            num_configurations=self.configs.num_configurations,
+            num_configurations_enumerated=self.configs.num_enumerated,
+        )

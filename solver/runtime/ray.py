@@ -1,0 +1,163 @@
+"""Tasks on a Ray cluster, and what went wrong when joining one, said plainly.
+
+``ray.init`` against a cluster it cannot join retries for about 20 s and then raises a bare
+``ConnectionError``; the cause (nothing listening, or a token the cluster refused) is only in
+its log lines. Before joining a ``host:port`` address, the cluster's control service (GCS) is
+asked once for its id: nothing answering, or an answer of UNAUTHENTICATED, becomes a
+``RayConnectionError`` that names the address, the cause and the fix.
+
+Token authentication (Ray 2.52 and later; the default for local clusters from 2.59, for all
+clusters from 2.61): the head and every client set ``RAY_AUTH_MODE=token`` and give the token
+in ``RAY_AUTH_TOKEN``, or in a file named by ``RAY_AUTH_TOKEN_PATH`` (``ray get-auth-token``
+prints a cluster's). docs/operations.md has the set-up.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+from solver.extras import MissingExtraError
+from solver.runtime.cores import THREAD_VARIABLES
+from solver.runtime.pools import STOP_POLL_SECONDS, Stop, Stopped
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+PROBE_SECONDS = 3.0
+"""How long the first look at a cluster's control service may take."""
+TOKEN_VARIABLES = ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH")
+_HOST_PORT = re.compile(r"^(\[[0-9a-fA-F:]+\]|[\w.-]+):(\d{1,5})$")
+
+
+class RayConnectionError(ConnectionError):
+    """Joining the Ray cluster failed; the message names the address, the cause and the fix."""
+
+
+def token(environ: Mapping[str, str] | None = None) -> str | None:
+    """The token this process would present: RAY_AUTH_TOKEN, else the file named by
+    RAY_AUTH_TOKEN_PATH; None when token authentication is not asked for."""
+    env = os.environ if environ is None else environ
+    if env.get("RAY_AUTH_MODE", "").strip().lower() != "token":
+        return None
+    if env.get("RAY_AUTH_TOKEN", "").strip():
+        return env["RAY_AUTH_TOKEN"].strip()
+    path = env.get("RAY_AUTH_TOKEN_PATH", "").strip()
+    if path:
+        try:
+            return Path(path).read_text().strip() or None
+        except OSError as e:
+            raise RayConnectionError(
+                f"RAY_AUTH_TOKEN_PATH names {path!r}, which cannot be read ({e.strerror})"
+            ) from e
+    return None
+
+
+def probe(address: str, environ: Mapping[str, str] | None = None) -> None:
+    """Ask the cluster at `address` (host:port of its GCS) for its id; RayConnectionError if
+    nothing answers or it refuses this process's token. Other addresses are not probed."""
+    if _HOST_PORT.match(address) is None:
+        return
+    import grpc
+    from ray.core.generated import gcs_service_pb2, gcs_service_pb2_grpc
+
+    messages: Any = gcs_service_pb2
+    stubs: Any = gcs_service_pb2_grpc
+    presented = token(environ)
+    metadata = [("authorization", f"Bearer {presented}")] if presented else None
+    with grpc.insecure_channel(address) as channel:
+        stub = stubs.NodeInfoGcsServiceStub(channel)
+        try:
+            stub.GetClusterId(
+                messages.GetClusterIdRequest(), timeout=PROBE_SECONDS, metadata=metadata
+            )
+        except grpc.RpcError as e:
+            raise RayConnectionError(explain(address, e.code().name, presented is not None)) from e
+
+
+def explain(address: str, code: str, token_given: bool) -> str:
+    """What a refused or unanswered probe of `address` means and what to do about it."""
+    if code == "UNAUTHENTICATED":
+        if token_given:
+            return (
+                f"the Ray cluster at {address} refused this service's token: RAY_AUTH_TOKEN "
+                f"(or the file RAY_AUTH_TOKEN_PATH names) must hold the cluster's token "
+                f"(`ray get-auth-token` on its head node prints it)"
+            )
+        return (
+            f"the Ray cluster at {address} requires token authentication and this service "
+            f"sent no token: set RAY_AUTH_MODE=token and RAY_AUTH_TOKEN (or RAY_AUTH_TOKEN_PATH, "
+            f"a file holding it) in the service's environment; `ray get-auth-token` on the "
+            f"head node prints the token (docs/operations.md, Ray)"
+        )
+    if code in ("UNAVAILABLE", "DEADLINE_EXCEEDED"):
+        return (
+            f"no Ray cluster answers at {address} ({code}): start its head node "
+            f"(`ray start --head --port PORT`) or give the address of a running one "
+            f"(--ray-address / DSFRO_RAY_ADDRESS, host:port of its GCS, 6379 by default)"
+        )
+    return f"the Ray cluster at {address} answered {code} to a first request"
+
+
+class RayExecutor:
+    """Tasks on a Ray cluster: `address` as for ray.init ("auto", "ray://host:10001",
+    "host:port", or "local" to start one on this machine); one CPU per task."""
+
+    name = "ray"
+
+    def __init__(self, address: str) -> None:
+        try:
+            import ray
+        except ImportError as e:
+            raise MissingExtraError("ray", f"the Ray executor (address {address!r})") from e
+
+        self._ray: Any = ray
+        if not ray.is_initialized():
+            if address != "local":
+                probe(address)
+            try:
+                ray.init(
+                    address=None if address == "local" else address,
+                    include_dashboard=False,
+                    log_to_driver=False,
+                )
+            except ConnectionError as e:
+                hint = ""
+                if token() is None:
+                    hint = (
+                        "; if the cluster uses token authentication, set RAY_AUTH_MODE=token "
+                        "and RAY_AUTH_TOKEN in the service's environment"
+                    )
+                raise RayConnectionError(
+                    f"could not join the Ray cluster at {address}: {e}{hint}"
+                ) from e
+        resources: dict[str, float] = ray.cluster_resources()  # type: ignore[no-untyped-call]
+        self.workers = max(int(resources.get("CPU", 1)), 1)
+        self._remote: dict[Callable[..., Any], Any] = {}
+
+    def map(self, fn: Callable[[T], R], items: Sequence[T], stop: Stop | None = None) -> list[R]:
+        remote = self._remote.get(fn)
+        if remote is None:
+            remote = self._remote[fn] = self._ray.remote(
+                num_cpus=1, runtime_env={"env_vars": dict.fromkeys(THREAD_VARIABLES, "1")}
+            )(fn)
+        refs = [remote.remote(x) for x in items]
+        pending = list(refs)
+        while stop is not None and pending:
+            if stop():
+                for ref in refs:
+                    with contextlib.suppress(Exception):
+                        self._ray.cancel(ref, force=True)
+                raise Stopped("stopped on request: the Ray tasks were cancelled")
+            _, pending = self._ray.wait(
+                pending, num_returns=len(pending), timeout=STOP_POLL_SECONDS
+            )
+        results: list[R] = self._ray.get(refs)
+        return results
+
+    def close(self) -> None:
+        """Leaves the Ray cluster running: it belongs to whoever started it."""

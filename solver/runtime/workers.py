@@ -1,0 +1,473 @@
+"""Kept worker interpreters that run one call at a time: stopped on request, killed at a limit.
+
+A worker is a fresh interpreter (``python -m solver.runtime.workers``), not a fork: forking a
+process with gRPC and solver threads is unsafe, and multiprocessing's spawn re-runs the
+caller's main module. It imports what it is told to preload, then runs calls: a picklable
+top-level function and its argument, ``fn(arg, call)``, where ``call.stop`` is set when the
+caller asks it to stop and ``call.report(obj)`` sends a message back before the result.
+
+Three pipes per worker, with length-prefixed pickles (the solvers print on standard output):
+calls in, messages out, and a control pipe on which the parent asks the running call to stop.
+A worker started by a process that is not itself a worker leads a process group of its own,
+so that killing it kills whatever it started (an isolated full model, a local pool). A worker
+whose parent dies sees its control pipe close and exits.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import logging
+import os
+import pickle
+import select
+import signal
+import struct
+import subprocess
+import sys
+import threading
+import time
+import traceback
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from solver.runtime import crashes, memory
+
+log = logging.getLogger(__name__)
+
+IN_WORKER_ENV = "DSFRO_IN_WORKER"
+"""Set in every worker's environment: its own workers stay in its process group."""
+READY_SECONDS = 60.0
+"""Longest a new worker may take to import its preload before it is given up on."""
+POLL_SECONDS = 0.02
+"""How often a waiting caller looks at its stop request, its limit and the worker's memory."""
+_HEADER = struct.Struct(">Q")
+_STOP = struct.Struct(">cQ")
+
+
+class WorkerLost(RuntimeError):
+    """A worker died, or was killed, before its call answered; the reason is the message.
+    `crash` is False when it was killed on purpose (past its limit, or deaf to a stop)."""
+
+    def __init__(self, message: str, *, crash: bool = True) -> None:
+        super().__init__(message)
+        self.crash = crash
+
+
+class CallFailed(RuntimeError):
+    """The call raised in the worker; the message has the exception and its traceback."""
+
+
+def in_worker() -> bool:
+    """Whether this process is a worker started by this module."""
+    return os.environ.get(IN_WORKER_ENV) == "1"
+
+
+# ---------------------------------------------------------------- framing
+
+
+def _write(fd: int, obj: object) -> None:
+    data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+    view = memoryview(_HEADER.pack(len(data)) + data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def _read_exactly(fd: int, n: int) -> bytes:
+    chunks = []
+    while n:
+        chunk = os.read(fd, min(n, 1 << 20))
+        if not chunk:
+            raise EOFError("worker pipe closed")
+        chunks.append(chunk)
+        n -= len(chunk)
+    return b"".join(chunks)
+
+
+def _read(fd: int) -> Any:
+    (size,) = _HEADER.unpack(_read_exactly(fd, _HEADER.size))
+    return pickle.loads(_read_exactly(fd, size))
+
+
+# ---------------------------------------------------------------- the parent's side
+
+
+@dataclass(frozen=True)
+class Report:
+    """A message the call sent before its result (``call.report``)."""
+
+    value: Any
+
+
+class Worker:
+    """One worker process and the parent's ends of its pipes."""
+
+    def __init__(self, preload: Sequence[str] = ()) -> None:
+        task_r, self._task_w = os.pipe()
+        self._result_r, result_w = os.pipe()
+        control_r, self._control_w = os.pipe()
+        env = dict(os.environ)
+        env[IN_WORKER_ENV] = "1"
+        # The caller's import path, so that a call's function (a test's fake among them)
+        # unpickles in the worker as it was pickled here.
+        paths = [p for p in sys.path if p] + [env.get("PYTHONPATH", "")]
+        env["PYTHONPATH"] = os.pathsep.join(p for p in paths if p)
+        limit = memory.worker_memory_limit()
+        if limit is not None:
+            env[memory.LIMIT_ENV] = str(limit)
+        self.own_group = not in_worker()
+        argv = [sys.executable, "-m", __name__, str(task_r), str(result_w), str(control_r)]
+        self.proc = subprocess.Popen(
+            [*argv, *preload],
+            pass_fds=(task_r, result_w, control_r),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            env=env,
+            start_new_session=self.own_group,
+        )
+        for fd in (task_r, result_w, control_r):
+            os.close(fd)
+        self._calls = 0
+        self.ready = False
+        """Set once the worker has imported its preload and said so."""
+
+    def wait_ready(self, timeout: float) -> bool:
+        """Wait until the worker has started (its preload done); False after `timeout`."""
+        end = time.monotonic() + timeout
+        while not self.ready:
+            left = end - time.monotonic()
+            if left <= 0:
+                return False
+            if self.receive(left) is not None:  # only "ready" can come before a call
+                continue
+        return True
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def send(self, fn: Callable[[Any, CallContext], Any], arg: Any) -> None:
+        """Start a call (WorkerLost if the worker is gone)."""
+        self._calls += 1
+        try:
+            _write(self._task_w, (self._calls, fn, arg))
+        except OSError as e:
+            raise WorkerLost(self._death(f"could not send the call: {e}")) from e
+
+    def stop(self) -> None:
+        """Ask the running call to stop (it answers with what it has)."""
+        with contextlib.suppress(OSError):
+            os.write(self._control_w, _STOP.pack(b"s", self._calls))
+
+    def receive(self, timeout: float) -> Report | tuple[str, Any] | None:
+        """The worker's next message within `timeout` seconds: a Report, or ("result", value)
+        or ("error", text); None if none came. WorkerLost if the worker died."""
+        try:
+            ready, _, _ = select.select([self._result_r], [], [], max(timeout, 0.0))
+            if not ready:
+                return None
+            kind, value = _read(self._result_r)
+        except (EOFError, OSError) as e:
+            raise WorkerLost(self._death(str(e))) from e
+        if kind == "ready":
+            self.ready = True
+            return self.receive(0.0) if select.select([self._result_r], [], [], 0)[0] else None
+        return Report(value) if kind == "report" else (kind, value)
+
+    def _death(self, what: str) -> str:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(timeout=0.5)
+        code = self.proc.returncode
+        if code is not None and code < 0:
+            return f"the worker process {self.pid} was killed by {signal.Signals(-code).name}"
+        return f"the worker process {self.pid} died (exit code {code}): {what}"
+
+    def kill(self) -> None:
+        """Kill the worker and everything it started."""
+        if self.alive():
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                if self.own_group:
+                    os.killpg(self.proc.pid, signal.SIGKILL)
+                else:
+                    self.proc.kill()
+        self.close()
+
+    def close(self) -> None:
+        """Release the pipes (a live worker sees them close and exits)."""
+        for fd in (self._task_w, self._control_w, self._result_r):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        if self.alive():
+            try:
+                self.proc.wait(timeout=2.0)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        else:
+            self.proc.wait()
+
+
+def run_call(
+    worker: Worker,
+    fn: Callable[[Any, CallContext], Any],
+    arg: Any,
+    *,
+    kill_at: Callable[[], float],
+    stop: Callable[[], bool] | None = None,
+    stop_grace: float = 1.0,
+    on_report: Callable[[Any], None] | None = None,
+) -> Any:
+    """The call's result. On the way: reports go to `on_report`; once `stop()` is true the
+    worker is asked to stop and has `stop_grace` seconds to answer; a worker still running at
+    `kill_at()` (a time.monotonic() instant, read at each poll: a report may move it), or over
+    its memory limit, is killed. WorkerLost (the worker is gone: do not give it back) or
+    CallFailed (the call raised: the worker is fine) otherwise."""
+    worker.send(fn, arg)
+    stop_sent: float | None = None
+    while True:
+        now = time.monotonic()
+        limit = kill_at()
+        if stop_sent is None and stop is not None and stop():
+            worker.stop()
+            stop_sent = now
+        if stop_sent is not None:
+            limit = min(limit, stop_sent + stop_grace)
+        reason = memory.kill_if_over_limit(worker.pid)
+        if reason is not None:
+            worker.kill()
+            raise WorkerLost(reason)
+        if now >= limit:
+            worker.kill()
+            why = "did not stop when asked" if stop_sent is not None else "ran past its limit"
+            raise WorkerLost(f"the worker process {worker.pid} {why} and was killed", crash=False)
+        message = worker.receive(min(POLL_SECONDS, limit - now))
+        if message is None:
+            continue
+        if isinstance(message, Report):
+            if on_report is not None:
+                on_report(message.value)
+            continue
+        kind, value = message
+        if kind == "error":
+            raise CallFailed(value)
+        return value
+
+
+class WorkerPool:
+    """Workers kept for calls: ``take`` gives an idle one (or starts one), ``give_back`` takes
+    it back after a clean answer, ``discard`` after it died or was killed (counted in
+    ``crashes``). The pool keeps ``warm`` workers alive, idle or busy: a lost one is replaced in
+    the background; a busy one is not (it comes back). Workers beyond what the pool keeps are
+    closed in the background, never on a caller's time."""
+
+    def __init__(self, kind: str, *, preload: Sequence[str] = (), keep: int = 4) -> None:
+        self.kind = kind
+        self.preload = tuple(preload)
+        self.keep = keep
+        """Idle workers kept at most."""
+        self._idle: list[Worker] = []
+        self._live = 0
+        """Workers of this pool alive now: idle, busy, or starting."""
+        self._lock = threading.Lock()
+        self._warm = 0
+        self._closed = False
+
+    def warm(self, count: int) -> None:
+        """Keep at least `count` workers alive from now on; starts the missing ones in the
+        background (each takes about a second to import)."""
+        with self._lock:
+            self._warm = max(self._warm, count)
+            self.keep = max(self.keep, count)
+        self._top_up()
+
+    def warm_now(self, count: int) -> None:
+        """As warm, and wait until `count` workers are idle and ready."""
+        with self._lock:
+            self._warm = max(self._warm, count)
+            self.keep = max(self.keep, count)
+            missing = max(count - len(self._idle), 0)
+            self._live += missing
+        fresh = [Worker(self.preload) for _ in range(missing)]
+        for worker in fresh:
+            try:
+                ready = worker.wait_ready(READY_SECONDS)
+            except WorkerLost as e:
+                self._lost_start()
+                raise OSError(f"a {self.kind} worker died while it started: {e}") from e
+            if not ready:
+                worker.kill()
+                self._lost_start()
+                raise OSError(f"a {self.kind} worker did not start within {READY_SECONDS:.0f}s")
+            self._give(worker)
+
+    def idle(self) -> int:
+        with self._lock:
+            return len(self._idle)
+
+    def idle_pids(self) -> list[int]:
+        with self._lock:
+            return [w.pid for w in self._idle]
+
+    def take(self) -> Worker:
+        """An idle live worker, or a new one (started now: about a second)."""
+        dead: list[Worker] = []
+        with self._lock:
+            found: Worker | None = None
+            while self._idle and found is None:
+                worker = self._idle.pop()
+                if worker.alive():
+                    found = worker
+                else:
+                    dead.append(worker)
+                    self._live -= 1
+            if found is None:
+                self._live += 1
+        _close_later(dead)
+        if dead:
+            self._top_up()
+        return found if found is not None else Worker(self.preload)
+
+    def give_back(self, worker: Worker) -> None:
+        """A worker whose call answered."""
+        self._give(worker)
+
+    def _give(self, worker: Worker) -> None:
+        with self._lock:
+            if not self._closed and len(self._idle) < self.keep and worker.alive():
+                self._idle.append(worker)
+                return
+            self._live -= 1
+        _close_later([worker])
+
+    def discard(self, worker: Worker, reason: str = "", *, crash: bool = True) -> None:
+        """A worker that died or was killed: counted (as a crash unless killed on purpose),
+        and replaced when the pool keeps some warm."""
+        worker.kill()
+        with self._lock:
+            self._live -= 1
+        crashes.record(self.kind, crash=crash)
+        if reason:
+            log.warning("%s worker replaced: %s", self.kind, reason)
+        self._top_up()
+
+    def _lost_start(self) -> None:
+        with self._lock:
+            self._live -= 1
+
+    def _top_up(self) -> None:
+        with self._lock:
+            missing = self._warm - self._live
+            if missing <= 0 or self._closed:
+                return
+            self._live += missing
+        threading.Thread(
+            target=self._start, args=(missing,), name=f"dsfro-{self.kind}-warm", daemon=True
+        ).start()
+
+    def _start(self, count: int) -> None:
+        for started in range(count):
+            try:
+                worker = Worker(self.preload)
+                if not worker.wait_ready(READY_SECONDS):
+                    worker.kill()
+                    raise OSError(f"it did not start within {READY_SECONDS:.0f}s")
+            except (OSError, WorkerLost) as e:  # out of processes or memory: later takes retry
+                log.error("could not start a %s worker: %s", self.kind, e)
+                with self._lock:
+                    self._live -= count - started
+                return
+            self._give(worker)
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            idle, self._idle = self._idle, []
+            self._live -= len(idle)
+        for worker in idle:
+            worker.close()
+
+
+def _close_later(workers: Sequence[Worker]) -> None:
+    """Close workers on a thread of their own: a worker takes a moment to exit."""
+    def close_all() -> None:
+        for worker in workers:
+            worker.close()
+
+    if workers:
+        threading.Thread(target=close_all, name="dsfro-worker-close", daemon=True).start()
+
+
+# ---------------------------------------------------------------- the worker's side
+
+
+class CallContext:
+    """What a running call gets besides its argument."""
+
+    def __init__(self, stop: threading.Event, report: Callable[[Any], None]) -> None:
+        self.stop = stop
+        """Set once the parent asks this call to stop."""
+        self.report = report
+        """Send a message to the parent before the result (pickled)."""
+
+
+def _serve(task_fd: int, result_fd: int, control_fd: int, preload: Sequence[str]) -> None:
+    for name in preload:  # a module, or module:function to call once imported
+        module, _, function = name.partition(":")
+        loaded = importlib.import_module(module)
+        if function:
+            getattr(loaded, function)()
+    stop = threading.Event()
+    current = [0]
+    write_lock = threading.Lock()
+
+    def control() -> None:
+        while True:
+            try:
+                data = _read_exactly(control_fd, _STOP.size)
+            except (EOFError, OSError):
+                os._exit(0)  # the parent is gone: so is every call's purpose
+            _, call_id = _STOP.unpack(data)
+            if call_id == current[0]:
+                stop.set()
+
+    def send(kind: str, value: Any) -> None:
+        with write_lock:
+            _write(result_fd, (kind, value))
+
+    threading.Thread(target=control, name="dsfro-worker-control", daemon=True).start()
+    try:
+        send("ready", None)
+    except OSError:  # the parent went away while this worker started
+        return
+    while True:
+        try:
+            call_id, fn, arg = _read(task_fd)
+        except EOFError:
+            return
+        stop.clear()
+        current[0] = call_id
+        try:
+            result: tuple[str, Any] = ("result", fn(arg, CallContext(stop, _reporter(send))))
+        except BaseException as e:  # reported to the parent, which decides what it means
+            result = ("error", f"{type(e).__name__}: {e}\n{traceback.format_exc()}")
+        try:
+            send(*result)
+        except BrokenPipeError:
+            return
+        except Exception as e:  # an answer that does not pickle
+            send("error", f"the call's answer could not be sent: {type(e).__name__}: {e}")
+
+
+def _reporter(send: Callable[[str, Any], None]) -> Callable[[Any], None]:
+    def report(value: Any) -> None:
+        send("report", value)
+
+    return report
+
+
+if __name__ == "__main__":
+    _serve(int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4:])

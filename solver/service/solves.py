@@ -1,0 +1,129 @@
+"""An admitted Solve in a solve worker, and what the server answers whatever becomes of it.
+
+The server thread only waits: it relays the call's stop (a cancelled call, a shutdown) to the
+worker, kills the worker once it is past the instant it said it would answer by (plus a grace)
+or over its memory limit, and answers:
+
+- with the worker's response (its bytes, relayed undecoded), or its request's violations;
+- when the worker died or was killed: with the first plan it sent ahead, relabelled a FALLBACK
+  with the reason; or, if it died before any plan, with the quick plan made here (running jobs
+  kept, queued ones placed until the deadline), also a FALLBACK;
+- when the solve raised: an internal error (logged with its traceback).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass
+
+from google.protobuf.message import DecodeError
+
+from solver._proto.dsfro.v1 import scheduler_pb2 as pb
+from solver.app import pipeline
+from solver.app.convert import result_to_proto
+from solver.core.deadline import Clock, Deadline
+from solver.runtime.workers import CallFailed, WorkerLost, WorkerPool, run_call
+from solver.service.admission import Running
+from solver.service.worker import (
+    PRELOAD,
+    Answer,
+    Due,
+    FirstPlan,
+    SolveCall,
+    fallback_stats,
+    solve_call,
+    summary,
+)
+
+log = logging.getLogger(__name__)
+
+STOP_GRACE_SECONDS = 0.5
+"""After a stop request, the time a worker has to answer before it is killed (a solve answers
+within tens of milliseconds of its stop; killing costs a worker start, about a second)."""
+
+_shared_pool: WorkerPool | None = None
+_shared_lock = threading.Lock()
+
+
+def shared_pool() -> WorkerPool:
+    """The process's pool of solve workers (one per process: servers in one process, as in
+    tests, share warm workers)."""
+    global _shared_pool
+    with _shared_lock:
+        if _shared_pool is None:
+            _shared_pool = WorkerPool("solve", preload=PRELOAD, keep=2)
+        return _shared_pool
+
+
+class SolveFailed(RuntimeError):
+    """The solve raised in its worker; the message is what it raised, with its traceback."""
+
+
+@dataclass(frozen=True)
+class Outcome:
+    answer: Answer
+    fallback: str = ""
+    """Why the answer is a fallback made without the worker's result ("" when it has one)."""
+
+
+class SolveRunner:
+    """Runs calls in the pool's workers; `kill_grace` past a solve's due instant, it is killed."""
+
+    def __init__(self, pool: WorkerPool, kill_grace: float) -> None:
+        self.pool = pool
+        self.kill_grace = kill_grace
+
+    def run(self, call: SolveCall, running: Running) -> Outcome:
+        """The call's outcome (SolveFailed when the solve raised)."""
+        first: list[bytes] = []
+
+        def on_report(value: object) -> None:
+            if isinstance(value, Due):
+                running.due = value.end
+            elif isinstance(value, FirstPlan) and not first:
+                first.append(value.response)
+
+        worker = self.pool.take()
+        try:
+            answer: Answer = run_call(
+                worker,
+                solve_call,
+                call,
+                kill_at=lambda: running.due + self.kill_grace,
+                stop=running.stop.is_set,
+                stop_grace=STOP_GRACE_SECONDS,
+                on_report=on_report,
+            )
+        except WorkerLost as e:
+            self.pool.discard(worker, str(e), crash=e.crash)
+            return self._without_worker(call, str(e), first)
+        except CallFailed as e:
+            self.pool.give_back(worker)
+            raise SolveFailed(str(e)) from e
+        self.pool.give_back(worker)
+        return Outcome(answer)
+
+    def _without_worker(self, call: SolveCall, why: str, first: list[bytes]) -> Outcome:
+        """The answer when the worker is gone: its first plan, or the quick plan made here."""
+        if first:
+            detail = f"{why}; the first plan, sent ahead by the worker"
+            return Outcome(Answer(response=first[0] + fallback_stats(detail, call.arrival)), why)
+        try:
+            request = pipeline.prepare(pb.SolveRequest.FromString(call.data), call.profile)
+        except (DecodeError, ValueError) as e:
+            name = pb.SolveRequest.DESCRIPTOR.full_name
+            return Outcome(Answer(violations=(("request", f"not a valid {name} ({e})"),)), why)
+        try:
+            problem = pipeline.to_problem(request, call.limits)
+        except pipeline.InvalidRequest as e:
+            violations = tuple((v.field, v.description) for v in e.violations)
+            return Outcome(Answer(violations=violations), why)
+        now = time.monotonic()
+        # The time is up (or nearly): the quick plan keeps the running jobs and places what
+        # it reaches in a moment.
+        clock = Clock(Deadline(call.arrival, now + self.kill_grace, 0.0))
+        result = call.solver.quick(problem, clock, f"{why} before any plan")
+        response = result_to_proto(result).SerializeToString()
+        return Outcome(Answer(response=response, summary=summary(result, problem)), why)
