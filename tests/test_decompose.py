@@ -129,7 +129,7 @@ def test_a_worker_lost_in_the_first_round_falls_back_to_the_heuristic_here() -> 
     r = solve(p, executor=_DiesAtOnce())
     assert r.stats.termination is Termination.FALLBACK
     assert r.stats.detail.startswith("a solve worker process died (killed) in the first round")
-    assert r.stats.detail.endswith("heuristic only")  # time was left for the heuristic
+    assert "priced passes" in r.stats.detail  # time was left for the heuristic's passes
     assert check_plan(p, r.plan.assignments) == []
     assert r.plan.objective.total > 0
 

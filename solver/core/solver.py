@@ -27,10 +27,10 @@ from solver.core.settings import SolverSettings
 from solver.core.steps import SolveRun
 from solver.core.steps.bound import aggregate_bound, aggregate_fits
 from solver.core.steps.decomposed import decompose, finish_decomposed
-from solver.core.steps.first import run_heuristic
+from solver.core.steps.first import run_first, run_priced
 from solver.core.steps.full import full_model_size, solve_full_model
 from solver.core.steps.guided import place_guided
-from solver.core.steps.portfolio import search
+from solver.core.steps.portfolio import improve
 from solver.core.steps.quick import solve_quick
 from solver.domain import Backend, Plan, Problem, SolveResult
 from solver.exact import isolated
@@ -190,22 +190,24 @@ class Solver:
         )
         if fallback_for:
             run.incumbent.degrade(fallback_for)
-        violations = run_heuristic(run)
+        violations, first = run_first(run)
         if violations:
             return _infeasible(problem, configs, clock, violations[0])
-        if only_heuristic:
-            run.incumbent.note("heuristic only")
+        if fallback_for or not aggregate_fits(run):
+            if not fallback_for:
+                run.incumbent.note("no time left for the aggregated bound")
+            run_priced(run, first, clock.share_of_budget(s.heuristic_share))
             return run.result()
-        if not aggregate_fits(run):
-            run.incumbent.note("no time left for the aggregated bound")
-            return run.result()
-        choice = aggregate_bound(run)
+        guide = aggregate_bound(run)
         if backend in EXACT_BACKENDS:
-            place_guided(run, choice)
+            place_guided(run, guide)
             if not run.incumbent.done():
                 solve_full_model(run, full_model_size(run), backend, run.threads)
-        elif not run.incumbent.done():
-            search(run, full_model_size(run), choice)
+            return run.result()
+        if not run.incumbent.done():
+            improve(run, guide, first, backend)
+        if backend is Backend.HEURISTIC:
+            run.incumbent.note("heuristic only (no exact solver beyond the aggregated LP)")
         return run.result()
 
     def _decomposed(

@@ -246,6 +246,13 @@ class Lns:
             size += self.size[pair]
         return Neighbourhood(kind, frozenset(picked))
 
+    def adopt(self, plan: Plan) -> None:
+        """Search from `plan` from now on if it is better than the incumbent (a plan found
+        elsewhere: a guided placement)."""
+        if plan.objective.total > self.best.objective.total + IMPROVEMENT:
+            self.best = plan
+            self.exhausted = False
+
     def set_guide(self, choice: Mapping[str, Config]) -> None:
         """Search also around `choice`: neighbourhoods of the jobs the plan runs otherwise."""
         self.guide = dict(choice)

@@ -14,11 +14,12 @@ The LP is built as arrays and solved by HiGHS's simplex.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 
 import highspy
 import numpy as np
+import numpy.typing as npt
 
 from solver.domain import Config, Problem
 from solver.exact.backends.highs import new_highs, stop_on_request
@@ -34,6 +35,9 @@ class AggregateOutcome:
     choice: dict[str, Config]
     """The aggregated solution: a configuration per running job."""
     wall_seconds: float
+    racks: dict[str, dict[str, float]] = field(default_factory=dict)
+    """Where racks have budgets: how the solution splits each chosen job's GPUs over racks
+    (UNBUDGETED for a type's racks without one), a guide for placement."""
 
 
 LP_SAFETY = 1e-6
@@ -78,9 +82,11 @@ class _Lp:
         integer: list[int] | None = None,
         time_limit: float | None = None,
         stop: Callable[[], bool] | None = None,
+        on_solution: Callable[[npt.NDArray[np.float64], float], None] | None = None,
     ) -> tuple[highspy.HighsModelStatus, float | None, list[float] | None]:
         """Status, proven upper bound (the LP optimum, or the MIP's dual bound) and values
-        (None without a solution). `integer`: columns that must be integral (a MIP).
+        (None without a solution). `integer`: columns that must be integral (a MIP), whose
+        every improving solution goes to `on_solution(values, objective)` as it is found.
 
         A model with a non-finite cost or coefficient is not solved (kModelError, no bound):
         validation keeps requests from making one, and HiGHS could hang on it past any limit.
@@ -119,6 +125,15 @@ class _Lp:
             )
         if stop is not None:
             stop_on_request(h, stop)
+        if integer and on_solution is not None:
+
+            def improved(event: highspy.highs.HighsCallbackEvent) -> None:
+                out = event.data_out
+                if out is not None and out.mip_solution is not None:
+                    values = np.array(out.mip_solution, dtype=np.float64, copy=True)
+                    on_solution(values, float(out.objective_function_value))
+
+            h.cbMipImprovingSolution.subscribe(improved)
         h.run()
         status = h.getModelStatus()
         info = h.getInfo()
@@ -140,6 +155,7 @@ def solve_aggregate(
     integer: bool = False,
     time_limit: float | None = None,
     stop: Callable[[], bool] | None = None,
+    on_choice: Callable[[Guide, float], None] | None = None,
 ) -> AggregateOutcome:
     """LP relaxation of the aggregated model: a bound in milliseconds, and a rounding.
 
@@ -160,6 +176,8 @@ def solve_aggregate(
     rack_pools = _rack_pools(problem)
     rack_gpus: dict[tuple[str, str], list[tuple[int, float]]] = {}
     rack_power: dict[str, list[tuple[int, float]]] = {}
+    splits: dict[tuple[str, int], list[tuple[str, int]]] = {}
+    """(job, configuration index) -> (rack, column of its GPUs there)."""
     choice_columns: list[int] = []
     for job in problem.jobs:
         options = configs.by_job[job.name]
@@ -167,7 +185,7 @@ def solve_aggregate(
         best = configs.best_samples_per_second[job.name]
         same_shape: list[tuple[int, float]] = []
         cols = []
-        for c in options:
+        for i, c in enumerate(options):
             # Placement terms dropped: w_L (nodes + racks - min) >= 0 only lowers the objective.
             col = lp.column(running_gain(job, c, best, w, max_watts))
             cols.append(col)
@@ -181,6 +199,7 @@ def solve_aggregate(
                 split = [(col, -float(c.num_gpus))]
                 for rack in racks:
                     z = lp.column(0.0, 0.0, float(c.num_gpus))
+                    splits.setdefault((job.name, i), []).append((rack, z))
                     split.append((z, 1.0))
                     rack_gpus.setdefault((rack, c.gpu_type), []).append((z, 1.0))
                     rack_power.setdefault(rack, []).append((z, extra_per_gpu))
@@ -205,7 +224,7 @@ def solve_aggregate(
     if cluster.power_budget_watts is not None:
         lp.row(power, hi=cluster.power_budget_watts - sum(idle.values()))
     for key, terms in rack_gpus.items():
-        if key[0] != _UNBUDGETED:  # those GPUs are bounded by their type's pool
+        if key[0] != UNBUDGETED:  # those GPUs are bounded by their type's pool
             lp.row(terms, hi=float(available[key]))
     for rack, terms in rack_power.items():
         budget = cluster.rack_power_budgets_watts.get(rack)
@@ -214,7 +233,16 @@ def solve_aggregate(
     if not lp.cost:
         bound = offset + LP_SAFETY * max(abs(offset), 1.0)
         return AggregateOutcome("OPTIMAL", bound, {}, time.monotonic() - start)
-    status, objective, values = lp.solve(choice_columns if integer else None, time_limit, stop)
+    def improved(values: npt.NDArray[np.float64], objective: float) -> None:
+        if on_choice is not None:
+            on_choice(_guide(problem, configs, y, splits, values), objective + offset)
+
+    status, objective, values = lp.solve(
+        choice_columns if integer else None,
+        time_limit,
+        stop,
+        improved if on_choice is not None else None,
+    )
     elapsed = time.monotonic() - start
     if status == highspy.HighsModelStatus.kInfeasible:
         return AggregateOutcome("INFEASIBLE", None, {}, elapsed)
@@ -225,13 +253,41 @@ def solve_aggregate(
     bound = value + (MIP_SAFETY if integer else LP_SAFETY) * max(abs(value), 1.0)
     if values is None:
         return AggregateOutcome(name, bound, {}, elapsed)
+    guide = _guide(problem, configs, y, splits, values)
+    return AggregateOutcome(name, bound, guide.choice, elapsed, guide.racks)
+
+
+@dataclass(frozen=True)
+class Guide:
+    """An aggregated solution to place: each job's configuration, and its rack split."""
+
+    choice: dict[str, Config]
+    racks: dict[str, dict[str, float]]
+
+
+def _guide(
+    problem: Problem,
+    configs: ConfigSet,
+    y: Mapping[str, list[int]],
+    splits: Mapping[tuple[str, int], list[tuple[str, int]]],
+    values: Sequence[float] | npt.NDArray[np.float64],
+) -> Guide:
+    """Each job's configuration of largest value in `values` when it is at least a half, and
+    the GPUs the solution puts in each rack for it."""
     choice: dict[str, Config] = {}
+    racks: dict[str, dict[str, float]] = {}
     for job in problem.jobs:
         cols = y[job.name]
         weights = [(values[col], i) for i, col in enumerate(cols)]
-        if weights and max(weights)[0] >= 0.5 - 1e-9:
-            choice[job.name] = configs.by_job[job.name][max(weights)[1]]
-    return AggregateOutcome(name, bound, choice, elapsed)
+        if not weights or max(weights)[0] < 0.5 - 1e-9:
+            continue
+        index = max(weights)[1]
+        choice[job.name] = configs.by_job[job.name][index]
+        split = {r: float(values[z]) for r, z in splits.get((job.name, index), ())}
+        split = {r: v for r, v in split.items() if v > 1e-6}
+        if split:
+            racks[job.name] = split
+    return Guide(choice, racks)
 
 
 def _rack_pools(problem: Problem) -> dict[str, list[str]]:
@@ -247,11 +303,11 @@ def _rack_pools(problem: Problem) -> dict[str, list[str]]:
         if n.available_gpus == 0:
             continue
         racks = out.setdefault(n.gpu_type, [])
-        rack = n.rack if n.rack in budgets else _UNBUDGETED
+        rack = n.rack if n.rack in budgets else UNBUDGETED
         if rack not in racks:
             racks.append(rack)
     return out
 
 
-_UNBUDGETED = "\0unbudgeted"
+UNBUDGETED = "\0unbudgeted"
 """Pseudo-rack of a type's GPUs in racks without a power budget."""

@@ -21,7 +21,7 @@ from solver.search.moves import EPSILON, Placement, best_config, move_reshape
 from solver.search.placement import Placer
 from solver.search.pricing import Prices, dual_bound, lagrangian_prices, price_ladder, uniform
 from solver.search.scorer import Scorer
-from solver.search.state import SearchState
+from solver.search.state import SearchState, keep_counts
 
 GPU_PRICES = (0.0, 0.02, 0.05, 0.1, 0.2)
 """Shadow prices per GPU (in units of a job's weighted utility) tried by the greedy passes.
@@ -133,11 +133,12 @@ class Heuristic:
         if move is not None:
             state.take(job.name, self.configs.by_job[job.name][move.index], move.counts)
 
-    def _place_fixed(self, state: SearchState) -> None:
+    def _place_fixed(self, state: SearchState, guide: Mapping[str, Config] | None = None) -> None:
         """Non-preemptible jobs keep their GPUs; only their clocks are chosen. All start at
         their lowest draw (what they need together at least), then each in turn takes its most
         valuable clock that the power left allows: one job's top clock never pushes another
-        over a budget."""
+        over a budget. A `guide` (an aggregated solution) that names a clock of the job's shape
+        is tried before the others."""
         chosen: list[tuple[Job, list[int]]] = []
         for job in self.problem.jobs:
             if not self.scorer.fixed(job):
@@ -149,7 +150,12 @@ class Heuristic:
                 continue
             lowest = min((configs[i] for i in options), key=lambda c: c.watts)
             state.take(job.name, lowest, job.current.gpus_per_node())
-            chosen.append((job, sorted(options, key=lambda i: -self.value[job.name, i])))
+            ranked = sorted(options, key=lambda i: -self.value[job.name, i])
+            wanted = guide.get(job.name) if guide else None
+            if wanted is not None and wanted in (configs[i] for i in options):
+                ranked.remove(self.scorer.position(job.name, wanted))
+                ranked.insert(0, self.scorer.position(job.name, wanted))
+            chosen.append((job, ranked))
         for job, options in chosen:
             configs = self.configs.by_job[job.name]
             current, counts = state.choices[job.name]
@@ -190,18 +196,35 @@ class Heuristic:
                         self._start(state, job, move)
                         improved = True
 
-    def guided(self, choice: Mapping[str, Config]) -> SearchState:
-        """Greedy that first tries the given configurations (an aggregated model's solution)."""
+    def guided(
+        self,
+        choice: Mapping[str, Config],
+        racks: Mapping[str, Mapping[str, float]] | None = None,
+    ) -> SearchState:
+        """Greedy that first tries the given configurations (an aggregated model's solution),
+        each job in the racks its split says where it has one (else best-fit anywhere)."""
         state = SearchState(self.problem)
         free = uniform(0.0)
-        self._place_fixed(state)
+        self._place_fixed(state, choice)
+        # Running jobs the solution keeps in their shape stay on their own GPUs first (the
+        # aggregated model counts them as not migrated): no other job may take those GPUs.
+        for job in self.problem.jobs:
+            c = choice.get(job.name)
+            if c is None or job.name in state.choices or job.current is None:
+                continue
+            counts = keep_counts(job, c, state.placer)
+            if counts is not None and state.power_ok(c, counts):
+                state.take(job.name, c, counts)
         order = sorted(
             (j for j in self.problem.jobs if j.name in choice and j.name not in state.choices),
             key=lambda j: (j.current is None, -self._density(j, free)),
         )
         for job in order:
             c = choice[job.name]
-            fitted = state.fit(job, c)
+            split = racks.get(job.name) if racks else None
+            fitted = state.fit_split(job, c, split) if split else None
+            if fitted is None or not state.power_ok(c, fitted[0]):
+                fitted = state.fit(job, c)
             if fitted is not None and state.power_ok(c, fitted[0]):
                 state.take(job.name, c, fitted[0])
         self._fill(state)
@@ -215,21 +238,34 @@ class Heuristic:
                 self._start(state, job, best_config(self.scorer, state, job))
 
     def run(self, deadline: float, stop_at: float | None = None) -> Plan:
-        """Greedy and re-insertion at each GPU price, then at the dual prices (fewer of both for
-        many jobs), local search on the best state; the best plan. The first pass is today's
-        first plan; the dual (milliseconds) runs after it. `deadline` only stops work that runs
-        far over its usual time; `stop_at`, the answer's own deadline, stops even the first
-        pass (on a machine far slower than estimated)."""
-        started = time.monotonic()
-        many = len(self.problem.jobs) > MANY_JOBS
+        """The first pass, then the priced passes and local search (``priced``); the best
+        plan. `deadline` only stops work that runs far over its usual time; `stop_at`, the
+        answer's own deadline, stops even the first pass (on a machine far slower than
+        estimated)."""
         if stop_at is not None:
             deadline = min(deadline, stop_at)
-        state = self.greedy(0.0, stop_at)
+        state = self.first(stop_at)
         first = materialize(self.problem, self.configs, dict(state.choices))
-        self.first_plan_at = time.monotonic()
-        self.pass_seconds = self.first_plan_at - started
         if self.cut_short is not None:  # the answer is due: no second look
             return first
+        return self.priced(deadline, state)
+
+    def first(self, stop_at: float | None = None) -> SearchState:
+        """The first greedy pass (no prices): the first plan, in milliseconds. `stop_at` stops
+        it part-way (`cut_short` says where), the running jobs kept."""
+        started = time.monotonic()
+        state = self.greedy(0.0, stop_at)
+        self.first_plan_at = time.monotonic()
+        self.pass_seconds = self.first_plan_at - started
+        return state
+
+    def priced(self, deadline: float, start: SearchState | None = None) -> Plan:
+        """Greedy and re-insertion at each GPU price, then at the dual prices (fewer of both for
+        many jobs), local search on the best state; the best plan (`start`, the first pass's
+        state, competes; a new first pass when None). The dual (milliseconds) runs after the
+        GPU prices."""
+        many = len(self.problem.jobs) > MANY_JOBS
+        state = start if start is not None else self.greedy(0.0)
         self.improve(state, deadline)
         best = _Best(self.problem, self.configs, state)
         for price in GPU_PRICES[1:2] if many else GPU_PRICES[1:]:
@@ -267,10 +303,24 @@ class Heuristic:
         self.improve(state, deadline)
         return materialize(self.problem, self.configs, dict(state.choices))
 
-    def run_guided(self, choice: Mapping[str, Config], deadline: float) -> Plan:
-        state = self.guided(choice)
+    def run_guided(
+        self,
+        choice: Mapping[str, Config],
+        deadline: float,
+        racks: Mapping[str, Mapping[str, float]] | None = None,
+        search_until: float | None = None,
+    ) -> Plan:
+        """`choice` placed best-fit anywhere and, with `racks` and the time for it, in the
+        racks of its split (the better of the two), re-insertion, then local search until
+        `search_until` (default: `deadline`)."""
+        started = time.monotonic()
+        best = _Best(self.problem, self.configs, self.guided(choice))
+        took = time.monotonic() - started
+        if racks and time.monotonic() + 2 * took < deadline:
+            best.offer(self.guided(choice, racks))
+        [state] = best.leaders(1)
         self.improve(state, deadline)
-        local_search(self.scorer, state, deadline, stop=self.stop)
+        local_search(self.scorer, state, min(deadline, search_until or deadline), stop=self.stop)
         return materialize(self.problem, self.configs, dict(state.choices))
 
 

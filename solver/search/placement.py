@@ -68,28 +68,62 @@ class Placer:
         pool = self.pools.get(gpu_type)
         if pool is None:
             return None
-        free = pool.free
-        room = free if tensor_parallel == 1 else (free // tensor_parallel) * tensor_parallel
-        need = num_gpus
-        # The tightest node that holds the job; argmin keeps the first of equals: cluster order.
-        best = int(np.argmin(np.where(room >= need, room, _NO_ROOM)))
-        if room[best] >= need:
-            return {pool.names[best]: need}
-        rack_room = np.bincount(pool.rack_of, weights=room, minlength=len(pool.rack_names))
-        if rack_room.sum() < need:
+        room = pool.free if tensor_parallel == 1 else _room(pool.free, tensor_parallel)
+        return _place(pool, room, num_gpus)
+
+    def place_split(
+        self, gpu_type: str, tensor_parallel: int, quotas: Mapping[frozenset[str], int]
+    ) -> dict[str, int] | None:
+        """GPUs per node for a job whose GPUs go `quotas[racks]` into each set of racks (a
+        set: the racks of a type without a power budget share one quota), best-fit within
+        each; None if some set cannot hold its share."""
+        pool = self.pools.get(gpu_type)
+        if pool is None:
             return None
-        fitting = np.flatnonzero(rack_room >= need)
-        if fitting.size:
-            racks = [int(fitting[np.argmin(rack_room[fitting])])]
-        else:
-            racks = [int(r) for r in np.argsort(-rack_room, kind="stable")]
+        room = _room(pool.free, tensor_parallel)
         counts: dict[str, int] = {}
-        for r in racks:
-            members = np.flatnonzero((pool.rack_of == r) & (room > 0))
-            for i in members[np.argsort(-room[members], kind="stable")]:
-                k = int(min(room[i], need))
-                counts[pool.names[int(i)]] = k
-                need -= k
-                if need == 0:
-                    return counts
+        for racks, need in sorted(quotas.items(), key=lambda q: (-q[1], sorted(q[0]))):
+            if need <= 0:
+                continue
+            index = [i for i, r in enumerate(pool.rack_names) if r in racks]
+            masked = np.where(np.isin(pool.rack_of, index), room, 0)
+            got = _place(pool, masked, need)
+            if got is None:
+                return None
+            for node, k in got.items():
+                counts[node] = counts.get(node, 0) + k
+                room[pool.position[node]] -= k
+        return counts
+
+
+def _room(free: IntArray, tensor_parallel: int) -> IntArray:
+    """GPUs per node usable by whole tensor groups."""
+    return free.copy() if tensor_parallel == 1 else (free // tensor_parallel) * tensor_parallel
+
+
+def _place(pool: _TypePool, room: IntArray, num_gpus: int) -> dict[str, int] | None:
+    """Best-fit of `num_gpus` over the nodes' `room`: the tightest node that holds them, else
+    the tightest rack that does (its emptiest nodes first), else the racks with most room."""
+    need = num_gpus
+    # The tightest node that holds the job; argmin keeps the first of equals: cluster order.
+    best = int(np.argmin(np.where(room >= need, room, _NO_ROOM)))
+    if room[best] >= need:
+        return {pool.names[best]: need}
+    rack_room = np.bincount(pool.rack_of, weights=room, minlength=len(pool.rack_names))
+    if rack_room.sum() < need:
         return None
+    fitting = np.flatnonzero(rack_room >= need)
+    if fitting.size:
+        racks = [int(fitting[np.argmin(rack_room[fitting])])]
+    else:
+        racks = [int(r) for r in np.argsort(-rack_room, kind="stable")]
+    counts: dict[str, int] = {}
+    for r in racks:
+        members = np.flatnonzero((pool.rack_of == r) & (room > 0))
+        for i in members[np.argsort(-room[members], kind="stable")]:
+            k = int(min(room[i], need))
+            counts[pool.names[int(i)]] = k
+            need -= k
+            if need == 0:
+                return counts
+    return None

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 
 from solver.domain import Config, Job, Problem
 from solver.scoring.plans import Choice
+from solver.search.bound import UNBUDGETED
 from solver.search.placement import Placer
 
 POWER_SLACK = 1e-9
@@ -40,6 +41,9 @@ class SearchState:
         self.idle_rack: dict[str, float] = {}
         self._rack_nodes: dict[str, list[str]] = {}
         self._rack_of = {n.name: n.rack for n in cluster.nodes}
+        self._unbudgeted = frozenset(
+            n.rack for n in cluster.nodes if n.rack not in cluster.rack_power_budgets_watts
+        )
         for n in cluster.nodes:
             self._rack_nodes.setdefault(n.rack, []).append(n.name)
             idle = n.gpu_count * cluster.gpu_types[n.gpu_type].idle_watts
@@ -119,6 +123,34 @@ class SearchState:
         placed = self.place(config.gpu_type, config.num_gpus, config.tensor_parallel)
         if placed is not None and self.problem.cluster.rack_power_budgets_watts:
             placed = self._rack_fit(config, placed)
+        return (placed, False) if placed is not None else None
+
+    def fit_split(
+        self, job: Job, config: Config, split: Mapping[str, float]
+    ) -> tuple[dict[str, int], bool] | None:
+        """GPUs per node for the job in `config` with its tensor groups spread over racks as
+        `split` says (GPUs per rack, fractional; UNBUDGETED: the type's racks without a
+        budget), rounded to whole groups; whether it stays where it runs. None if a rack
+        cannot hold its share."""
+        counts = keep_counts(job, config, self.placer)
+        if counts is not None:
+            return counts, True
+        if config.kept_only:
+            return None
+        groups = config.num_gpus // config.tensor_parallel
+        shares = {r: v / config.tensor_parallel for r, v in split.items()}
+        whole = {r: int(v) for r, v in shares.items()}
+        left = groups - sum(whole.values())
+        for r in sorted(shares, key=lambda r: (-(shares[r] - whole[r]), r))[: max(left, 0)]:
+            whole[r] += 1
+        budgets = self.problem.cluster.rack_power_budgets_watts
+        quotas: dict[frozenset[str], int] = {}
+        for rack, g in whole.items():
+            racks = self._unbudgeted if rack == UNBUDGETED else frozenset({rack})
+            quotas[racks] = quotas.get(racks, 0) + g * config.tensor_parallel
+        if sum(quotas.values()) != config.num_gpus or not budgets:
+            return None
+        placed = self.placer.place_split(config.gpu_type, config.tensor_parallel, quotas)
         return (placed, False) if placed is not None else None
 
     def _rack_fit(self, config: Config, placed: dict[str, int]) -> dict[str, int]:

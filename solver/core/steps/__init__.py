@@ -4,14 +4,16 @@ order, by backend and size.
 
 - ``quick``: the quick plan, linear in the snapshot, when the time left is too short for the
   normal first plan;
-- ``first``: the heuristic's passes, the first checked plan;
+- ``first``: the heuristic's first greedy pass (the first checked plan, in milliseconds), and
+  later its priced passes with local search;
 - ``bound``: the aggregated model (LP, its Lagrangian dual at scale, or a MIP) for a proven
-  bound and a configuration choice;
-- ``guided``: a configuration choice placed best-fit, then local search;
+  bound and a guide: each job's configuration and how its GPUs split over racks;
+- ``guided``: a guide placed (in its racks, and best-fit anywhere), then local search;
 - ``lns``: large-neighbourhood search on the full model around the best plan;
 - ``full``: the full model on an exact backend, in the solve's process or in an isolated
   worker killed at the deadline;
-- ``portfolio``: AUTO's improvement phase, LNS beside the exact side;
+- ``portfolio``: the improvement phase by backend: the aggregated MIP on a thread of its own
+  handing each incumbent to be placed, beside priced passes and LNS;
 - ``decomposed``: the parts of a large snapshot on an executor, merged and completed.
 """
 
@@ -26,6 +28,7 @@ from solver.core.settings import SolverSettings
 from solver.domain import Config, Problem, SolveResult
 from solver.exact.lns import Lns
 from solver.perfmodel.configs import ConfigSet
+from solver.search.bound import Guide
 from solver.search.heuristic import Heuristic
 
 
@@ -49,6 +52,22 @@ class SolveRun:
     """Guards `guide` and `lns` while steps run side by side."""
     heuristic_lock: threading.Lock = field(default_factory=threading.Lock)
     """One guided placement at a time: the heuristic has state."""
+    pending: Guide | None = None
+    """The aggregated MIP's latest incumbent, not yet placed (guarded by `lock`)."""
+
+    def hand_over(self, guide: Guide) -> None:
+        """The MIP found `guide`: to be placed by the search (the latest one wins)."""
+        with self.lock:
+            self.pending = guide
+
+    def take_pending(self) -> Guide | None:
+        with self.lock:
+            guide, self.pending = self.pending, None
+            return guide
+
+    def has_pending(self) -> bool:
+        with self.lock:
+            return self.pending is not None
 
     def result(self) -> SolveResult:
         return self.incumbent.result(

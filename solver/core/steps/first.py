@@ -1,33 +1,50 @@
-"""The first checked plan: the heuristic's priced greedy passes, re-insertion and local search.
+"""The heuristic as steps: its first greedy pass (the first checked plan, in milliseconds, so
+that an answer always exists), and later its priced passes with local search.
 
-Its work is limited by passes, so its plan does not depend on the machine's speed; the clock
-only stops it on an overloaded machine (``heuristic_share`` of the budget), and stops even its
-first greedy pass when the answer is due.
+The passes are limited by work, not by the clock, so their plans do not depend on the
+machine's speed; the clock only stops them on an overloaded machine, and stops even the first
+pass when the answer is due.
 """
 
 from __future__ import annotations
 
+import time
+
 from solver.core.steps import SolveRun
 from solver.domain import Backend
+from solver.scoring.plans import materialize
+from solver.search.state import SearchState
 
 
-def run_heuristic(run: SolveRun) -> list[str]:
-    """Offer the heuristic's plan; the checker's violations of it (empty when it passed)."""
+def run_first(run: SolveRun) -> tuple[list[str], SearchState]:
+    """Offer the first greedy pass's plan; the checker's violations of it (empty when it
+    passed) and its state, for the priced passes to start from."""
     clock = run.clock
     heuristic = run.heuristic
-    plan = heuristic.run(
-        clock.share_of_budget(run.settings.heuristic_share), stop_at=clock.work_end()
-    )
+    state = heuristic.first(stop_at=clock.work_end())
+    plan = materialize(run.problem, run.configs, dict(state.choices))
     assert heuristic.first_plan_at is not None
     run.first_plan_seconds = heuristic.first_plan_at - clock.start
     violations = run.incumbent.violations(plan)
     if violations:
         # Only hard constraints of the request itself (non-preemptible jobs over a power
         # budget) defeat the heuristic, which places those jobs first whatever they draw.
-        return [v.message for v in violations]
-    run.incumbent.offer(plan, "heuristic", Backend.HEURISTIC)
+        return [v.message for v in violations], state
+    run.incumbent.offer(plan, "first pass", Backend.HEURISTIC)
     if heuristic.cut_short is not None:
         run.incumbent.note(
             f"the first greedy pass stopped at the deadline after {heuristic.cut_short} jobs"
         )
-    return []
+    return [], state
+
+
+def run_priced(run: SolveRun, start: SearchState | None, until: float) -> None:
+    """The priced greedy passes, re-insertion and local search on the best (safety stop at
+    `until`, a time.monotonic() instant); offer the best plan."""
+    if run.heuristic.cut_short is not None or run.incumbent.done():
+        return
+    started = time.monotonic()
+    with run.heuristic_lock:
+        plan = run.heuristic.priced(min(until, run.clock.work_end()), start)
+    run.incumbent.offer(plan, "priced passes", Backend.HEURISTIC)
+    run.incumbent.note(f"priced passes in {time.monotonic() - started:.2f} s")

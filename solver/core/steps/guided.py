@@ -1,23 +1,28 @@
-"""A configuration choice (the aggregated model's) placed best-fit, then local search."""
+"""A guide (the aggregated model's solution) placed, then improved by local search."""
 
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
 
 from solver.core.steps import SolveRun
-from solver.domain import Backend, Config
+from solver.domain import Backend
+from solver.search.bound import Guide
 
 
-def place_guided(run: SolveRun, choice: Mapping[str, Config], source: str = "guided") -> None:
-    """Place `choice` best-fit, improve it by local search, offer the plan."""
+def place_guided(
+    run: SolveRun, guide: Guide, source: str = "guided", search_seconds: float | None = None
+) -> None:
+    """Place `guide` (in its racks, and best-fit anywhere: the better), re-insertion and local
+    search for at most `search_seconds` (default: up to the safety stop); offer the plan."""
     clock, s = run.clock, run.settings
-    needed = s.extract_seconds + 2 * run.heuristic.pass_seconds
-    if not choice or clock.left() <= needed or run.incumbent.done():
+    # Placing a choice costs about a greedy pass; what is left goes to local search.
+    needed = s.extract_seconds + 1.5 * run.heuristic.pass_seconds
+    if not guide.choice or clock.left() <= needed or run.incumbent.done():
         return
     with run.heuristic_lock:
-        end = time.monotonic() + min(clock.left() - s.extract_seconds, s.max_guided_seconds)
         started = time.monotonic()
-        plan = run.heuristic.run_guided(choice, end)
+        end = started + min(clock.left() - s.extract_seconds, s.max_guided_seconds)
+        search_until = None if search_seconds is None else started + search_seconds
+        plan = run.heuristic.run_guided(guide.choice, end, guide.racks, search_until)
     run.incumbent.offer(plan, source, Backend.AGGREGATE)
     run.incumbent.note(f"{source} placement in {time.monotonic() - started:.2f} s")

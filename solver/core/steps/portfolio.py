@@ -1,57 +1,80 @@
-"""AUTO's improvement phase: LNS around the best plan until the end; beside it (when cores
-allow) or before and after it, the aggregated model as a MIP (a tighter bound, an integral
-guide) and the full model if it is small enough to build in time.
+"""The improvement phase, by backend, once the first plan and the aggregated LP's guide exist.
 
-The solvers release the GIL, so a thread gives the exact side a core of its own from the start;
-the aggregated LP's choice is placed meanwhile.
+- HEURISTIC: the LP's guide placed, then the priced passes; no solver beyond the LP.
+- AGGREGATE: the same, and the aggregated MIP whose incumbents are placed as they come.
+- AUTO: the same, then LNS until the end; the MIP and, when it is small enough to build in
+  time, the full model on HiGHS run on a thread of their own (the solvers release the GIL),
+  handing their results to the search.
+
+On one core the exact side runs after the search instead of beside it.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Mapping
 
 from solver.core.steps import SolveRun
-from solver.core.steps.bound import refine_bound
-from solver.core.steps.full import solve_full_model
+from solver.core.steps.bound import run_mip
+from solver.core.steps.first import run_priced
+from solver.core.steps.full import full_model_size, solve_full_model
 from solver.core.steps.guided import place_guided
-from solver.core.steps.lns import run_lns
-from solver.domain import Backend, Config
+from solver.core.steps.lns import place_pending, run_lns
+from solver.domain import Backend
+from solver.search.bound import Guide
+from solver.search.state import SearchState
+
+GUIDED_SEARCH_SECONDS = 0.2
+"""Local search after placing the LP's guide (its gain comes in the first tenth of a second on
+hetero-power snapshots of 64-256 nodes); the priced passes and LNS take it from there."""
+PRICED_SHARE = 0.5
+"""Safety stop of the priced passes, as a share of the time left when they start."""
 
 
-def search(run: SolveRun, full_size: int, choice: Mapping[str, Config]) -> None:
+def improve(run: SolveRun, guide: Guide, start: SearchState, backend: Backend) -> None:
     """Improve the best plan until the end of the run's clock or a closed gap."""
     s, clock, incumbent = run.settings, run.clock, run.incumbent
     end = clock.end - s.extract_seconds
-    fits = full_size <= s.full_model_max_variables
-    small = full_size <= s.in_process_max_variables
-    backend = Backend[s.auto_exact_backend]
-    if not fits:
-        incumbent.note(f"full model skipped: ~{full_size} variables")
+    exact = backend in (Backend.AUTO, Backend.AGGREGATE)
+    lns = backend is Backend.AUTO
+    size = full_model_size(run) if lns else 0
+    full = lns and size <= s.full_model_max_variables
+    if lns and not full:
+        incumbent.note(f"full model skipped: ~{size} variables")
 
     def exact_side(threads: int) -> None:
-        refine_bound(run)
-        if fits and not incumbent.done():
-            solve_full_model(run, full_size, backend, threads, in_process=small)
+        run_mip(run, end)
+        if full and not incumbent.done():
+            which = Backend[s.auto_exact_backend]
+            solve_full_model(
+                run, size, which, threads, in_process=size <= s.in_process_max_variables
+            )
 
-    if run.threads < 2:
-        place_guided(run, choice)
-        refine_bound(run)
-        run_lns(run, time.monotonic() + s.lns_share_one_core * (end - time.monotonic()))
-        if fits and not incumbent.done():
-            solve_full_model(run, full_size, backend, 1, in_process=small)
+    side: threading.Thread | None = None
+    if exact and run.threads >= 2:
+        # Not a daemon: a solver thread still inside HiGHS when the interpreter exits would
+        # abort the process; after a stop it ends within its solver's next interrupt check.
+        side = threading.Thread(
+            target=exact_side, args=(run.threads - 1,), name="dsfro-exact", daemon=False
+        )
+        side.start()
+    place_guided(run, guide, "guided", GUIDED_SEARCH_SECONDS)
+    place_pending(run)
+    run_priced(run, start, time.monotonic() + PRICED_SHARE * max(end - time.monotonic(), 0.0))
+    if side is None and exact:  # one core: the exact side after the search
+        if lns:
+            run_lns(run, time.monotonic() + s.lns_share_one_core * (end - time.monotonic()))
+        exact_side(1)
+        place_pending(run)
         return
-    # Not a daemon: a solver thread still inside HiGHS when the interpreter exits would abort
-    # the process; after a stop it ends within its solver's next interrupt check.
-    exact = threading.Thread(
-        target=exact_side, args=(run.threads - 1,), name="dsfro-exact", daemon=False
-    )
-    exact.start()
-    place_guided(run, choice)
-    run_lns(run, end, stop=lambda: clock.stopped() or (not exact.is_alive() and incumbent.done()))
-    exact.join(timeout=max(clock.left(), 0.0))
-    if exact.is_alive():
-        why = "cancelled" if clock.stopped() else "ran past the deadline"
-        incumbent.note(f"the exact side {why}; its result is ignored")
-        incumbent.close()
+    if lns:
+        run_lns(run, end, guides=True)
+    if side is not None:
+        while side.is_alive() and clock.left() > s.extract_seconds:
+            side.join(timeout=0.05)
+            place_pending(run)
+        place_pending(run)
+        if side.is_alive():
+            why = "cancelled" if clock.stopped() else "ran past the deadline"
+            incumbent.note(f"the exact side {why}; its result is ignored")
+            incumbent.close()
