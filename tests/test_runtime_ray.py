@@ -1,0 +1,127 @@
+"""Joining a Ray cluster (solver.runtime.ray): a real head node with token authentication on
+(the default of current Ray); what a service without the token, with a wrong one, with the right
+one, and at an address where nothing listens is told."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from solver.runtime.ray import RayConnectionError, explain, probe, token
+
+TOKEN = "d5fr0" * 8
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def head() -> Iterator[str]:
+    """A Ray head on loopback with RAY_AUTH_MODE=token, stopped after the module."""
+    ray = shutil.which("ray", path=str(Path(sys.executable).parent))
+    assert ray is not None, "the ray extra is installed with the tests"
+    port = _free_port()
+    env = {**os.environ, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": TOKEN}
+    start = [
+        ray,
+        "start",
+        "--head",
+        f"--port={port}",
+        "--num-cpus=1",
+        "--node-ip-address=127.0.0.1",
+    ]
+    start += ["--include-dashboard=false", "--disable-usage-stats"]
+    subprocess.run(start, env=env, check=True, capture_output=True, timeout=120)
+    try:
+        yield f"127.0.0.1:{port}"
+    finally:
+        subprocess.run([ray, "stop", "--force"], env=env, capture_output=True, timeout=120)
+
+
+def test_without_the_token_the_address_the_cause_and_the_fix_are_named(head: str) -> None:
+    with pytest.raises(RayConnectionError) as info:
+        probe(head, environ={})
+    message = str(info.value)
+    assert head in message
+    assert "requires token authentication" in message
+    assert "RAY_AUTH_MODE=token" in message and "RAY_AUTH_TOKEN" in message
+
+
+def test_a_wrong_token_is_named_as_refused(head: str) -> None:
+    with pytest.raises(RayConnectionError, match="refused this service's token"):
+        probe(head, environ={"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": "wrong"})
+
+
+def test_the_right_token_passes_from_the_variable_or_a_file(head: str, tmp_path: Path) -> None:
+    probe(head, environ={"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": TOKEN})
+    path = tmp_path / "token"
+    path.write_text(TOKEN + "\n")
+    env = {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": str(path)}
+    assert token(env) == TOKEN
+    probe(head, environ=env)
+
+
+def test_nothing_listening_is_named_with_the_way_to_start_a_head() -> None:
+    address = f"127.0.0.1:{_free_port()}"
+    with pytest.raises(RayConnectionError) as info:
+        probe(address, environ={})
+    assert address in str(info.value) and "ray start --head" in str(info.value)
+
+
+def test_an_unreadable_token_file_is_named() -> None:
+    env = {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": "/nonexistent/token"}
+    with pytest.raises(RayConnectionError, match="/nonexistent/token"):
+        token(env)
+
+
+def test_addresses_that_are_no_host_and_port_are_not_probed() -> None:
+    probe("auto", environ={})
+    probe("ray://10.0.0.1:10001", environ={})
+    assert "UNKNOWN" in explain("h:1", "UNKNOWN", token_given=False)
+
+
+def _executor_run(head: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """RayExecutor(head) mapping a function, in a fresh process with `env` (Ray reads its
+    token settings when it is imported: a service sets them in its environment)."""
+    code = (
+        "import sys\n"
+        "from solver.runtime.ray import RayExecutor, RayConnectionError\n"
+        "try:\n"
+        f"    ex = RayExecutor({head!r})\n"
+        "except RayConnectionError as e:\n"
+        "    print('refused:', e); sys.exit(3)\n"
+        "def square(x):\n"
+        "    return x * x\n"
+        "print(ex.map(square, [-1, -2, 3]))\n"
+    )
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("RAY_AUTH")}
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        env={**clean, **env},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=Path(__file__).resolve().parent.parent,
+    )
+
+
+def test_the_executor_runs_on_the_cluster_with_the_token(head: str) -> None:
+    done = _executor_run(head, {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": TOKEN})
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.strip().splitlines()[-1] == "[1, 4, 9]"
+
+
+def test_the_executor_without_the_token_says_what_to_set_at_once(head: str) -> None:
+    done = _executor_run(head, {})
+    assert done.returncode == 3, done.stdout + done.stderr
+    assert head in done.stdout and "RAY_AUTH_TOKEN" in done.stdout
