@@ -10,6 +10,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 # ---------------------------------------------------------------- cluster
 
@@ -234,11 +235,11 @@ class Problem:
 # ---------------------------------------------------------------- configurations
 
 
-@dataclass(frozen=True)
-class Config:
+class Config(NamedTuple):
     """One way to run a job: shape and clock, with its predicted performance.
 
-    Everything here is a constant of the configuration, which keeps the models linear.
+    Everything here is a constant of the configuration, which keeps the models linear. A named
+    tuple, not a dataclass: tens of thousands are made for every solve, twice as fast.
     """
 
     job: str

@@ -8,7 +8,6 @@ model's plan passes the checker.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import re
 from collections.abc import Callable
@@ -255,10 +254,7 @@ def test_kept_only_configuration_stays_where_it_runs(backend: Backend) -> None:
     b = job("b", point(8, 1000, tp=8), weight=4.0)
     p = problem(c, a, b, weights=only_throughput())
     base = build_config_set(p)
-    kept = tuple(
-        dataclasses.replace(cfg, kept_only=True, memory_per_gpu_gib=90.0)
-        for cfg in base.by_job["a"]
-    )
+    kept = tuple(cfg._replace(kept_only=True, memory_per_gpu_gib=90.0) for cfg in base.by_job["a"])
     configs = ConfigSet({**base.by_job, "a": kept}, base.best_samples_per_second, 0)
     outcome = solve_exact(backend, formulation.build(p, configs))
     assert outcome.plan is not None

@@ -94,7 +94,7 @@ def test_valid_plan_passes() -> None:
             lambda: [
                 run(
                     "a",
-                    dataclasses.replace(_config(P, "a", 4), memory_per_gpu_gib=81.0),
+                    _config(P, "a", 4)._replace(memory_per_gpu_gib=81.0),
                     n0=(0, 1, 2, 3),
                 ),
                 JobAssignment("b", JobState.QUEUED),
@@ -103,9 +103,7 @@ def test_valid_plan_passes() -> None:
         ),
         (
             lambda: [
-                run(
-                    "a", dataclasses.replace(_config(P, "a", 4), sm_clock_mhz=1400), n0=(0, 1, 2, 3)
-                ),
+                run("a", _config(P, "a", 4)._replace(sm_clock_mhz=1400), n0=(0, 1, 2, 3)),
                 JobAssignment("b", JobState.QUEUED),
             ],
             "sm_clock",

@@ -3,7 +3,6 @@ enumerations give exactly what the per-point model and the pair-by-pair filter g
 
 from __future__ import annotations
 
-import dataclasses
 import gc
 import itertools
 import pickle
@@ -197,7 +196,7 @@ def test_config_sets_pickle_as_columns_to_the_same_values() -> None:
             (c for cs in original.by_job.values() for c in cs),
             strict=True,
         ):
-            for field in dataclasses.fields(Config):
-                a, b = getattr(got, field.name), getattr(want, field.name)
+            for name in Config._fields:
+                a, b = getattr(got, name), getattr(want, name)
                 assert type(a) is type(b) and a == b
     assert gc.isenabled()

@@ -292,7 +292,7 @@ def test_the_model_is_the_reference_model_on_edge_cases() -> None:
     queued = job("none", point(4, 100, gpu=GpuType("H100", 80, 900, 3000, 900, 700, 60, (1980,))))
     p = problem(c, stuck, moved, wide, queued, weights=ObjectiveWeights(1, 0.3, 0.2, 0.05, 0.1))
     base = build_config_set(p)
-    kept = tuple(dataclasses.replace(cfg, kept_only=True) for cfg in base.by_job["m"])
+    kept = tuple(cfg._replace(kept_only=True) for cfg in base.by_job["m"])
     configs = ConfigSet({**base.by_job, "m": kept}, base.best_samples_per_second, 0)
     _same_model(p, configs)
     # An empty rack power row that can't hold: a contradiction, in both.

@@ -33,10 +33,10 @@ from solver._proto.dsfro.v1 import scheduler_pb2 as pb
 from solver._proto.dsfro.v1 import scheduler_pb2_grpc
 from solver._proto.grpc.reflection.v1 import reflection_pb2 as reflection_v1
 from solver._proto.grpc.reflection.v1 import reflection_pb2_grpc as reflection_v1_grpc
-from solver.app.convert import load_request_json
 from solver.app.limits import Limits
 from solver.core.settings import SolverSettings
 from solver.core.solver import Solver
+from solver.offline.generate import generate, spec_from_args
 from solver.service.config import (
     ConfigError,
     ServerConfig,
@@ -617,11 +617,18 @@ def test_enough_rpc_threads_for_many_solves() -> None:
     assert c.grpc_workers > c.max_concurrent_solves
 
 
+def _unproven_in_seconds() -> pb.SolveRequest:
+    """A power-capped 256-node snapshot at a 60 s budget: no solver proves it within seconds,
+    so the solve is still searching when the test acts."""
+    request = generate(spec_from_args(["--family", "hetero-power-256", "--jobs", "400"]))
+    request.options.time_budget.FromSeconds(60)
+    return request
+
+
 def test_a_cancelled_solve_frees_its_slot_long_before_its_budget() -> None:
     """One slot; a 60 s solve of a power-bound snapshot is cancelled: the slot is free again
     within seconds (the search, the solvers and the worker stop), not after the budget."""
-    request = load_request_json(ROOT / "instances" / "hetero-power" / "hetero-power-64-s2.json")
-    request.options.time_budget.FromSeconds(60)
+    request = _unproven_in_seconds()
     with serving(max_concurrent_solves=1) as (_, stub):
         call = stub.Solve.future(request)
         time.sleep(1.0)  # the solve is under way (the heuristic's first plan takes 0.1 s)
@@ -643,14 +650,13 @@ def test_a_cancelled_solve_frees_its_slot_long_before_its_budget() -> None:
 def test_on_shutdown_a_running_solve_answers_with_its_best_plan_at_once() -> None:
     """A 60 s solve in flight when the server stops (as on SIGTERM) is answered with the best
     checked plan it has, well within the grace period, not cut off."""
-    request = load_request_json(ROOT / "instances" / "hetero-power" / "hetero-power-64-s2.json")
-    request.options.time_budget.FromSeconds(60)
+    request = _unproven_in_seconds()
     srv = build_server(ServerConfig(host="127.0.0.1", port=0))
     srv.start()
     with grpc.insecure_channel(f"127.0.0.1:{srv.port}") as ch:
         stub = Stub(ch)  # type: ignore[no-untyped-call]
         call = stub.Solve.future(request, timeout=WAIT)
-        time.sleep(1.0)
+        time.sleep(3.0)  # past the first plan (about 0.3 s here), before any proof
         stopped = time.monotonic()
         done = srv.stop(20.0)
         response = call.result(timeout=WAIT)

@@ -223,8 +223,8 @@ def _processes() -> dict[int, tuple[int, bytes]]:
     return out
 
 
-def _descendants(marker: bytes) -> list[int]:
-    """This process's descendants whose command line holds `marker`."""
+def _descendants(marker: bytes, unless: tuple[bytes, ...] = ()) -> list[int]:
+    """This process's descendants whose command line holds `marker` (and none of `unless`)."""
     procs = _processes()
     mine = {os.getpid()}
     grew = True
@@ -234,12 +234,17 @@ def _descendants(marker: bytes) -> list[int]:
             if ppid in mine and pid not in mine:
                 mine.add(pid)
                 grew = True
-    return sorted(p for p in mine if p in procs and marker in procs[p][1])
+    return sorted(
+        p
+        for p in mine
+        if p in procs and marker in procs[p][1] and not any(u in procs[p][1] for u in unless)
+    )
 
 
 def _pool_workers() -> list[int]:
-    """Multiprocessing pool workers under this process: a decomposed solve's parts."""
-    return _descendants(b"spawn_main")  # not the resource tracker
+    """Pool workers under this process (a decomposed solve's parts): kept workers that
+    preload nothing, unlike solve workers and isolated full models."""
+    return _descendants(b"solver.runtime.workers", (b"solver.service.worker", b"solver.exact."))
 
 
 def _solve_workers() -> list[int]:
@@ -270,7 +275,7 @@ def test_a_worker_killed_mid_solve_costs_one_fallback_and_the_next_solve_succeed
             os.kill(workers[0], signal.SIGKILL)
             killed = call.result(timeout=WAIT)
             assert killed.stats.termination == pb.TERMINATION_FALLBACK
-            assert "died" in killed.stats.detail
+            assert "killed by SIGKILL" in killed.stats.detail
             evaluation = stub.EvaluatePlan(
                 pb.EvaluatePlanRequest(request=request, plan=killed.plan), timeout=WAIT
             )

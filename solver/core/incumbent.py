@@ -100,12 +100,15 @@ class Incumbent:
         self.degraded: list[str] = []
         self.closed = False
 
-    def offer(self, plan: Plan | None, source: str, backend: Backend) -> bool:
+    def offer(
+        self, plan: Plan | None, source: str, backend: Backend, *, checked: bool = False
+    ) -> bool:
         """Keep `plan` if it passes the checker and beats the best so far (the first plan
-        offered is kept whatever its worth); whether it was kept."""
+        offered is kept whatever its worth); whether it was kept. `checked`: the caller has
+        just had the checker pass it (``violations``), not to check a large plan twice."""
         if plan is None:
             return False
-        violations = self._check(self.problem, plan.assignments)
+        violations = [] if checked else self._check(self.problem, plan.assignments)
         with self._lock:
             if self.closed:
                 return False

@@ -23,6 +23,7 @@ ENV_PREFIX = "DSFRO_TUNING_"
 TABLE = "tuning"
 """The profile table that holds these settings."""
 
+
 class SolverSettings(BaseSettings):
     """Timing and size knobs of the solver; immutable, picklable (sent to worker processes)."""
 
@@ -108,11 +109,15 @@ class SolverSettings(BaseSettings):
     """AUTO decomposes snapshots with this many jobs ..."""
     decompose_min_nodes: int = Field(4_096, ge=1)
     """... or this many nodes."""
-    part_gpus: int = Field(2_048, ge=8)
-    """Target GPUs per part: a part is then about as large as the medium instance."""
-    merge_seconds_per_job: float = Field(2e-4, gt=0.0)
-    """Time kept for merging, completing and checking a decomposed plan (about 3 s at 16,384
-    jobs on the 2-core machine)."""
+    part_gpus: int = Field(8_192, ge=8)
+    """Target GPUs per part (at least one part per worker): a part is then about as large as
+    the large instance. On xl (65,536 GPUs, 2 workers), 8 parts of 8,192 GPUs gave the first
+    plan in 2.4-2.7 s and a gap of 0.009 % at 20 s, against 3.2-3.7 s and 0.059 % for 32
+    parts of 2,048 (docs/benchmarks.md, "Decomposition")."""
+    merge_seconds_per_job: float = Field(2.5e-4, gt=0.0)
+    """Time kept for merging, bounding, completing and checking a decomposed plan: measured
+    3.6 s at xl's 16,384 jobs on the 2-core machine (materialize 0.6, check 0.9 and 0.4,
+    Lagrangian bound 1.0, completion 0.7)."""
 
     # ------------------------------------------------------------ answering (the Deadline)
     read_seconds: float = Field(0.005, ge=0.0)

@@ -26,7 +26,7 @@ from solver.core.incumbent import Incumbent, infeasible
 from solver.core.settings import SolverSettings
 from solver.core.steps import SolveRun
 from solver.core.steps.bound import aggregate_bound, aggregate_fits
-from solver.core.steps.decomposed import decompose, finish_decomposed
+from solver.core.steps.decomposed import decompose_after_quick, finish_decomposed
 from solver.core.steps.first import run_first, run_priced
 from solver.core.steps.full import full_model_size, solve_full_model
 from solver.core.steps.guided import place_guided
@@ -214,8 +214,11 @@ class Solver:
         self, problem: Problem, clock: Clock, on_first: Callable[[Plan], None] | None
     ) -> SolveResult:
         executor = self._executor()
+        incumbent = Incumbent(problem, improve=False, on_first=on_first)
         try:
-            d = decompose(problem, self.settings, clock, executor)
+            d, quick_seconds = decompose_after_quick(
+                problem, self.settings, clock, executor, incumbent
+            )
         except (WorkerLost, Stopped) as e:
             # No part came back: the heuristic answers from here, or the quick plan when time
             # is short (and at once when the solve was stopped).
@@ -225,7 +228,9 @@ class Solver:
                 return self.quick(problem, clock, f"{why}; {self._short(clock, estimate)}")
             return self._here(problem, clock, estimate, fallback_for=why, on_first=on_first)
         blocked = unkeepable_jobs(problem, d.configs)
-        return finish_decomposed(problem, self.settings, clock, d, executor, blocked, on_first)
+        return finish_decomposed(
+            problem, self.settings, clock, d, executor, blocked, incumbent, quick_seconds
+        )
 
 
 def unkeepable_jobs(problem: Problem, configs: ConfigSet) -> list[str]:

@@ -22,16 +22,11 @@ from solver.exact.blocks import (
 )
 from solver.exact.milp import Formulation
 from solver.exact.rows import IntArray, ints, ragged_arange
+from solver.perfmodel import budgets as rooms
 
 MILLIWATTS = 1000
 """Power rows count milliwatts: each configuration's draw rounded up, each budget down, so the
 model is at most 1 mW per running job stricter than the checker."""
-
-
-def _idle(f: Formulation, nodes: list[int]) -> float:
-    types = f.problem.cluster.gpu_types
-    lay = f.layout
-    return sum(lay.nodes[n].gpu_count * types[lay.nodes[n].gpu_type].idle_watts for n in nodes)
 
 
 def add_power_budget(f: Formulation) -> None:
@@ -43,7 +38,9 @@ def add_power_budget(f: Formulation) -> None:
     extra = lay.cfg_watts - lay.type_idle[lay.cfg_type] * lay.cfg_gpus
     coef = ints(np.ceil(extra * MILLIWATTS))
     used = np.flatnonzero(coef)
-    cap = math.floor((budget - _idle(f, list(range(len(lay.nodes))))) * MILLIWATTS)
+    room = rooms.power_room(f.problem.cluster)
+    assert room is not None
+    cap = math.floor(room * MILLIWATTS)
     f.add_rows(
         "power_budget",
         "power_budget",
@@ -134,10 +131,8 @@ def add_rack_power_budget(f: Formulation) -> None:
     per_gpu = lay.cfg_watts / lay.cfg_gpus - lay.type_idle[lay.cfg_type]
     w_coef = ints(np.ceil(per_gpu[w_cfg] * MILLIWATTS))
     used = np.flatnonzero(w_coef)  # w is listed rack by rack: so are these terms
-    caps = []
-    for rack, budget in budgets.items():
-        rack_nodes = np.flatnonzero(lay.node_rack == lay.rack_code[rack]).tolist()
-        caps.append(math.floor((budget - _idle(f, rack_nodes)) * MILLIWATTS))
+    room = rooms.rack_power_room(f.problem.cluster)
+    caps = [math.floor(room[rack] * MILLIWATTS) for rack in budgets]
     power = RowPart(
         "rack_power",
         power_at,

@@ -24,6 +24,7 @@ from solver.domain import Backend, Cluster, Config, JobState, Plan, Problem
 from solver.exact import formulation
 from solver.exact.backends import ExactOptions, SolverStatus
 from solver.exact.solve import solve_full
+from solver.perfmodel import budgets
 from solver.perfmodel.configs import ConfigSet
 from solver.scoring.checker import check_plan
 from solver.scoring.objective import running_gain
@@ -91,8 +92,7 @@ def sub_problem(
     for a in incumbent.assignments:
         if a.job in free or a.state is not JobState.RUNNING or a.config is None:
             continue
-        idle = cluster.gpu_types[a.config.gpu_type].idle_watts
-        per_gpu = a.config.watts / a.config.num_gpus - idle
+        per_gpu = budgets.extra_watts_per_gpu(cluster, a.config)
         fixed_watts += per_gpu * a.config.num_gpus
         for s in a.placement:
             taken.setdefault(s.node, set()).update(s.gpu_indices)

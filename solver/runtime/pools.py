@@ -8,28 +8,26 @@ each (BLAS and the solvers), so that N workers use N cores and never oversubscri
 
 from __future__ import annotations
 
-import contextlib
 import logging
-import multiprocessing
+import threading
 from collections.abc import Callable, Sequence
-from concurrent.futures import (
-    FIRST_EXCEPTION,
-    CancelledError,
-    Future,
-    ProcessPoolExecutor,
-    wait,
-)
-from concurrent.futures.process import BrokenProcessPool
 from typing import Any, Protocol, TypeVar
 
-from solver.runtime import crashes, memory
-from solver.runtime.cores import available_cores, one_thread
-from solver.runtime.workers import WorkerLost
+from solver.runtime.cores import THREAD_VARIABLES, available_cores
+from solver.runtime.workers import (
+    CallContext,
+    CallFailed,
+    Worker,
+    WorkerLost,
+    WorkerPool,
+    run_call,
+)
 
 T = TypeVar("T")
 R = TypeVar("R")
 
 log = logging.getLogger(__name__)
+
 
 class Stopped(RuntimeError):
     """A map was stopped on request (a cancelled call, a shutdown): its tasks were dropped."""
@@ -81,85 +79,94 @@ class InlineExecutor:
 
 
 class LocalExecutor:
-    """A pool of worker processes on this machine (spawned: safe beside gRPC's threads)."""
+    """Kept worker processes on this machine (solver.runtime.workers), one task at a time
+    each, capped to one thread each. A stopped map kills its running tasks' workers at once
+    (the pool replaces them in the background); a worker that dies fails the map with
+    WorkerLost. Each worker has its own pipes: a kill never leaves the caller waiting on a
+    half-sent message, as a process pool's shared queues can."""
 
     name = "local"
 
     def __init__(self, workers: int | None = None) -> None:
         self.workers = workers or available_cores()
-        self._pool: ProcessPoolExecutor | None = None
-
-    def _ensure(self) -> ProcessPoolExecutor:
-        if self._pool is not None and getattr(self._pool, "_broken", False):
-            # A worker died while the pool was idle (killed, out of memory): replace the pool
-            # before this call rather than fail it. (CPython marks a broken pool so.)
-            self._pool.shutdown(wait=False, cancel_futures=True)
-            self._pool = None
-            crashes.record("pool")
-        if self._pool is None:
-            self._pool = ProcessPoolExecutor(
-                max_workers=self.workers,
-                mp_context=multiprocessing.get_context("spawn"),
-                initializer=one_thread,
-            )
-        return self._pool
+        caps = dict.fromkeys(THREAD_VARIABLES, "1")
+        self._pool = WorkerPool("pool", env=caps, keep=self.workers)
 
     def map(self, fn: Callable[[T], R], items: Sequence[T], stop: Stop | None = None) -> list[R]:
-        pool = self._ensure()
-        try:
-            with memory.watching(lambda: _worker_pids(pool)) as killed:
-                futures = [pool.submit(fn, x) for x in items]
-                if stop is not None and _stopped_while_waiting(futures, stop):
-                    self._abandon(pool, futures)
-                    raise Stopped("stopped on request: the pool's workers were killed")
-                return [f.result() for f in futures]
-        except CancelledError as e:  # the pool was closed under this map (shutdown)
-            raise WorkerLost("the solve worker pool was closed") from e
-        except BrokenProcessPool as e:
-            # A worker died (killed, out of memory): this pool is unusable. The next map
-            # starts a new one; this one's caller decides what to answer.
-            broken, self._pool = self._pool, None
-            if broken is not None:
-                broken.shutdown(wait=False, cancel_futures=True)
-                crashes.record("pool")
-            why = killed[0] if killed else f"a solve worker process died ({e})"
-            raise WorkerLost(why) from e
+        results: list[Any] = [None] * len(items)
+        todo = list(range(len(items)))
+        todo.reverse()
+        failed: list[BaseException] = []
+        halted = threading.Event()
+        lock = threading.Lock()
 
-    def _abandon(self, pool: ProcessPoolExecutor, futures: list[Future[Any]]) -> None:
-        """Drop a stopped map: its queued tasks are cancelled and its running ones killed with
-        their workers (they would hold cores for the rest of their time); the next map starts
-        a new pool. Not a crash: the crash-loop count is left alone."""
-        for f in futures:
-            f.cancel()
-        for process in list((getattr(pool, "_processes", None) or {}).values()):
-            with contextlib.suppress(Exception):
-                process.kill()
-        pool.shutdown(wait=False, cancel_futures=True)
-        if self._pool is pool:
-            self._pool = None
+        def halt() -> bool:
+            if not halted.is_set() and (failed or (stop is not None and stop())):
+                halted.set()
+            return halted.is_set()
+
+        def lane() -> None:
+            worker: Worker | None = None
+            while not halt():
+                with lock:
+                    if not todo:
+                        break
+                    k = todo.pop()
+                if worker is None:
+                    worker = self._pool.take()
+                try:
+                    results[k] = run_call(
+                        worker,
+                        _plain,
+                        (fn, items[k]),
+                        kill_at=lambda: float("inf"),
+                        stop=halt,
+                        stop_grace=0.0,
+                    )
+                except WorkerLost as e:
+                    self._pool.discard(
+                        worker,
+                        "" if halted.is_set() else str(e),
+                        crash=e.crash and not halted.is_set(),
+                    )
+                    worker = None
+                    if not halted.is_set():
+                        failed.append(e)
+                except CallFailed as e:
+                    failed.append(e)
+            if worker is not None:
+                self._pool.give_back(worker)
+
+        lanes = [
+            threading.Thread(target=lane, name=f"dsfro-pool-{i}", daemon=True)
+            for i in range(min(self.workers, len(items)))
+        ]
+        for thread in lanes:
+            thread.start()
+        for thread in lanes:
+            thread.join()
+        if failed:
+            error = failed[0]
+            if isinstance(error, CallFailed):
+                raise RuntimeError(f"a task failed in a pool worker: {error}")
+            raise error
+        if halted.is_set():
+            raise Stopped("stopped on request: the pool's running tasks were killed")
+        return results
+
+    def worker_pids(self) -> list[int]:
+        """The pool's idle workers (for tests)."""
+        pids: list[int] = self._pool.idle_pids()
+        return pids
 
     def close(self) -> None:
-        if self._pool is not None:
-            self._pool.shutdown(wait=True, cancel_futures=True)
-            self._pool = None
+        self._pool.close()
 
 
-def _stopped_while_waiting(futures: Sequence[Future[Any]], stop: Stop) -> bool:
-    """Wait for `futures` (or the first failure), polling `stop`; whether it said stop."""
-    pending: set[Future[Any]] = set(futures)
-    while pending:
-        if stop():
-            return True
-        done, pending = wait(pending, timeout=STOP_POLL_SECONDS, return_when=FIRST_EXCEPTION)
-        if any(not f.cancelled() and f.exception() is not None for f in done):
-            return False
-    return False
-
-
-def _worker_pids(pool: ProcessPoolExecutor) -> list[int]:
-    """The pool's worker processes now (CPython keeps them in ``_processes``)."""
-    processes = getattr(pool, "_processes", None) or {}
-    return list(processes)
+def _plain(task: tuple[Callable[[Any], Any], Any], call: CallContext) -> Any:
+    """A task of the Executor interface (fn(item)) as a worker call."""
+    fn, item = task
+    return fn(item)
 
 
 __all__ = [

@@ -28,7 +28,7 @@ import sys
 import threading
 import time
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -103,19 +103,20 @@ class Report:
 class Worker:
     """One worker process and the parent's ends of its pipes."""
 
-    def __init__(self, preload: Sequence[str] = ()) -> None:
+    def __init__(self, preload: Sequence[str] = (), env: Mapping[str, str] | None = None) -> None:
+        """`env`: variables set in the worker's environment (thread caps, say)."""
         task_r, self._task_w = os.pipe()
         self._result_r, result_w = os.pipe()
         control_r, self._control_w = os.pipe()
-        env = dict(os.environ)
-        env[IN_WORKER_ENV] = "1"
+        environ = {**os.environ, **(env or {})}
+        environ[IN_WORKER_ENV] = "1"
         # The caller's import path, so that a call's function (a test's fake among them)
         # unpickles in the worker as it was pickled here.
-        paths = [p for p in sys.path if p] + [env.get("PYTHONPATH", "")]
-        env["PYTHONPATH"] = os.pathsep.join(p for p in paths if p)
+        paths = [p for p in sys.path if p] + [environ.get("PYTHONPATH", "")]
+        environ["PYTHONPATH"] = os.pathsep.join(p for p in paths if p)
         limit = memory.worker_memory_limit()
         if limit is not None:
-            env[memory.LIMIT_ENV] = str(limit)
+            environ[memory.LIMIT_ENV] = str(limit)
         self.own_group = not in_worker()
         argv = [sys.executable, "-m", __name__, str(task_r), str(result_w), str(control_r)]
         self.proc = subprocess.Popen(
@@ -123,7 +124,7 @@ class Worker:
             pass_fds=(task_r, result_w, control_r),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
-            env=env,
+            env=environ,
             start_new_session=self.own_group,
         )
         for fd in (task_r, result_w, control_r):
@@ -264,9 +265,17 @@ class WorkerPool:
     the background; a busy one is not (it comes back). Workers beyond what the pool keeps are
     closed in the background, never on a caller's time."""
 
-    def __init__(self, kind: str, *, preload: Sequence[str] = (), keep: int = 4) -> None:
+    def __init__(
+        self,
+        kind: str,
+        *,
+        preload: Sequence[str] = (),
+        keep: int = 4,
+        env: Mapping[str, str] | None = None,
+    ) -> None:
         self.kind = kind
         self.preload = tuple(preload)
+        self.env = dict(env or {})
         self.keep = keep
         """Idle workers kept at most."""
         self._idle: list[Worker] = []
@@ -291,7 +300,7 @@ class WorkerPool:
             self.keep = max(self.keep, count)
             missing = max(count - len(self._idle), 0)
             self._live += missing
-        fresh = [Worker(self.preload) for _ in range(missing)]
+        fresh = [Worker(self.preload, self.env) for _ in range(missing)]
         for worker in fresh:
             try:
                 ready = worker.wait_ready(READY_SECONDS)
@@ -329,7 +338,7 @@ class WorkerPool:
         _close_later(dead)
         if dead:
             self._top_up()
-        return found if found is not None else Worker(self.preload)
+        return found if found is not None else Worker(self.preload, self.env)
 
     def give_back(self, worker: Worker) -> None:
         """A worker whose call answered."""
@@ -371,7 +380,7 @@ class WorkerPool:
     def _start(self, count: int) -> None:
         for started in range(count):
             try:
-                worker = Worker(self.preload)
+                worker = Worker(self.preload, self.env)
                 if not worker.wait_ready(READY_SECONDS):
                     worker.kill()
                     raise OSError(f"it did not start within {READY_SECONDS:.0f}s")
@@ -393,6 +402,7 @@ class WorkerPool:
 
 def _close_later(workers: Sequence[Worker]) -> None:
     """Close workers on a thread of their own: a worker takes a moment to exit."""
+
     def close_all() -> None:
         for worker in workers:
             worker.close()

@@ -23,6 +23,7 @@ import numpy.typing as npt
 
 from solver.domain import Config, Problem
 from solver.exact.backends.highs import new_highs, stop_on_request
+from solver.perfmodel import budgets
 from solver.perfmodel.configs import ConfigSet
 from solver.scoring.objective import migration_cost, queued_value, running_gain
 
@@ -190,7 +191,7 @@ def solve_aggregate(
             col = lp.column(running_gain(job, c, best, w, max_watts))
             cols.append(col)
             pools.setdefault(c.gpu_type, []).append((col, float(c.num_gpus)))
-            extra_per_gpu = c.watts / c.num_gpus - cluster.gpu_types[c.gpu_type].idle_watts
+            extra_per_gpu = budgets.extra_watts_per_gpu(cluster, c)
             power.append((col, extra_per_gpu * c.num_gpus))
             if job.current is not None and c.shape == job.current.shape:
                 same_shape.append((col, -1.0))
@@ -215,24 +216,24 @@ def solve_aggregate(
     for gpu_type, terms in pools.items():
         capacity = sum(n.available_gpus for n in cluster.nodes if n.gpu_type == gpu_type)
         lp.row(terms, hi=float(capacity))
-    idle = {r: 0.0 for r in cluster.racks}
     available: dict[tuple[str, str], int] = {}
     for n in cluster.nodes:
-        idle[n.rack] += n.gpu_count * cluster.gpu_types[n.gpu_type].idle_watts
         key = (n.rack, n.gpu_type)
         available[key] = available.get(key, 0) + n.available_gpus
-    if cluster.power_budget_watts is not None:
-        lp.row(power, hi=cluster.power_budget_watts - sum(idle.values()))
+    room = budgets.power_room(cluster)
+    if room is not None:
+        lp.row(power, hi=room)
     for key, terms in rack_gpus.items():
         if key[0] != UNBUDGETED:  # those GPUs are bounded by their type's pool
             lp.row(terms, hi=float(available[key]))
+    rack_room = budgets.rack_power_room(cluster)
     for rack, terms in rack_power.items():
-        budget = cluster.rack_power_budgets_watts.get(rack)
-        if budget is not None:
-            lp.row(terms, hi=budget - idle[rack])
+        if rack in rack_room:
+            lp.row(terms, hi=rack_room[rack])
     if not lp.cost:
         bound = offset + LP_SAFETY * max(abs(offset), 1.0)
         return AggregateOutcome("OPTIMAL", bound, {}, time.monotonic() - start)
+
     def improved(values: npt.NDArray[np.float64], objective: float) -> None:
         if on_choice is not None:
             on_choice(_guide(problem, configs, y, splits, values), objective + offset)

@@ -23,6 +23,7 @@ import numpy as np
 import numpy.typing as npt
 
 from solver.domain import Cluster, Job, Node, Plan, Problem
+from solver.perfmodel import budgets
 from solver.perfmodel.configs import ConfigSet, TypeFacts, build_config_set, type_facts
 from solver.runtime.pools import Executor, Stop, Stopped, WorkerLost
 from solver.scoring.plans import Choice
@@ -149,11 +150,17 @@ def _power_share(cluster: Cluster, nodes: Sequence[Node]) -> float:
             for n in ns
         )
 
-    headroom = cluster.power_budget_watts - idle(cluster.nodes)
+    headroom = budgets.power_room(cluster) or 0.0
     return idle(nodes) + headroom * span(nodes) / max(span(cluster.nodes), 1e-9)
 
 
 # ---------------------------------------------------------------- work done in the workers
+
+
+OVERRUN_SHARE = 0.05
+"""The second round may run this share of the window past its end before its parts are
+dropped: a wave of parts started late still finishes, one that hangs does not hold the
+answer."""
 
 
 @dataclass(frozen=True)
@@ -179,11 +186,11 @@ class ImproveTask:
 
 
 def greedy_part(task: GreedyTask) -> GreedyResult:
-    """Round 1 in a worker: the part's configurations and one greedy plan."""
+    """Round 1 in a worker: the part's configurations and its first greedy pass (round 2
+    improves it): the whole snapshot's first plan comes as soon as every part has one."""
     configs = build_config_set(task.problem, task.facts)
     heuristic = Heuristic(task.problem, configs)
-    state = heuristic.greedy(0.0)
-    heuristic.improve(state, time.monotonic() + task.seconds)
+    state = heuristic.greedy(0.0, time.monotonic() + task.seconds)
     return GreedyResult(configs, dict(state.choices))
 
 
@@ -193,9 +200,9 @@ def improve_part(task: ImproveTask) -> dict[str, Choice]:
     heuristic = Heuristic(task.problem, task.configs)
     current = heuristic.complete(task.choices, end)
     if time.monotonic() < end:
-        guide = solve_aggregate(task.problem, task.configs).choice
-        if guide:
-            guided = heuristic.run_guided(guide, end)
+        lp = solve_aggregate(task.problem, task.configs)
+        if lp.choice:
+            guided = heuristic.run_guided(lp.choice, end, lp.racks)
             if guided.objective.total > current.objective.total:
                 return _choices(guided)
     return _choices(current)
@@ -223,6 +230,8 @@ class Decomposition:
     lost: str = ""
     """Why the second round's work was lost (a worker died, or the solve was stopped), or
     empty."""
+    cut: str = ""
+    """Why the second round was cut short at its end, or empty."""
 
 
 def solve_decomposed(
@@ -263,9 +272,16 @@ def solve_decomposed(
     first_seconds = time.monotonic() - start
     left = end - time.monotonic()
     final = first
-    lost = ""
+    lost = cut = ""
     if left > 0.5:
         seconds = 0.8 * left / waves
+        # Parts that run past the end are dropped (their workers killed), whatever they
+        # would bring: the answer is due.
+        late = end + OVERRUN_SHARE * (end - start)
+
+        def halt() -> bool:
+            return (stop is not None and stop()) or time.monotonic() >= late
+
         try:
             improved = executor.map(
                 improve_part,
@@ -273,9 +289,14 @@ def solve_decomposed(
                     ImproveTask(p.problem, r.configs, r.choices, seconds)
                     for p, r in zip(pieces, results, strict=True)
                 ],
-                stop,
+                halt,
             )
             final = {j: c for part in improved for j, c in part.items()}
-        except (WorkerLost, Stopped) as e:  # the first round's plan stands
+        except WorkerLost as e:  # the first round's plan stands
             lost = str(e)
-    return Decomposition(configs, first, first_seconds, final, k, lost)
+        except Stopped as e:
+            if stop is not None and stop():
+                lost = str(e)
+            else:
+                cut = "the second round ran past its end; its parts were dropped"
+    return Decomposition(configs, first, first_seconds, final, k, lost, cut)

@@ -171,9 +171,15 @@ class Heuristic:
     def _density(self, job: Job, prices: Prices) -> float:
         """The job's best priced value per GPU: the greedy's order."""
         configs = self.configs.by_job[job.name]
+        values = self.scorer.values(job.name)
+        if prices.is_zero:
+            return max(
+                (v / c.num_gpus for v, c in zip(values, configs, strict=True)),
+                default=float("-inf"),
+            )
         costs = self.scorer.costs(job.name, prices)
         return max(
-            ((self.value[job.name, i] - costs[i]) / c.num_gpus for i, c in enumerate(configs)),
+            ((v - k) / c.num_gpus for v, k, c in zip(values, costs, configs, strict=True)),
             default=float("-inf"),
         )
 

@@ -23,8 +23,9 @@ import numpy.typing as npt
 from ortools.linear_solver import pywraplp
 
 from solver.domain import Config, Problem
+from solver.perfmodel import budgets
 from solver.perfmodel.configs import ConfigSet
-from solver.scoring.objective import migration_cost, queued_value, running_gain
+from solver.scoring.objective import migration_cost, queued_value, running_gains
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -92,26 +93,19 @@ def _arrays(problem: Problem, configs: ConfigSet) -> tuple[_Arrays, list[Config]
             continue
         starts.append(len(flat))
         forced.append(must)
-        for c in options:
-            v = running_gain(job, c, best, w, max_watts)
-            if c.shape == kept_shape:
-                v += migration_cost(job, w)
+        gains = running_gains(job, options, best, w, max_watts)
+        keep = migration_cost(job, w)
+        for c, v in zip(options, gains, strict=True):
             jobs.append(k)
-            values.append(v)
+            values.append(v + keep if c.shape == kept_shape else v)
             pools.append(pool_index[c.gpu_type])
             gpus.append(float(c.num_gpus))
-            idle = cluster.gpu_types[c.gpu_type].idle_watts
-            power.append(c.watts - idle * c.num_gpus)
+            power.append(budgets.extra_watts(cluster, c))
             flat.append(c)
     capacity = np.zeros(len(types))
     for n in cluster.nodes:
         capacity[pool_index[n.gpu_type]] += n.available_gpus
-    room = None
-    if cluster.power_budget_watts is not None:
-        idle_total = sum(
-            n.gpu_count * cluster.gpu_types[n.gpu_type].idle_watts for n in cluster.nodes
-        )
-        room = cluster.power_budget_watts - idle_total
+    room = budgets.power_room(cluster)
     arrays = _Arrays(
         job=np.array(jobs, dtype=np.int64),
         value=np.array(values, dtype=np.float64),

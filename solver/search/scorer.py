@@ -9,10 +9,12 @@ never re-score a whole plan.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from itertools import repeat
 
 from solver.domain import Config, Job, Problem, Shape
+from solver.perfmodel import budgets
 from solver.perfmodel.configs import ConfigSet
-from solver.scoring.objective import migration_cost, running_gain
+from solver.scoring.objective import migration_cost, running_gains
 from solver.scoring.plans import Choice
 from solver.search.pricing import Prices
 
@@ -29,16 +31,23 @@ class Scorer:
         self._choice_gains: dict[str, tuple[Choice, float]] = {}
         max_watts = problem.cluster.max_gpu_watts()
         self.value: dict[tuple[str, int], float] = {}
+        self._values: dict[str, list[float]] = {}
         for job in problem.jobs:
             best = configs.best_samples_per_second[job.name]
-            for i, c in enumerate(configs.by_job[job.name]):
-                self.value[job.name, i] = running_gain(job, c, best, problem.weights, max_watts)
+            gains = running_gains(job, configs.by_job[job.name], best, problem.weights, max_watts)
+            self._values[job.name] = gains
+            keys = zip(repeat(job.name), range(len(gains)))
+            self.value.update(zip(keys, gains, strict=False))
         # Built per job on first use, so that the first greedy pass pays only for the values.
         self._positions: dict[str, dict[int, int]] = {}
         self._ranked: dict[str, list[int]] = {}
         self._variants: dict[str, dict[Shape, list[int]]] = {}
         self._extra: dict[str, list[float]] = {}
         self._costs: tuple[Prices, dict[str, list[float]]] | None = None
+
+    def values(self, job: str) -> list[float]:
+        """The running gain of each of the job's configurations, in their order."""
+        return self._values[job]
 
     def position(self, job: str, config: Config) -> int:
         """The index of `config` among the job's configurations."""
@@ -62,10 +71,9 @@ class Scorer:
         """Watts over idle of each configuration of the job."""
         out = self._extra.get(job)
         if out is None:
-            types = self.problem.cluster.gpu_types
+            cluster = self.problem.cluster
             out = self._extra[job] = [
-                c.watts - types[c.gpu_type].idle_watts * c.num_gpus
-                for c in self.configs.by_job[job]
+                budgets.extra_watts(cluster, c) for c in self.configs.by_job[job]
             ]
         return out
 

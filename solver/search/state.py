@@ -11,6 +11,7 @@ import itertools
 from collections.abc import Mapping
 
 from solver.domain import Config, Job, Problem
+from solver.perfmodel import budgets
 from solver.scoring.plans import Choice
 from solver.search.bound import UNBUDGETED
 from solver.search.placement import Placer
@@ -36,9 +37,8 @@ class SearchState:
         self.rack_watts: dict[str, float] = {}
         self.choices: dict[str, Choice] = {}
         cluster = problem.cluster
-        self._idle = {name: t.idle_watts for name, t in cluster.gpu_types.items()}
-        self.idle_total = 0.0
-        self.idle_rack: dict[str, float] = {}
+        self.idle_total = budgets.idle_watts(cluster)
+        self.idle_rack: Mapping[str, float] = budgets.rack_idle_watts(cluster)
         self._rack_nodes: dict[str, list[str]] = {}
         self._rack_of = {n.name: n.rack for n in cluster.nodes}
         self._unbudgeted = frozenset(
@@ -46,17 +46,14 @@ class SearchState:
         )
         for n in cluster.nodes:
             self._rack_nodes.setdefault(n.rack, []).append(n.name)
-            idle = n.gpu_count * cluster.gpu_types[n.gpu_type].idle_watts
-            self.idle_total += idle
-            self.idle_rack[n.rack] = self.idle_rack.get(n.rack, 0.0) + idle
 
     def extra_watts(self, config: Config) -> float:
         """What the configuration draws over the idle power of its GPUs."""
-        return config.watts - self._idle[config.shape.gpu_type] * config.shape.num_gpus
+        return budgets.extra_watts(self.problem.cluster, config)
 
     def rack_delta(self, config: Config, counts: Mapping[str, int]) -> dict[str, float]:
         """Watts over idle the configuration adds to each rack, split evenly over its GPUs."""
-        per_gpu = config.watts / config.num_gpus - self._idle[config.shape.gpu_type]
+        per_gpu = budgets.extra_watts_per_gpu(self.problem.cluster, config)
         delta: dict[str, float] = {}
         for node, k in counts.items():
             rack = self._rack_of[node]

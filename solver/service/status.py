@@ -44,9 +44,7 @@ def guard(context: grpc.ServicerContext, what: str, fn: Callable[[], T]) -> T:
         abort_internal(context, what, e)
 
 
-def abort_internal(
-    context: grpc.ServicerContext, what: str, exc: BaseException | str
-) -> NoReturn:
+def abort_internal(context: grpc.ServicerContext, what: str, exc: BaseException | str) -> NoReturn:
     ref = uuid.uuid4().hex[:12]
     if isinstance(exc, BaseException):
         log.error("internal error while %s [ref %s]", what, ref, exc_info=exc)

@@ -30,7 +30,7 @@ def run_first(run: SolveRun) -> tuple[list[str], SearchState]:
         # Only hard constraints of the request itself (non-preemptible jobs over a power
         # budget) defeat the heuristic, which places those jobs first whatever they draw.
         return [v.message for v in violations], state
-    run.incumbent.offer(plan, "first pass", Backend.HEURISTIC)
+    run.incumbent.offer(plan, "first pass", Backend.HEURISTIC, checked=True)
     if heuristic.cut_short is not None:
         run.incumbent.note(
             f"the first greedy pass stopped at the deadline after {heuristic.cut_short} jobs"

@@ -18,9 +18,7 @@ from solver.search.quick import QuickPlan, quick_plan
 log = logging.getLogger(__name__)
 
 
-def solve_quick(
-    problem: Problem, settings: SolverSettings, clock: Clock, why: str
-) -> SolveResult:
+def solve_quick(problem: Problem, settings: SolverSettings, clock: Clock, why: str) -> SolveResult:
     """The quick plan within the clock, told as a fallback for `why`."""
     end = clock.work_end()
     quick = quick_plan(
