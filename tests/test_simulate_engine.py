@@ -24,8 +24,9 @@ from solver.simulate.core import (
     SimulationLog,
     TraceJob,
 )
-from solver.simulate.engine import STALL_ROUNDS, EngineSettings, RestartCost, Simulation
+from solver.simulate.engine import STALL_ROUNDS, Simulation
 from solver.simulate.policies import make_policy
+from solver.simulate.settings import EngineSettings, RestartCost
 from solver.simulate.truth import TruthSettings
 
 EXACT = TruthSettings(throughput_sigma=0.0, power_sigma=0.0, round_sigma=0.0)

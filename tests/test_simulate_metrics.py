@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from solver.simulate import outputs
+from solver.simulate import figures, outputs
 from solver.simulate.core import JobRecord, PowerSegment, RoundRecord, SimulationLog
 from solver.simulate.metrics import JOULES_PER_KWH, Summary, jain_index, summarize
 
@@ -328,26 +328,26 @@ def test_comparison_ratios(tmp_path: Path) -> None:
 
 def test_figure_data() -> None:
     logs = [make_log("dsfro", 1), make_log("dsfro", 2), make_log("fifo", 1)]
-    cdf = outputs.jct_cdf_data(logs)
+    cdf = figures.jct_cdf_data(logs)
     assert cdf == {"dsfro": [100.0, 100.0, 100.0, 100.0, 200.0, 200.0], "fifo": [100, 100, 200]}
-    points = outputs.energy_jct_points([summarize(g) for g in logs])
+    points = figures.energy_jct_points([summarize(g) for g in logs])
     assert len(points["dsfro"]) == 2 and len(points["fifo"]) == 1
     assert points["dsfro"][1] == pytest.approx((400 / 3, 223_000 / 3.6e6))
-    power = outputs.power_series(logs[0])
+    power = figures.power_series(logs[0])
     assert power["true"] == ([0, 100, 100, 150, 150, 180, 180, 240], [1000, 1000, 1500, 1500,
                              800, 800, 400, 400])  # fmt: skip
     budget = power["budget"][1]
     assert budget[:6] == [1200, 1200, 1200, 1200, 1000, 1000] and math.isnan(budget[6])
-    busy = outputs.utilisation_series(logs[0])["busy"][1]
+    busy = figures.utilisation_series(logs[0])["busy"][1]
     assert busy == [0.5, 0.5, 1.0, 1.0, 0.5, 0.5, 0.0, 0.0]
-    first = outputs.first_seed_per_policy(list(reversed(logs)))
+    first = figures.first_seed_per_policy(list(reversed(logs)))
     assert [(g.policy, g.seed) for g in first] == [("fifo", 1), ("dsfro", 1)]
 
 
 def test_write_figures(tmp_path: Path) -> None:
     pytest.importorskip("matplotlib")
     logs = [make_log("dsfro", 1), make_log("fifo", 1)]
-    paths = outputs.write_figures(logs, tmp_path, "cmp")
+    paths = figures.write_figures(logs, tmp_path, "cmp")
     assert [p.name for p in paths] == [
         "cmp-jct-cdf.png",
         "cmp-energy-jct.png",

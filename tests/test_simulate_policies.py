@@ -108,7 +108,7 @@ def past(
 def round_of(
     req: pb.SolveRequest, history: dict[str, JobHistory], now: float = 100.0
 ) -> RoundInput:
-    return RoundInput(req, now, 1, history, 60.0)
+    return RoundInput(req, problem(req), now, 1, history, 60.0)
 
 
 def problem(req: pb.SolveRequest) -> Problem:

@@ -220,7 +220,8 @@ def run_one(spec: RunSpec) -> tuple[Summary, SimulationLog]:
 def _compare(specs: Sequence[RunSpec], scenario: str, args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
-    from solver.simulate.outputs import write_comparison, write_figures
+    from solver.simulate.figures import write_figures
+    from solver.simulate.outputs import write_comparison
 
     workers = args.workers or (
         1 if args.ray_address is None and len(specs) == 1 else available_cores()

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from solver._proto.dsfro.v1 import scheduler_pb2 as pb
-from solver.domain import Allocation, ModelSpec, ThroughputProfile
+from solver.domain import Allocation, ModelSpec, Problem, ThroughputProfile
 
 
 class SimulationError(ValueError):
@@ -138,7 +138,10 @@ class JobHistory:
 @dataclass(frozen=True)
 class RoundInput:
     request: pb.SolveRequest
-    """The snapshot; ``request.options.time_budget`` is the policy's time for this round."""
+    """The snapshot as a scheduler sends it; ``request.options.time_budget`` is the policy's
+    time for this round."""
+    problem: Problem
+    """The same snapshot validated and converted (once, by the engine, for every policy)."""
     now_s: float
     round_index: int
     history: Mapping[str, JobHistory]

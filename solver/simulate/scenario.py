@@ -31,9 +31,9 @@ from solver.offline.generate.cluster import build_instance_cluster
 from solver.offline.generate.spec import InstanceSpec, NodeKind
 from solver.perfmodel.catalog import load_gpu_catalog
 from solver.simulate.core import PowerSchedule, PowerStep, SimJob, SimulationError, TraceJob
-from solver.simulate.engine import EngineSettings
 from solver.simulate.llm import llm_trace
 from solver.simulate.philly import philly_trace
+from solver.simulate.settings import EngineSettings
 from solver.simulate.trace import check_trace_against, read_trace, write_atomic, write_trace
 from solver.simulate.workload import WorkloadMix
 

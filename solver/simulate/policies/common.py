@@ -11,16 +11,10 @@ counts it) stays within the cluster budget in force and each rack's budget.
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-import highspy
-import numpy as np
-
-from solver.app.limits import Limits
-from solver.app.pipeline import to_problem
 from solver.domain import (
     Allocation,
     Cluster,
@@ -31,14 +25,9 @@ from solver.domain import (
     Shape,
     ThroughputProfile,
 )
-from solver.exact.backends.highs import new_highs
 from solver.perfmodel.configs import MAX_PIPELINE_PARALLEL, TypeFacts, resolve_config, type_facts
 from solver.search.placement import Placer
 from solver.simulate.core import Decision, JobHistory, RoundInput
-
-LIMITS = Limits(max_time_budget_seconds=math.inf)
-"""Baselines read the engine's snapshot as it is: no server limit applies to them."""
-
 
 # ---------------------------------------------------------------- the round
 
@@ -56,7 +45,7 @@ class RoundView:
 
     @classmethod
     def of(cls, round_input: RoundInput) -> RoundView:
-        problem = to_problem(round_input.request, LIMITS)
+        problem = round_input.problem
         return cls(
             problem,
             type_facts(problem.cluster),
@@ -397,64 +386,3 @@ def admit_in_order(view: RoundView, ordered: Sequence[Candidate]) -> Planner:
         if cand.job.name not in final:
             any(final.place(cand.job, c) for c in cand.options)
     return final
-
-
-# ---------------------------------------------------------------- HiGHS
-
-
-def solve_max(
-    gains: Sequence[float],
-    rows: Sequence[tuple[Sequence[int], Sequence[float], float]],
-    *,
-    integer: bool = False,
-    interior: bool = False,
-    relative_gap: float = 0.0,
-    time_limit_s: float = math.inf,
-) -> list[float] | None:
-    """Maximise gains . x over 0 <= x <= 1 and rows (columns, coefficients, right-hand side)
-    of ``sum <= rhs`` with HiGHS; x binary if `integer` (to `relative_gap`). `interior`: the
-    interior-point method without presolve or crossover, whose answer on a tied optimum is a
-    central point of the optimal face rather than a vertex. None without a solution (the time
-    limit reached before HiGHS found one)."""
-    n = len(gains)
-    if n == 0:
-        return []
-    h = new_highs()
-    try:
-        h.addVars(n, np.zeros(n), np.ones(n))
-        h.changeColsCost(n, np.arange(n, dtype=np.int32), np.asarray(gains, dtype=np.float64))
-        h.changeObjectiveSense(highspy.ObjSense.kMaximize)
-        if integer:
-            h.changeColsIntegrality(
-                n, np.arange(n, dtype=np.int32), np.full(n, highspy.HighsVarType.kInteger)
-            )
-        for cols, coefs, rhs in rows:
-            if cols:
-                h.addRow(
-                    -highspy.kHighsInf,
-                    rhs,
-                    len(cols),
-                    np.asarray(cols, dtype=np.int32),
-                    np.asarray(coefs, dtype=np.float64),
-                )
-        if math.isfinite(time_limit_s):
-            h.setOptionValue("time_limit", max(time_limit_s, 0.001))
-        h.setOptionValue("mip_rel_gap", relative_gap)
-        if interior:
-            for option, value in (("solver", "ipm"), ("run_crossover", "off"), ("presolve", "off")):
-                h.setOptionValue(option, value)
-        if h.run() == highspy.HighsStatus.kError and (
-            h.getModelStatus() == highspy.HighsModelStatus.kNotset
-        ):
-            # HiGHS's thread pool is process-wide (see exact/backends/highs.py): use it as is.
-            h.setOptionValue("threads", 0)
-            h.run()
-        if h.getInfo().primal_solution_status != _FEASIBLE_SOLUTION:
-            return None
-        return [float(v) for v in h.getSolution().col_value]
-    finally:
-        h.clear()
-
-
-_FEASIBLE_SOLUTION = 2
-"""HiGHS's kSolutionStatusFeasible."""

@@ -10,7 +10,7 @@ scheduler calls it. Ablations change only what DSFRO may decide, through the req
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import grpc
 
@@ -23,8 +23,9 @@ from solver.app.convert import (
     enum_label,
     requested_time_budget,
 )
+from solver.app.limits import Limits
 from solver.core.solver import Solver
-from solver.domain import Allocation, Backend, JobState
+from solver.domain import Allocation, Backend, JobState, Problem
 from solver.simulate.core import Decision, RoundInput
 
 RPC_SLACK_SECONDS = 5.0
@@ -63,12 +64,13 @@ class DsfroPolicy:
         return self._name
 
     def decide(self, round_input: RoundInput) -> Decision:
-        request = self.adapt(round_input)
         started = time.perf_counter()
         if self.options.server is None:
-            # The round's budget counts from the call, validation and conversion included, as
-            # an RPC deadline would.
-            result = pipeline.solve_request(request, self.solver).result
+            # The round's budget counts from the call, as an RPC deadline would.
+            arrival = time.monotonic()
+            problem = self.restricted(round_input)
+            deadline = pipeline.deadline_of(self.solver, problem, arrival=arrival)
+            result = self.solver.solve(problem, deadline)
             allocations = {
                 a.job: Allocation(a.config.shape, a.config.sm_clock_mhz, a.placement)
                 for a in result.plan.assignments
@@ -76,7 +78,7 @@ class DsfroPolicy:
             }
             detail = f"{result.stats.termination.name} ({result.stats.backend_used.name})"
         else:
-            response = self._call(request)
+            response = self._call(self.adapt(round_input))
             allocations = {
                 name: a for name, a in allocations_from_proto(response.plan).items() if a
             }
@@ -86,6 +88,15 @@ class DsfroPolicy:
                 f"({enum_label(pb.Backend, s.backend_used)})"
             )
         return Decision(allocations, time.perf_counter() - started, detail)
+
+    def restricted(self, round_input: RoundInput) -> Problem:
+        """The round's problem with this variant's backend and restrictions: the engine's
+        validated problem as it is unless the variant restricts clocks or shapes."""
+        o = self.options
+        if o.dvfs and o.adaptive_shape:
+            p = round_input.problem
+            return replace(p, options=replace(p.options, backend=o.backend))
+        return pipeline.to_problem(self.adapt(round_input), Limits())
 
     def adapt(self, round_input: RoundInput) -> pb.SolveRequest:
         """The round's request with this variant's restrictions."""

@@ -53,8 +53,8 @@ from solver.simulate.policies.common import (
     fastest_config,
     pin_non_preemptible,
     rigid_count,
-    solve_max,
 )
+from solver.simulate.policies.lp import solve_max
 
 NEVER_RUN_PRIORITY = 1e9
 """Gavel's priority multiplier for a job that has not run on a type yet (``* 1e9``)."""

@@ -47,10 +47,10 @@ from solver.simulate.policies.common import (
     admit_in_order,
     pin_non_preemptible,
     rigid_count,
-    solve_max,
     usable,
     user_config,
 )
+from solver.simulate.policies.lp import solve_max
 
 P_FAIRNESS = -0.5
 """Sia's default p (simulator_config.sia_default_p_val; run_experiment.sh --policy_p_val=-0.5)."""

@@ -1,0 +1,193 @@
+"""A round's exchange with the policy: each job's state in the simulation, the ``SolveRequest`` a
+scheduler would send (available GPUs, current allocations, remaining samples, deadlines, the
+budget in force), and the check of the policy's decision by the independent checker."""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass, field
+
+from solver._proto.dsfro.v1 import scheduler_pb2 as pb
+from solver.app.convert import allocation_to_proto, duration_to_proto, workload_to_proto
+from solver.domain import Allocation, Config, JobAssignment, JobState, Problem
+from solver.perfmodel.configs import TypeFacts, enumerate_configs, resolve_config, type_facts
+from solver.scoring.checker import check_plan
+from solver.simulate.core import Decision, JobHistory, PowerSchedule, SimJob, SimulationError
+from solver.simulate.settings import EngineSettings
+from solver.simulate.truth import Rate
+
+
+@dataclass
+class LiveJob:
+    """A job's mutable state in the simulation."""
+
+    sim: SimJob
+    total_samples: float
+    remaining: float
+    allocation: Allocation | None = None
+    rate: Rate = field(default_factory=lambda: Rate(0.0, 0.0))
+    predicted_watts: float = 0.0
+    restart_until: float = 0.0
+    pending_restart: bool = False
+    """The next start pays the restart delay (the job has been stopped before)."""
+    first_start: float | None = None
+    finish: float | None = None
+    gpu_seconds: float = 0.0
+    seconds_by_type: dict[str, float] = field(default_factory=dict)
+    rounds_run: int = 0
+    energy_j: float = 0.0
+    samples: float = 0.0
+    migrations: int = 0
+    preemptions: int = 0
+    observed_speed: float = 0.0
+    """Sum over rounds run of observed / predicted samples/s (feedback)."""
+    observed_power: float = 0.0
+    observations: int = 0
+
+    @property
+    def name(self) -> str:
+        return self.sim.name
+
+    def gpus(self) -> int:
+        return 0 if self.allocation is None else self.allocation.shape.num_gpus
+
+    def history(self) -> JobHistory:
+        return JobHistory(
+            submit_time_s=self.sim.trace.submit_time_s,
+            requested_gpus=self.sim.trace.num_gpus,
+            attained_gpu_seconds=self.gpu_seconds,
+            seconds_by_type=dict(self.seconds_by_type),
+            rounds_run=self.rounds_run,
+        )
+
+
+class Requests:
+    """Builds each round's request from the cluster, the power schedule and the jobs' state."""
+
+    def __init__(
+        self,
+        cluster: pb.ClusterSnapshot,
+        schedule: PowerSchedule,
+        settings: EngineSettings,
+        seed: int,
+    ) -> None:
+        self.cluster = cluster
+        self.schedule = schedule
+        self.settings = settings
+        self.seed = seed
+        self._problem: Problem | None = None
+        self._facts: dict[str, TypeFacts] = {}
+        self._configs: dict[str, list[Config]] = {}
+
+    def know(self, problem: Problem) -> None:
+        """The scenario as one problem: each job's configurations for measured profiles."""
+        self._problem = problem
+        self._facts = type_facts(problem.cluster)
+
+    def budget(self, t: float) -> float | None:
+        """The cluster power budget in force at t (W), None without one."""
+        c = self.cluster
+        default = c.power_budget_watts if c.HasField("power_budget_watts") else None
+        return self.schedule.budget_at(t, default)
+
+    def cluster_now(self, t: float, down: Collection[str] = ()) -> pb.ClusterSnapshot:
+        """The cluster as the scheduler reports it at t: failed nodes' GPUs unavailable, the
+        budget in force less the headroom."""
+        c = pb.ClusterSnapshot()
+        c.CopyFrom(self.cluster)
+        for n in c.nodes:
+            if n.name in down:
+                del n.unavailable_gpu_indices[:]
+                n.unavailable_gpu_indices.extend(range(n.gpu_count))
+        budget = self.budget(t)
+        if budget is None:
+            c.ClearField("power_budget_watts")
+        else:
+            c.power_budget_watts = budget * (1 - self.settings.power_headroom)
+        return c
+
+    def request(
+        self, t: float, active: Sequence[LiveJob], cluster: pb.ClusterSnapshot
+    ) -> pb.SolveRequest:
+        """The round's request: the active jobs with their remaining work and allocation."""
+        req = pb.SolveRequest(cluster=cluster)
+        if self.settings.weights is not None:
+            req.weights.CopyFrom(self.settings.weights)
+        req.options.time_budget.CopyFrom(duration_to_proto(self.settings.solver_budget_s))
+        req.options.seed = self.seed
+        for j in active:
+            sim = j.sim
+            job = req.jobs.add(
+                name=sim.name,
+                tenant=sim.trace.tenant,
+                weight=sim.trace.weight,
+                min_gpus=sim.min_gpus,
+                max_gpus=sim.max_gpus,
+                allowed_gpu_types=sorted(sim.allowed_gpu_types),
+                remaining_samples=max(j.remaining, 1e-9),
+                preemptible=sim.trace.preemptible,
+            )
+            if self.settings.feedback and j.observations:
+                job.profile.CopyFrom(self._observed_profile(j))
+            else:
+                workload_to_proto(job, sim.workload)
+            if sim.trace.deadline_s is not None:
+                left = sim.trace.submit_time_s + sim.trace.deadline_s - t
+                job.time_to_deadline.CopyFrom(duration_to_proto(max(left, 1.0)))
+            if j.allocation is not None:
+                job.current_allocation.CopyFrom(allocation_to_proto(j.allocation))
+        return req
+
+    def _observed_profile(self, j: LiveJob) -> pb.ThroughputProfile:
+        """The job's configurations as measured points: the model's predictions scaled by what
+        the job has shown so far."""
+        speed = j.observed_speed / j.observations
+        power = j.observed_power / j.observations
+        configs = self._configs.get(j.name)
+        if configs is None:
+            assert self._problem is not None, "know() the scenario before feedback rounds"
+            job = next(x for x in self._problem.jobs if x.name == j.name)
+            configs = self._configs[j.name] = enumerate_configs(job, self._facts)
+        return pb.ThroughputProfile(
+            points=[
+                pb.ProfilePoint(
+                    gpu_type=c.gpu_type,
+                    num_gpus=c.num_gpus,
+                    tensor_parallel=c.tensor_parallel,
+                    pipeline_parallel=c.shape.pipeline_parallel,
+                    sm_clock_mhz=c.sm_clock_mhz,
+                    samples_per_second=c.samples_per_second * speed,
+                    watts=c.watts * power,
+                    memory_per_gpu_gib=c.memory_per_gpu_gib,
+                )
+                for c in configs
+            ]
+        )
+
+
+def check_decision(problem: Problem, decision: Decision, policy: str, t: float) -> dict[str, float]:
+    """Predicted watts of each running job; SimulationError if the plan breaks a rule."""
+    jobs = {j.name: j for j in problem.jobs}
+    unknown = sorted(set(decision.allocations) - set(jobs))
+    if unknown:
+        raise SimulationError([f"{policy} at {t:.0f} s: unknown jobs {unknown}"])
+    assignments = []
+    watts: dict[str, float] = {}
+    problems = []
+    facts = type_facts(problem.cluster)
+    for job in problem.jobs:
+        a = decision.allocations.get(job.name)
+        if a is None:
+            assignments.append(JobAssignment(job.name, JobState.QUEUED))
+            continue
+        config = resolve_config(problem, job, a.shape, a.sm_clock_mhz, facts)
+        if config is None:
+            problems.append(f"{job.name}: {a.shape} at {a.sm_clock_mhz} MHz cannot run")
+            continue
+        watts[job.name] = config.watts
+        assignments.append(JobAssignment(job.name, JobState.RUNNING, config, a.placement))
+    problems += [f"{v.constraint} {v.job}: {v.message}" for v in check_plan(problem, assignments)]
+    if problems:
+        head = f"{policy} at {t:.0f} s made a plan the checker rejects"
+        raise SimulationError([head, *problems[:20]])
+    return watts

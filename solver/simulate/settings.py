@@ -1,0 +1,67 @@
+"""What a simulation assumes beyond its trace and cluster: the round rule, the policy's time, the
+restart cost, node failures, feedback, the power headroom and the truth's error model."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from solver._proto.dsfro.v1 import scheduler_pb2 as pb
+from solver.simulate.truth import TruthSettings
+
+CHECKPOINT_BYTES_PER_PARAMETER = 14
+"""Mixed-precision Adam: fp16 weights (2 bytes) and fp32 weights, momentum and variance (12)
+(Rajbhandari et al., ZeRO, SC'20, section 3.1); gradients are not checkpointed."""
+
+
+@dataclass(frozen=True)
+class RestartCost:
+    """Seconds a job holds its GPUs without progress when it (re)starts after a stop, a move
+    or a reshape: a fixed overhead (process start, communicator set-up) plus saving and loading
+    its checkpoint at ``bandwidth_bytes_per_s``. Both figures are assumptions of a scenario."""
+
+    overhead_s: float = 30.0
+    bandwidth_bytes_per_s: float = 2e9
+
+    def seconds(self, parameters: float) -> float:
+        return self.overhead_s + 2 * CHECKPOINT_BYTES_PER_PARAMETER * parameters / (
+            self.bandwidth_bytes_per_s
+        )
+
+
+@dataclass(frozen=True)
+class FailureSettings:
+    """Node failures as a Poisson process per node; a failed node's GPUs are unavailable until
+    repaired and the jobs on them stop (they restart elsewhere or later)."""
+
+    node_mtbf_hours: float
+    repair_hours: float
+
+
+@dataclass(frozen=True)
+class EngineSettings:
+    round_interval_s: float = 300.0
+    quiet_interval_s: float = 3600.0
+    """The interval instead while no job waits: nothing to share or admit, so the next round
+    comes with the next event, or after this long (the same rule for every policy)."""
+    min_round_spacing_s: float = 30.0
+    solver_budget_s: float = 1.0
+    """The policy's time per round (the request's time_budget)."""
+    restart: RestartCost = field(default_factory=RestartCost)
+    failures: FailureSettings | None = None
+    reference_gpu_type: str | None = None
+    """The GPU type of the trace's durations; None: the cluster's most numerous type."""
+    max_time_s: float | None = None
+    """Stop the simulation here even if jobs remain."""
+    feedback: bool = False
+    """Report what a job has shown: once it has run, the scheduler sends it as a measured
+    profile, each configuration's prediction scaled by the ratio of the job's observed to
+    predicted throughput and power so far (the same for every policy)."""
+    power_headroom: float = 0.0
+    """Share of the power budget the scheduler keeps back for prediction error: every policy is
+    told budget x (1 - headroom); exceedance is measured against the whole budget."""
+    truth: TruthSettings = field(default_factory=TruthSettings)
+    weights: pb.ObjectiveWeights | None = None
+
+
+SAME_INSTANT_S = 1e-9
+"""Instants closer than this are one instant (events computed by different sums)."""
