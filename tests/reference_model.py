@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from solver.domain import Node, Problem
-from solver.exact.milp import Constraint, ObjectiveGroup, Variable
+from solver.exact.milp_parts import Constraint, ObjectiveGroup, Variable
 from solver.perfmodel.configs import ConfigSet
 from solver.scoring.objective import config_value, migration_cost, queued_value
 

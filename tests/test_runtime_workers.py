@@ -15,12 +15,12 @@ from typing import Any
 import pytest
 
 from solver.runtime import crashes, memory
+from solver.runtime.workerpool import WorkerPool
 from solver.runtime.workers import (
     CallContext,
     CallFailed,
     Worker,
     WorkerLost,
-    WorkerPool,
     run_call,
 )
 

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from solver.exact.milp import Formulation, Keys
+from solver.exact.milp import Formulation
+from solver.exact.milp_parts import Keys
 from solver.exact.rows import NO_ENFORCE, IntArray, ints, ragged_arange, starts
 
 

@@ -31,7 +31,8 @@ from solver.exact.constraints import (
     set_objective,
 )
 from solver.exact.index import Values, dense
-from solver.exact.milp import Constraint, Formulation, ObjectiveGroup, Variable
+from solver.exact.milp import Formulation
+from solver.exact.milp_parts import Constraint, ObjectiveGroup, Variable
 from solver.exact.rows import IntArray, ints
 from solver.perfmodel.configs import ConfigSet
 from solver.scoring.plans import Choice, materialize

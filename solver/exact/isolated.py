@@ -19,7 +19,8 @@ from solver.domain import Backend, Problem
 from solver.exact.backends import ExactOptions, ExactOutcome, SolverStatus, get_backend, outcome
 from solver.exact.index import Values
 from solver.perfmodel.configs import ConfigSet
-from solver.runtime.workers import CallContext, CallFailed, WorkerLost, WorkerPool, run_call
+from solver.runtime.workerpool import WorkerPool
+from solver.runtime.workers import CallContext, CallFailed, WorkerLost, run_call
 
 TIME_SHARE = 0.85
 """The worker's own time limit, as a share of the time to the deadline: it stops by itself

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -23,13 +22,26 @@ import numpy.typing as npt
 from solver.domain import Node, Problem
 from solver.exact.index import Indices, LazyMap, candidates, index_map
 from solver.exact.layout import Layout, layout_of
+from solver.exact.milp_parts import (
+    Constraint,
+    Keys,
+    KindArray,
+    ObjectiveGroup,
+    RowBlock,
+    Term,
+    VarBlock,
+    Variable,
+    item_names,
+    keys_subset,
+    split_name,
+    tagged_name,
+)
 from solver.exact.rows import (
     NO_ENFORCE,
     PLAIN,
     FloatArray,
     IntArray,
     Rows,
-    VarArray,
     big_m,
     floats,
     gather,
@@ -39,103 +51,6 @@ from solver.exact.rows import (
 from solver.perfmodel.configs import ConfigSet
 
 INF = math.inf
-
-Term = tuple[int, int]
-"""(variable index, integer coefficient)."""
-
-Keys = Callable[[], list[str]]
-"""The text between the brackets of each name of a block, made on demand."""
-
-KindArray = npt.NDArray[np.int8]
-
-
-@dataclass(frozen=True, slots=True)
-class Variable:
-    name: str
-    """``kind[key]``, e.g. ``y[job,3]`` or ``x[job,node]``: readable in exported models."""
-    lb: float
-    ub: float
-    integer: bool = True
-
-    @property
-    def binary(self) -> bool:
-        return self.integer and self.lb >= 0 and self.ub <= 1
-
-
-@dataclass(frozen=True, slots=True)
-class Constraint:
-    """``lo <= sum(coef * var) <= hi``; with ``enforce``, only when that binary is 1."""
-
-    family: str
-    """The constraint family (``add_*`` function without ``add_``) that made it."""
-    name: str
-    """``kind[key]``, unique in the formulation, e.g. ``gang_size[job]``."""
-    terms: tuple[Term, ...]
-    lo: float
-    """-inf or an integer."""
-    hi: float
-    """+inf or an integer."""
-    enforce: int | None = None
-    """Index of a binary variable: the constraint holds when it is 1 (an indicator)."""
-
-
-@dataclass(frozen=True, slots=True)
-class ObjectiveGroup:
-    """Binary variables of which at most ``max_active`` are 1 in some optimal solution.
-
-    Lets a backend that rounds the objective (CP-SAT) bound the total rounding error tightly.
-    """
-
-    variables: tuple[int, ...]
-    max_active: int
-
-
-def _names(kinds: tuple[str, ...], kind: KindArray | None, keys: Keys) -> list[str]:
-    """``kind[key]`` per item; a kind "" names the item by its key alone."""
-    if kind is None:
-        k = kinds[0]
-        return [f"{k}[{key}]" for key in keys()] if k else keys()
-    return [
-        f"{kinds[c]}[{key}]" if kinds[c] else key
-        for c, key in zip(kind.tolist(), keys(), strict=True)
-    ]
-
-
-@dataclass(frozen=True, slots=True)
-class VarBlock:
-    """Variables start .. start + size - 1, of one or several kinds (``kind``: code per
-    variable into ``kinds``, None: all of ``kinds[0]``)."""
-
-    start: int
-    kinds: tuple[str, ...]
-    kind: KindArray | None
-    lb: FloatArray
-    ub: FloatArray
-    integer: bool
-    keys: Keys
-
-    def names(self) -> list[str]:
-        return _names(self.kinds, self.kind, self.keys)
-
-
-@dataclass(frozen=True, slots=True)
-class RowBlock:
-    """A family's rows in CSR form; ``enforce`` is -1 where a row always holds."""
-
-    family: str
-    kinds: tuple[str, ...]
-    kind: KindArray | None
-    indptr: IntArray
-    indices: VarArray
-    coefs: IntArray
-    lo: FloatArray
-    hi: FloatArray
-    enforce: IntArray | None
-    keys: Keys
-
-    def names(self) -> list[str]:
-        return _names(self.kinds, self.kind, self.keys)
-
 
 _EMPTY = np.zeros(0, dtype=np.int64)
 
@@ -211,7 +126,7 @@ class Formulation:
             finite = np.where(np.isfinite(bound), bound, 0.0)
             bad = np.flatnonzero(finite != np.floor(finite))
             if bad.size:
-                name = _names(kinds, codes, keys)[bad[0]]
+                name = item_names(kinds, codes, keys)[bad[0]]
                 raise ValueError(f"{name}: row bounds must be integers, got {bound[bad[0]]}")
         empty = indptr[1:] == indptr[:-1]
         if empty.any():
@@ -222,7 +137,7 @@ class Formulation:
             low, high = low[keep], high[keep]
             enforce = None if enforce is None else enforce[keep]
             codes = None if codes is None else codes[keep]
-            keys = _subset(keys, keep)
+            keys = keys_subset(keys, keep)
             n = keep.size
         if n == 0:
             return
@@ -253,7 +168,7 @@ class Formulation:
         high: FloatArray,
         enforce: IntArray | None,
     ) -> None:
-        names = _names(kinds, codes, keys)
+        names = item_names(kinds, codes, keys)
         for r in np.flatnonzero(empty & ((low > 0) | (high < 0))).tolist():
             b = NO_ENFORCE if enforce is None else int(enforce[r])
             if b != NO_ENFORCE:  # the indicator must be 0
@@ -262,7 +177,7 @@ class Formulation:
                 self.add_infeasible(family, names[r])
 
     def add_var(self, name: str, lb: float, ub: float, integer: bool = True) -> int:
-        kind, key = _split(name)
+        kind, key = split_name(name)
         return int(self.add_vars(kind, [lb], [ub], lambda: [key], integer=integer)[0])
 
     def add_row(
@@ -274,7 +189,7 @@ class Formulation:
         hi: float = INF,
         enforce: int | None = None,
     ) -> None:
-        kind, key = _split(name)
+        kind, key = split_name(name)
         self.add_rows(
             family,
             kind,
@@ -452,7 +367,7 @@ class Formulation:
         for i in range(rows.num_rows):
             c = constraints[int(rows.source[i])]
             side = int(rows.side[i])
-            name = c.name if side == PLAIN else _tag(c.name, "ub" if side == 1 else "lb")
+            name = c.name if side == PLAIN else tagged_name(c.name, "ub" if side == 1 else "lb")
             yield c, name, rows.terms(i), float(rows.lo[i]), float(rows.hi[i])
 
     @property
@@ -462,47 +377,17 @@ class Formulation:
         return list(zip(v.tolist(), c.tolist(), strict=True))
 
     @property
+    def group_arrays(self) -> list[tuple[IntArray, IntArray, IntArray]]:
+        """Objective groups in CSR form: (indptr, variables, max_active per group)."""
+        return self._groups
+
+    @property
     def objective_groups(self) -> list[ObjectiveGroup]:
         return [
             ObjectiveGroup(tuple(indices[indptr[g] : indptr[g + 1]].tolist()), int(k))
             for indptr, indices, active in self._groups
             for g, k in enumerate(active.tolist())
         ]
-
-    def bounds_of(self, terms: Sequence[Term]) -> tuple[float, float]:
-        """Smallest and largest value of sum(coef * var) over the variables' bounds."""
-        lb, ub, _ = self.bounds()
-        lo = hi = 0.0
-        for v, c in terms:
-            lo += c * (lb[v] if c > 0 else ub[v])
-            hi += c * (ub[v] if c > 0 else lb[v])
-        return float(lo), float(hi)
-
-    def rounding_slack(self, scale: float) -> float:
-        """Largest total error, in objective units, of the objective rounded to 1/scale steps.
-
-        Per group: its largest coefficient error times the number of its variables that can
-        be 1; any other variable: its error times its largest magnitude.
-        """
-        v, c = self.objective_arrays()
-        scaled = c * scale
-        error = np.zeros(self.num_variables)
-        error[v] = np.abs(np.round(scaled) - scaled)
-        grouped = np.zeros(self.num_variables, dtype=bool)
-        slack = 0.0
-        for indptr, indices, active in self._groups:
-            sizes = np.diff(indptr)
-            nonempty = np.flatnonzero(sizes > 0)
-            if indices.size:
-                worst = np.maximum.reduceat(error[indices], indptr[nonempty])
-                slack += float(np.sum(worst * active[nonempty]))
-            grouped[indices] = True
-        lb, ub, _ = self.bounds()
-        rest = np.zeros(self.num_variables, dtype=bool)
-        rest[v] = True
-        rest &= ~grouped
-        slack += float(np.sum(error[rest] * np.maximum(np.abs(lb[rest]), np.abs(ub[rest]))))
-        return slack / scale
 
     # ------------------------------------------------------------ index maps
 
@@ -559,23 +444,3 @@ class Formulation:
             "candidates", lambda: candidates(self.layout, self.index)
         )
         return result
-
-
-def _split(name: str) -> tuple[str, str]:
-    """``kind[key]`` as (kind, key); a name without brackets as ("", name)."""
-    kind, sep, rest = name.partition("[")
-    if sep and rest.endswith("]"):
-        return kind, rest[:-1]
-    return "", name
-
-
-def _subset(keys: Keys, keep: IntArray) -> Keys:
-    def subset() -> list[str]:
-        every = keys()
-        return [every[i] for i in keep.tolist()]
-
-    return subset
-
-
-def _tag(name: str, side: str) -> str:
-    return name[:-1] + f",{side}]" if name.endswith("]") else f"{name}[{side}]"

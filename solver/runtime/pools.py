@@ -14,12 +14,12 @@ from collections.abc import Callable, Sequence
 from typing import Any, Protocol, TypeVar
 
 from solver.runtime.cores import THREAD_VARIABLES, available_cores
+from solver.runtime.workerpool import WorkerPool
 from solver.runtime.workers import (
     CallContext,
     CallFailed,
     Worker,
     WorkerLost,
-    WorkerPool,
     run_call,
 )
 

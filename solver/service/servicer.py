@@ -30,7 +30,7 @@ from solver.app.convert import (
 from solver.app.validation import FieldViolation, validate_plan, validate_request
 from solver.core.solver import Solver
 from solver.runtime import crashes
-from solver.runtime.workers import WorkerPool
+from solver.runtime.workerpool import WorkerPool
 from solver.scoring import evaluation
 from solver.service import head, logs, tracing
 from solver.service.admission import Admission, Refused

@@ -24,7 +24,8 @@ from solver._proto.dsfro.v1 import scheduler_pb2 as pb
 from solver.app import pipeline
 from solver.app.convert import result_to_proto
 from solver.core.deadline import Clock, Deadline
-from solver.runtime.workers import CallFailed, WorkerLost, WorkerPool, run_call
+from solver.runtime.workerpool import WorkerPool
+from solver.runtime.workers import CallFailed, WorkerLost, run_call
 from solver.service.admission import Running
 from solver.service.worker import (
     PRELOAD,

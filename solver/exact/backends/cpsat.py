@@ -73,7 +73,7 @@ class CpSatModel:
         objective.vars.extend(used[total != 0].tolist())
         objective.coeffs.extend((-total[total != 0]).tolist())
         objective.scaling_factor = -1.0  # maximised
-        self.rounding_slack = formulation.rounding_slack(SCALE)
+        self.rounding_slack = rounding_slack(formulation, SCALE)
         """Largest total error of the integer-rounded objective, in objective units."""
 
     def _add_rows(self, rows: Rows, names: list[str] | None) -> None:
@@ -197,3 +197,30 @@ def stop_search_on_request(
 def deterministic_limit(time_budget: float | None) -> float | None:
     """CP-SAT's deterministic-time limit for a request's whole time budget."""
     return None if time_budget is None else DETERMINISTIC_TIME_PER_SECOND * time_budget
+
+
+def rounding_slack(f: Formulation, scale: float) -> float:
+    """Largest total error, in objective units, of the objective rounded to 1/scale steps.
+
+    Per objective group: its largest coefficient error times the number of its variables that
+    can be 1; any other variable: its error times its largest magnitude.
+    """
+    v, c = f.objective_arrays()
+    scaled = c * scale
+    error = np.zeros(f.num_variables)
+    error[v] = np.abs(np.round(scaled) - scaled)
+    grouped = np.zeros(f.num_variables, dtype=bool)
+    slack = 0.0
+    for indptr, indices, active in f.group_arrays:
+        sizes = np.diff(indptr)
+        nonempty = np.flatnonzero(sizes > 0)
+        if indices.size:
+            worst = np.maximum.reduceat(error[indices], indptr[nonempty])
+            slack += float(np.sum(worst * active[nonempty]))
+        grouped[indices] = True
+    lb, ub, _ = f.bounds()
+    rest = np.zeros(f.num_variables, dtype=bool)
+    rest[v] = True
+    rest &= ~grouped
+    slack += float(np.sum(error[rest] * np.maximum(np.abs(lb[rest]), np.abs(ub[rest]))))
+    return slack / scale
