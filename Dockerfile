@@ -17,7 +17,7 @@ WORKDIR /src
 COPY . .
 # The dsfro wheel (built in an isolated environment with the pinned build backend) and every
 # dependency as a wheel, so the runtime stage installs offline from /wheels.
-RUN pip wheel --wheel-dir /wheels . \
+RUN pip wheel --wheel-dir /wheels ".[server]" \
     && ls /wheels/dsfro-*.whl
 
 FROM ${PYTHON_IMAGE} AS runtime
@@ -32,7 +32,7 @@ ENV PIP_DISABLE_PIP_VERSION_CHECK=1 \
 # The wheels are bind-mounted from the build stage, not copied: no layer keeps them.
 RUN --mount=type=bind,from=build,source=/wheels,target=/wheels \
     python -m venv /opt/dsfro \
-    && /opt/dsfro/bin/pip install --no-index --find-links /wheels dsfro \
+    && /opt/dsfro/bin/pip install --no-index --find-links /wheels "dsfro[server]" \
     && groupadd --system --gid ${UID} dsfro \
     && useradd --system --uid ${UID} --gid ${UID} --home-dir /nonexistent --no-create-home \
        --shell /usr/sbin/nologin dsfro \

@@ -1,5 +1,8 @@
 """Optional dependencies, installed as extras of the ``dsfro`` package.
 
+- ``server``: the solver (OR-Tools, HiGHS, Pyomo, numpy) and the service around it; without it
+  the package is the client (``solver.client``, ``solver.wire``, ``dsfro solve --server``,
+  ``dsfro health``), which needs only gRPC and protobuf;
 - ``ray``: decomposed solves on a Ray cluster (``--ray-address``); local processes need nothing;
 - ``plot``: matplotlib, for the figures of ``dsfro report``, ``sweep`` and ``calibrate``.
 
@@ -29,6 +32,46 @@ class MissingExtraError(ImportError):
             name=module,
         )
         self.extra = extra
+
+
+SERVER_MODULES = frozenset(
+    {
+        "numpy",
+        "ortools",
+        "highspy",
+        "pyomo",
+        "tqdm",
+        "prometheus_client",
+        "pythonjsonlogger",
+        "pydantic",
+        "pydantic_settings",
+        "grpc_reflection",
+    }
+)
+"""The modules the ``server`` extra brings (tests/test_install.py checks them against
+pyproject.toml)."""
+
+
+class MissingServerError(ImportError):
+    """The solver is needed here but this is the client install; the message says what to
+    install, and how to use a running service instead."""
+
+    def __init__(self, what: str, module: str, *, remote: bool = False) -> None:
+        """`remote`: the command can send its request to a service instead (``--server``)."""
+        alternative = (
+            ", or send the request to a running service with --server HOST:PORT" if remote else ""
+        )
+        super().__init__(
+            f"{what} needs the solver, which this install lacks ({module} is not installed): "
+            f"pip install 'dsfro[server]'{alternative}",
+            name=module,
+        )
+
+
+def server_module_missing(error: ModuleNotFoundError) -> str | None:
+    """The missing module if `error` is that of a server dependency, else None."""
+    top = (error.name or "").partition(".")[0]
+    return top if top in SERVER_MODULES else None
 
 
 def available(extra: str) -> bool:

@@ -171,3 +171,75 @@ def test_matplotlib_missing_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> 
         monkeypatch.setitem(sys.modules, name, None)
     with pytest.raises(MissingExtraError, match=r"pip install 'dsfro\[plot\]'"):
         extras.new_figure(4, 3)
+
+
+# ---------------------------------------------------------------- the client install
+
+
+def test_server_modules_are_the_server_extra() -> None:
+    """extras.SERVER_MODULES (how a missing one is recognised) names the import of every
+    distribution of the ``server`` extra, and the plain dependencies are gRPC and protobuf."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    imports = {
+        "ortools": "ortools", "numpy": "numpy", "highspy": "highspy", "pyomo": "pyomo",
+        "tqdm": "tqdm", "prometheus-client": "prometheus_client",
+        "python-json-logger": "pythonjsonlogger", "pydantic-settings": "pydantic_settings",
+        "grpcio-reflection": "grpc_reflection",
+    }  # fmt: skip
+    server = {d.split("=")[0] for d in project["optional-dependencies"]["server"]}
+    assert server == set(imports)
+    assert {imports[d] for d in server} | {"pydantic"} == extras.SERVER_MODULES
+    plain = {d.split("=")[0].split(">")[0].split("<")[0] for d in project["dependencies"]}
+    assert {d.split("-")[0] for d in plain} <= {"protobuf", "grpcio", "googleapis"}
+
+
+def test_the_server_commands_are_listed_for_the_client_install() -> None:
+    """cli.SERVER_COMMANDS is every command but the remote ones: the client install lists
+    them by name and says what to install."""
+    parser = cli.build_parser()
+    [sub] = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    assert set(sub.choices) - {"solve", "validate", "health"} == set(cli.SERVER_COMMANDS)
+
+
+BLOCK_SERVER = """
+import sys, importlib.abc
+class Block(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.partition(".")[0] in {blocked!r}:
+            raise ModuleNotFoundError(f"No module named {{name!r}}", name=name)
+        return None
+sys.meta_path.insert(0, Block())
+from solver.cli.main import main
+import solver.client, solver.wire
+code = main(sys.argv[1:])
+print("loaded:", sorted(m for m in {blocked!r} if m in sys.modules))
+sys.exit(code)
+"""
+
+
+@pytest.mark.parametrize(
+    ("argv", "code", "says"),
+    [
+        (["--help"], 0, "health"),
+        (["solve", "--help"], 0, "--server HOST:PORT"),
+        (["solve", "instances/small.json"], 2, "or send the request to a running service"),
+        (["validate", "instances/small.json"], 2, "pip install 'dsfro[server]'"),
+        (["report", "--help"], 2, "dsfro report needs the solver"),
+        (["generate"], 2, "dsfro generate needs the solver"),
+        (["solve", "instances/small.json", "--server", "x:1", "--profile", "p.toml"], 2,
+         "a profile needs the solver"),
+    ],
+)
+def test_without_the_server_modules_the_cli_says_what_to_install(
+    argv: list[str], code: int, says: str
+) -> None:
+    """As the client install runs it (the server's modules unimportable): the remote
+    commands parse, the others exit 2 naming the extra; no solver module is loaded."""
+    script = BLOCK_SERVER.format(blocked=sorted(extras.SERVER_MODULES))
+    out = subprocess.run(
+        [sys.executable, "-c", script, *argv], cwd=ROOT, capture_output=True, text=True,
+        timeout=TIMEOUT,
+    )
+    assert out.returncode == code, out.stderr
+    assert says in out.stdout + out.stderr
+    assert "loaded: []" in out.stdout

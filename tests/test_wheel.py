@@ -1,6 +1,7 @@
-"""The wheel on its own, as a user installs it: built from the source tree, installed into a new
-virtual environment (not editable, no inherited site-packages, no extras; dependencies from the
-package index), and run from a directory outside the clone with a clean environment (no
+"""The wheel on its own, as a user installs it: built from the source tree, installed into new
+virtual environments (not editable, no inherited site-packages; dependencies from the package
+index), the server install (``dsfro[server]``) and the client install (``dsfro``: gRPC and
+protobuf only), and run from a directory outside the clone with a clean environment (no
 PYTHONPATH, no DSFRO_* settings).
 
 Slow (tens of seconds: a venv and its dependencies); the fixtures build and install once for
@@ -31,6 +32,15 @@ from solver._proto.dsfro.v1 import scheduler_pb2 as pb
 from solver._proto.dsfro.v1 import scheduler_pb2_grpc
 
 ROOT = Path(__file__).resolve().parent.parent
+CLIENT_DISTRIBUTIONS = (
+    "protobuf",
+    "grpcio",
+    "grpcio-health-checking",
+    "grpcio-status",
+    "googleapis-common-protos",
+)
+"""What the client install requires: gRPC and protobuf, and their own health and status
+protos."""
 INSTALL_TIMEOUT = 900.0
 """Building the wheel, making the venv, installing the dependencies (cold cache: downloads)."""
 TIMEOUT = 120.0
@@ -88,18 +98,27 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return built
 
 
-@pytest.fixture(scope="module")
-def venv(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A new virtual environment with the wheel installed (without extras)."""
-    base = tmp_path_factory.mktemp("venv")
+def _install(base: Path, target: str) -> Path:
     venv = base / "venv"
     env = _clean_env(venv)
     _run([sys.executable, "-m", "venv", venv], cwd=base, env=env)
     _run(
-        [venv / "bin" / "python", "-m", "pip", "install", "--quiet", wheel],
+        [venv / "bin" / "python", "-m", "pip", "install", "--quiet", target],
         cwd=base, env=env, timeout=INSTALL_TIMEOUT,
     )
     return venv
+
+
+@pytest.fixture(scope="module")
+def venv(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A new virtual environment with the server install (``dsfro[server]``, no other extra)."""
+    return _install(tmp_path_factory.mktemp("venv"), f"{wheel}[server]")
+
+
+@pytest.fixture(scope="module")
+def client_venv(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A new virtual environment with the client install (``dsfro``, no extra)."""
+    return _install(tmp_path_factory.mktemp("client"), str(wheel))
 
 
 @pytest.fixture
@@ -126,9 +145,14 @@ def test_the_wheel_ships_models_data_licence_and_version(wheel: Path) -> None:
     assert any(n.endswith(".dist-info/licenses/LICENSE") for n in names)
     assert f"\nVersion: {solver.__version__}\n" in meta
     requires = [line for line in meta.splitlines() if line.startswith("Requires-Dist: ")]
-    for extra, module in (("ray", "ray"), ("plot", "matplotlib")):
-        [line] = [r for r in requires if r.startswith(f"Requires-Dist: {module}")]
+    server = ("ortools", "numpy", "highspy", "pyomo", "pydantic-settings", "grpcio-reflection")
+    extras = [("ray", "ray"), ("plot", "matplotlib"), *(("server", m) for m in server)]
+    for extra, module in extras:
+        [line] = [r for r in requires if r.startswith(f"Requires-Dist: {module}=")]
         assert f"extra == \"{extra}\"" in line  # an extra, not a dependency
+    plain = {r.split()[1].split("=")[0].split("<")[0].split(">")[0] for r in requires
+             if "extra ==" not in r}
+    assert plain == set(CLIENT_DISTRIBUTIONS)
 
 
 def test_the_installed_commands_work_outside_the_clone(venv: Path, outside: Path) -> None:
@@ -234,3 +258,71 @@ def test_the_installed_server_solves_and_evaluates(
         assert evaluated.objective.total == pytest.approx(response.plan.objective.total)
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(TIMEOUT) == 0, log.read_text()
+
+
+CLIENT_SCRIPT = """
+import json, sys
+from pathlib import Path
+from solver.client import Client
+from solver.wire import SolveRequest, request_from_dict
+
+port, path = sys.argv[1], Path(sys.argv[2])
+text = path.read_text()
+data = json.loads(text)
+data["options"] = {"timeBudget": "2s"}
+with Client(f"127.0.0.1:{port}") as c:
+    as_dict = c.solve(data)
+    as_text = c.solve(json.dumps(data))
+    as_message = c.solve(request_from_dict(data))
+    assert isinstance(request_from_dict(data), SolveRequest)
+    checked = c.evaluate(data, as_dict.plan)
+    try:
+        c.solve({"jobs": [{"nam": "x"}]})
+    except ValueError as e:
+        bad = str(e)
+    else:
+        bad = ""
+modules = [m for m in ("numpy", "ortools", "highspy", "pyomo") if m in sys.modules]
+print(json.dumps({
+    "jobs": [len(r.plan.assignments) for r in (as_dict, as_text, as_message)],
+    "valid": checked.valid, "bad": bad, "loaded": modules,
+}))
+"""
+
+
+def test_a_client_install_is_grpc_and_protobuf_and_calls_the_server(
+    client_venv: Path, server: tuple[subprocess.Popen[bytes], int, Path], outside: Path
+) -> None:
+    """The client install: its distributions are gRPC's and protobuf's, the solver's are not
+    importable; the client takes a snapshot as Python data, JSON text or a message; the
+    CLI's remote commands work and the others say what to install."""
+    env, bin_ = _clean_env(client_venv), client_venv / "bin"
+    listed = json.loads(_run([bin_ / "python", "-m", "pip", "list", "--format", "json"],
+                             cwd=outside, env=env))
+    installed = {d["name"].lower().replace("_", "-") for d in listed}
+    extra = installed - {"dsfro", "pip", "setuptools", "wheel", *CLIENT_DISTRIBUTIONS}
+    assert extra <= {"typing-extensions"}, extra  # grpcio's own dependency
+    proc, port, log = server
+    with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+        _wait_serving(channel, proc, log)
+
+    got = json.loads(_run([bin_ / "python", "-c", CLIENT_SCRIPT, str(port), "small.json"],
+                          cwd=outside, env=env))
+    jobs = len(json.loads((outside / "small.json").read_text())["jobs"])
+    assert got["jobs"] == [jobs] * 3 and got["valid"] is True and got["loaded"] == []
+    assert "nam" in got["bad"]  # the unknown field is named, before any call
+
+    server_flag = ["--server", f"127.0.0.1:{port}"]
+    assert "SERVING" in _run([bin_ / "dsfro", "health", *server_flag], cwd=outside, env=env)
+    out = _run([bin_ / "dsfro", "solve", "small.json", *server_flag, "--time-budget", "2s",
+                "--json"], cwd=outside, env=env)
+    assert len(json_format.Parse(out, pb.SolveResponse()).plan.assignments) == jobs
+    assert _run([bin_ / "dsfro", "validate", "small.json", *server_flag],
+                cwd=outside, env=env).startswith(f"OK: {jobs} jobs")
+
+    for argv in (["solve", "small.json"], ["simulate", "--scenario", "philly-a"], ["serve"]):
+        proc_ = subprocess.run([str(bin_ / "dsfro"), *argv], cwd=outside, env=env,
+                               capture_output=True, text=True, timeout=TIMEOUT)
+        assert proc_.returncode == 2, proc_.stderr
+        assert f"dsfro {argv[0]} needs the solver" in proc_.stderr
+        assert "pip install 'dsfro[server]'" in proc_.stderr

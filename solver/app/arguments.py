@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from solver.app.limits import INT32_MAX, MAX_THREADS, parse_backend, parse_duration
-from solver.app.profile import Profile, ProfileError, load_profile
+from solver.extras import MissingServerError, server_module_missing
+
+if TYPE_CHECKING:
+    from solver.app.profile import Profile
 
 T = TypeVar("T")
 
@@ -65,7 +68,15 @@ def csv_arg(item: Callable[[str], T]) -> Callable[[str], list[T]]:
 
 
 def profile_arg(text: str) -> Profile:
-    """A TOML profile, loaded (solver.app.profile)."""
+    """A TOML profile, loaded (solver.app.profile; its solver settings need the server
+    install)."""
+    try:
+        from solver.app.profile import ProfileError, load_profile
+    except ModuleNotFoundError as e:
+        missing = server_module_missing(e)
+        if missing is None:
+            raise
+        raise argparse.ArgumentTypeError(str(MissingServerError("a profile", missing))) from e
     try:
         return load_profile(text)
     except ProfileError as e:

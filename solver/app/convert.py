@@ -12,17 +12,13 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-import json
-from pathlib import Path
 from typing import Any, TypeVar, cast
 
-from google.protobuf import json_format
-from google.protobuf.duration_pb2 import Duration
 from google.protobuf.internal.enum_type_wrapper import EnumTypeWrapper
 
 from solver._proto.dsfro.v1 import scheduler_pb2 as pb
 from solver.app.limits import Limits
-from solver.app.validation import duration_seconds
+from solver.app.validation.common import duration_seconds
 from solver.domain import (
     Allocation,
     Backend,
@@ -48,6 +44,10 @@ from solver.domain import (
     ThroughputProfile,
     Workload,
 )
+from solver.wire import RequestFileError as RequestFileError
+from solver.wire import duration_to_proto as duration_to_proto
+from solver.wire import load_request_json as load_request_json
+from solver.wire import message_to_json as message_to_json
 
 T = TypeVar("T")
 
@@ -237,12 +237,6 @@ def allocations_from_proto(plan: pb.Plan) -> dict[str, Allocation | None]:
 # ---------------------------------------------------------------- domain -> response
 
 
-def duration_to_proto(seconds: float) -> Duration:
-    d = Duration()
-    d.FromNanoseconds(round(seconds * 1e9))
-    return d
-
-
 def objective_to_proto(o: ObjectiveBreakdown) -> pb.ObjectiveBreakdown:
     return pb.ObjectiveBreakdown(
         total=o.total,
@@ -305,47 +299,3 @@ def stats_to_proto(s: SolveStats) -> pb.SolveStats:
 
 def result_to_proto(result: SolveResult) -> pb.SolveResponse:
     return pb.SolveResponse(plan=plan_to_proto(result.plan), stats=stats_to_proto(result.stats))
-
-
-# ---------------------------------------------------------------- JSON files
-
-
-class RequestFileError(ValueError):
-    """A request file that can't be read: missing, malformed JSON, or not a SolveRequest."""
-
-
-def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in out:
-            raise ValueError(f'duplicate key "{key}"')
-        out[key] = value
-    return out
-
-
-def load_request_json(path: str | Path) -> pb.SolveRequest:
-    """A SolveRequest from its protobuf JSON form; RequestFileError says what is wrong and where."""
-    path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as e:
-        raise RequestFileError(f"{path}: cannot read: {e}") from e
-    try:
-        data = json.loads(text, object_pairs_hook=_no_duplicate_keys)
-    except json.JSONDecodeError as e:
-        raise RequestFileError(f"{path}:{e.lineno}:{e.colno}: malformed JSON: {e.msg}") from e
-    except ValueError as e:
-        raise RequestFileError(f"{path}: malformed JSON: {e}") from e
-    if not isinstance(data, dict):
-        raise RequestFileError(f"{path}: expected a JSON object (a SolveRequest)")
-    req = pb.SolveRequest()
-    try:
-        json_format.ParseDict(data, req)
-    except json_format.ParseError as e:
-        raise RequestFileError(f"{path}: not a valid SolveRequest: {e}") from e
-    return req
-
-
-def message_to_json(message: Any) -> str:
-    """Protobuf JSON of a message, with fields at their default values shown too."""
-    return json_format.MessageToJson(message, indent=2, always_print_fields_with_no_presence=True)

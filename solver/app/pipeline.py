@@ -13,39 +13,20 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from solver._proto.dsfro.v1 import scheduler_pb2 as pb
-from solver.app.convert import (
-    backend_to_proto,
-    duration_to_proto,
-    problem_from_proto,
-    result_to_proto,
-)
+from solver.app.convert import problem_from_proto, result_to_proto
 from solver.app.limits import Limits
-from solver.app.profile import Profile, apply_profile
+from solver.app.overrides import NO_OVERRIDES as NO_OVERRIDES
+from solver.app.overrides import Overrides as Overrides
+from solver.app.overrides import prepare as prepare
+from solver.app.profile import Profile
 from solver.app.validation import FieldViolation, validate_request
 from solver.core.deadline import Deadline
 from solver.core.solver import Solver
-from solver.domain import Backend, Problem, SolveResult
+from solver.domain import Problem, SolveResult
 from solver.perfmodel.configs import build_config_set
-
-
-@dataclass(frozen=True)
-class Overrides:
-    """Settings a caller imposes over the request and its profile; None: leave as is."""
-
-    time_budget_seconds: float | None = None
-    backend: Backend | None = None
-    seed: int | None = None
-    threads: int | None = None
-    pyomo_solver: str | None = None
-    weights: Mapping[str, float] = field(default_factory=dict)
-    """Objective weights by name (throughput, energy, ...)."""
-
-
-NO_OVERRIDES = Overrides()
 
 
 class InvalidRequest(ValueError):
@@ -55,32 +36,6 @@ class InvalidRequest(ValueError):
         first = f"{violations[0].field}: {violations[0].description}" if violations else ""
         super().__init__(f"invalid request ({len(violations)} problems): {first}")
         self.violations = violations
-
-
-def prepare(
-    request: pb.SolveRequest,
-    profile: Profile | None = None,
-    overrides: Overrides = NO_OVERRIDES,
-) -> pb.SolveRequest:
-    """A copy of the request with the profile filling its unset fields, then the overrides."""
-    out = pb.SolveRequest()
-    out.CopyFrom(request)
-    if profile is not None:
-        apply_profile(out, profile)
-    o = out.options
-    if overrides.time_budget_seconds is not None:
-        o.time_budget.CopyFrom(duration_to_proto(overrides.time_budget_seconds))
-    if overrides.backend is not None:
-        o.backend = backend_to_proto(overrides.backend)
-    if overrides.seed is not None:
-        o.seed = overrides.seed
-    if overrides.threads is not None:
-        o.threads = overrides.threads
-    if overrides.pyomo_solver is not None:
-        o.pyomo_solver = overrides.pyomo_solver
-    for name, value in overrides.weights.items():
-        setattr(out.weights, name, value)
-    return out
 
 
 def to_problem(request: pb.SolveRequest, limits: Limits) -> Problem:

@@ -5,8 +5,10 @@
     with Client("dsfro.example:50051", tls=TlsConfig(ca_file="ca.pem"), token_file="token") as c:
         plan = c.solve(request).plan
 
-It imports only gRPC, protobuf and the generated stubs, never the solver itself, so a scheduler
-can use it without the solver's numerical dependencies.
+``request`` is a ``solver.wire.SolveRequest``, or the same in protobuf JSON form as Python data
+(``{"cluster": {...}, "jobs": [...]}``) or as text. It imports only gRPC, protobuf and the
+generated stubs, never the solver itself: the client install (``pip install dsfro``, without
+the ``server`` extra) is all a scheduler needs.
 """
 
 from solver.client.client import (
@@ -16,6 +18,8 @@ from solver.client.client import (
     REQUEST_ID_KEY,
     TRANSFER_ALLOWANCE_SECONDS,
     Client,
+    PlanLike,
+    Snapshot,
     default_solve_timeout,
 )
 from solver.client.errors import (
@@ -44,7 +48,9 @@ __all__ = [
     "InvalidRequest",
     "Overloaded",
     "PermissionDenied",
+    "PlanLike",
     "RetryPolicy",
+    "Snapshot",
     "TlsConfig",
     "Unauthenticated",
     "Unavailable",

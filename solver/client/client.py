@@ -6,12 +6,13 @@ import logging
 import random
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, TypeVar
 
 import grpc
+from google.protobuf.message import Message
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from solver._proto.dsfro.v1 import scheduler_pb2 as pb
@@ -19,6 +20,7 @@ from solver._proto.dsfro.v1 import scheduler_pb2_grpc
 from solver.client.errors import error_from_rpc
 from solver.client.retry import DEFAULT_RETRY, RetryPolicy
 from solver.client.security import TlsConfig, TokenFile, checked_token, is_local_target
+from solver.wire import message_from_dict, message_from_json
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +37,29 @@ MAX_MESSAGE_BYTES = 256 * 1024 * 1024
 """Largest request or response, as the server's default: large snapshots exceed gRPC's 4 MiB."""
 REQUEST_ID_KEY = "x-request-id"
 """Metadata key of the id sent with every call, the same over its retries."""
+
+
+M = TypeVar("M", bound=Message)
+
+Snapshot = pb.SolveRequest | Mapping[str, Any] | str | bytes
+"""A SolveRequest: the message, or its protobuf JSON form as Python data or as text."""
+PlanLike = pb.Plan | Mapping[str, Any] | str | bytes
+"""A Plan: the message, or its protobuf JSON form as Python data or as text."""
+
+
+def as_message(value: object, message: type[M], what: str) -> M:
+    """`value` as a `message`: the message itself, or parsed from Python data or JSON text;
+    solver.wire.RequestFileError (a ValueError) names what is wrong, before any call."""
+    if isinstance(value, message):
+        return value
+    if isinstance(value, str | bytes):
+        return message_from_json(value, message, what)
+    if isinstance(value, Mapping):
+        return message_from_dict(value, message, what)
+    raise TypeError(
+        f"{what}: expected a {message.DESCRIPTOR.name}, a mapping or JSON text, "
+        f"got {type(value).__name__}"
+    )
 
 
 def default_solve_timeout(request: pb.SolveRequest) -> float:
@@ -118,28 +143,32 @@ class Client:
 
     def solve(
         self,
-        request: pb.SolveRequest,
+        request: Snapshot,
         *,
         timeout: float | None = None,
         request_id: str | None = None,
     ) -> pb.SolveResponse:
-        """A checked plan for the snapshot. ``timeout`` bounds all attempts together (default:
-        the time budget plus TRANSFER_ALLOWANCE_SECONDS); the server answers within what is
-        left of it, with its best plan so far."""
-        limit = default_solve_timeout(request) if timeout is None else timeout
-        response: pb.SolveResponse = self._call(self._stub.Solve, request, limit, request_id)
+        """A checked plan for the snapshot (a SolveRequest, or its JSON form as Python data or
+        text). ``timeout`` bounds all attempts together (default: the time budget plus
+        TRANSFER_ALLOWANCE_SECONDS); the server answers within what is left of it, with its
+        best plan so far."""
+        message = as_message(request, pb.SolveRequest, "request")
+        limit = default_solve_timeout(message) if timeout is None else timeout
+        response: pb.SolveResponse = self._call(self._stub.Solve, message, limit, request_id)
         return response
 
     def validate(
         self,
-        request: pb.SolveRequest,
+        request: Snapshot,
         *,
         timeout: float = DEFAULT_TIMEOUT_SECONDS,
         request_id: str | None = None,
     ) -> pb.ValidateSnapshotResponse:
         """The snapshot's problems as field violations (``valid`` False), or each job's
         configuration count: problems are the answer here, not an error."""
-        message = pb.ValidateSnapshotRequest(request=request)
+        message = pb.ValidateSnapshotRequest(
+            request=as_message(request, pb.SolveRequest, "request")
+        )
         response: pb.ValidateSnapshotResponse = self._call(
             self._stub.ValidateSnapshot, message, timeout, request_id
         )
@@ -147,14 +176,17 @@ class Client:
 
     def evaluate(
         self,
-        request: pb.SolveRequest,
-        plan: pb.Plan,
+        request: Snapshot,
+        plan: PlanLike,
         *,
         timeout: float = DEFAULT_TIMEOUT_SECONDS,
         request_id: str | None = None,
     ) -> pb.EvaluatePlanResponse:
         """Checks and scores a plan made elsewhere with the service's checker and objective."""
-        message = pb.EvaluatePlanRequest(request=request, plan=plan)
+        message = pb.EvaluatePlanRequest(
+            request=as_message(request, pb.SolveRequest, "request"),
+            plan=as_message(plan, pb.Plan, "plan"),
+        )
         response: pb.EvaluatePlanResponse = self._call(
             self._stub.EvaluatePlan, message, timeout, request_id
         )

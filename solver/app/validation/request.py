@@ -27,7 +27,6 @@ from solver.app.validation.common import (
     quoted,
 )
 from solver.app.validation.jobs import check_allocation, check_job, check_kept_shape_profiled
-from solver.exact.backends import pyomo_solvers
 
 
 def validate_request(req: pb.SolveRequest, limits: Limits) -> list[FieldViolation]:
@@ -277,7 +276,9 @@ def _check_pyomo_solver(c: Collector, o: pb.SolveOptions) -> None:
             backend = pb.Backend.Name(o.backend)
         c.add("options.pyomo_solver", f"is only used with BACKEND_PYOMO, got {backend}")
         return
-    found = pyomo_solvers()  # loads Pyomo (~0.5 s) for these requests only
+    from solver.exact.backends import pyomo_solvers  # Pyomo takes ~0.5 s: for these only
+
+    found = pyomo_solvers()
     if o.pyomo_solver not in found:
         c.add(
             "options.pyomo_solver",
