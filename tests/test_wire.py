@@ -25,7 +25,7 @@ def test_every_message_enum_and_the_service_stub_are_public() -> None:
     assert names <= set(wire.__all__)
     for name in names:
         assert getattr(wire, name) is getattr(scheduler_pb2, name)
-    assert wire.SERVICE_NAME == d.services_by_name["SchedulerService"].full_name
+    assert d.services_by_name["SchedulerService"].full_name == wire.SERVICE_NAME
     assert {n for n in wire.__all__ if not hasattr(wire, n)} == set()
 
 
