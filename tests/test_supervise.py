@@ -280,7 +280,7 @@ def test_a_worker_killed_mid_solve_costs_one_fallback_and_the_next_solve_succeed
                 pb.EvaluatePlanRequest(request=request, plan=killed.plan), timeout=WAIT
             )
             assert evaluation.valid, evaluation.violations
-            after = stub.Solve(_decomposed_request(4.0), timeout=WAIT)
+            after = stub.Solve(_decomposed_request(8.0), timeout=WAIT)
             assert after.stats.termination in (pb.TERMINATION_FEASIBLE, pb.TERMINATION_OPTIMAL)
     finally:
         srv.stop(None).wait(WAIT)

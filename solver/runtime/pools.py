@@ -145,6 +145,10 @@ class LocalExecutor:
             thread.start()
         for thread in lanes:
             thread.join()
+        # Workers start on first use; from then on the pool keeps them, replacing lost ones in
+        # the background, so a later map never waits for an interpreter to import the solver
+        # (a second or more under load).
+        self._pool.warm(self.workers)
         if failed:
             error = failed[0]
             if isinstance(error, CallFailed):

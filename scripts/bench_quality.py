@@ -1,0 +1,239 @@
+"""Plan quality at short budgets on power-capped heterogeneous snapshots: DSFRO against the
+optimum and against the plain pipeline an OR engineer would write, with the same budget.
+
+- reference: the stored proven optimum (``instances/hetero-power/optima.json``) where there is
+  one; else the plain pipeline run long (the aggregated MIP over configurations to gap 0, then
+  best-fit placement of its choice): when the placed plan reaches the MIP's bound it is a proven
+  optimum ("proven"), otherwise the MIP's bound is the reference (an upper bound: distances to
+  it overstate the true ones);
+- DSFRO AUTO at each of ``--repeat-budgets``, ``--repeats`` identical calls each (min, median
+  and max distance, and the terminations), and once at each of ``--budgets``;
+- the heuristic alone (backend HEURISTIC) at the same budgets, ``--repeats`` calls;
+- the plain pipeline at each of ``--budgets``: enumeration, the aggregated MIP within what is
+  left of the budget less a placement reserve, then best-fit placement (DSFRO's own placement
+  of a given choice, ``Heuristic.guided``) of its choice.
+
+Every plan is checked by ``solver.scoring.checker``; a plan that fails it stops the run. The
+tables go, with the command and date, into docs/benchmarks.md:
+
+    .venv/bin/python scripts/bench_quality.py --out /tmp/quality.md
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import hashlib
+import json
+import statistics
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from solver.app import pipeline
+from solver.app.convert import load_request_json
+from solver.app.limits import Limits
+from solver.core.solver import Solver
+from solver.domain import Backend, Problem, SolveResult
+from solver.offline.generate import generate, spec_from_args
+from solver.perfmodel.configs import build_config_set
+from solver.scoring.checker import check_plan
+from solver.scoring.plans import materialize
+from solver.search.bound import solve_aggregate
+from solver.search.heuristic import Heuristic
+
+ROOT = Path(__file__).resolve().parent.parent
+STORED = ROOT / "instances" / "hetero-power"
+LIMITS = Limits(max_time_budget_seconds=3600)
+PLACEMENT_RESERVE = 0.1
+"""Share of the plain pipeline's budget kept for placing the MIP's choice."""
+
+DEFAULT_SPECS = [
+    *(f"stored:hetero-power-{n}-s{s}" for n in (32, 64) for s in (1, 2, 3)),
+    *(f"--family hetero-power-{n} --seed {s}" for n in (128, 256) for s in (1, 2, 3)),
+    *(f"--family hetero-power-256 --jobs 400 --seed {s}" for s in (1, 2, 3)),
+    *(f"--family hetero-power-256 --nodes 1024 --jobs 1600 --seed {s}" for s in (1, 2)),
+]
+
+
+@dataclass(frozen=True)
+class Instance:
+    name: str
+    problem: Problem
+    key: str
+    """sha256 of the request: references are cached by it."""
+
+
+@dataclass(frozen=True)
+class Reference:
+    value: float
+    proven: bool
+    how: str
+
+
+def load(spec: str) -> Instance:
+    if spec.startswith("stored:"):
+        name = spec.removeprefix("stored:")
+        request = load_request_json(STORED / f"{name}.json")
+    else:
+        argv = spec.split()
+        request = generate(spec_from_args(argv))
+        a = dict(zip(argv[::2], argv[1::2], strict=True))
+        name = (
+            "-".join([a["--family"], *(f"{k[2]}{a[k]}" for k in ("--nodes", "--jobs") if k in a)])
+            + f"-s{a['--seed']}"
+        )
+    key = hashlib.sha256(request.SerializeToString(deterministic=True)).hexdigest()
+    return Instance(name, pipeline.to_problem(request, LIMITS), key)
+
+
+def with_budget(p: Problem, seconds: float, backend: Backend) -> Problem:
+    options = dataclasses.replace(p.options, time_budget_seconds=seconds, backend=backend)
+    return dataclasses.replace(p, options=options)
+
+
+def checked(p: Problem, result: SolveResult, what: str) -> float:
+    violations = check_plan(p, result.plan.assignments)
+    if violations:
+        sys.exit(f"{what}: the plan fails the checker: {violations[0]}")
+    return result.stats.objective
+
+
+def plain_pipeline(p: Problem, budget: float) -> tuple[float, float, float | None]:
+    """(objective, seconds taken, MIP bound) of the aggregated MIP then best-fit placement."""
+    start = time.monotonic()
+    configs = build_config_set(p)
+    left = budget * (1 - PLACEMENT_RESERVE) - (time.monotonic() - start)
+    outcome = solve_aggregate(p, configs, integer=True, time_limit=max(left, 0.01))
+    state = Heuristic(p, configs).guided(outcome.choice, outcome.racks or None)
+    plan = materialize(p, configs, dict(state.choices))
+    violations = check_plan(p, plan.assignments)
+    if violations:
+        sys.exit(f"plain pipeline: the plan fails the checker: {violations[0]}")
+    return plan.objective.total, time.monotonic() - start, outcome.best_bound
+
+
+def reference(inst: Instance, cache: dict[str, dict[str, object]], seconds: float) -> Reference:
+    optima = json.loads((STORED / "optima.json").read_text())["instances"]
+    for e in optima:
+        if e["instance"] == f"{inst.name}.json" and e["proven_optimal"]:
+            return Reference(float(e["objective"]), True, "stored optimum")
+    if inst.key not in cache:
+        value, took, bound = plain_pipeline(inst.problem, seconds)
+        cache[inst.key] = {"name": inst.name, "plan": value, "bound": bound, "seconds": took}
+    c = cache[inst.key]
+    plan = float(str(c["plan"]))
+    bound = None if c["bound"] is None else float(str(c["bound"]))
+    if bound is None:
+        return Reference(plan, False, "plain pipeline's plan (no bound)")
+    if bound - plan <= 1e-6 * max(abs(plan), 1.0):
+        return Reference(plan, True, "aggregated MIP's bound reached by its placement")
+    return Reference(bound, False, "aggregated MIP's bound (not reached)")
+
+
+def below(ref: Reference, objective: float) -> float:
+    return 100 * (ref.value - objective) / abs(ref.value)
+
+
+def pct(xs: Sequence[float]) -> str:
+    return f"{min(xs):.3f} / {statistics.median(xs):.3f} / {max(xs):.3f}"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--specs",
+        nargs="+",
+        default=DEFAULT_SPECS,
+        help="stored:NAME or `dsfro generate` arguments, one string each",
+    )
+    parser.add_argument("--repeat-budgets", type=float, nargs="+", default=[1.0, 2.0])
+    parser.add_argument("--repeats", type=int, default=10)
+    parser.add_argument("--budgets", type=float, nargs="+", default=[1, 2, 5, 10, 30])
+    parser.add_argument("--large-budgets", type=float, nargs="+", default=[5, 10])
+    parser.add_argument("--large-repeats", type=int, default=3)
+    parser.add_argument(
+        "--large-nodes",
+        type=int,
+        default=1024,
+        help="instances with this many nodes or more: --large-budgets only",
+    )
+    parser.add_argument("--reference-seconds", type=float, default=600.0)
+    parser.add_argument("--cache", type=Path, default=Path("/tmp/dsfro-quality-references.json"))
+    parser.add_argument("--out", type=Path, default=None, help="also write the tables here")
+    args = parser.parse_args()
+    cache = json.loads(args.cache.read_text()) if args.cache.exists() else {}
+    solver = Solver()
+    repeat_rows, budget_rows, ref_rows = [], [], []
+    try:
+        for spec in args.specs:
+            inst = load(spec)
+            p = inst.problem
+            print(f"{inst.name}: reference ...", file=sys.stderr, flush=True)
+            ref = reference(inst, cache, args.reference_seconds)
+            args.cache.write_text(json.dumps(cache, indent=1))
+            ref_rows.append(
+                f"| {inst.name} | {len(p.cluster.nodes)} / {len(p.jobs)} | "
+                f"{ref.value:.6f} | {'yes' if ref.proven else 'no'} | {ref.how} |"
+            )
+            large = len(p.cluster.nodes) >= args.large_nodes
+            repeat_budgets = args.large_budgets if large else args.repeat_budgets
+            repeats = args.large_repeats if large else args.repeats
+            for budget in repeat_budgets:
+                for backend in (Backend.AUTO, Backend.HEURISTIC):
+                    gaps, terms, walls = [], [], []
+                    for i in range(repeats):
+                        what = f"{inst.name} {backend.name} {budget:g} s #{i}"
+                        r = solver.solve(with_budget(p, budget, backend))
+                        gaps.append(below(ref, checked(p, r, what)))
+                        terms.append(r.stats.termination.name)
+                        walls.append(r.stats.wall_seconds)
+                    counts = ", ".join(f"{t} {terms.count(t)}" for t in sorted(set(terms)))
+                    repeat_rows.append(
+                        f"| {inst.name} | {backend.name} | {budget:g} | {repeats} | "
+                        f"{pct(gaps)} | {max(walls):.2f} | {counts} |"
+                    )
+                    print(repeat_rows[-1], file=sys.stderr, flush=True)
+            if large:
+                continue
+            for budget in args.budgets:
+                r = solver.solve(with_budget(p, budget, Backend.AUTO))
+                ours = below(ref, checked(p, r, f"{inst.name} AUTO {budget:g} s"))
+                value, took, _ = plain_pipeline(p, budget)
+                theirs = below(ref, value)
+                verdict = (
+                    "ahead"
+                    if ours < theirs - 1e-9
+                    else ("tied" if abs(ours - theirs) <= 1e-9 else "BEHIND")
+                )
+                budget_rows.append(
+                    f"| {inst.name} | {budget:g} | {ours:.3f} | {r.stats.wall_seconds:.2f} | "
+                    f"{theirs:.3f} | {took:.2f} | {verdict} |"
+                )
+                print(budget_rows[-1], file=sys.stderr, flush=True)
+    finally:
+        solver.close()
+    tables = [
+        "References\n",
+        "| instance | nodes / jobs | reference | proven | how |",
+        "| --- | --- | --- | --- | --- |",
+        *ref_rows,
+        "\nRepeated identical calls, % below the reference (min / median / max)\n",
+        "| instance | backend | budget (s) | calls | below ref. % | max wall (s) | terminations |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+        *repeat_rows,
+        "\nDSFRO AUTO against the plain pipeline at the same budget, % below the reference\n",
+        "| instance | budget (s) | DSFRO | DSFRO wall (s) | plain pipeline | its wall (s) | |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+        *budget_rows,
+    ]
+    text = "\n".join(tables)
+    print(text)
+    if args.out is not None:
+        args.out.write_text(text + "\n")
+
+
+if __name__ == "__main__":
+    main()
