@@ -531,7 +531,7 @@ def test_entries_over_a_count_limit_are_not_checked_one_by_one() -> None:
     ]
 
 
-# ------------------------------------------------ edge values of scripts/fuzz_service.py
+# ------------------------------------------------ edge values of scripts/fuzz
 
 
 def _model(**sizes: int) -> Mutation:

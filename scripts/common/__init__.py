@@ -1,0 +1,1 @@
+"""Helpers shared by the script packages (``scripts.fuzz``, ``scripts.reliability``)."""
