@@ -67,6 +67,11 @@ class SolverSettings(BaseSettings):
     """Safety stop of the heuristic's passes, as a share of the budget: their work is limited
     by passes, so their plan does not depend on the machine's speed; this stop binds only on an
     overloaded machine."""
+    ruin_stall_attempts: int = Field(400, ge=0)
+    """Ruin-and-recreate attempts in a row that do not beat the best state met, after which it
+    stops (solver.search.ruin): a work limit, so its plan does not depend on the machine's
+    speed. 400: on the hetero-power instances of 32 and 64 nodes, 150 left one 0.4 % below the
+    optimum that 400 brought to 0.003 % (docs/benchmarks.md); 0 turns it off."""
     max_guided_seconds: float = Field(2.0, gt=0.0)
     """Safety stop of one guided placement (an aggregated choice placed, then local search)."""
     extract_seconds: float = Field(0.15, ge=0.0)

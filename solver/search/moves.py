@@ -142,7 +142,7 @@ def move_admit(
     when only power blocks it and the job is worth more than the throughput they lose."""
     if job.name in state.choices:
         return 0.0
-    return _admit(scorer, Journal(state), job, ladders)
+    return admit(scorer, Journal(state), job, ladders)
 
 
 def move_swap(
@@ -209,7 +209,7 @@ def _swap(
     if net + scorer.ceiling(job) + rest <= bar:
         return float("-inf")
     journal.release(drop)
-    gained = _admit(scorer, journal, job, ladders)
+    gained = admit(scorer, journal, job, ladders)
     if gained <= 0:
         return float("-inf")
     net += gained
@@ -218,11 +218,11 @@ def _swap(
             return float("-inf")
         rest -= max(scorer.ceiling(other), 0.0)
         if other.name not in state.choices:
-            net += _admit(scorer, journal, other, ladders)
+            net += admit(scorer, journal, other, ladders)
     return net
 
 
-def _admit(scorer: Scorer, journal: Journal, job: Job, ladders: Ladders | None) -> float:
+def admit(scorer: Scorer, journal: Journal, job: Job, ladders: Ladders | None) -> float:
     """Start the job at its best admission through `journal`; the gain (0: not started)."""
     state = journal.state
     move = best_admission(scorer, state, job, ladders, EPSILON)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Mapping
 
-from solver.domain import Config, Job, Problem
+from solver.domain import Config, Job, JobState, Plan, Problem, gpus_per_node
 from solver.perfmodel import budgets
 from solver.scoring.plans import Choice
 from solver.search.bound import UNBUDGETED
@@ -229,3 +229,12 @@ class Journal:
             if choice is not None:
                 self.state.take(job, *choice)
         self.before.clear()
+
+
+def state_of(problem: Problem, plan: Plan) -> SearchState:
+    """The search state of a checked plan: its running jobs on their GPUs (per node)."""
+    state = SearchState(problem)
+    for a in plan.assignments:
+        if a.state is JobState.RUNNING and a.config is not None:
+            state.take(a.job, a.config, gpus_per_node(a.placement))
+    return state

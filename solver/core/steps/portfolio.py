@@ -1,10 +1,11 @@
 """The improvement phase, by backend, once the first plan and the aggregated LP's guide exist.
 
-- HEURISTIC: the LP's guide placed, then the priced passes; no solver beyond the LP.
+- HEURISTIC: the LP's guide placed, the priced passes, then ruin and recreate on the best plan
+  (work-limited); no solver beyond the LP.
 - AGGREGATE: the same, and the aggregated MIP whose incumbents are placed as they come.
-- AUTO: the same, then LNS until the end; the MIP and, when it is small enough to build in
-  time, the full model on HiGHS run on a thread of their own (the solvers release the GIL),
-  handing their results to the search.
+- AUTO: the same (ruin and recreate within RUIN_SHARE of the time left), then LNS until the
+  end; the MIP and, when it is small enough to build in time, the full model on HiGHS run on a
+  thread of their own (the solvers release the GIL), handing their results to the search.
 
 On one core the exact side runs after the search instead of beside it.
 """
@@ -20,6 +21,7 @@ from solver.core.steps.first import run_priced
 from solver.core.steps.full import full_model_size, solve_full_model
 from solver.core.steps.guided import place_guided
 from solver.core.steps.lns import place_pending, run_lns
+from solver.core.steps.ruin import run_ruin
 from solver.domain import Backend
 from solver.search.bound import Guide
 from solver.search.state import SearchState
@@ -29,6 +31,8 @@ GUIDED_SEARCH_SECONDS = 0.2
 hetero-power snapshots of 64-256 nodes); the priced passes and LNS take it from there."""
 PRICED_SHARE = 0.5
 """Safety stop of the priced passes, as a share of the time left when they start."""
+RUIN_SHARE = 0.5
+"""Safety stop of ruin and recreate before LNS (AUTO), as a share of the time left."""
 
 
 def improve(run: SolveRun, guide: Guide, start: SearchState, backend: Backend) -> None:
@@ -61,6 +65,8 @@ def improve(run: SolveRun, guide: Guide, start: SearchState, backend: Backend) -
     place_guided(run, guide, "guided", GUIDED_SEARCH_SECONDS)
     place_pending(run)
     run_priced(run, start, time.monotonic() + PRICED_SHARE * max(end - time.monotonic(), 0.0))
+    place_pending(run)
+    run_ruin(run, time.monotonic() + RUIN_SHARE * max(end - time.monotonic(), 0.0) if lns else end)
     if side is None and exact:  # one core: the exact side after the search
         if lns:
             run_lns(run, time.monotonic() + s.lns_share_one_core * (end - time.monotonic()))
