@@ -125,3 +125,32 @@ def test_the_executor_without_the_token_says_what_to_set_at_once(head: str) -> N
     done = _executor_run(head, {})
     assert done.returncode == 3, done.stdout + done.stderr
     assert head in done.stdout and "RAY_AUTH_TOKEN" in done.stdout
+
+
+def test_a_decomposed_solve_that_cannot_join_its_cluster_falls_back_and_says_why() -> None:
+    """No Ray cluster at the address: the solve answers with the heuristic's checked plan as a
+    FALLBACK whose detail names the address and how to start a head, not an internal error."""
+    import dataclasses
+
+    from solver.app import pipeline
+    from solver.app.convert import load_request_json
+    from solver.app.limits import Limits
+    from solver.core.solver import Solver
+    from solver.domain import Backend, Termination
+    from solver.scoring.checker import check_plan
+
+    root = Path(__file__).resolve().parent.parent
+    p = pipeline.to_problem(load_request_json(root / "instances" / "medium.json"), Limits())
+    options = dataclasses.replace(p.options, backend=Backend.DECOMPOSED, time_budget_seconds=5)
+    p = dataclasses.replace(p, options=options)
+    address = f"127.0.0.1:{_free_port()}"
+    solver = Solver(ray_address=address)
+    try:
+        result = solver.solve(p)
+    finally:
+        solver.close()
+    assert result.stats.termination is Termination.FALLBACK
+    assert f"no Ray cluster answers at {address}" in result.stats.detail
+    assert "ray start --head" in result.stats.detail
+    assert check_plan(p, result.plan.assignments) == []
+    assert sum(a.config is not None for a in result.plan.assignments) > 0

@@ -219,10 +219,11 @@ class Solver:
             d, quick_seconds = decompose_after_quick(
                 problem, self.settings, clock, executor, incumbent
             )
-        except (WorkerLost, Stopped) as e:
-            # No part came back: the heuristic answers from here, or the quick plan when time
-            # is short (and at once when the solve was stopped).
-            why = f"{e} in the first round"
+        except (WorkerLost, Stopped, ConnectionError) as e:
+            # No part came back (or the Ray cluster could not be joined: the error names the
+            # address, the cause and the fix): the heuristic answers from here, or the quick
+            # plan when time is short (and at once when the solve was stopped).
+            why = str(e) if isinstance(e, ConnectionError) else f"{e} in the first round"
             estimate = self.first_plan_estimate(problem)
             if clock.left() < estimate:
                 return self.quick(problem, clock, f"{why}; {self._short(clock, estimate)}")
