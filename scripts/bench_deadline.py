@@ -175,8 +175,7 @@ def _stages(request: pb.SolveRequest) -> list[float]:
     result = incumbent.result(
         wall_seconds=0.0,
         first_plan_seconds=0.0,
-        num_configurations=configs.num_configurations,
-        num_configurations_enumerated=configs.num_enumerated,
+        configs=configs,
     )
     _, proto = _timed(lambda: result_to_proto(result))
     quick = _quick_seconds(p, float("inf"))

@@ -36,6 +36,10 @@ from solver.domain import (
     ThroughputProfile,
 )
 
+if TYPE_CHECKING:
+    from solver.search.scorer import Scorer
+    from solver.search.state import SearchState
+
 CLOCKS = (1410, 1275, 1125, 990)
 A100 = GpuType("A100", 80, 312, 2039, 600, 400, 50, CLOCKS)
 V100 = GpuType("V100", 32, 125, 900, 300, 300, 40, (1380, 1245, 1110, 960))
@@ -328,3 +332,13 @@ def solve(
         return solver.solve(p, deadline, stop)
     finally:
         solver.close()
+
+
+def checked_objective(p: Problem, scorer: Scorer, state: SearchState) -> float:
+    """The objective of a search state's plan, which must pass the checker."""
+    from solver.scoring.checker import check_plan
+    from solver.scoring.plans import materialize
+
+    plan = materialize(p, scorer.configs, dict(state.choices))
+    assert check_plan(p, plan.assignments) == []
+    return plan.objective.total

@@ -50,8 +50,6 @@ def _result(incumbent: Incumbent) -> SolveResult:
     return incumbent.result(
         wall_seconds=1.0,
         first_plan_seconds=0.1,
-        num_configurations=2,
-        num_configurations_enumerated=2,
     )
 
 
@@ -108,8 +106,6 @@ def test_a_requested_gap_stops_the_search_but_never_makes_a_plan_optimal() -> No
     result = incumbent.result(
         wall_seconds=1.0,
         first_plan_seconds=0.1,
-        num_configurations=2,
-        num_configurations_enumerated=2,
     )
     s = result.stats
     assert s.termination is Termination.FALLBACK  # the first plan, nothing improved it
@@ -120,8 +116,6 @@ def test_a_requested_gap_stops_the_search_but_never_makes_a_plan_optimal() -> No
     result = incumbent.result(
         wall_seconds=1.0,
         first_plan_seconds=0.1,
-        num_configurations=2,
-        num_configurations_enumerated=2,
     )
     assert result.stats.termination is Termination.FEASIBLE
 
@@ -135,8 +129,6 @@ def test_a_degraded_answer_is_a_fallback_that_says_why_first() -> None:
     result = incumbent.result(
         wall_seconds=1.0,
         first_plan_seconds=0.1,
-        num_configurations=2,
-        num_configurations_enumerated=2,
     )
     assert result.stats.termination is Termination.FALLBACK
     assert result.stats.detail == "the worker died; aggregate LP OPTIMAL"

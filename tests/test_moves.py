@@ -7,12 +7,11 @@ import pytest
 
 from solver.domain import Config, Job, ObjectiveWeights, Problem, ProfilePoint
 from solver.perfmodel.configs import ConfigSet, build_config_set
-from solver.scoring.checker import check_plan
-from solver.scoring.plans import materialize
 from solver.search.moves import move_admit, move_clock, move_reshape, move_swap
 from solver.search.scorer import Scorer
 from solver.search.state import SearchState
 from tests.factories import V100, cluster, job, node, only_throughput, point, problem, running
+from tests.factories import checked_objective as objective
 
 IDLE = 8 * 50.0
 """Idle watts of one 8-GPU A100 node (the factories' A100 idles at 50 W)."""
@@ -48,12 +47,6 @@ def start(p: Problem, **runs: tuple[int, int]) -> tuple[Scorer, SearchState]:
         assert fitted is not None
         state.take(name, c, fitted[0])
     return scorer, state
-
-
-def objective(p: Problem, scorer: Scorer, state: SearchState) -> float:
-    plan = materialize(p, scorer.configs, dict(state.choices))
-    assert check_plan(p, plan.assignments) == []
-    return plan.objective.total
 
 
 def clock_of(state: SearchState, name: str) -> int:

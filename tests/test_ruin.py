@@ -14,13 +14,13 @@ from solver.app.convert import load_request_json
 from solver.app.limits import Limits
 from solver.domain import Job, Problem
 from solver.perfmodel.configs import build_config_set
-from solver.scoring.checker import check_plan
 from solver.scoring.plans import materialize
 from solver.search.heuristic import Heuristic
 from solver.search.local import local_search
 from solver.search.ruin import ruin_and_recreate
 from solver.search.scorer import Scorer
 from solver.search.state import SearchState, state_of
+from tests.factories import checked_objective as objective
 from tests.factories import cluster, job, node, only_throughput, point, problem
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -57,12 +57,6 @@ def running(p: Problem, *names: str) -> tuple[Scorer, SearchState]:
         assert fitted is not None
         state.take(name, c, fitted[0])
     return scorer, state
-
-
-def objective(p: Problem, scorer: Scorer, state: SearchState) -> float:
-    plan = materialize(p, scorer.configs, dict(state.choices))
-    assert check_plan(p, plan.assignments) == []
-    return plan.objective.total
 
 
 def test_it_makes_the_exchange_single_moves_cannot() -> None:

@@ -24,6 +24,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Sequence
+from typing import Protocol
 
 from solver.domain import (
     Backend,
@@ -46,6 +47,16 @@ IMPROVEMENT_EPSILON = 1e-9
 """An offered plan must beat the best by more than this to replace it."""
 
 Checker = Callable[[Problem, Sequence[JobAssignment]], list[PlanViolation]]
+
+
+class Counted(Protocol):
+    """The configurations a solve chose among, as its stats count them."""
+
+    @property
+    def num_configurations(self) -> int: ...
+
+    @property
+    def num_enumerated(self) -> int: ...
 
 
 def relative_gap(objective: float, bound: float | None) -> float | None:
@@ -177,10 +188,10 @@ class Incumbent:
         *,
         wall_seconds: float,
         first_plan_seconds: float,
-        num_configurations: int,
-        num_configurations_enumerated: int,
+        configs: Counted | None = None,
     ) -> SolveResult:
-        """The answer: the best plan, labelled by the termination rule."""
+        """The answer: the best plan, labelled by the termination rule (`configs`: the
+        configurations it chose among, counted in the stats)."""
         self.close()
         assert self.best is not None, "a solve answers only once a plan was offered"
         objective = self.best.objective.total
@@ -200,8 +211,8 @@ class Incumbent:
             relative_gap=gap,
             wall_seconds=wall_seconds,
             first_plan_seconds=first_plan_seconds,
-            num_configurations=num_configurations,
-            num_configurations_enumerated=num_configurations_enumerated,
+            num_configurations=configs.num_configurations if configs else 0,
+            num_configurations_enumerated=configs.num_enumerated if configs else 0,
             detail=detail,
         )
         return SolveResult(plan=self.best, stats=stats)
@@ -209,11 +220,10 @@ class Incumbent:
 
 def infeasible(
     problem: Problem,
-    *,
     detail: str,
+    *,
     wall_seconds: float,
-    num_configurations: int = 0,
-    num_configurations_enumerated: int = 0,
+    configs: Counted | None = None,
 ) -> SolveResult:
     """No valid plan exists: the request's hard constraints contradict each other."""
     empty = Plan(assignments=(), objective=ObjectiveBreakdown(0.0, 0.0, 0.0, 0.0, 0.0, 0.0))
@@ -225,8 +235,8 @@ def infeasible(
         relative_gap=None,
         wall_seconds=wall_seconds,
         first_plan_seconds=wall_seconds,
-        num_configurations=num_configurations,
-        num_configurations_enumerated=num_configurations_enumerated,
+        num_configurations=configs.num_configurations if configs else 0,
+        num_configurations_enumerated=configs.num_enumerated if configs else 0,
         detail=detail,
     )
     return SolveResult(plan=empty, stats=stats)

@@ -171,11 +171,11 @@ class Solver:
             return self.quick(problem, clock, f"{fallback_for}; {why}" if fallback_for else why)
         blocked = unkeepable_jobs(problem, configs)
         if blocked:
-            return _infeasible(
+            return infeasible(
                 problem,
-                configs,
-                clock,
                 "non-preemptible jobs whose running shape has no estimate: " + ", ".join(blocked),
+                wall_seconds=clock.elapsed(),
+                configs=configs,
             )
         backend = problem.options.backend
         only_heuristic = bool(fallback_for) or backend is Backend.HEURISTIC
@@ -192,7 +192,7 @@ class Solver:
             run.incumbent.degrade(fallback_for)
         violations, first = run_first(run)
         if violations:
-            return _infeasible(problem, configs, clock, violations[0])
+            return infeasible(problem, violations[0], wall_seconds=clock.elapsed(), configs=configs)
         if fallback_for or not aggregate_fits(run):
             if not fallback_for:
                 run.incumbent.note("no time left for the aggregated bound")
@@ -244,16 +244,6 @@ def unkeepable_jobs(problem: Problem, configs: ConfigSet) -> list[str]:
         if not any(c.shape == current for c in configs.by_job[job.name]):
             out.append(job.name)
     return out
-
-
-def _infeasible(problem: Problem, configs: ConfigSet, clock: Clock, detail: str) -> SolveResult:
-    return infeasible(
-        problem,
-        detail=detail,
-        wall_seconds=clock.elapsed(),
-        num_configurations=configs.num_configurations,
-        num_configurations_enumerated=configs.num_enumerated,
-    )
 
 
 __all__ = ["EXACT_BACKENDS", "Solver", "unkeepable_jobs"]

@@ -73,6 +73,5 @@ class SolveRun:
         return self.incumbent.result(
             wall_seconds=self.clock.elapsed(),
             first_plan_seconds=self.first_plan_seconds,
-            num_configurations=self.configs.num_configurations,
-            num_configurations_enumerated=self.configs.num_enumerated,
+            configs=self.configs,
         )

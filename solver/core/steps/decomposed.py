@@ -7,7 +7,6 @@ from solver.core.deadline import Clock
 from solver.core.incumbent import Incumbent, infeasible
 from solver.core.settings import SolverSettings
 from solver.domain import Backend, Problem, SolveResult
-from solver.perfmodel.configs import ConfigSet
 from solver.runtime.pools import Executor
 from solver.scoring.plans import materialize
 from solver.search.decompose import Decomposition, solve_decomposed
@@ -74,16 +73,18 @@ def finish_decomposed(
     may hold the quick plan already)."""
     configs = d.configs
     if blocked:
-        return _infeasible(
+        return infeasible(
             problem,
-            configs,
-            clock,
             "non-preemptible jobs whose running shape has no estimate: " + ", ".join(blocked),
+            wall_seconds=clock.elapsed(),
+            configs=configs,
         )
     first = materialize(problem, configs, d.first)
     violations = incumbent.violations(first)
     if violations and incumbent.best is None:
-        return _infeasible(problem, configs, clock, violations[0].message)
+        return infeasible(
+            problem, violations[0].message, wall_seconds=clock.elapsed(), configs=configs
+        )
     if violations:
         incumbent.note(f"the parts' first plan failed the checker ({violations[0].constraint})")
     else:
@@ -114,16 +115,5 @@ def finish_decomposed(
     return incumbent.result(
         wall_seconds=clock.elapsed(),
         first_plan_seconds=min(firsts),
-        num_configurations=configs.num_configurations,
-        num_configurations_enumerated=configs.num_enumerated,
-    )
-
-
-def _infeasible(problem: Problem, configs: ConfigSet, clock: Clock, detail: str) -> SolveResult:
-    return infeasible(
-        problem,
-        detail=detail,
-        wall_seconds=clock.elapsed(),
-        num_configurations=configs.num_configurations,
-        num_configurations_enumerated=configs.num_enumerated,
+        configs=configs,
     )

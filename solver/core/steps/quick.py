@@ -30,11 +30,11 @@ def solve_quick(problem: Problem, settings: SolverSettings, clock: Clock, why: s
     )
     first_plan = clock.elapsed()
     if quick.blocked:
-        return _infeasible(
+        return infeasible(
             problem,
-            quick,
-            clock,
             "non-preemptible jobs that cannot keep their allocation: " + ", ".join(quick.blocked),
+            wall_seconds=clock.elapsed(),
+            configs=quick.configs,
         )
     incumbent = Incumbent(problem, improve=False)
     violations = incumbent.violations(quick.plan)
@@ -45,7 +45,9 @@ def solve_quick(problem: Problem, settings: SolverSettings, clock: Clock, why: s
             why += f"; the quick plan failed the checker ({violations[0].constraint})"
             return _answer(incumbent, kept, clock, first_plan, why + ": running jobs kept only")
     if violations:
-        return _infeasible(problem, quick, clock, violations[0].message)
+        return infeasible(
+            problem, violations[0].message, wall_seconds=clock.elapsed(), configs=quick.configs
+        )
     incumbent.offer(quick.plan, "quick plan", Backend.HEURISTIC)
     return _answer(incumbent, quick, clock, first_plan, why)
 
@@ -57,16 +59,5 @@ def _answer(
     return incumbent.result(
         wall_seconds=clock.elapsed(),
         first_plan_seconds=first_plan,
-        num_configurations=quick.configs.num_configurations,
-        num_configurations_enumerated=quick.configs.num_enumerated,
-    )
-
-
-def _infeasible(problem: Problem, quick: QuickPlan, clock: Clock, detail: str) -> SolveResult:
-    return infeasible(
-        problem,
-        detail=detail,
-        wall_seconds=clock.elapsed(),
-        num_configurations=quick.configs.num_configurations,
-        num_configurations_enumerated=quick.configs.num_enumerated,
+        configs=quick.configs,
     )
