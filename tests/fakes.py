@@ -14,7 +14,9 @@ import os
 import signal
 import threading
 import time
+from abc import ABC, abstractmethod
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -28,8 +30,18 @@ WAIT = 30.0
 """Longest a held solve waits for its release."""
 
 
-class Canned(Solver):
-    """Answers at once with every job queued."""
+@dataclass(frozen=True)
+class Call:
+    """One solve as a fake sees it: the arguments of Solver.solve."""
+
+    problem: Problem
+    deadline: Deadline | None
+    stop: threading.Event | None
+    on_first_plan: Callable[[Plan], None] | None
+
+
+class Fake(Solver, ABC):
+    """A Solver whose solve is `answer(call)`: each fake overrides that alone."""
 
     def solve(
         self,
@@ -38,7 +50,17 @@ class Canned(Solver):
         stop: threading.Event | None = None,
         on_first_plan: Callable[[Plan], None] | None = None,
     ) -> SolveResult:
-        return canned_result(problem, problem.options.backend)
+        return self.answer(Call(problem, deadline, stop, on_first_plan))
+
+    @abstractmethod
+    def answer(self, call: Call) -> SolveResult: ...
+
+
+class Canned(Fake):
+    """Answers at once with every job queued."""
+
+    def answer(self, call: Call) -> SolveResult:
+        return canned_result(call.problem, call.problem.options.backend)
 
 
 class Remembering(Canned):
@@ -48,15 +70,9 @@ class Remembering(Canned):
         super().__init__()
         self.seen: list[Problem] = []
 
-    def solve(
-        self,
-        problem: Problem,
-        deadline: Deadline | None = None,
-        stop: threading.Event | None = None,
-        on_first_plan: Callable[[Plan], None] | None = None,
-    ) -> SolveResult:
-        self.seen.append(problem)
-        return super().solve(problem, deadline, stop, on_first_plan)
+    def answer(self, call: Call) -> SolveResult:
+        self.seen.append(call.problem)
+        return super().answer(call)
 
 
 class Recording(Canned):
@@ -66,13 +82,8 @@ class Recording(Canned):
         super().__init__(settings)
         self.path = str(path)
 
-    def solve(
-        self,
-        problem: Problem,
-        deadline: Deadline | None = None,
-        stop: threading.Event | None = None,
-        on_first_plan: Callable[[Plan], None] | None = None,
-    ) -> SolveResult:
+    def answer(self, call: Call) -> SolveResult:
+        problem, deadline = call.problem, call.deadline
         record = {
             "jobs": [j.name for j in problem.jobs],
             "backend": problem.options.backend.name,
@@ -84,7 +95,7 @@ class Recording(Canned):
         }
         with open(self.path, "a") as f:
             f.write(json.dumps(record) + "\n")
-        return super().solve(problem, deadline, stop, on_first_plan)
+        return super().answer(call)
 
 
 def records(path: Path) -> list[dict[str, Any]]:
@@ -110,17 +121,11 @@ class Held(Canned):
         self.deaf = deaf
         self.until_deadline = until_deadline
 
-    def solve(
-        self,
-        problem: Problem,
-        deadline: Deadline | None = None,
-        stop: threading.Event | None = None,
-        on_first_plan: Callable[[Plan], None] | None = None,
-    ) -> SolveResult:
-        folder = Path(self.folder)
-        answer = super().solve(problem, deadline, stop, on_first_plan)
-        if on_first_plan is not None:
-            on_first_plan(answer.plan)
+    def answer(self, call: Call) -> SolveResult:
+        folder, deadline, stop = Path(self.folder), call.deadline, call.stop
+        answer = super().answer(call)
+        if call.on_first_plan is not None:
+            call.on_first_plan(answer.plan)
         (folder / f"entered-{os.getpid()}-{time.monotonic_ns()}").touch()
         end = time.monotonic() + self.seconds
         if self.until_deadline and deadline is not None:
@@ -150,16 +155,10 @@ def release(folder: Path) -> None:
     (folder / "release").touch()
 
 
-class Broken(Solver):
+class Broken(Fake):
     """Raises: the service must answer INTERNAL and leak nothing."""
 
-    def solve(
-        self,
-        problem: Problem,
-        deadline: Deadline | None = None,
-        stop: threading.Event | None = None,
-        on_first_plan: Callable[[Plan], None] | None = None,
-    ) -> SolveResult:
+    def answer(self, call: Call) -> SolveResult:
         raise RuntimeError("secret detail")
 
 
@@ -171,15 +170,9 @@ class Dying(Canned):
         super().__init__()
         self.first = first
 
-    def solve(
-        self,
-        problem: Problem,
-        deadline: Deadline | None = None,
-        stop: threading.Event | None = None,
-        on_first_plan: Callable[[Plan], None] | None = None,
-    ) -> SolveResult:
-        if self.first and on_first_plan is not None:
-            on_first_plan(super().solve(problem, deadline, stop, on_first_plan).plan)
+    def answer(self, call: Call) -> SolveResult:
+        if self.first and call.on_first_plan is not None:
+            call.on_first_plan(super().answer(call).plan)
             time.sleep(0.5)
         os.kill(os.getpid(), signal.SIGKILL)
         raise AssertionError("unreachable")
@@ -188,16 +181,10 @@ class Dying(Canned):
 class UntilDeadline(Recording):
     """Records its deadline, then works until it."""
 
-    def solve(
-        self,
-        problem: Problem,
-        deadline: Deadline | None = None,
-        stop: threading.Event | None = None,
-        on_first_plan: Callable[[Plan], None] | None = None,
-    ) -> SolveResult:
-        answer = super().solve(problem, deadline, stop, on_first_plan)
-        assert deadline is not None
-        while time.monotonic() < deadline.end:
+    def answer(self, call: Call) -> SolveResult:
+        answer = super().answer(call)
+        assert call.deadline is not None
+        while time.monotonic() < call.deadline.end:
             time.sleep(0.01)
         return answer
 
@@ -209,15 +196,9 @@ class RequestIds(Canned):
         super().__init__()
         self.path = str(path)
 
-    def solve(
-        self,
-        problem: Problem,
-        deadline: Deadline | None = None,
-        stop: threading.Event | None = None,
-        on_first_plan: Callable[[Plan], None] | None = None,
-    ) -> SolveResult:
+    def answer(self, call: Call) -> SolveResult:
         from solver.service import logs
 
         with open(self.path, "a") as f:
             f.write(json.dumps(logs.request_id.get()) + "\n")
-        return super().solve(problem, deadline, stop, on_first_plan)
+        return super().answer(call)
