@@ -1,6 +1,8 @@
-"""Shared fixtures: a small valid SolveRequest and a real gRPC server on loopback.
+"""Shared fixtures: a small valid SolveRequest, a real gRPC server on loopback, test
+certificates, and the two default simulation scenarios.
 
-Fixtures only: helpers that tests import live in ``tests/factories.py``.
+Fixtures only: helpers that tests import live in ``tests/factories.py`` and the
+``tests/*_helpers.py`` modules.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from tests.tls_certs import Pki, make_pki
 
 if TYPE_CHECKING:  # imported lazily: validation tests must not need the solver modules
     from solver.service.server import SchedulerServer
+    from solver.simulate.scenario import Scenario
 
 
 @pytest.fixture
@@ -62,3 +65,24 @@ def fresh_crash_window() -> None:
 def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
     """Test certificates (tests/tls_certs.py), made once per session."""
     return make_pki(tmp_path_factory.mktemp("pki"))
+
+
+@pytest.fixture(scope="module")
+def philly() -> Scenario:
+    from solver.simulate.scenario import scenario_philly
+
+    return scenario_philly(0)
+
+
+@pytest.fixture(scope="module")
+def llm() -> Scenario:
+    from solver.simulate.scenario import scenario_llm
+
+    return scenario_llm(0)
+
+
+@pytest.fixture(scope="module")
+def cluster() -> pb.ClusterSnapshot:
+    from solver.simulate.scenario import scenario_philly
+
+    return scenario_philly(0).cluster

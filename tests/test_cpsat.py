@@ -1,7 +1,7 @@
 """The CP-SAT translation of the formulation: integer model, indicators as enforcement
 literals, and an integer-scaled objective whose rounding error is added to the bound.
 
-The constraint families themselves are tested on every backend in test_backends.py.
+The constraint families themselves are tested on every backend in test_backends_families.py.
 """
 
 from __future__ import annotations

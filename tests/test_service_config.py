@@ -1,0 +1,108 @@
+"""The server's settings (solver.service.config): defaults, environment and flags, bad values
+named by their source, a server profile that fills what requests leave unset, and enough RPC
+threads for many solves."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import grpc
+import pytest
+
+from solver._proto.dsfro.v1 import scheduler_pb2 as pb
+from solver._proto.dsfro.v1 import scheduler_pb2_grpc
+from solver.app.limits import Limits
+from solver.service.config import ConfigError, ServerConfig, config_from_args
+from solver.service.server import build_server
+from tests.factories import make_request
+from tests.service_helpers import WAIT, _args
+
+
+def test_config_defaults() -> None:
+    assert config_from_args(_args(), {}) == ServerConfig()
+
+
+def test_config_from_environment_and_flags() -> None:
+    env = {
+        "DSFRO_HOST": "0.0.0.0",
+        "DSFRO_PORT": "6000",
+        "DSFRO_MAX_CONCURRENT_SOLVES": "4",
+        "DSFRO_MAX_MESSAGE_BYTES": str(64 * 1024 * 1024),
+        "DSFRO_MAX_TIME_BUDGET_SECONDS": "2",
+    }
+    c = config_from_args(_args("--port", "7000"), env)
+    assert (c.host, c.port, c.max_concurrent_solves) == ("0.0.0.0", 7000, 4)
+    assert c.max_message_bytes == 64 * 1024 * 1024
+    assert c.limits == replace(
+        Limits(), max_time_budget_seconds=2.0, default_time_budget_seconds=2.0
+    )
+
+
+@pytest.mark.parametrize(
+    ("argv", "env", "message"),
+    [
+        ((), {"DSFRO_PORT": "http"}, "DSFRO_PORT must be an integer in [0, 65535], got 'http'"),
+        (("--port", "70000"), {}, "--port must be an integer in [0, 65535]"),
+        ((), {"DSFRO_MAX_CONCURRENT_SOLVES": "0"}, "DSFRO_MAX_CONCURRENT_SOLVES must be"),
+        ((), {"DSFRO_MAX_MESSAGE_BYTES": "1k"}, "DSFRO_MAX_MESSAGE_BYTES must be an integer"),
+        (
+            (),
+            {"DSFRO_MAX_TIME_BUDGET_SECONDS": "-1"},
+            "DSFRO_MAX_TIME_BUDGET_SECONDS must be a positive number of seconds, got '-1'",
+        ),
+        ((), {"DSFRO_HOST": ""}, "DSFRO_HOST must not be empty"),
+        (("--max-concurrent-solves", "8", "--workers", "4"), {}, "--workers must be"),
+    ],
+)
+def test_bad_settings_name_their_source(
+    argv: tuple[str, ...], env: dict[str, str], message: str
+) -> None:
+    with pytest.raises(ConfigError) as info:
+        config_from_args(_args(*argv), env)
+    assert message in str(info.value)
+
+
+def test_a_server_profile_fills_what_requests_leave_unset(tmp_path: Path) -> None:
+    profile = tmp_path / "prod.toml"
+    profile.write_text('[weights]\nenergy = 7.5\n[solver]\nbackend = "heuristic"\n')
+    config = config_from_args(_args("--profile", str(profile)), {})
+    server = build_server(replace(config, port=0))
+    server.start()
+    try:
+        with grpc.insecure_channel(f"127.0.0.1:{server.port}") as channel:
+            stub = scheduler_pb2_grpc.SchedulerServiceStub(channel)  # type: ignore[no-untyped-call]
+            request = make_request()
+            request.ClearField("weights")
+            response = stub.Solve(request, timeout=WAIT)
+            # From the profile: the heuristic backend, which runs no exact solver.
+            assert response.stats.backend_used == pb.BACKEND_HEURISTIC
+            assert "heuristic only" in response.stats.detail
+            o = response.plan.objective
+            assert o.energy > 0
+            # energy weight 7.5 from the profile; the other weights at their defaults
+            assert o.total == pytest.approx(
+                o.throughput
+                - 7.5 * o.energy
+                - 0.05 * o.migration
+                - 0.01 * o.locality
+                - 0.5 * o.deadline
+            )
+            request.options.backend = pb.BACKEND_AGGREGATE  # the request's own field wins
+            response = stub.Solve(request, timeout=WAIT)
+            assert response.stats.HasField("best_bound")
+    finally:
+        server.stop(grace=1.0)
+
+
+def test_a_bad_server_profile_names_the_file_and_key(tmp_path: Path) -> None:
+    profile = tmp_path / "bad.toml"
+    profile.write_text("[weights]\nenergy = -1\n")
+    with pytest.raises(ConfigError) as info:
+        config_from_args(_args(), {"DSFRO_PROFILE": str(profile)})
+    assert "DSFRO_PROFILE" in str(info.value) and "energy" in str(info.value)
+
+
+def test_enough_rpc_threads_for_many_solves() -> None:
+    c = config_from_args(_args("--max-concurrent-solves", "30"), {})
+    assert c.grpc_workers > c.max_concurrent_solves

@@ -1,0 +1,92 @@
+"""A Solve in its worker process on a real loopback server (solver.service.solves, worker): the
+RPC deadline and the budget counted from the call's arrival bound it, a cancelled call frees
+its slot long before its budget, and a worker that dies still answers its caller (with the
+quick plan, or the first plan it sent ahead)."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import grpc
+
+from solver._proto.dsfro.v1 import scheduler_pb2 as pb
+from solver.core.settings import SolverSettings
+from tests.factories import make_request
+from tests.fakes import Dying, Recording, UntilDeadline, records
+from tests.service_helpers import WAIT, _unproven_in_seconds, serving
+
+
+def test_the_rpc_deadline_bounds_the_solve(tmp_path: Path) -> None:
+    """A 60 s budget under a 3 s RPC deadline: the solver is told to stop before the deadline."""
+    req = make_request()
+    req.options.time_budget.FromSeconds(60)
+    path = tmp_path / "seen.jsonl"
+    settings = SolverSettings(rpc_deadline_margin_seconds=0.5)
+    with serving(UntilDeadline(path, settings)) as (_, stub):
+        start = time.monotonic()
+        resp = stub.Solve(req, timeout=3.0)
+    assert len(resp.plan.assignments) == 3  # an answer, not DEADLINE_EXCEEDED
+    [seen] = records(path)
+    # Before the RPC deadline (start + 3 s) by the margin, cut to a tenth of the time left
+    # (0.3 s): the solver keeps most of the time.
+    assert start + 2.6 < seen["end"] <= start + 3.0 - 0.25
+
+
+def test_the_budget_counts_from_the_calls_arrival(tmp_path: Path) -> None:
+    """Without an RPC deadline, the solver stops at the budget counted from the call's arrival
+    (decoding and conversion spend it too), less the time to send the answer."""
+    path = tmp_path / "seen.jsonl"
+    request = make_request()
+    request.options.time_budget.FromSeconds(20)
+    with serving(Recording(path)) as (_, stub):
+        # The channel connects first: a fresh channel's TCP and HTTP/2 set-up happens before
+        # the server can see the call, so it is not the server's to count.
+        stub.GetServerInfo(pb.GetServerInfoRequest(), timeout=WAIT)
+        sent = time.monotonic()
+        stub.Solve(request)
+    [seen] = records(path)
+    assert sent <= seen["start"] < seen["end"] < sent + 20.0
+    assert seen["pid"] != os.getpid()  # solved in a worker process
+
+
+def test_a_cancelled_solve_frees_its_slot_long_before_its_budget() -> None:
+    """One slot; a 60 s solve of a power-bound snapshot is cancelled: the slot is free again
+    within seconds (the search, the solvers and the worker stop), not after the budget."""
+    request = _unproven_in_seconds()
+    with serving(max_concurrent_solves=1) as (_, stub):
+        call = stub.Solve.future(request)
+        time.sleep(1.0)  # the solve is under way (the heuristic's first plan takes 0.1 s)
+        call.cancel()
+        cancelled = time.monotonic()
+        quick = pb.SolveRequest()
+        quick.CopyFrom(request)
+        quick.options.time_budget.FromMilliseconds(200)
+        while True:
+            try:
+                stub.Solve(quick, timeout=WAIT)
+                break
+            except grpc.RpcError as e:
+                assert e.code() is grpc.StatusCode.RESOURCE_EXHAUSTED
+                assert time.monotonic() - cancelled < 20, "the cancelled solve kept its slot"
+                time.sleep(0.05)
+
+
+def test_a_worker_that_dies_before_any_plan_answers_with_the_quick_plan() -> None:
+    """The worker dies before it offered a plan: the server answers with the quick plan it
+    makes itself, a FALLBACK that says why, and counts the crash."""
+    with serving(Dying(first=False)) as (_, stub):
+        response = stub.Solve(make_request(), timeout=WAIT)
+    assert response.stats.termination == pb.TERMINATION_FALLBACK
+    assert "killed by SIGKILL" in response.stats.detail
+    assert "before any plan" in response.stats.detail
+    assert len(response.plan.assignments) == 3
+
+
+def test_a_worker_that_dies_after_its_first_plan_answers_with_it() -> None:
+    with serving(Dying(first=True)) as (_, stub):
+        response = stub.Solve(make_request(), timeout=WAIT)
+    assert response.stats.termination == pb.TERMINATION_FALLBACK
+    assert "the first plan, sent ahead by the worker" in response.stats.detail
+    assert len(response.plan.assignments) == 3
