@@ -91,6 +91,7 @@ class Recording(Canned):
             "weights": dataclasses.asdict(problem.weights),
             "start": None if deadline is None else deadline.start,
             "end": None if deadline is None else deadline.end,
+            "called": time.monotonic(),
             "pid": os.getpid(),
         }
         with open(self.path, "a") as f:
