@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from solver.core.settings import SolverSettings
+from solver.core.solver import Solver
 from solver.domain import Backend, JobState, Termination
 from solver.scoring.checker import check_plan
 from tests.factories import cluster, job, node, point, problem, random_tiny, running, solve
@@ -122,3 +124,22 @@ def test_the_reported_gap_is_at_least_the_true_gap(seed: int, backend: Backend) 
     assert r.stats.best_bound >= optimum - 1e-9
     true_gap = (optimum - r.stats.objective) / max(abs(r.stats.objective), 1e-9)
     assert r.stats.relative_gap >= true_gap - 1e-9
+
+
+def test_a_slow_aggregated_lp_runs_after_the_priced_passes() -> None:
+    """An LP estimated to take most of the time left comes after the priced passes (and they
+    run once): the answer is at least the heuristic's, whatever the LP then does."""
+    p = problem(
+        cluster(node("n0"), node("n1")),
+        job("a", point(8, 800)),
+        job("b", point(4, 300)),
+        job("c", point(4, 350), point(8, 500)),
+        backend=Backend.HEURISTIC,
+    )
+    fast = Solver(SolverSettings()).solve(p)
+    slow = Solver(SolverSettings(priced_first_share=1e-6)).solve(p)
+    assert "priced passes before the slow aggregated LP" in slow.stats.detail
+    assert "priced passes before" not in fast.stats.detail
+    assert slow.stats.detail.count("priced passes in") == 1
+    assert check_plan(p, slow.plan.assignments) == []
+    assert slow.stats.objective == pytest.approx(fast.stats.objective)

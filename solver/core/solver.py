@@ -25,7 +25,7 @@ from solver.core.deadline import Clock, Deadline
 from solver.core.incumbent import Incumbent, infeasible
 from solver.core.settings import SolverSettings
 from solver.core.steps import SolveRun
-from solver.core.steps.bound import aggregate_bound, aggregate_fits
+from solver.core.steps.bound import aggregate_bound, aggregate_fits, aggregate_is_slow
 from solver.core.steps.decomposed import decompose_after_quick, finish_decomposed
 from solver.core.steps.first import run_first, run_priced
 from solver.core.steps.full import full_model_size, solve_full_model
@@ -198,6 +198,9 @@ class Solver:
                 run.incumbent.note("no time left for the aggregated bound")
             run_priced(run, first, clock.share_of_budget(s.heuristic_share))
             return run.result()
+        if aggregate_is_slow(run):
+            run.incumbent.note("priced passes before the slow aggregated LP")
+            run_priced(run, first, clock.share_of_budget(s.heuristic_share))
         guide = aggregate_bound(run)
         if backend in EXACT_BACKENDS:
             place_guided(run, guide)

@@ -44,6 +44,8 @@ class SolveRun:
     heuristic: Heuristic
     threads: int
     first_plan_seconds: float = 0.0
+    priced: bool = False
+    """The priced passes have run (they are work-limited: a second run finds the same)."""
     guide: dict[str, Config] = field(default_factory=dict)
     """The aggregated MIP's choice, which LNS also searches around."""
     lns: Lns | None = None

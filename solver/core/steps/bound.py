@@ -11,14 +11,15 @@ from __future__ import annotations
 import time
 
 from solver.core.steps import SolveRun
-from solver.search.bound import Guide, solve_aggregate
+from solver.search.bound import Guide, aggregate_columns, solve_aggregate
 from solver.search.lagrangian import solve_lagrangian
 
 
 def aggregate_bound(run: SolveRun) -> Guide:
     """Bound the aggregated model (LP, or its Lagrangian dual when large); its guide."""
     if run.configs.num_configurations <= run.settings.lp_max_configurations:
-        outcome = solve_aggregate(run.problem, run.configs)
+        limit = run.clock.left() - run.settings.extract_seconds
+        outcome = solve_aggregate(run.problem, run.configs, time_limit=limit)
         run.incumbent.note(f"aggregate LP {outcome.status} in {outcome.wall_seconds:.2f} s")
         run.incumbent.tighten(outcome.best_bound)
         return Guide(outcome.choice, outcome.racks)
@@ -30,12 +31,25 @@ def aggregate_bound(run: SolveRun) -> Guide:
     return Guide(dual.choice, {})
 
 
-def aggregate_fits(run: SolveRun) -> bool:
-    """Whether the aggregated LP fits in the time left (roughly: it is linear in the
-    configurations); otherwise the plan so far answers at once rather than late."""
+def aggregate_seconds(run: SolveRun) -> float:
+    """Roughly how long the aggregated LP takes (linear in its columns); the Lagrangian dual
+    that replaces it above ``lp_max_configurations`` takes a fraction of a second."""
     s = run.settings
-    needed = s.aggregate_seconds_per_configuration * run.configs.num_configurations
-    return run.clock.left() >= s.extract_seconds + needed
+    if run.configs.num_configurations > s.lp_max_configurations:
+        return 0.0
+    return s.aggregate_seconds_per_column * aggregate_columns(run.problem, run.configs)
+
+
+def aggregate_fits(run: SolveRun) -> bool:
+    """Whether the aggregated LP fits in the time left; otherwise the plan so far answers at
+    once rather than late."""
+    return run.clock.left() >= run.settings.extract_seconds + aggregate_seconds(run)
+
+
+def aggregate_is_slow(run: SolveRun) -> bool:
+    """Whether the aggregated LP would take more than ``priced_first_share`` of the time left
+    (the priced passes then run before it)."""
+    return aggregate_seconds(run) > run.settings.priced_first_share * run.clock.left()
 
 
 def run_mip(run: SolveRun, until: float) -> None:
@@ -46,7 +60,8 @@ def run_mip(run: SolveRun, until: float) -> None:
     if run.configs.num_configurations > s.lp_max_configurations or run.incumbent.done():
         return
     limit = until - time.monotonic()
-    if limit < s.min_aggregate_mip_seconds:
+    # The MIP takes at least the LP's time: one that cannot finish its root gives nothing.
+    if limit < max(s.min_aggregate_mip_seconds, 2 * aggregate_seconds(run)):
         return
 
     def improved(guide: Guide, objective: float) -> None:

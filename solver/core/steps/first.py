@@ -41,10 +41,11 @@ def run_first(run: SolveRun) -> tuple[list[str], SearchState]:
 def run_priced(run: SolveRun, start: SearchState | None, until: float) -> None:
     """The priced greedy passes, re-insertion and local search on the best (safety stop at
     `until`, a time.monotonic() instant); offer the best plan."""
-    if run.heuristic.cut_short is not None or run.incumbent.done():
+    if run.priced or run.heuristic.cut_short is not None or run.incumbent.done():
         return
     started = time.monotonic()
     with run.heuristic_lock:
         plan = run.heuristic.priced(min(until, run.clock.work_end()), start)
+    run.priced = True
     run.incumbent.offer(plan, "priced passes", Backend.HEURISTIC)
     run.incumbent.note(f"priced passes in {time.monotonic() - started:.2f} s")

@@ -1,0 +1,133 @@
+"""The aggregated LP under rack power budgets: the split over racks per power class (one column
+per class and rack) bounds exactly as the split per configuration, and its guide's per-job
+splits add up to what the LP put in each rack."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import highspy
+import numpy as np
+import pytest
+
+from solver.app import pipeline
+from solver.app.convert import load_request_json
+from solver.app.limits import Limits
+from solver.domain import Problem
+from solver.perfmodel import budgets
+from solver.perfmodel.configs import ConfigSet, build_config_set
+from solver.scoring.objective import migration_cost, queued_value, running_gain
+from solver.search.bound import LP_SAFETY, aggregate_columns, solve_aggregate
+
+STORED = Path(__file__).resolve().parent.parent / "instances" / "hetero-power"
+
+
+def _stored(name: str) -> Problem:
+    """A stored power-bound instance, every job queued (the plain LP below has no running
+    jobs' keep-or-migrate columns)."""
+    request = load_request_json(STORED / f"{name}.json")
+    p = pipeline.to_problem(request, Limits(max_time_budget_seconds=3600))
+    return dataclasses.replace(p, jobs=tuple(dataclasses.replace(j, current=None) for j in p.jobs))
+
+
+def per_configuration_split_bound(p: Problem, configs: ConfigSet) -> float:
+    """The aggregated LP written plainly: every configuration's GPUs split over every rack of
+    its type (a column each), rack GPU and rack power rows, the type pools and the budget."""
+    cluster, w = p.cluster, p.weights
+    best, max_watts = configs.best_samples_per_second, cluster.max_gpu_watts()
+    cost: list[float] = []
+    upper: list[float] = []
+    rows: list[tuple[dict[int, float], float, float]] = []
+
+    def column(c: float, hi: float) -> int:
+        cost.append(c)
+        upper.append(hi)
+        return len(cost) - 1
+
+    offset = 0.0
+    pool: dict[str, dict[int, float]] = {}
+    power: dict[int, float] = {}
+    rack_gpus: dict[tuple[str, str], dict[int, float]] = {}
+    rack_power: dict[str, dict[int, float]] = {}
+    budgeted = cluster.rack_power_budgets_watts
+    for job in p.jobs:
+        offset += queued_value(job, w) - migration_cost(job, w)
+        choose: dict[int, float] = {}
+        for c in configs.by_job[job.name]:
+            y = column(running_gain(job, c, best[job.name], w, max_watts), 1.0)
+            choose[y] = 1.0
+            pool.setdefault(c.gpu_type, {})[y] = float(c.num_gpus)
+            power[y] = budgets.extra_watts(cluster, c)
+            racks = sorted({n.rack for n in cluster.nodes if n.gpu_type == c.gpu_type})
+            split = {y: -float(c.num_gpus)}
+            for rack in racks:
+                z = column(0.0, float(c.num_gpus))
+                split[z] = 1.0
+                if rack in budgeted:
+                    rack_gpus.setdefault((rack, c.gpu_type), {})[z] = 1.0
+                    rack_power.setdefault(rack, {})[z] = budgets.extra_watts_per_gpu(cluster, c)
+            rows.append((split, 0.0, 0.0))
+        rows.append((choose, -highspy.kHighsInf, 1.0))
+    for gpu_type, terms in pool.items():
+        cap = sum(n.available_gpus for n in cluster.nodes if n.gpu_type == gpu_type)
+        rows.append((terms, -highspy.kHighsInf, float(cap)))
+    room = budgets.power_room(cluster)
+    if room is not None:
+        rows.append((power, -highspy.kHighsInf, room))
+    for (rack, gpu_type), terms in rack_gpus.items():
+        cap = sum(
+            n.available_gpus for n in cluster.nodes if (n.rack, n.gpu_type) == (rack, gpu_type)
+        )
+        rows.append((terms, -highspy.kHighsInf, float(cap)))
+    for rack, room_r in budgets.rack_power_room(cluster).items():
+        rows.append((rack_power.get(rack, {}), -highspy.kHighsInf, room_r))
+    h = highspy.Highs()  # type: ignore[no-untyped-call]
+    h.setOptionValue("output_flag", False)
+    n = len(cost)
+    h.addVars(n, np.zeros(n), np.array(upper))
+    h.changeColsCost(n, np.arange(n, dtype=np.int32), np.array(cost))
+    h.changeObjectiveSense(highspy.ObjSense.kMaximize)
+    for terms, lo, hi in rows:
+        idx = np.array(list(terms), dtype=np.int32)
+        h.addRow(lo, hi, idx.size, idx, np.array(list(terms.values())))
+    h.run()
+    assert h.getModelStatus() == highspy.HighsModelStatus.kOptimal
+    return float(h.getInfo().objective_function_value) + offset
+
+
+@pytest.mark.parametrize("name", ["hetero-power-32-s1", "hetero-power-32-s3"])
+def test_the_split_per_power_class_bounds_as_the_split_per_configuration(name: str) -> None:
+    p = _stored(name)
+    assert p.cluster.rack_power_budgets_watts, "the instance must have rack budgets"
+    configs = build_config_set(p)
+    outcome = solve_aggregate(p, configs)
+    plain = per_configuration_split_bound(p, configs)
+    assert outcome.best_bound is not None
+    # equal, but for the safety margin the product adds to its bound (LP_SAFETY)
+    margin = LP_SAFETY * abs(plain)
+    assert plain - 1e-7 * abs(plain) <= outcome.best_bound <= plain + margin + 1e-7 * abs(plain)
+    # and the LP is smaller than the per-configuration split by a wide margin
+    racks = len({n.rack for n in p.cluster.nodes})
+    assert aggregate_columns(p, configs) < configs.num_configurations * (1 + racks) / 2
+
+
+def test_the_guides_rack_splits_fit_the_racks_and_the_jobs() -> None:
+    p = _stored("hetero-power-32-s2")
+    configs = build_config_set(p)
+    outcome = solve_aggregate(p, configs)
+    assert outcome.racks, "rack budgets bind here: the guide splits jobs over racks"
+    per_rack_type: dict[tuple[str, str], float] = {}
+    for job, split in outcome.racks.items():
+        c = outcome.choice[job]
+        assert sum(split.values()) <= c.num_gpus + 1e-6
+        for rack, gpus in split.items():
+            key = (rack, c.gpu_type)
+            per_rack_type[key] = per_rack_type.get(key, 0.0) + gpus
+    for (rack, gpu_type), gpus in per_rack_type.items():
+        if rack not in p.cluster.rack_power_budgets_watts:
+            continue
+        have = sum(
+            n.available_gpus for n in p.cluster.nodes if (n.rack, n.gpu_type) == (rack, gpu_type)
+        )
+        assert gpus <= have + 1e-6
