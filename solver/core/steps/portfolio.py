@@ -3,7 +3,7 @@
 - HEURISTIC: the LP's guide placed, the priced passes, then ruin and recreate on the best plan
   (work-limited); no solver beyond the LP.
 - AGGREGATE: the same, and the aggregated MIP whose incumbents are placed as they come.
-- AUTO: the same (ruin and recreate within RUIN_SHARE of the time left), then LNS until the
+- AUTO: the same, in the same order (so not below HEURISTIC), then LNS until the
   end; the MIP and, when it is small enough to build in time, the full model on HiGHS run on a
   thread of their own (the solvers release the GIL), handing their results to the search.
 
@@ -31,8 +31,6 @@ GUIDED_SEARCH_SECONDS = 0.2
 hetero-power snapshots of 64-256 nodes); the priced passes and LNS take it from there."""
 PRICED_SHARE = 0.5
 """Safety stop of the priced passes, as a share of the time left when they start."""
-RUIN_SHARE = 0.5
-"""Safety stop of ruin and recreate before LNS (AUTO), as a share of the time left."""
 
 
 def improve(run: SolveRun, guide: Guide, start: SearchState, backend: Backend) -> None:
@@ -62,11 +60,13 @@ def improve(run: SolveRun, guide: Guide, start: SearchState, backend: Backend) -
             target=exact_side, args=(run.threads - 1,), name="dsfro-exact", daemon=False
         )
         side.start()
+    # The heuristic's own sequence first, as backend HEURISTIC runs it (its passes are
+    # work-limited): AUTO's plan is not below the heuristic's alone for the MIP's sake; the
+    # MIP's incumbents are placed after it, then LNS searches around them.
     place_guided(run, guide, "guided", GUIDED_SEARCH_SECONDS)
-    place_pending(run)
     run_priced(run, start, time.monotonic() + PRICED_SHARE * max(end - time.monotonic(), 0.0))
+    run_ruin(run, clock.work_end())  # its plan needs only the finish, not an extraction
     place_pending(run)
-    run_ruin(run, time.monotonic() + RUIN_SHARE * max(end - time.monotonic(), 0.0) if lns else end)
     if side is None and exact:  # one core: the exact side after the search
         if lns:
             run_lns(run, time.monotonic() + s.lns_share_one_core * (end - time.monotonic()))

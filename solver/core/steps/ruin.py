@@ -26,8 +26,7 @@ def run_ruin(run: SolveRun, until: float) -> None:
             state,
             until,
             seed=run.problem.options.seed,
-            # An aggregated MIP's new incumbent waits for the search thread: place it first.
-            stop=lambda: run.clock.stopped() or run.has_pending(),
+            stop=run.clock.stopped,
             stall_attempts=run.settings.ruin_stall_attempts,
         )
     if gained > 0:
