@@ -29,6 +29,9 @@ from solver.search.state import SearchState
 GUIDED_SEARCH_SECONDS = 0.2
 """Local search after placing the LP's guide (its gain comes in the first tenth of a second on
 hetero-power snapshots of 64-256 nodes); the priced passes and LNS take it from there."""
+RUIN_FINISH_RESERVES = 3
+"""Ruin and recreate stops this many finish reserves (``Deadline.finish_seconds``) before the
+end."""
 PRICED_SHARE = 0.5
 """Safety stop of the priced passes, as a share of the time left when they start."""
 
@@ -65,7 +68,10 @@ def improve(run: SolveRun, guide: Guide, start: SearchState, backend: Backend) -
     # MIP's incumbents are placed after it, then LNS searches around them.
     place_guided(run, guide, "guided", GUIDED_SEARCH_SECONDS)
     run_priced(run, start, time.monotonic() + PRICED_SHARE * max(end - time.monotonic(), 0.0))
-    run_ruin(run, clock.work_end())  # its plan needs only the finish, not an extraction
+    # Its plan needs only the finish, not an extraction: its last attempt, materializing and
+    # checking the plan take about twice the finish reserve (256 nodes / 384 jobs: answers
+    # 20 ms past a 1 s budget with one reserve), hence RUIN_FINISH_RESERVES of them.
+    run_ruin(run, clock.end - RUIN_FINISH_RESERVES * clock.deadline.finish_seconds)
     place_pending(run)
     if side is None and exact:  # one core: the exact side after the search
         if lns:
