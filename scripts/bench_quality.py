@@ -81,8 +81,10 @@ def load(spec: str) -> Instance:
         argv = spec.split()
         request = generate(spec_from_args(argv))
         a = dict(zip(argv[::2], argv[1::2], strict=True))
+        shown = ("--family", "--nodes", "--jobs", "--seed")
         name = (
             "-".join([a["--family"], *(f"{k[2]}{a[k]}" for k in ("--nodes", "--jobs") if k in a)])
+            + "".join(f"-{k.lstrip('-')}{v}" for k, v in a.items() if k not in shown)
             + f"-s{a['--seed']}"
         )
     key = hashlib.sha256(request.SerializeToString(deterministic=True)).hexdigest()

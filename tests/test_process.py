@@ -67,12 +67,17 @@ def test_a_dead_worker_is_no_solution_and_the_next_solve_works() -> None:
     p = _problem(jobs=60, nodes=24)
     configs = build_config_set(p)
     isolated.warm_up(wait=True)
-    before = set(isolated.idle_workers())
-    assert before
+    seen = set(isolated.idle_workers())
+    assert seen
 
     def kill_soon() -> None:
-        time.sleep(0.3)
-        for pid in before:  # the worker this solve took is one of these
+        # The worker the solve took: idle once, idle no more (a background top-up may add
+        # one after this test looked, and a solve takes the newest idle worker).
+        end = time.monotonic() + 0.3
+        while time.monotonic() < end:
+            seen.update(isolated.idle_workers())
+            time.sleep(0.01)
+        for pid in seen - set(isolated.idle_workers()):
             os.kill(pid, signal.SIGKILL)
 
     threading.Thread(target=kill_soon).start()
