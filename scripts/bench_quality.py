@@ -79,7 +79,16 @@ def load(spec: str) -> Instance:
         request = load_request_json(STORED / f"{name}.json")
     else:
         argv = spec.split()
-        request = generate(spec_from_args(argv))
+        # --locality-weight is the request's, not the generator's: without the placement term
+        # the aggregated bound can be met, and the reference proven.
+        locality = None
+        if "--locality-weight" in argv:
+            k = argv.index("--locality-weight")
+            locality = float(argv[k + 1])
+            request = generate(spec_from_args(argv[:k] + argv[k + 2 :]))
+            request.weights.locality = locality
+        else:
+            request = generate(spec_from_args(argv))
         a = dict(zip(argv[::2], argv[1::2], strict=True))
         shown = ("--family", "--nodes", "--jobs", "--seed")
         name = (
