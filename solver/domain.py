@@ -51,12 +51,68 @@ class Node:
         return self.gpu_count - len(self.unavailable_gpu_indices)
 
 
+POWER = "power"
+"""The resource of a quota on watts; every other quota resource is a GPU type."""
+DEFAULT_QUEUE = "default"
+"""The queue of jobs without a tenant, when the snapshot declares one of that name."""
+
+
+@dataclass(frozen=True)
+class Quota:
+    """One resource of a tenant queue's quota, in Kueue's meaning (GPUs, or W for POWER)."""
+
+    nominal: float
+    borrowing_limit: float | None = None
+    """How far above nominal the queue may go on its cohort's idle quota; None: no limit but
+    the cohort's."""
+    lending_limit: float | None = None
+    """How much of nominal the queue lends to its cohort; None: all of it."""
+
+    @property
+    def guaranteed(self) -> float:
+        """The part of nominal never lent: the cohort cannot use it, even idle."""
+        if self.lending_limit is None:
+            return 0.0
+        return max(self.nominal - self.lending_limit, 0.0)
+
+
+@dataclass(frozen=True)
+class AttainedService:
+    """Service received so far (fairness over rounds is judged on it)."""
+
+    gpu_seconds: float = 0.0
+    normalized_seconds: float = 0.0
+
+
+@dataclass(frozen=True)
+class TenantQueue:
+    """A tenant's queue: Kueue's ClusterQueue, Volcano's queue, a Slurm account's GrpTRES.
+
+    A GPU type the queue lists no quota for has nominal 0 (it may still borrow it within a
+    cohort); watts without a POWER quota are not limited."""
+
+    name: str
+    cohort: str = ""
+    weight: float = 1.0
+    quotas: Mapping[str, Quota] = field(default_factory=dict)
+    attained: AttainedService = AttainedService()
+
+    def quota(self, resource: str) -> Quota | None:
+        """The quota on `resource`: None when it is not limited (watts without a quota)."""
+        q = self.quotas.get(resource)
+        if q is None and resource != POWER:
+            return Quota(0.0)
+        return q
+
+
 @dataclass(frozen=True)
 class Cluster:
     gpu_types: Mapping[str, GpuType]
     nodes: tuple[Node, ...]
     power_budget_watts: float | None = None
     rack_power_budgets_watts: Mapping[str, float] = field(default_factory=dict)
+    queues: tuple[TenantQueue, ...] = ()
+    """Tenant queues and their quotas; empty: nothing is limited by quota."""
     reference_gpu_watts: float | None = None
     """The energy term's denominator when this is a part of a larger cluster (decomposition)."""
 
@@ -73,6 +129,15 @@ class Cluster:
             cached = {n.name: n for n in self.nodes}
             object.__setattr__(self, "_node_index", cached)
         return cached
+
+    def queue_of(self, tenant: str) -> TenantQueue | None:
+        """The declared queue of a job with this tenant (DEFAULT_QUEUE for none); None: the
+        job's queue has no quota."""
+        cached: dict[str, TenantQueue] | None = self.__dict__.get("_queue_index")
+        if cached is None:
+            cached = {q.name: q for q in self.queues}
+            object.__setattr__(self, "_queue_index", cached)
+        return cached.get(tenant or DEFAULT_QUEUE)
 
     def max_gpu_watts(self) -> float:
         """Power of every installed GPU at its TDP: the energy term's denominator."""
@@ -170,6 +235,7 @@ class Job:
     deadline_seconds: float | None = None
     current: Allocation | None = None
     preemptible: bool = True
+    attained: AttainedService = AttainedService()
 
     def allows(self, gpu_type: str) -> bool:
         return not self.allowed_gpu_types or gpu_type in self.allowed_gpu_types

@@ -57,7 +57,11 @@ def test_problem_from_proto_copies_every_field() -> None:
     assert [n.name for n in c.nodes] == ["a100-0", "a100-1", "h100-0"]
     n1 = c.nodes[1]
     assert (n1.gpu_type, n1.gpu_count, n1.rack, n1.network_bandwidth_gbps) == (
-        A100_80GB, 8, "r1", 200)
+        A100_80GB,
+        8,
+        "r1",
+        200,
+    )
     assert n1.unavailable_gpu_indices == frozenset({7})
     assert c.power_budget_watts == 12000
     assert dict(c.rack_power_budgets_watts) == {"r1": 8000}
@@ -80,7 +84,11 @@ def test_problem_from_proto_copies_every_field() -> None:
     assert p.weights == ObjectiveWeights()
     o = p.options
     assert (o.time_budget_seconds, o.backend, o.seed, o.threads, o.relative_gap) == (
-        10.0, Backend.AUTO, 7, 1, 0.0
+        10.0,
+        Backend.AUTO,
+        7,
+        1,
+        0.0,
     )
 
 
@@ -96,8 +104,9 @@ def test_unset_fields_take_their_defaults_and_set_zeros_are_kept() -> None:
     assert p.options.time_budget_seconds == 2.5
     assert p.options.backend is Backend.AUTO
     assert p.cluster.power_budget_watts is None
-    assert p.weights == ObjectiveWeights(throughput=1.0, energy=0.0, migration=0.05,
-                                         locality=0.01, deadline=2.0)
+    assert p.weights == ObjectiveWeights(
+        throughput=1.0, energy=0.0, migration=0.05, locality=0.01, deadline=2.0
+    )
     assert p.jobs[2].preemptible is False
     assert p.jobs[2].deadline_seconds is None
 
@@ -113,8 +122,12 @@ def test_sub_second_durations_convert_exactly() -> None:
 
 @pytest.mark.parametrize(
     ("wire", "domain"),
-    [(pb.BACKEND_UNSPECIFIED, Backend.AUTO), (pb.BACKEND_AUTO, Backend.AUTO),
-     (pb.BACKEND_CPSAT, Backend.CPSAT), (pb.BACKEND_HEURISTIC, Backend.HEURISTIC)],
+    [
+        (pb.BACKEND_UNSPECIFIED, Backend.AUTO),
+        (pb.BACKEND_AUTO, Backend.AUTO),
+        (pb.BACKEND_CPSAT, Backend.CPSAT),
+        (pb.BACKEND_HEURISTIC, Backend.HEURISTIC),
+    ],
 )
 def test_backends_map_by_name(wire: int, domain: Backend) -> None:
     assert backend_from_proto(wire) is domain
@@ -122,8 +135,12 @@ def test_backends_map_by_name(wire: int, domain: Backend) -> None:
 
 @pytest.mark.parametrize(
     ("domain", "wire"),
-    [(Backend, pb.Backend), (JobState, pb.JobState), (QueueReason, pb.QueueReason),
-     (Termination, pb.Termination)],
+    [
+        (Backend, pb.Backend),
+        (JobState, pb.JobState),
+        (QueueReason, pb.QueueReason),
+        (Termination, pb.Termination),
+    ],
 )
 def test_every_domain_enum_member_has_its_prefixed_wire_value(domain: Any, wire: Any) -> None:
     prefix = wire.Name(0).removesuffix("UNSPECIFIED")
@@ -139,22 +156,39 @@ def test_backends_round_trip_through_the_wire() -> None:
 
 
 def _config(job: str, dp: int, tp: int) -> Config:
-    return Config(job=job, shape=Shape(A100_80GB, dp, tp, 1), sm_clock_mhz=1275,
-                  samples_per_second=123.5, watts=1400.0, memory_per_gpu_gib=31.5,
-                  min_nodes=1, min_racks=1)
+    return Config(
+        job=job,
+        shape=Shape(A100_80GB, dp, tp, 1),
+        sm_clock_mhz=1275,
+        samples_per_second=123.5,
+        watts=1400.0,
+        memory_per_gpu_gib=31.5,
+        min_nodes=1,
+        min_racks=1,
+    )
 
 
 def _plan() -> Plan:
     return Plan(
         assignments=(
-            JobAssignment("a", JobState.RUNNING, _config("a", 2, 2),
-                          (GpuSlice("a100-0", (4, 5)), GpuSlice("a100-1", (0, 1))),
-                          migrated=True),
-            JobAssignment("b", JobState.QUEUED, migrated=False,
-                          queue_reason=QueueReason.NOT_WORTH_RUNNING, queue_detail="too hot"),
+            JobAssignment(
+                "a",
+                JobState.RUNNING,
+                _config("a", 2, 2),
+                (GpuSlice("a100-0", (4, 5)), GpuSlice("a100-1", (0, 1))),
+                migrated=True,
+            ),
+            JobAssignment(
+                "b",
+                JobState.QUEUED,
+                migrated=False,
+                queue_reason=QueueReason.NOT_WORTH_RUNNING,
+                queue_detail="too hot",
+            ),
         ),
-        objective=ObjectiveBreakdown(total=0.75, throughput=1.0, energy=0.2, migration=1.0,
-                                     locality=1.0, deadline=0.0),
+        objective=ObjectiveBreakdown(
+            total=0.75, throughput=1.0, energy=0.2, migration=1.0, locality=1.0, deadline=0.0
+        ),
     )
 
 
@@ -166,10 +200,14 @@ def test_plan_to_proto() -> None:
     assert (a.sm_clock_mhz, a.samples_per_second, a.watts) == (1275, 123.5, 1400.0)
     assert (a.memory_per_gpu_gib, a.migrated, a.queue_reason) == (31.5, True, 0)
     assert [(s.node, list(s.gpu_indices)) for s in a.placement] == [
-        ("a100-0", [4, 5]), ("a100-1", [0, 1])
+        ("a100-0", [4, 5]),
+        ("a100-1", [0, 1]),
     ]
     assert (b.job, b.state, b.queue_reason, b.queue_detail) == (
-        "b", pb.JOB_STATE_QUEUED, pb.QUEUE_REASON_NOT_WORTH_RUNNING, "too hot"
+        "b",
+        pb.JOB_STATE_QUEUED,
+        pb.QUEUE_REASON_NOT_WORTH_RUNNING,
+        "too hot",
     )
     assert (b.num_gpus, len(b.placement)) == (0, 0)
     assert out.objective == pb.ObjectiveBreakdown(
@@ -180,24 +218,37 @@ def test_plan_to_proto() -> None:
 def test_allocations_round_trip_through_the_wire_plan() -> None:
     wire = pb.Plan.FromString(plan_to_proto(_plan()).SerializeToString())
     assert allocations_from_proto(wire) == {
-        "a": Allocation(Shape(A100_80GB, 2, 2, 1), 1275,
-                        (GpuSlice("a100-0", (4, 5)), GpuSlice("a100-1", (0, 1)))),
+        "a": Allocation(
+            Shape(A100_80GB, 2, 2, 1),
+            1275,
+            (GpuSlice("a100-0", (4, 5)), GpuSlice("a100-1", (0, 1))),
+        ),
         "b": None,
     }
 
 
 def _stats(bound: float | None, gap: float | None) -> SolveStats:
-    return SolveStats(termination=Termination.FALLBACK, backend_used=Backend.CPSAT,
-                      objective=0.75, best_bound=bound, relative_gap=gap, wall_seconds=1.5,
-                      first_plan_seconds=0.002, num_configurations=12,
-                      num_configurations_enumerated=40, detail="cp-sat timed out")
+    return SolveStats(
+        termination=Termination.FALLBACK,
+        backend_used=Backend.CPSAT,
+        objective=0.75,
+        best_bound=bound,
+        relative_gap=gap,
+        wall_seconds=1.5,
+        first_plan_seconds=0.002,
+        num_configurations=12,
+        num_configurations_enumerated=40,
+        detail="cp-sat timed out",
+    )
 
 
 def test_result_to_proto_with_a_bound() -> None:
     resp = result_to_proto(SolveResult(_plan(), _stats(0.8, 0.0625)))
     s = resp.stats
     assert (s.termination, s.backend_used, s.objective) == (
-        pb.TERMINATION_FALLBACK, pb.BACKEND_CPSAT, 0.75
+        pb.TERMINATION_FALLBACK,
+        pb.BACKEND_CPSAT,
+        0.75,
     )
     assert (s.best_bound, s.relative_gap) == (0.8, 0.0625)
     assert (s.wall_time.seconds, s.wall_time.nanos) == (1, 500_000_000)

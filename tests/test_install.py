@@ -56,9 +56,9 @@ def test_pyproject_ships_the_bundled_files_and_reads_the_version_from_the_packag
     assert meta["project"]["dynamic"] == ["version"] and "version" not in meta["project"]
     assert meta["tool"]["setuptools"]["dynamic"]["version"] == {"attr": "solver.__version__"}
     assert set(meta["project"]["optional-dependencies"]) >= {"ray", "plot"}
-    assert not any(
-        d.startswith(("ray", "matplotlib")) for d in meta["project"]["dependencies"]
-    ), "ray and matplotlib are extras"
+    assert not any(d.startswith(("ray", "matplotlib")) for d in meta["project"]["dependencies"]), (
+        "ray and matplotlib are extras"
+    )
 
 
 def test_load_all_names_a_missing_or_bad_file(
@@ -126,7 +126,11 @@ def test_server_py_exits_2_with_one_line_naming_the_bad_file(tmp_path: Path) -> 
     env[MODELS_DIR_ENV] = str(folder)
     proc = subprocess.run(
         [sys.executable, str(ROOT / "server.py"), "--port", "0"],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=TIMEOUT,
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
     )
     assert proc.returncode == 2
     [line] = proc.stderr.splitlines()
@@ -143,8 +147,12 @@ def test_service_and_cli_import_neither_ray_nor_matplotlib() -> None:
         "print(sorted(m for m in ('ray', 'matplotlib') if m in sys.modules))"
     )
     out = subprocess.run(
-        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
-        timeout=TIMEOUT, check=True,
+        [sys.executable, "-c", code],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+        check=True,
     )
     assert out.stdout.strip() == "[]"
 
@@ -226,8 +234,11 @@ sys.exit(code)
         (["validate", "instances/small.json"], 2, "pip install 'dsfro[server]'"),
         (["report", "--help"], 2, "dsfro report needs the solver"),
         (["generate"], 2, "dsfro generate needs the solver"),
-        (["solve", "instances/small.json", "--server", "x:1", "--profile", "p.toml"], 2,
-         "a profile needs the solver"),
+        (
+            ["solve", "instances/small.json", "--server", "x:1", "--profile", "p.toml"],
+            2,
+            "a profile needs the solver",
+        ),
     ],
 )
 def test_without_the_server_modules_the_cli_says_what_to_install(
@@ -237,7 +248,10 @@ def test_without_the_server_modules_the_cli_says_what_to_install(
     commands parse, the others exit 2 naming the extra; no solver module is loaded."""
     script = BLOCK_SERVER.format(blocked=sorted(extras.SERVER_MODULES))
     out = subprocess.run(
-        [sys.executable, "-c", script, *argv], cwd=ROOT, capture_output=True, text=True,
+        [sys.executable, "-c", script, *argv],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
         timeout=TIMEOUT,
     )
     assert out.returncode == code, out.stderr

@@ -164,7 +164,7 @@ def _random_state(h: Heuristic, data: st.DataObject) -> SearchState:
         shape = options[data.draw(st.integers(0, len(options) - 1))].shape
         c = max((x for x in options if x.shape == shape), key=lambda x: x.watts)
         fitted = state.fit(member, c)
-        if fitted is not None and state.power_ok(c, fitted[0]):
+        if fitted is not None and state.within_budgets(c, fitted[0]):
             state.take(member.name, c, fitted[0])
     return state
 

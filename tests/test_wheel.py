@@ -92,7 +92,9 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     _run(
         [sys.executable, "-m", "pip", "wheel", src, "--no-deps", "--quiet", "-w", out],
-        cwd=base, env=env, timeout=INSTALL_TIMEOUT,
+        cwd=base,
+        env=env,
+        timeout=INSTALL_TIMEOUT,
     )
     [built] = out.glob("dsfro-*.whl")
     return built
@@ -104,7 +106,9 @@ def _install(base: Path, target: str) -> Path:
     _run([sys.executable, "-m", "venv", venv], cwd=base, env=env)
     _run(
         [venv / "bin" / "python", "-m", "pip", "install", "--quiet", target],
-        cwd=base, env=env, timeout=INSTALL_TIMEOUT,
+        cwd=base,
+        env=env,
+        timeout=INSTALL_TIMEOUT,
     )
     return venv
 
@@ -149,18 +153,26 @@ def test_the_wheel_ships_models_data_licence_and_version(wheel: Path) -> None:
     extras = [("ray", "ray"), ("plot", "matplotlib"), *(("server", m) for m in server)]
     for extra, module in extras:
         [line] = [r for r in requires if r.startswith(f"Requires-Dist: {module}=")]
-        assert f"extra == \"{extra}\"" in line  # an extra, not a dependency
-    plain = {r.split()[1].split("=")[0].split("<")[0].split(">")[0] for r in requires
-             if "extra ==" not in r}
+        assert f'extra == "{extra}"' in line  # an extra, not a dependency
+    plain = {
+        r.split()[1].split("=")[0].split("<")[0].split(">")[0]
+        for r in requires
+        if "extra ==" not in r
+    }
     assert plain == set(CLIENT_DISTRIBUTIONS)
 
 
 def test_the_installed_commands_work_outside_the_clone(venv: Path, outside: Path) -> None:
     env, bin_ = _clean_env(venv), venv / "bin"
     where = _run(
-        [bin_ / "python", "-c", "import solver, importlib.util as u; print(solver.__file__); "
-         "print(u.find_spec('ray') is None and u.find_spec('matplotlib') is None)"],
-        cwd=outside, env=env,
+        [
+            bin_ / "python",
+            "-c",
+            "import solver, importlib.util as u; print(solver.__file__); "
+            "print(u.find_spec('ray') is None and u.find_spec('matplotlib') is None)",
+        ],
+        cwd=outside,
+        env=env,
     ).split()
     assert Path(where[0]).is_relative_to(venv) and where[1] == "True"  # no extras: none needed
 
@@ -170,30 +182,57 @@ def test_the_installed_commands_work_outside_the_clone(venv: Path, outside: Path
 
     out = _run(
         [bin_ / "dsfro", "solve", "small.json", "--time-budget", "5s", "--json"],
-        cwd=outside, env=env,
+        cwd=outside,
+        env=env,
     )
     response = json_format.Parse(out, pb.SolveResponse())
     request = json_format.Parse((outside / "small.json").read_text(), pb.SolveRequest())
     assert {a.job for a in response.plan.assignments} == {j.name for j in request.jobs}
     assert any(a.placement for a in response.plan.assignments)
     assert response.stats.objective == pytest.approx(response.plan.objective.total)
-    table = _run([bin_ / "dsfro", "solve", "small.json", "--time-budget", "5s"], cwd=outside,
-                 env=env)
+    table = _run(
+        [bin_ / "dsfro", "solve", "small.json", "--time-budget", "5s"], cwd=outside, env=env
+    )
     assert table.startswith("JOB") and "termination" in table
 
     # data/ in the wheel: an instance generated from the public extracts, and the calibration
     # refitted from the measurements (compared with the wheel's models/calibration.json)
-    _run([bin_ / "dsfro", "generate", "--nodes", "6", "--jobs", "8", "--seed", "3", "--out",
-          "gen.json"], cwd=outside, env=env)
+    _run(
+        [
+            bin_ / "dsfro",
+            "generate",
+            "--nodes",
+            "6",
+            "--jobs",
+            "8",
+            "--seed",
+            "3",
+            "--out",
+            "gen.json",
+        ],
+        cwd=outside,
+        env=env,
+    )
     generated = json.loads((outside / "gen.json").read_text())
     assert len(generated["jobs"]) == 8
     assert "up to date" in _run([bin_ / "dsfro", "calibrate", "--check"], cwd=outside, env=env)
 
     # The simulator's default scenario is built from the wheel's data/ (Philly window).
     summary = _run(
-        [bin_ / "dsfro", "simulate", "--scenario", "philly-a", "--policy", "fifo",
-         "--max-time", "2h", "--out", "sim"],
-        cwd=outside, env=env,
+        [
+            bin_ / "dsfro",
+            "simulate",
+            "--scenario",
+            "philly-a",
+            "--policy",
+            "fifo",
+            "--max-time",
+            "2h",
+            "--out",
+            "sim",
+        ],
+        cwd=outside,
+        env=env,
     )
     assert summary.startswith("philly-a / fifo / seed 1")
     assert (outside / "sim" / "philly-a-fifo-s1-summary.json").is_file()
@@ -228,7 +267,10 @@ def server(venv: Path, outside: Path) -> Iterator[tuple[subprocess.Popen[bytes],
     with log.open("wb") as sink:
         proc = subprocess.Popen(
             [str(venv / "bin" / "dsfro"), "serve", "--host", "127.0.0.1", "--port", str(port)],
-            cwd=outside, env=_clean_env(venv), stdout=sink, stderr=subprocess.STDOUT,
+            cwd=outside,
+            env=_clean_env(venv),
+            stdout=sink,
+            stderr=subprocess.STDOUT,
         )
     try:
         yield proc, port, log
@@ -297,8 +339,9 @@ def test_a_client_install_is_grpc_and_protobuf_and_calls_the_server(
     importable; the client takes a snapshot as Python data, JSON text or a message; the
     CLI's remote commands work and the others say what to install."""
     env, bin_ = _clean_env(client_venv), client_venv / "bin"
-    listed = json.loads(_run([bin_ / "python", "-m", "pip", "list", "--format", "json"],
-                             cwd=outside, env=env))
+    listed = json.loads(
+        _run([bin_ / "python", "-m", "pip", "list", "--format", "json"], cwd=outside, env=env)
+    )
     installed = {d["name"].lower().replace("_", "-") for d in listed}
     extra = installed - {"dsfro", "pip", "setuptools", "wheel", *CLIENT_DISTRIBUTIONS}
     assert extra <= {"typing-extensions"}, extra  # grpcio's own dependency
@@ -306,23 +349,34 @@ def test_a_client_install_is_grpc_and_protobuf_and_calls_the_server(
     with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
         _wait_serving(channel, proc, log)
 
-    got = json.loads(_run([bin_ / "python", "-c", CLIENT_SCRIPT, str(port), "small.json"],
-                          cwd=outside, env=env))
+    got = json.loads(
+        _run([bin_ / "python", "-c", CLIENT_SCRIPT, str(port), "small.json"], cwd=outside, env=env)
+    )
     jobs = len(json.loads((outside / "small.json").read_text())["jobs"])
     assert got["jobs"] == [jobs] * 3 and got["valid"] is True and got["loaded"] == []
     assert "nam" in got["bad"]  # the unknown field is named, before any call
 
     server_flag = ["--server", f"127.0.0.1:{port}"]
     assert "SERVING" in _run([bin_ / "dsfro", "health", *server_flag], cwd=outside, env=env)
-    out = _run([bin_ / "dsfro", "solve", "small.json", *server_flag, "--time-budget", "2s",
-                "--json"], cwd=outside, env=env)
+    out = _run(
+        [bin_ / "dsfro", "solve", "small.json", *server_flag, "--time-budget", "2s", "--json"],
+        cwd=outside,
+        env=env,
+    )
     assert len(json_format.Parse(out, pb.SolveResponse()).plan.assignments) == jobs
-    assert _run([bin_ / "dsfro", "validate", "small.json", *server_flag],
-                cwd=outside, env=env).startswith(f"OK: {jobs} jobs")
+    assert _run(
+        [bin_ / "dsfro", "validate", "small.json", *server_flag], cwd=outside, env=env
+    ).startswith(f"OK: {jobs} jobs")
 
     for argv in (["solve", "small.json"], ["simulate", "--scenario", "philly-a"], ["serve"]):
-        proc_ = subprocess.run([str(bin_ / "dsfro"), *argv], cwd=outside, env=env,
-                               capture_output=True, text=True, timeout=TIMEOUT)
+        proc_ = subprocess.run(
+            [str(bin_ / "dsfro"), *argv],
+            cwd=outside,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=TIMEOUT,
+        )
         assert proc_.returncode == 2, proc_.stderr
         assert f"dsfro {argv[0]} needs the solver" in proc_.stderr
         assert "pip install 'dsfro[server]'" in proc_.stderr

@@ -46,7 +46,7 @@ def test_a_request_from_python_data_or_json_text_is_the_message() -> None:
 @pytest.mark.parametrize(
     ("text", "says"),
     [
-        ('{"jobs": [{"nam": "x"}]}', 'not a valid SolveRequest: Failed to parse jobs field'),
+        ('{"jobs": [{"nam": "x"}]}', "not a valid SolveRequest: Failed to parse jobs field"),
         ('{"jobs": [{"nam": "x"}]}', '"nam"'),
         ('{"cluster": {}, "cluster": {}}', 'duplicate key "cluster"'),
         ("[1, 2]", "expected a JSON object (a SolveRequest)"),

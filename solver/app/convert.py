@@ -21,6 +21,7 @@ from solver.app.limits import Limits
 from solver.app.validation.common import duration_seconds
 from solver.domain import (
     Allocation,
+    AttainedService,
     Backend,
     Cluster,
     GpuSlice,
@@ -36,14 +37,17 @@ from solver.domain import (
     Problem,
     ProfilePoint,
     QueueReason,
+    Quota,
     Shape,
     SolveOptions,
     SolveResult,
     SolveStats,
+    TenantQueue,
     Termination,
     ThroughputProfile,
     Workload,
 )
+from solver.perfmodel import quotas
 from solver.wire import RequestFileError as RequestFileError
 from solver.wire import duration_to_proto as duration_to_proto
 from solver.wire import load_request_json as load_request_json
@@ -82,6 +86,7 @@ def problem_from_proto(req: pb.SolveRequest, limits: Limits) -> Problem:
         nodes=tuple(_node(n) for n in c.nodes),
         power_budget_watts=c.power_budget_watts if c.HasField("power_budget_watts") else None,
         rack_power_budgets_watts={b.rack: b.watts for b in c.rack_power_budgets},
+        queues=tuple(_queue(q) for q in c.queues),
     )
     return Problem(
         cluster=cluster,
@@ -144,6 +149,27 @@ def _node(n: pb.Node) -> Node:
     )
 
 
+def _queue(q: pb.TenantQueue) -> TenantQueue:
+    return TenantQueue(
+        name=q.name,
+        cohort=q.cohort,
+        weight=q.weight if q.HasField("weight") else 1.0,
+        quotas={
+            r.resource: Quota(
+                nominal=r.nominal,
+                borrowing_limit=r.borrowing_limit if r.HasField("borrowing_limit") else None,
+                lending_limit=r.lending_limit if r.HasField("lending_limit") else None,
+            )
+            for r in q.quotas
+        },
+        attained=_attained(q.attained),
+    )
+
+
+def _attained(a: pb.AttainedService) -> AttainedService:
+    return AttainedService(gpu_seconds=a.gpu_seconds, normalized_seconds=a.normalized_seconds)
+
+
 def _job(j: pb.Job) -> Job:
     return Job(
         name=j.name,
@@ -163,6 +189,7 @@ def _job(j: pb.Job) -> Job:
             else None
         ),
         preemptible=j.preemptible if j.HasField("preemptible") else True,
+        attained=_attained(j.attained),
     )
 
 
@@ -272,11 +299,30 @@ def assignment_to_proto(a: JobAssignment) -> pb.JobAssignment:
     return out
 
 
-def plan_to_proto(plan: Plan) -> pb.Plan:
-    return pb.Plan(
+def plan_to_proto(plan: Plan, problem: Problem | None = None) -> pb.Plan:
+    """The plan on the wire; with its `problem`, what each declared queue uses and which jobs
+    run on borrowed quota."""
+    out = pb.Plan(
         assignments=[assignment_to_proto(a) for a in plan.assignments],
         objective=objective_to_proto(plan.objective),
     )
+    if problem is None or not problem.cluster.queues:
+        return out
+    cluster = problem.cluster
+    borrowed = quotas.borrowed_jobs(cluster, problem.jobs, plan.assignments)
+    for a in out.assignments:
+        a.borrowed = a.job in borrowed
+    for name, usage in quotas.queue_usage(cluster, problem.jobs, plan.assignments).items():
+        out.queues.add(
+            queue=name,
+            resources=[
+                pb.ResourceUsage(
+                    resource=u.resource, used=u.used, nominal=u.nominal, borrowed=u.borrowed
+                )
+                for u in usage
+            ],
+        )
+    return out
 
 
 def stats_to_proto(s: SolveStats) -> pb.SolveStats:
@@ -297,5 +343,8 @@ def stats_to_proto(s: SolveStats) -> pb.SolveStats:
     return out
 
 
-def result_to_proto(result: SolveResult) -> pb.SolveResponse:
-    return pb.SolveResponse(plan=plan_to_proto(result.plan), stats=stats_to_proto(result.stats))
+def result_to_proto(result: SolveResult, problem: Problem | None = None) -> pb.SolveResponse:
+    """The response; with the `problem`, the plan's queue usage and borrowed jobs too."""
+    return pb.SolveResponse(
+        plan=plan_to_proto(result.plan, problem), stats=stats_to_proto(result.stats)
+    )

@@ -131,6 +131,8 @@ class Limits:
     (1,000,000 clocks took 7-10 s), and real GPUs expose at most a few hundred."""
     max_rack_power_budgets: int = 20000
     """Entries of cluster.rack_power_budgets: at most one per rack, and a rack has a node."""
+    max_queues: int = 10000
+    """Entries of cluster.queues: Kueue clusters run hundreds of ClusterQueues, not more."""
     max_placement_slices: int = 4096
     """Slices of one allocation or assignment: 4096 nodes of 8 GPUs is a 32,768-GPU job.
     A slice's gpu_indices (and a node's unavailable_gpu_indices) are limited by

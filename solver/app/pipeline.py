@@ -73,7 +73,7 @@ class Solved:
     result: SolveResult
 
     def response(self) -> pb.SolveResponse:
-        return result_to_proto(self.result)
+        return result_to_proto(self.result, self.problem)
 
 
 def solve_request(

@@ -9,6 +9,7 @@ family can be tested on its own.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from functools import cached_property
@@ -283,6 +284,70 @@ def check_rack_power_budget(view: PlanView) -> Iterator[PlanViolation]:
             )
 
 
+def check_queue_quotas(view: PlanView) -> Iterator[PlanViolation]:
+    """Each declared queue within its quotas (Kueue's meaning): GPUs of each type and watts
+    drawn; without a cohort at most nominal; in one at most nominal plus the borrowing limit,
+    and the cohort's queues together take beyond what each keeps unlent (nominal less lending
+    limit) no more than they lend."""
+    cluster = view.problem.cluster
+    if not cluster.queues:
+        return
+    queues = {q.name: q for q in cluster.queues}
+    used: dict[tuple[str, str], float] = {}
+    for r in view.running:
+        name = r.job.tenant or "default"
+        if name not in queues:
+            continue
+        for resource, amount in (
+            (r.config.gpu_type, float(r.config.num_gpus)),
+            ("power", r.config.watts),
+        ):
+            used[name, resource] = used.get((name, resource), 0.0) + amount
+
+    def limit(q_name: str, resource: str) -> tuple[float, float | None, float | None] | None:
+        """(nominal, borrowing limit, lending limit); None: not limited (watts, no quota)."""
+        quota = queues[q_name].quotas.get(resource)
+        if quota is None:
+            return None if resource == "power" else (0.0, None, None)
+        return quota.nominal, quota.borrowing_limit, quota.lending_limit
+
+    def over(value: float, bound: float) -> bool:
+        return value > bound + POWER_TOLERANCE * max(abs(bound), 1.0)
+
+    cohorts: dict[tuple[str, str], list[tuple[float, float]]] = {}
+    resources = {r for _, r in used} | {r for q in cluster.queues for r in q.quotas}
+    for q in cluster.queues:
+        for resource in sorted(resources):
+            lim = limit(q.name, resource)
+            if lim is None:
+                continue
+            nominal, borrowing, lending = lim
+            u = used.get((q.name, resource), 0.0)
+            cap = (
+                nominal
+                if not q.cohort
+                else (math.inf if borrowing is None else nominal + borrowing)
+            )
+            if over(u, cap):
+                yield PlanViolation(
+                    "queue_quota",
+                    "",
+                    f"queue {q.name} uses {u:g} of {resource} over its limit {cap:g}",
+                )
+            if q.cohort:
+                kept = 0.0 if lending is None else max(nominal - lending, 0.0)
+                cohorts.setdefault((q.cohort, resource), []).append((max(u, kept), nominal))
+    for (cohort, resource), parts in sorted(cohorts.items()):
+        claim, total = sum(p[0] for p in parts), sum(p[1] for p in parts)
+        if over(claim, total):
+            yield PlanViolation(
+                "queue_quota",
+                "",
+                f"cohort {cohort} takes {claim:g} of {resource} (its queues' usage, and what each "
+                f"keeps unlent) over its quota {total:g}",
+            )
+
+
 CHECKS: tuple[Check, ...] = (
     check_jobs_known_once,
     check_queued_jobs,
@@ -294,6 +359,7 @@ CHECKS: tuple[Check, ...] = (
     check_non_preemptible,
     check_power_budget,
     check_rack_power_budget,
+    check_queue_quotas,
 )
 """Every constraint family, in the order its violations are reported."""
 

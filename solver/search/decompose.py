@@ -23,7 +23,7 @@ import numpy as np
 import numpy.typing as npt
 
 from solver.domain import Cluster, Job, Node, Plan, Problem
-from solver.perfmodel import budgets
+from solver.perfmodel import budgets, quotas
 from solver.perfmodel.configs import ConfigSet, TypeFacts, build_config_set, type_facts
 from solver.runtime.pools import Executor, Stop, Stopped, WorkerLost
 from solver.scoring.plans import Choice
@@ -131,6 +131,7 @@ def _sub_problem(
             r: w for r, w in cluster.rack_power_budgets_watts.items() if r in racks
         },
         reference_gpu_watts=cluster.max_gpu_watts(),
+        queues=quotas.part_queues(cluster, nodes),
     )
     options = dataclasses.replace(problem.options, threads=1, seed=problem.options.seed + index)
     return Problem(sub, tuple(sorted(jobs, key=lambda j: order[j.name])), problem.weights, options)

@@ -125,7 +125,7 @@ class Heuristic:
                 key=lambda c: (c.sm_clock_mhz != own, -c.watts),
             )
             for c in options:
-                if state.power_ok(c, counts):
+                if state.within_budgets(c, counts):
                     state.take(job.name, c, counts)
                     break
 
@@ -163,7 +163,7 @@ class Heuristic:
                 if configs[i] == current:
                     break
                 state.release(job.name)
-                if state.power_ok(configs[i], counts):
+                if state.within_budgets(configs[i], counts):
                     state.take(job.name, configs[i], counts)
                     break
                 state.take(job.name, current, counts)
@@ -219,7 +219,7 @@ class Heuristic:
             if c is None or job.name in state.choices or job.current is None:
                 continue
             counts = keep_counts(job, c, state.placer)
-            if counts is not None and state.power_ok(c, counts):
+            if counts is not None and state.within_budgets(c, counts):
                 state.take(job.name, c, counts)
         order = sorted(
             (j for j in self.problem.jobs if j.name in choice and j.name not in state.choices),
@@ -229,9 +229,9 @@ class Heuristic:
             c = choice[job.name]
             split = racks.get(job.name) if racks else None
             fitted = state.fit_split(job, c, split) if split else None
-            if fitted is None or not state.power_ok(c, fitted[0]):
+            if fitted is None or not state.within_budgets(c, fitted[0]):
                 fitted = state.fit(job, c)
-            if fitted is not None and state.power_ok(c, fitted[0]):
+            if fitted is not None and state.within_budgets(c, fitted[0]):
                 state.take(job.name, c, fitted[0])
         self._fill(state)
         return state

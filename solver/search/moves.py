@@ -50,7 +50,7 @@ def best_config(
         if best is not None and scorer.value[job.name, i] + bonus - cost <= best.gain:
             continue
         fitted = state.fit(job, c)
-        if fitted is None or not state.power_ok(c, fitted[0]):
+        if fitted is None or not state.within_budgets(c, fitted[0]):
             continue
         counts, keep = fitted
         g = scorer.gain(job, i, counts, keep) - cost
@@ -89,7 +89,7 @@ def move_clock(scorer: Scorer, state: SearchState, job: Job) -> float:
     for i in scorer.variants(job.name, config):
         c = scorer.configs.by_job[job.name][i]
         g = scorer.gain(job, i, counts, keep)
-        if g > best_gain and state.power_ok(c, counts):
+        if g > best_gain and state.within_budgets(c, counts):
             best, best_gain = c, g
     state.take(job.name, best if best is not None else config, counts)
     return best_gain - old if best is not None else 0.0
@@ -125,7 +125,7 @@ def best_admission(
         g = scorer.gain(job, i, counts, keep)
         if g <= bar:
             continue
-        if state.power_ok(c, counts):
+        if state.within_budgets(c, counts):
             best = Placement(g, i, counts)
             continue
         ladder = ladder or (ladders or Ladders(scorer)).of(state)
@@ -232,7 +232,7 @@ def admit(scorer: Scorer, journal: Journal, job: Job, ladders: Ladders | None) -
     saved = {name: state.choices[name] for name in move.repair.configs} if move.repair else {}
     if move.repair is not None:
         apply_repair(journal, move.repair)
-    if not (state.placer.fits(move.counts) and state.power_ok(c, move.counts)):
+    if not (state.placer.fits(move.counts) and state.within_budgets(c, move.counts)):
         for name, choice in saved.items():  # the repair fell short by rounding: put back
             journal.release(name)
             journal.take(name, *choice)

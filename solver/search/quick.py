@@ -237,7 +237,7 @@ class _Quick:
             if options[0] is config or options[0].watts <= config.watts:
                 continue
             self.state.release(job.name)
-            best = options[0] if self.state.power_ok(options[0], counts) else config
+            best = options[0] if self.state.within_budgets(options[0], counts) else config
             self.state.take(job.name, best, counts)
         again: list[Job] = []
         for start in range(0, len(loose), self.chunk_jobs):
@@ -267,7 +267,7 @@ class _Quick:
         options = self.keep_options(job)
         for row in options:
             c = Config(job.name, *row)
-            if self.state.power_ok(c, counts):
+            if self.state.within_budgets(c, counts):
                 self.by_job[job.name] = [c]
                 self.take(job, c, counts)
                 self.kept += 1
@@ -311,7 +311,7 @@ class _Quick:
     def start(self, job: Job) -> None:
         for c in self.candidates(job):
             fitted = self.state.fit(job, c)
-            if fitted is not None and self.state.power_ok(c, fitted[0]):
+            if fitted is not None and self.state.within_budgets(c, fitted[0]):
                 self.state.take(job.name, c, fitted[0])
                 self.started += 1
                 return

@@ -1,4 +1,5 @@
-"""The heuristic's working state: free GPUs per node and watts drawn, kept incrementally.
+"""The heuristic's working state: free GPUs per node, watts drawn and queue usage, kept
+incrementally.
 
 `SearchState` keeps free GPUs per node and the watts drawn (cluster and racks) as jobs are taken
 and released, so a move is checked in constant time per node it touches; `Journal` undoes a
@@ -12,6 +13,7 @@ from collections.abc import Mapping
 
 from solver.domain import Config, Job, JobState, Plan, Problem, gpus_per_node
 from solver.perfmodel import budgets
+from solver.perfmodel.quotas import QuotaLedger
 from solver.scoring.plans import Choice
 from solver.search.bound import UNBUDGETED
 from solver.search.placement import Placer
@@ -37,6 +39,9 @@ class SearchState:
         self.rack_watts: dict[str, float] = {}
         self.choices: dict[str, Choice] = {}
         cluster = problem.cluster
+        self.quotas = QuotaLedger(cluster)
+        """Queue usage of the running jobs (inactive without declared queues)."""
+        self._jobs = {j.name: j for j in problem.jobs} if self.quotas.active else {}
         self.idle_total = budgets.idle_watts(cluster)
         self.idle_rack: Mapping[str, float] = budgets.rack_idle_watts(cluster)
         self._rack_nodes: dict[str, list[str]] = {}
@@ -76,8 +81,12 @@ class SearchState:
                     racks[rack] = self.idle_rack[rack] + self.rack_watts.get(rack, 0.0) + d - budget
         return over, racks
 
-    def power_ok(self, config: Config, counts: Mapping[str, int]) -> bool:
+    def within_budgets(self, config: Config, counts: Mapping[str, int]) -> bool:
+        """Whether the job may also run so: the power budgets (cluster and racks) and its
+        queue's quota."""
         cluster = self.problem.cluster
+        if self.quotas.active and not self.quotas.fits(self._jobs[config.job], config):
+            return False
         if cluster.power_budget_watts is not None and (
             self.idle_total + self.job_watts + self.extra_watts(config) > cluster.power_budget_watts
         ):
@@ -95,6 +104,8 @@ class SearchState:
     def take(self, job: str, config: Config, counts: Mapping[str, int]) -> None:
         self.version = next(self._stamps)
         self.placer.take(counts)
+        if self.quotas.active:
+            self.quotas.take(self._jobs[job], config)
         self.job_watts += self.extra_watts(config)
         for rack, d in self.rack_delta(config, counts).items():
             self.rack_watts[rack] = self.rack_watts.get(rack, 0.0) + d
@@ -105,6 +116,8 @@ class SearchState:
         self.version = next(self._stamps)
         config, counts = self.choices.pop(job)
         self.placer.give(counts)
+        if self.quotas.active:
+            self.quotas.release(self._jobs[job], config)
         self.job_watts -= self.extra_watts(config)
         for rack, d in self.rack_delta(config, counts).items():
             self.rack_watts[rack] -= d

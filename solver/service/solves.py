@@ -126,5 +126,5 @@ class SolveRunner:
         # it reaches in a moment.
         clock = Clock(Deadline(call.arrival, now + self.kill_grace, 0.0))
         result = call.solver.quick(problem, clock, f"{why} before any plan")
-        response = result_to_proto(result).SerializeToString()
+        response = result_to_proto(result, problem).SerializeToString()
         return Outcome(Answer(response=response, summary=summary(result, problem)), why)

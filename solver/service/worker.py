@@ -121,8 +121,9 @@ def _solve(call: SolveCall, ctx: CallContext) -> Answer:
         call.solver, problem, arrival=call.arrival, caller_end=call.caller_end
     )
     ctx.report(Due(deadline.end))
-    result = call.solver.solve(problem, deadline, ctx.stop, on_first_plan=FirstReport(call, ctx))
-    response = result_to_proto(result).SerializeToString()
+    first = FirstReport(call, ctx, problem)
+    result = call.solver.solve(problem, deadline, ctx.stop, on_first_plan=first)
+    response = result_to_proto(result, problem).SerializeToString()
     return Answer(response=response, summary=summary(result, problem))
 
 
@@ -143,9 +144,10 @@ class FirstReport:
     """Sends the first checked plan to the server in a thread of its own (serializing a large
     plan takes milliseconds the solve goes on meanwhile)."""
 
-    def __init__(self, call: SolveCall, ctx: CallContext) -> None:
+    def __init__(self, call: SolveCall, ctx: CallContext, problem: Problem) -> None:
         self.call = call
         self.ctx = ctx
+        self.problem = problem
 
     def __call__(self, plan: Plan) -> None:
         threading.Thread(
@@ -154,12 +156,12 @@ class FirstReport:
 
     def _send(self, plan: Plan) -> None:
         try:
-            self.ctx.report(FirstPlan(first_plan_response(plan, self.call.arrival)))
+            self.ctx.report(FirstPlan(first_plan_response(plan, self.call.arrival, self.problem)))
         except Exception:  # the answer goes on without it
             log.exception("could not send the first plan ahead")
 
 
-def first_plan_response(plan: Plan, arrival: float) -> bytes:
+def first_plan_response(plan: Plan, arrival: float, problem: Problem | None = None) -> bytes:
     """A plan as the answer of a solve that went no further than its first plan."""
     stats = SolveStats(
         termination=Termination.FALLBACK,
@@ -173,7 +175,7 @@ def first_plan_response(plan: Plan, arrival: float) -> bytes:
         num_configurations_enumerated=0,
         detail="the first plan",
     )
-    return result_to_proto(SolveResult(plan=plan, stats=stats)).SerializeToString()
+    return result_to_proto(SolveResult(plan=plan, stats=stats), problem).SerializeToString()
 
 
 def fallback_stats(detail: str, arrival: float) -> bytes:

@@ -27,6 +27,7 @@ from solver.app.validation.common import (
     quoted,
 )
 from solver.app.validation.jobs import check_allocation, check_job, check_kept_shape_profiled
+from solver.app.validation.queues import check_job_queue, check_queues
 
 
 def validate_request(req: pb.SolveRequest, limits: Limits) -> list[FieldViolation]:
@@ -34,6 +35,7 @@ def validate_request(req: pb.SolveRequest, limits: Limits) -> list[FieldViolatio
     c = Collector()
     types: dict[str, pb.GpuType] = {}
     nodes: dict[str, pb.Node] = {}
+    queues: set[str] | None = set()
     if not req.HasField("cluster"):
         c.add("cluster", "is required")
     else:
@@ -42,6 +44,7 @@ def validate_request(req: pb.SolveRequest, limits: Limits) -> list[FieldViolatio
         racks = {n.rack for n in nodes.values()} if nodes else None
         _check_power(c, req.cluster, racks, limits)
         _check_power_above_idle(c, req.cluster, types, nodes)
+        queues = check_queues(c, req.cluster, types, limits)
     jobs: Sequence[pb.Job] = req.jobs
     if len(jobs) > limits.max_jobs:
         c.add("jobs", f"{len(jobs)} jobs exceed the limit of {limits.max_jobs} (max_jobs)")
@@ -51,6 +54,7 @@ def validate_request(req: pb.SolveRequest, limits: Limits) -> list[FieldViolatio
     for i, job in enumerate(jobs):
         check_job(c, f"jobs[{i}]", job, types, limits)
         c.name(f"jobs[{i}].name", job.name, seen, limits.max_name_length)
+        check_job_queue(c, f"jobs[{i}]", job, queues)
         if job.HasField("current_allocation"):
             check_allocation(c, i, job, types, nodes, claims, limits)
             check_kept_shape_profiled(c, i, job)

@@ -107,16 +107,52 @@ class RackPowerBudget(_message.Message):
     def __init__(self, rack: _Optional[str] = ..., watts: _Optional[float] = ...) -> None: ...
 
 class ClusterSnapshot(_message.Message):
-    __slots__ = ("gpu_types", "nodes", "power_budget_watts", "rack_power_budgets")
+    __slots__ = ("gpu_types", "nodes", "power_budget_watts", "rack_power_budgets", "queues")
     GPU_TYPES_FIELD_NUMBER: _ClassVar[int]
     NODES_FIELD_NUMBER: _ClassVar[int]
     POWER_BUDGET_WATTS_FIELD_NUMBER: _ClassVar[int]
     RACK_POWER_BUDGETS_FIELD_NUMBER: _ClassVar[int]
+    QUEUES_FIELD_NUMBER: _ClassVar[int]
     gpu_types: _containers.RepeatedCompositeFieldContainer[GpuType]
     nodes: _containers.RepeatedCompositeFieldContainer[Node]
     power_budget_watts: float
     rack_power_budgets: _containers.RepeatedCompositeFieldContainer[RackPowerBudget]
-    def __init__(self, gpu_types: _Optional[_Iterable[_Union[GpuType, _Mapping]]] = ..., nodes: _Optional[_Iterable[_Union[Node, _Mapping]]] = ..., power_budget_watts: _Optional[float] = ..., rack_power_budgets: _Optional[_Iterable[_Union[RackPowerBudget, _Mapping]]] = ...) -> None: ...
+    queues: _containers.RepeatedCompositeFieldContainer[TenantQueue]
+    def __init__(self, gpu_types: _Optional[_Iterable[_Union[GpuType, _Mapping]]] = ..., nodes: _Optional[_Iterable[_Union[Node, _Mapping]]] = ..., power_budget_watts: _Optional[float] = ..., rack_power_budgets: _Optional[_Iterable[_Union[RackPowerBudget, _Mapping]]] = ..., queues: _Optional[_Iterable[_Union[TenantQueue, _Mapping]]] = ...) -> None: ...
+
+class ResourceQuota(_message.Message):
+    __slots__ = ("resource", "nominal", "borrowing_limit", "lending_limit")
+    RESOURCE_FIELD_NUMBER: _ClassVar[int]
+    NOMINAL_FIELD_NUMBER: _ClassVar[int]
+    BORROWING_LIMIT_FIELD_NUMBER: _ClassVar[int]
+    LENDING_LIMIT_FIELD_NUMBER: _ClassVar[int]
+    resource: str
+    nominal: float
+    borrowing_limit: float
+    lending_limit: float
+    def __init__(self, resource: _Optional[str] = ..., nominal: _Optional[float] = ..., borrowing_limit: _Optional[float] = ..., lending_limit: _Optional[float] = ...) -> None: ...
+
+class AttainedService(_message.Message):
+    __slots__ = ("gpu_seconds", "normalized_seconds")
+    GPU_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    NORMALIZED_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    gpu_seconds: float
+    normalized_seconds: float
+    def __init__(self, gpu_seconds: _Optional[float] = ..., normalized_seconds: _Optional[float] = ...) -> None: ...
+
+class TenantQueue(_message.Message):
+    __slots__ = ("name", "cohort", "weight", "quotas", "attained")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    COHORT_FIELD_NUMBER: _ClassVar[int]
+    WEIGHT_FIELD_NUMBER: _ClassVar[int]
+    QUOTAS_FIELD_NUMBER: _ClassVar[int]
+    ATTAINED_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    cohort: str
+    weight: float
+    quotas: _containers.RepeatedCompositeFieldContainer[ResourceQuota]
+    attained: AttainedService
+    def __init__(self, name: _Optional[str] = ..., cohort: _Optional[str] = ..., weight: _Optional[float] = ..., quotas: _Optional[_Iterable[_Union[ResourceQuota, _Mapping]]] = ..., attained: _Optional[_Union[AttainedService, _Mapping]] = ...) -> None: ...
 
 class ModelSpec(_message.Message):
     __slots__ = ("parameters", "layers", "hidden_size", "attention_heads", "sequence_length", "global_batch_size")
@@ -185,7 +221,7 @@ class Allocation(_message.Message):
     def __init__(self, gpu_type: _Optional[str] = ..., data_parallel: _Optional[int] = ..., tensor_parallel: _Optional[int] = ..., pipeline_parallel: _Optional[int] = ..., sm_clock_mhz: _Optional[int] = ..., placement: _Optional[_Iterable[_Union[GpuSlice, _Mapping]]] = ...) -> None: ...
 
 class Job(_message.Message):
-    __slots__ = ("name", "tenant", "weight", "model", "profile", "min_gpus", "max_gpus", "allowed_gpu_types", "remaining_samples", "time_to_deadline", "current_allocation", "preemptible")
+    __slots__ = ("name", "tenant", "weight", "model", "profile", "min_gpus", "max_gpus", "allowed_gpu_types", "remaining_samples", "time_to_deadline", "current_allocation", "preemptible", "attained")
     NAME_FIELD_NUMBER: _ClassVar[int]
     TENANT_FIELD_NUMBER: _ClassVar[int]
     WEIGHT_FIELD_NUMBER: _ClassVar[int]
@@ -198,6 +234,7 @@ class Job(_message.Message):
     TIME_TO_DEADLINE_FIELD_NUMBER: _ClassVar[int]
     CURRENT_ALLOCATION_FIELD_NUMBER: _ClassVar[int]
     PREEMPTIBLE_FIELD_NUMBER: _ClassVar[int]
+    ATTAINED_FIELD_NUMBER: _ClassVar[int]
     name: str
     tenant: str
     weight: float
@@ -210,7 +247,8 @@ class Job(_message.Message):
     time_to_deadline: _duration_pb2.Duration
     current_allocation: Allocation
     preemptible: bool
-    def __init__(self, name: _Optional[str] = ..., tenant: _Optional[str] = ..., weight: _Optional[float] = ..., model: _Optional[_Union[ModelSpec, _Mapping]] = ..., profile: _Optional[_Union[ThroughputProfile, _Mapping]] = ..., min_gpus: _Optional[int] = ..., max_gpus: _Optional[int] = ..., allowed_gpu_types: _Optional[_Iterable[str]] = ..., remaining_samples: _Optional[float] = ..., time_to_deadline: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., current_allocation: _Optional[_Union[Allocation, _Mapping]] = ..., preemptible: _Optional[bool] = ...) -> None: ...
+    attained: AttainedService
+    def __init__(self, name: _Optional[str] = ..., tenant: _Optional[str] = ..., weight: _Optional[float] = ..., model: _Optional[_Union[ModelSpec, _Mapping]] = ..., profile: _Optional[_Union[ThroughputProfile, _Mapping]] = ..., min_gpus: _Optional[int] = ..., max_gpus: _Optional[int] = ..., allowed_gpu_types: _Optional[_Iterable[str]] = ..., remaining_samples: _Optional[float] = ..., time_to_deadline: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., current_allocation: _Optional[_Union[Allocation, _Mapping]] = ..., preemptible: _Optional[bool] = ..., attained: _Optional[_Union[AttainedService, _Mapping]] = ...) -> None: ...
 
 class ObjectiveWeights(_message.Message):
     __slots__ = ("throughput", "energy", "migration", "locality", "deadline")
@@ -255,7 +293,7 @@ class SolveRequest(_message.Message):
     def __init__(self, cluster: _Optional[_Union[ClusterSnapshot, _Mapping]] = ..., jobs: _Optional[_Iterable[_Union[Job, _Mapping]]] = ..., weights: _Optional[_Union[ObjectiveWeights, _Mapping]] = ..., options: _Optional[_Union[SolveOptions, _Mapping]] = ...) -> None: ...
 
 class JobAssignment(_message.Message):
-    __slots__ = ("job", "state", "queue_reason", "queue_detail", "gpu_type", "num_gpus", "data_parallel", "tensor_parallel", "pipeline_parallel", "sm_clock_mhz", "placement", "samples_per_second", "watts", "memory_per_gpu_gib", "migrated")
+    __slots__ = ("job", "state", "queue_reason", "queue_detail", "gpu_type", "num_gpus", "data_parallel", "tensor_parallel", "pipeline_parallel", "sm_clock_mhz", "placement", "samples_per_second", "watts", "memory_per_gpu_gib", "migrated", "borrowed")
     JOB_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
     QUEUE_REASON_FIELD_NUMBER: _ClassVar[int]
@@ -271,6 +309,7 @@ class JobAssignment(_message.Message):
     WATTS_FIELD_NUMBER: _ClassVar[int]
     MEMORY_PER_GPU_GIB_FIELD_NUMBER: _ClassVar[int]
     MIGRATED_FIELD_NUMBER: _ClassVar[int]
+    BORROWED_FIELD_NUMBER: _ClassVar[int]
     job: str
     state: JobState
     queue_reason: QueueReason
@@ -286,7 +325,8 @@ class JobAssignment(_message.Message):
     watts: float
     memory_per_gpu_gib: float
     migrated: bool
-    def __init__(self, job: _Optional[str] = ..., state: _Optional[_Union[JobState, str]] = ..., queue_reason: _Optional[_Union[QueueReason, str]] = ..., queue_detail: _Optional[str] = ..., gpu_type: _Optional[str] = ..., num_gpus: _Optional[int] = ..., data_parallel: _Optional[int] = ..., tensor_parallel: _Optional[int] = ..., pipeline_parallel: _Optional[int] = ..., sm_clock_mhz: _Optional[int] = ..., placement: _Optional[_Iterable[_Union[GpuSlice, _Mapping]]] = ..., samples_per_second: _Optional[float] = ..., watts: _Optional[float] = ..., memory_per_gpu_gib: _Optional[float] = ..., migrated: _Optional[bool] = ...) -> None: ...
+    borrowed: bool
+    def __init__(self, job: _Optional[str] = ..., state: _Optional[_Union[JobState, str]] = ..., queue_reason: _Optional[_Union[QueueReason, str]] = ..., queue_detail: _Optional[str] = ..., gpu_type: _Optional[str] = ..., num_gpus: _Optional[int] = ..., data_parallel: _Optional[int] = ..., tensor_parallel: _Optional[int] = ..., pipeline_parallel: _Optional[int] = ..., sm_clock_mhz: _Optional[int] = ..., placement: _Optional[_Iterable[_Union[GpuSlice, _Mapping]]] = ..., samples_per_second: _Optional[float] = ..., watts: _Optional[float] = ..., memory_per_gpu_gib: _Optional[float] = ..., migrated: _Optional[bool] = ..., borrowed: _Optional[bool] = ...) -> None: ...
 
 class ObjectiveBreakdown(_message.Message):
     __slots__ = ("total", "throughput", "energy", "migration", "locality", "deadline")
@@ -304,13 +344,35 @@ class ObjectiveBreakdown(_message.Message):
     deadline: float
     def __init__(self, total: _Optional[float] = ..., throughput: _Optional[float] = ..., energy: _Optional[float] = ..., migration: _Optional[float] = ..., locality: _Optional[float] = ..., deadline: _Optional[float] = ...) -> None: ...
 
+class ResourceUsage(_message.Message):
+    __slots__ = ("resource", "used", "nominal", "borrowed")
+    RESOURCE_FIELD_NUMBER: _ClassVar[int]
+    USED_FIELD_NUMBER: _ClassVar[int]
+    NOMINAL_FIELD_NUMBER: _ClassVar[int]
+    BORROWED_FIELD_NUMBER: _ClassVar[int]
+    resource: str
+    used: float
+    nominal: float
+    borrowed: float
+    def __init__(self, resource: _Optional[str] = ..., used: _Optional[float] = ..., nominal: _Optional[float] = ..., borrowed: _Optional[float] = ...) -> None: ...
+
+class QueueUsage(_message.Message):
+    __slots__ = ("queue", "resources")
+    QUEUE_FIELD_NUMBER: _ClassVar[int]
+    RESOURCES_FIELD_NUMBER: _ClassVar[int]
+    queue: str
+    resources: _containers.RepeatedCompositeFieldContainer[ResourceUsage]
+    def __init__(self, queue: _Optional[str] = ..., resources: _Optional[_Iterable[_Union[ResourceUsage, _Mapping]]] = ...) -> None: ...
+
 class Plan(_message.Message):
-    __slots__ = ("assignments", "objective")
+    __slots__ = ("assignments", "objective", "queues")
     ASSIGNMENTS_FIELD_NUMBER: _ClassVar[int]
     OBJECTIVE_FIELD_NUMBER: _ClassVar[int]
+    QUEUES_FIELD_NUMBER: _ClassVar[int]
     assignments: _containers.RepeatedCompositeFieldContainer[JobAssignment]
     objective: ObjectiveBreakdown
-    def __init__(self, assignments: _Optional[_Iterable[_Union[JobAssignment, _Mapping]]] = ..., objective: _Optional[_Union[ObjectiveBreakdown, _Mapping]] = ...) -> None: ...
+    queues: _containers.RepeatedCompositeFieldContainer[QueueUsage]
+    def __init__(self, assignments: _Optional[_Iterable[_Union[JobAssignment, _Mapping]]] = ..., objective: _Optional[_Union[ObjectiveBreakdown, _Mapping]] = ..., queues: _Optional[_Iterable[_Union[QueueUsage, _Mapping]]] = ...) -> None: ...
 
 class SolveStats(_message.Message):
     __slots__ = ("termination", "backend_used", "objective", "best_bound", "relative_gap", "wall_time", "time_to_first_plan", "num_configurations", "num_configurations_enumerated", "detail")
