@@ -407,8 +407,15 @@ REFERENCE_FAMILIES: dict[str, RefFamily] = {
     "add_migration": add_migration,
     "add_power_budget": add_power_budget,
     "add_rack_power_budget": add_rack_power_budget,
+    "add_queue_quotas": lambda f: _queue_quotas(f),
 }
 """By the name of the solver.exact.constraints function each one was."""
+
+
+def _queue_quotas(f: RefFormulation) -> None:
+    from tests.reference_quotas import add_queue_quotas  # it builds on this module
+
+    add_queue_quotas(f)
 
 
 def build_reference(

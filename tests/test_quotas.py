@@ -21,7 +21,7 @@ from solver.domain import (
     TenantQueue,
 )
 from solver.perfmodel.configs import build_config_set
-from solver.perfmodel.quotas import QuotaLedger, borrowed_jobs, queue_usage
+from solver.perfmodel.quotas import QuotaLedger, borrowed_jobs, queue_usage, residual_queues
 from solver.scoring.checker import PlanView, check_plan, check_queue_quotas
 from tests.factories import cluster, job, node, point, problem, solve
 
@@ -249,3 +249,30 @@ def test_a_decomposed_solve_keeps_the_quotas() -> None:
     }
     assert 0 < usage["a"]["A100"] <= 12
     assert usage["a"]["A100"] + usage["b"]["A100"] <= 16
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_the_residual_quotas_judge_the_rest_as_the_whole_does(seed: int) -> None:
+    """An LNS neighbourhood's queues (residual_queues): the free jobs keep them exactly when
+    the whole plan keeps the snapshot's."""
+    rng = random.Random(seed)
+    qs = []
+    for name in ("a", "b", "c"):
+        cohort = rng.choice(["", "x", "x"])
+        quota = gpu_quota(
+            rng.choice([0, 4, 8, 12]),
+            rng.choice([None, 0, 4]) if cohort else None,
+            rng.choice([None, 0, 4]) if cohort else None,
+        )
+        qs.append(TenantQueue(name, cohort, quotas=quota))
+    c = queues(cluster(*(node(f"n{k}") for k in range(12))), *qs)
+    jobs = [tenant_job(f"j{k}", rng.choice("abc"), rng.choice([2, 4, 8])) for k in range(10)]
+    p = problem(c, *jobs)
+    running = [j.name for j in jobs if rng.random() < 0.6]
+    fixed = [n for n in running if rng.random() < 0.5]
+    rest = [n for n in running if n not in fixed]
+    whole_ok = violations(p, running_plan(p, running)) == []
+    by_name = {j.name: j for j in jobs}
+    left = residual_queues(c, [(by_name[n], a_config(p, n)) for n in fixed])
+    sub = problem(queues(c, *left), *jobs)
+    assert (violations(sub, running_plan(sub, rest)) == []) == whole_ok

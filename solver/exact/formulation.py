@@ -33,6 +33,7 @@ from solver.exact.constraints import (
 from solver.exact.index import Values, dense
 from solver.exact.milp import Formulation
 from solver.exact.milp_parts import Constraint, ObjectiveGroup, Variable
+from solver.exact.quotas import add_queue_quotas
 from solver.exact.rows import IntArray, ints
 from solver.perfmodel.configs import ConfigSet
 from solver.scoring.plans import Choice, materialize
@@ -53,6 +54,7 @@ __all__ = [
     "add_migration",
     "add_placement_vars",
     "add_power_budget",
+    "add_queue_quotas",
     "add_rack_power_budget",
     "add_tensor_groups_in_node",
     "build",
@@ -74,6 +76,7 @@ CONSTRAINT_FAMILIES: tuple[Family, ...] = (
     add_migration,
     add_power_budget,
     add_rack_power_budget,
+    add_queue_quotas,
 )
 
 
@@ -148,6 +151,8 @@ def hint(f: Formulation, plan: Plan) -> Values:
     if ix.keep is not None:
         has_keep = ix.keep >= 0
         out[ix.keep[has_keep]] = running[has_keep] & kept[has_keep]
+    for claim, cols, coef in ix.quota_claims:  # at least what the plan's queue uses
+        out[claim] = max(out[claim], float(coef @ out[cols]))
     return Values(out)
 
 

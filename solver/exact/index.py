@@ -45,6 +45,9 @@ class Indices:
     w_config: IntArray = field(default_factory=lambda: _EMPTY)
     """Flat configuration index."""
     w: IntArray = field(default_factory=lambda: _EMPTY)
+    quota_claims: list[tuple[int, IntArray, IntArray]] = field(default_factory=list)
+    """Per cohort and queue: its claim variable, and the usage it covers (y indices and
+    coefficients)."""
 
 
 K = TypeVar("K")

@@ -20,11 +20,11 @@ import time
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 
-from solver.domain import Backend, Cluster, Config, JobState, Plan, Problem
+from solver.domain import Backend, Cluster, Config, Job, JobState, Plan, Problem
 from solver.exact import formulation
 from solver.exact.backends import ExactOptions, SolverStatus
 from solver.exact.solve import solve_full
-from solver.perfmodel import budgets
+from solver.perfmodel import budgets, quotas
 from solver.perfmodel.configs import ConfigSet
 from solver.scoring.checker import check_plan
 from solver.scoring.objective import running_gain
@@ -87,11 +87,14 @@ def sub_problem(
     free = set(free)
     cluster = problem.cluster
     taken: dict[str, set[int]] = {}
+    by_name = {j.name: j for j in problem.jobs}
+    fixed: list[tuple[Job, Config]] = []
     fixed_watts = 0.0
     rack_watts: dict[str, float] = {}
     for a in incumbent.assignments:
         if a.job in free or a.state is not JobState.RUNNING or a.config is None:
             continue
+        fixed.append((by_name[a.job], a.config))
         per_gpu = budgets.extra_watts_per_gpu(cluster, a.config)
         fixed_watts += per_gpu * a.config.num_gpus
         for s in a.placement:
@@ -113,6 +116,7 @@ def sub_problem(
             r: w - rack_watts.get(r, 0.0) for r, w in cluster.rack_power_budgets_watts.items()
         },
         reference_gpu_watts=cluster.max_gpu_watts(),
+        queues=quotas.residual_queues(cluster, fixed),
     )
     jobs = tuple(j for j in problem.jobs if j.name in free)
     sub_configs = ConfigSet(

@@ -229,3 +229,36 @@ def part_queues(cluster: Cluster, nodes: Sequence[Node]) -> tuple[TenantQueue, .
         dataclasses.replace(q, quotas={r: scaled(r, quota) for r, quota in q.quotas.items()})
         for q in cluster.queues
     )
+
+
+def residual_queues(
+    cluster: Cluster, fixed: Iterable[tuple[Job, Config]]
+) -> tuple[TenantQueue, ...]:
+    """The queues left to the other jobs once the `fixed` jobs run (an LNS neighbourhood's):
+    each quota less what its fixed jobs use. With ``u = F + u'`` the rule for ``u'`` is the
+    same with nominal ``n - F`` and kept-unlent part ``max(g - F, 0)`` (``u' >= 0``); the
+    borrowing limit is unchanged."""
+    if not cluster.queues:
+        return ()
+    used: dict[tuple[str, str], float] = {}
+    for job, config in fixed:
+        queue = cluster.queue_of(job.tenant)
+        if queue is None:
+            continue
+        for resource, amount in demand(config).items():
+            used[queue.name, resource] = used.get((queue.name, resource), 0.0) + amount
+    out = []
+    for q in cluster.queues:
+        resources = set(q.quotas) | {r for (n, r) in used if n == q.name and r != POWER}
+        left: dict[str, Quota] = {}
+        for resource in resources:
+            quota = q.quota(resource)
+            assert quota is not None
+            f = used.get((q.name, resource), 0.0)
+            nominal = quota.nominal - f
+            lending = None
+            if quota.lending_limit is not None:
+                lending = nominal - max(quota.guaranteed - f, 0.0)
+            left[resource] = Quota(nominal, quota.borrowing_limit, lending)
+        out.append(dataclasses.replace(q, quotas=left))
+    return tuple(out)

@@ -24,7 +24,7 @@ import numpy.typing as npt
 
 from solver.domain import Config, Problem
 from solver.exact.backends.highs import new_highs, stop_on_request
-from solver.perfmodel import budgets
+from solver.perfmodel import budgets, quotas
 from solver.perfmodel.configs import ConfigSet
 from solver.scoring.objective import migration_cost, queued_value, running_gain
 
@@ -210,6 +210,7 @@ def solve_aggregate(
             forced = job.current is not None and not job.preemptible
             keep = lp.column(migration_cost(job, w), 1.0 if forced else 0.0, 1.0)
             lp.row([(keep, 1.0), *same_shape], hi=0.0)
+    _add_quota_rows(lp, problem, configs, y)
     # The split over racks, per power class: configurations of one type that draw the same
     # watts per GPU weigh alike in every rack row, so splitting their sum is exact (any split
     # of the sum disaggregates in proportion) and the LP has a column per class and rack, not
@@ -318,6 +319,44 @@ def _guide(
             if split:
                 racks[job] = split
     return Guide(choice, racks)
+
+
+def _add_quota_rows(
+    lp: _Lp, problem: Problem, configs: ConfigSet, y: Mapping[str, list[int]]
+) -> None:
+    """The queues' quotas over the choice columns (docs/fairness.md): each queue within its
+    limit per resource; per cohort, claims (a column each, at least the queue's usage and what
+    it keeps unlent) within the cohort's nominal quota."""
+    cluster = problem.cluster
+    if not cluster.queues:
+        return
+    terms: dict[tuple[str, str], list[tuple[int, float]]] = {}
+    for job in problem.jobs:
+        queue = cluster.queue_of(job.tenant)
+        if queue is None:
+            continue
+        for c, col in zip(configs.by_job[job.name], y[job.name], strict=True):
+            for resource, amount in quotas.demand(c).items():
+                if queue.quota(resource) is not None:
+                    terms.setdefault((queue.name, resource), []).append((col, amount))
+    cohorts: dict[tuple[str, str], list[tuple[int, float]]] = {}
+    for q in cluster.queues:
+        for resource in sorted({r for (n, r) in terms if n == q.name} | set(q.quotas)):
+            quota = q.quota(resource)
+            if quota is None:
+                continue
+            usage = terms.get((q.name, resource), [])
+            if not q.cohort:
+                if usage:
+                    lp.row(usage, hi=quota.nominal)
+                continue
+            claim = lp.column(0.0, quota.guaranteed, _INF)
+            lp.row([*usage, (claim, -1.0)], hi=0.0)
+            cohorts.setdefault((q.cohort, resource), []).append((claim, quota.nominal))
+            if quota.borrowing_limit is not None and usage:
+                lp.row(usage, hi=quota.nominal + quota.borrowing_limit)
+    for parts in cohorts.values():
+        lp.row([(claim, 1.0) for claim, _ in parts], hi=sum(n for _, n in parts))
 
 
 def aggregate_columns(problem: Problem, configs: ConfigSet) -> int:
