@@ -9,7 +9,13 @@ import pytest
 
 from solver._proto.dsfro.v1 import scheduler_pb2 as pb
 from solver.app.arguments import duration_arg
-from solver.cli.plan_text import compact_indices, format_plan, format_stats
+from solver.cli.plan_text import (
+    compact_indices,
+    format_plan,
+    format_queues,
+    format_response,
+    format_stats,
+)
 
 
 @pytest.mark.parametrize(
@@ -105,3 +111,32 @@ def test_format_stats_shows_bound_and_gap_only_when_set() -> None:
     stats.ClearField("best_bound")
     stats.ClearField("relative_gap")
     assert "best bound" not in format_stats(stats, pb.ObjectiveBreakdown())
+
+
+def test_queue_usage_and_borrowed_jobs_are_shown() -> None:
+    plan = pb.Plan()
+    plan.assignments.add(
+        job="a",
+        state=pb.JOB_STATE_RUNNING,
+        gpu_type="A100",
+        num_gpus=4,
+        data_parallel=4,
+        tensor_parallel=1,
+        pipeline_parallel=1,
+        sm_clock_mhz=1410,
+        borrowed=True,
+    )
+    plan.queues.add(
+        queue="research",
+        resources=[pb.ResourceUsage(resource="A100", used=12, nominal=8, borrowed=4)],
+    )
+    assert format_plan(plan).splitlines()[1].endswith("on borrowed quota")
+    assert format_queues(plan).splitlines() == [
+        "QUEUE     RESOURCE  USED  NOMINAL  BORROWED",
+        "research  A100      12    8        4",
+    ]
+    text = format_response(pb.SolveResponse(plan=plan))
+    assert "research  A100      12    8        4" in text
+    assert "on borrowed quota" not in format_plan(
+        pb.Plan(assignments=[pb.JobAssignment(job="b", state=pb.JOB_STATE_RUNNING)])
+    )

@@ -3,11 +3,13 @@ snapshot with queues converts and answers with each queue's usage and the borrow
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import grpc
 import pytest
 
 from solver._proto.dsfro.v1 import scheduler_pb2 as pb
-from solver.app.convert import problem_from_proto
+from solver.app.convert import load_request_json, problem_from_proto
 from solver.app.limits import Limits
 from solver.app.validation import FieldViolation, validate_request
 from solver.domain import Quota
@@ -207,3 +209,13 @@ def test_the_service_answers_with_queue_usage_and_refuses_bad_quotas() -> None:
         # one job per tenant here: it borrows exactly when its queue is over a nominal quota
         over = any(u.borrowed > 0 for u in usage[tenants[a.job]].values())
         assert a.borrowed == over, a.job
+
+
+def test_the_example_is_this_request_and_valid() -> None:
+    """examples/queues.json (docs/fairness.md) is with_queues() with a 2 s budget."""
+    path = Path(__file__).resolve().parent.parent / "examples" / "queues.json"
+    want = with_queues()
+    want.options.time_budget.FromSeconds(2)
+    got = load_request_json(path)
+    assert got == want
+    assert validate_request(got, Limits()) == []

@@ -66,7 +66,7 @@ def format_plan(plan: pb.Plan) -> str:
                     f"{a.samples_per_second:.1f}",
                     f"{a.watts:.0f}",
                     migrated,
-                    "",
+                    "on borrowed quota" if a.borrowed else "",
                 ]
             )
         else:
@@ -75,10 +75,23 @@ def format_plan(plan: pb.Plan) -> str:
                 note += f": {a.queue_detail}"
             state = enum_label(pb.JobState, a.state)
             rows.append([a.job, state, "-", "-", "-", "-", "-", "-", migrated, note])
-    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
+    return _table(rows)
+
+
+def _table(rows: list[list[str]]) -> str:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     return "\n".join(
         "  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip() for r in rows
     )
+
+
+def format_queues(plan: pb.Plan) -> str:
+    """One line per declared queue and quota resource: what its jobs use of it."""
+    rows = [["QUEUE", "RESOURCE", "USED", "NOMINAL", "BORROWED"]]
+    for q in plan.queues:
+        for u in q.resources:
+            rows.append([q.queue, u.resource, f"{u.used:g}", f"{u.nominal:g}", f"{u.borrowed:g}"])
+    return _table(rows)
 
 
 def format_stats(stats: pb.SolveStats, objective: pb.ObjectiveBreakdown) -> str:
@@ -106,4 +119,8 @@ def format_stats(stats: pb.SolveStats, objective: pb.ObjectiveBreakdown) -> str:
 
 
 def format_response(resp: pb.SolveResponse) -> str:
-    return format_plan(resp.plan) + "\n\n" + format_stats(resp.stats, resp.plan.objective)
+    parts = [format_plan(resp.plan)]
+    if resp.plan.queues:
+        parts.append(format_queues(resp.plan))
+    parts.append(format_stats(resp.stats, resp.plan.objective))
+    return "\n\n".join(parts)
