@@ -201,3 +201,19 @@ def _alive(pid: int) -> bool:
     except OSError:
         return False
     return state != "Z"
+
+
+def test_closing_a_worker_twice_leaves_other_descriptors_alone() -> None:
+    """kill() closes the pipes and a later close() (the pool's, in the background) must not
+    close them again: by then their numbers belong to someone else (a new worker's pipe, whose
+    process then read EBADF under load)."""
+    w = Worker()
+    w.kill()
+    r, wfd = os.pipe()  # the lowest free numbers: those kill() just released
+    try:
+        w.close()
+        os.write(wfd, b"x")
+        assert os.read(r, 1) == b"x"
+    finally:
+        os.close(r)
+        os.close(wfd)

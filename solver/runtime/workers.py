@@ -129,6 +129,7 @@ class Worker:
         )
         for fd in (task_r, result_w, control_r):
             os.close(fd)
+        self._close_lock = threading.Lock()
         self._calls = 0
         self.ready = False
         """Set once the worker has imported its preload and said so."""
@@ -172,7 +173,7 @@ class Worker:
             if not ready:
                 return None
             kind, value = _read(self._result_r)
-        except (EOFError, OSError) as e:
+        except (EOFError, OSError, ValueError) as e:  # ValueError: closed here (fd -1)
             raise WorkerLost(self._death(str(e))) from e
         if kind == "ready":
             self.ready = True
@@ -198,10 +199,16 @@ class Worker:
         self.close()
 
     def close(self) -> None:
-        """Release the pipes (a live worker sees them close and exits)."""
-        for fd in (self._task_w, self._control_w, self._result_r):
-            with contextlib.suppress(OSError):
-                os.close(fd)
+        """Release the pipes (a live worker sees them close and exits). Once only: a second
+        close of the same numbers would close whatever another thread has opened under them
+        since (a new worker's pipe, which its process then finds closed: EBADF)."""
+        with self._close_lock:
+            fds = (self._task_w, self._control_w, self._result_r)
+            self._task_w = self._control_w = self._result_r = -1  # os calls on them now fail
+        for fd in fds:
+            if fd >= 0:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
         if self.alive():
             try:
                 self.proc.wait(timeout=2.0)
