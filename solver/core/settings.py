@@ -77,16 +77,17 @@ class SolverSettings(BaseSettings):
     extract_seconds: float = Field(0.15, ge=0.0)
     """Kept back after an exact solver stops, to extract, check and return its plan."""
     aggregate_seconds_per_column: float = Field(1e-5, gt=0.0)
-    """Rough cost of the aggregated LP, built and solved, per column (a configuration, and its
-    split over each budgeted rack: ``solver.search.bound.aggregate_columns``): 0.27 s for
-    large's 37,000 configurations without rack budgets, 2.1-3.6 s for 340,000-360,000 columns
-    at 1,024 nodes in 26 budgeted racks. With less time left the heuristic's plan answers."""
+    """Rough cost of the aggregated LP, built and solved, per column (a configuration, and per
+    power class the split over each budgeted rack: ``solver.search.bound.aggregate_columns``):
+    0.27 s for large's 37,000 configurations without rack budgets, 0.23 s for 19,000 columns
+    at 1,024 nodes in 26 budgeted racks (and 2.1-3.6 s for 360,000 when the split was per
+    configuration). With less time left the heuristic's plan answers."""
     priced_first_share: float = Field(0.3, gt=0.0, le=1.0)
     """When the aggregated LP's estimate exceeds this share of the time left, the heuristic's
     priced passes run before it, so that a slow LP cannot leave the first pass as the answer:
-    at 1,024 nodes / 1,600 jobs in 26 budgeted racks and a 5 s budget the LP took 3.6 s and the
-    first pass, 16.8 % below the LP's bound, answered; the priced passes take 0.15 s there
-    and reach 0.6 %."""
+    at 1,024 nodes / 1,600 jobs in 26 budgeted racks and a 5 s budget an LP of 3.6 s (before
+    its rack split went per power class) left the first pass, 16.8 % below the LP's bound, as
+    the answer; at large and a 1 s budget the LP (0.28 s) still comes after them."""
     lp_max_configurations: int = Field(50_000, ge=1)
     """Above this, the aggregated bound comes from its Lagrangian dual: GLOP took ~11 s on
     250,000 configurations, the cutting planes under a second."""

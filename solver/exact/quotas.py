@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from solver.domain import POWER, TenantQueue
+from solver.domain import POWER, Quota
 from solver.exact.milp import Formulation
 from solver.exact.rows import IntArray, ints
 from solver.perfmodel.quotas import TOLERANCE
@@ -23,11 +23,9 @@ MILLIWATTS = 1000
 """Power quotas count milliwatts, as the power budget rows do."""
 
 
-def _usage_terms(f: Formulation, queue: TenantQueue, resource: str) -> tuple[IntArray, IntArray]:
-    """(y indices, coefficients): what the queue's jobs use of `resource` per configuration."""
-    lay, cluster = f.layout, f.problem.cluster
-    members = np.array([cluster.queue_of(j.tenant) is queue for j in f.problem.jobs], dtype=bool)
-    cfgs = np.flatnonzero(members[lay.cfg_job])
+def _usage_terms(f: Formulation, cfgs: IntArray, resource: str) -> tuple[IntArray, IntArray]:
+    """(y indices, coefficients): what configurations `cfgs` use of `resource`."""
+    lay = f.layout
     if resource == POWER:
         coef = ints(np.ceil(lay.cfg_watts[cfgs] * MILLIWATTS))
     else:
@@ -56,22 +54,28 @@ def _ceil(value: float, resource: str) -> int:
     return math.ceil(v - TOLERANCE * max(abs(v), 1.0))
 
 
+Member = tuple[str, Quota, IntArray, IntArray]
+"""A cohort's queue for one resource: its name, its quota, and its usage (y indices, coefs)."""
+
+
 def add_queue_quotas(f: Formulation) -> None:
     """Each queue within its limit per resource; each cohort within its nominal quota."""
     cluster = f.problem.cluster
     if not cluster.queues:
         return
     lay = f.layout
-    resources = [*lay.type_names, POWER]
-    cohorts: dict[tuple[str, str], list[tuple[TenantQueue, IntArray, IntArray]]] = {}
+    queue_of_job = [cluster.queue_of(j.tenant) for j in f.problem.jobs]
+    cohorts: dict[tuple[str, str], list[Member]] = {}
     for q in cluster.queues:
-        for resource in resources:
+        member = np.array([queue is q for queue in queue_of_job], dtype=bool)
+        cfgs = ints(np.flatnonzero(member[lay.cfg_job]))
+        for resource in [*lay.type_names, POWER]:
             quota = q.quota(resource)
             if quota is None:
                 continue
-            cols, coef = _usage_terms(f, q, resource)
+            cols, coef = _usage_terms(f, cfgs, resource)
             if q.cohort:
-                cohorts.setdefault((q.cohort, resource), []).append((q, cols, coef))
+                cohorts.setdefault((q.cohort, resource), []).append((q.name, quota, cols, coef))
                 if quota.borrowing_limit is None:
                     continue
                 cap = _floor(quota.nominal + quota.borrowing_limit, resource)
@@ -87,32 +91,23 @@ def add_queue_quotas(f: Formulation) -> None:
                 cap,
                 _key(f"{q.name},{resource}"),
             )
-    for (cohort, resource), parts in cohorts.items():
-        _add_cohort(f, cohort, resource, parts)
+    for (cohort, resource), members in cohorts.items():
+        _add_cohort(f, cohort, resource, members)
 
 
-def _add_cohort(
-    f: Formulation,
-    cohort: str,
-    resource: str,
-    parts: list[tuple[TenantQueue, IntArray, IntArray]],
-) -> None:
+def _add_cohort(f: Formulation, cohort: str, resource: str, members: list[Member]) -> None:
     """claim_q >= usage_q, claim_q >= kept unlent (its lower bound), sum_q claim_q <= nominal."""
-    kept = []
-    for q, _, _ in parts:
-        quota = q.quota(resource)
-        assert quota is not None
-        kept.append(_ceil(quota.guaranteed, resource))
-    names = [q.name for q, _, _ in parts]
+    kept = [_ceil(quota.guaranteed, resource) for _, quota, _, _ in members]
     # Finite upper bounds (CP-SAT needs them): every configuration of the queue's jobs at once.
-    most = [max(k, int(coef.sum())) for k, (_, _, coef) in zip(kept, parts, strict=True)]
+    most = [max(k, int(m[3].sum())) for k, m in zip(kept, members, strict=True)]
+    names = [m[0] for m in members]
     claims = f.add_vars(
         "quota_claim",
         np.asarray(kept, dtype=float),
         np.asarray(most, dtype=float),
         lambda: [f"{n},{resource}" for n in names],
     )
-    for (q, cols, coef), claim in zip(parts, claims.tolist(), strict=True):
+    for (name, _, cols, coef), claim in zip(members, claims.tolist(), strict=True):
         f.index.quota_claims.append((claim, cols, coef))
         f.add_rows(
             "queue_quota",
@@ -122,13 +117,8 @@ def _add_cohort(
             ints(np.concatenate([coef, [-1]])),
             -np.inf,
             0,
-            _key(f"{q.name},{resource}"),
+            _key(f"{name},{resource}"),
         )
-    nominal = 0.0
-    for q, _, _ in parts:
-        quota = q.quota(resource)
-        assert quota is not None
-        nominal += quota.nominal
     f.add_rows(
         "queue_quota",
         "cohort_quota",
@@ -136,6 +126,6 @@ def _add_cohort(
         claims,
         ints(np.ones(claims.size)),
         -np.inf,
-        _floor(nominal, resource),
-        lambda: [f"{cohort},{resource}"],
+        _floor(sum(quota.nominal for _, quota, _, _ in members), resource),
+        _key(f"{cohort},{resource}"),
     )

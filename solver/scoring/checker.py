@@ -14,7 +14,17 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from functools import cached_property
 
-from solver.domain import Config, GpuType, Job, JobAssignment, JobState, Node, Problem
+from solver.domain import (
+    DEFAULT_QUEUE,
+    POWER,
+    Config,
+    GpuType,
+    Job,
+    JobAssignment,
+    JobState,
+    Node,
+    Problem,
+)
 
 POWER_TOLERANCE = 1e-6
 """Relative slack on power budgets, for floating-point sums only."""
@@ -295,12 +305,12 @@ def check_queue_quotas(view: PlanView) -> Iterator[PlanViolation]:
     queues = {q.name: q for q in cluster.queues}
     used: dict[tuple[str, str], float] = {}
     for r in view.running:
-        name = r.job.tenant or "default"
+        name = r.job.tenant or DEFAULT_QUEUE
         if name not in queues:
             continue
         for resource, amount in (
             (r.config.gpu_type, float(r.config.num_gpus)),
-            ("power", r.config.watts),
+            (POWER, r.config.watts),
         ):
             used[name, resource] = used.get((name, resource), 0.0) + amount
 
@@ -308,7 +318,7 @@ def check_queue_quotas(view: PlanView) -> Iterator[PlanViolation]:
         """(nominal, borrowing limit, lending limit); None: not limited (watts, no quota)."""
         quota = queues[q_name].quotas.get(resource)
         if quota is None:
-            return None if resource == "power" else (0.0, None, None)
+            return None if resource == POWER else (0.0, None, None)
         return quota.nominal, quota.borrowing_limit, quota.lending_limit
 
     def over(value: float, bound: float) -> bool:
