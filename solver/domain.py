@@ -12,6 +12,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
+from solver.fairness import (
+    DEFAULT_FAIRNESS_HORIZON_SECONDS as DEFAULT_FAIRNESS_HORIZON_SECONDS,
+)
+from solver.fairness import Fairness as Fairness
+from solver.fairness import FairnessMode as FairnessMode
+from solver.fairness import FairnessScope as FairnessScope
+
 # ---------------------------------------------------------------- cluster
 
 
@@ -236,6 +243,8 @@ class Job:
     current: Allocation | None = None
     preemptible: bool = True
     attained: AttainedService = AttainedService()
+    age_seconds: float = 0.0
+    """Seconds since submission (finish-time fairness); 0: unknown or just submitted."""
 
     def allows(self, gpu_type: str) -> bool:
         return not self.allowed_gpu_types or gpu_type in self.allowed_gpu_types
@@ -260,6 +269,8 @@ class ObjectiveWeights:
     migration: float = 0.05
     locality: float = 0.01
     deadline: float = 0.5
+    fairness: float = 1.0
+    """Weight of the fairness mode's value F (docs/objective.md); unused by WEIGHTED_SUM."""
 
 
 class Backend(enum.Enum):
@@ -296,6 +307,7 @@ class Problem:
     jobs: tuple[Job, ...]
     weights: ObjectiveWeights = ObjectiveWeights()
     options: SolveOptions = SolveOptions()
+    fairness: Fairness = Fairness()  # noqa: RUF009 (immutable, like the defaults above)
 
 
 # ---------------------------------------------------------------- configurations
@@ -371,6 +383,8 @@ class ObjectiveBreakdown:
     migration: float
     locality: float
     deadline: float
+    fairness: float = 0.0
+    """The fairness mode's value F, before its weight (0 under WEIGHTED_SUM)."""
 
 
 @dataclass(frozen=True)

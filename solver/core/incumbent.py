@@ -107,6 +107,9 @@ class Incumbent:
         self.backend = Backend.HEURISTIC
         self.first: Plan | None = None
         self.bound: float | None = None
+        self.fairness_headroom = 0.0
+        """What a bound of the objective without the fairness term leaves out of it: a proven
+        bound on weight x F (``fairness_headroom``), added to every such bound."""
         self.notes: list[str] = []
         self.degraded: list[str] = []
         self.closed = False
@@ -141,11 +144,15 @@ class Incumbent:
         """What the checker says of `plan` (for steps that must know why it failed)."""
         return self._check(self.problem, plan.assignments)
 
-    def tighten(self, bound: float | None) -> None:
-        """A proven upper bound on the optimum; the smallest one is kept."""
+    def tighten(self, bound: float | None, *, with_fairness: bool = False) -> None:
+        """A proven upper bound on the optimum; the smallest one is kept. Without
+        `with_fairness` the bound is of the objective less its fairness term (the aggregated
+        model's, the Lagrangian's): the fairness headroom is added to it."""
         with self._lock:
             if self.closed or bound is None:
                 return
+            if not with_fairness:
+                bound += self.fairness_headroom
             if self.bound is None or bound < self.bound:
                 self.bound = bound
 

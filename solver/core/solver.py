@@ -38,6 +38,7 @@ from solver.perfmodel.configs import ConfigSet, build_config_set
 from solver.runtime.cores import available_cores
 from solver.runtime.executors import LazyExecutor
 from solver.runtime.pools import Executor, Stopped, WorkerLost
+from solver.scoring.fairness import fairness_headroom
 from solver.search.heuristic import Heuristic
 
 EXACT_BACKENDS = frozenset({Backend.CPSAT, Backend.HIGHS, Backend.PYOMO})
@@ -187,6 +188,9 @@ class Solver:
             configs=configs,
             heuristic=Heuristic(problem, configs, clock.stopped),
             threads=problem.options.threads or s.threads or available_cores(),
+        )
+        run.incumbent.fairness_headroom = fairness_headroom(
+            problem, configs.by_job, configs.best_samples_per_second
         )
         if fallback_for:
             run.incumbent.degrade(fallback_for)

@@ -153,6 +153,9 @@ def hint(f: Formulation, plan: Plan) -> Values:
         out[ix.keep[has_keep]] = running[has_keep] & kept[has_keep]
     for claim, cols, coef in ix.quota_claims:  # at least what the plan's queue uses
         out[claim] = max(out[claim], float(coef @ out[cols]))
+    _, ub, _ = f.bounds()
+    for var, rows in ix.epigraphs:  # as high as its rows allow
+        out[var] = min([ub[var], *(rhs + float(coef @ out[cols]) for rhs, cols, coef in rows)])
     return Values(out)
 
 

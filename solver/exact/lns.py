@@ -27,6 +27,7 @@ from solver.exact.solve import solve_full
 from solver.perfmodel import budgets, quotas
 from solver.perfmodel.configs import ConfigSet
 from solver.scoring.checker import check_plan
+from solver.scoring.fairness import part_fairness
 from solver.scoring.objective import running_gain
 from solver.scoring.plans import Choice, materialize
 
@@ -125,7 +126,8 @@ def sub_problem(
         num_enumerated=0,
     )
     options = dataclasses.replace(problem.options, backend=SUB_BACKEND, threads=1)
-    return Problem(sub_cluster, jobs, problem.weights, options), sub_configs
+    fairness = part_fairness(problem, configs.best_samples_per_second)
+    return Problem(sub_cluster, jobs, problem.weights, options, fairness), sub_configs
 
 
 def merge(

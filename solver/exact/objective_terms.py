@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from solver.exact.blocks import interleave, ones
+from solver.exact.fairness import add_fairness, separable_values
 from solver.exact.milp import Formulation
 from solver.exact.rows import FloatArray, floats, ints, starts
 from solver.scoring.objective import migration_cost, queued_value
@@ -36,7 +37,8 @@ def config_values(f: Formulation) -> FloatArray:
 
 
 def set_objective(f: Formulation) -> None:
-    """The objective of docs/objective.md: per-configuration values, migration, locality."""
+    """The objective of docs/objective.md: per-configuration values, migration, locality,
+    fairness."""
     p, lay = f.problem, f.layout
     w = p.weights
     for job in p.jobs:
@@ -46,7 +48,9 @@ def set_objective(f: Formulation) -> None:
     y_at, keep_at = interleave([ints(np.diff(lay.cfg_start)), (keep >= 0).astype(np.int64)])
     variables = np.empty(y_at.size + keep_at.size, dtype=np.int64)
     coefs = np.empty(variables.size)
-    variables[y_at], coefs[y_at] = f.index.y, config_values(f)
+    values = config_values(f)
+    fair = separable_values(f)
+    variables[y_at], coefs[y_at] = f.index.y, values if fair is None else values + fair
     variables[keep_at] = keep[kept]
     coefs[keep_at] = [migration_cost(lay.jobs[j], w) for j in kept.tolist()]
     f.add_objective(ints(variables), coefs)
@@ -60,3 +64,4 @@ def set_objective(f: Formulation) -> None:
         # At an optimum a node or rack is marked only where the job has a GPU.
         gpus = int(sum(n.available_gpus for n in p.cluster.nodes))
         f.add_objective_groups(ints([0, used.size]), used, ints([2 * gpus]))
+    add_fairness(f)

@@ -19,6 +19,7 @@ from solver.domain import (
     ObjectiveWeights,
     Problem,
 )
+from solver.scoring.fairness import fairness_value
 
 
 def utility(config: Config, best_samples_per_second: float) -> float:
@@ -140,11 +141,13 @@ def score_plan(
     jobs = {j.name: j for j in problem.jobs}
     max_watts = problem.cluster.max_gpu_watts()
     throughput = energy = migration = locality = deadline = 0.0
+    chosen: list[tuple[str, Config]] = []
     for a in assignments:
         job = jobs[a.job]
         running = a.state is JobState.RUNNING and a.config is not None
         config = a.config if running else None
         if config is not None:
+            chosen.append((job.name, config))
             throughput += job.weight * utility(config, best.get(job.name, 0.0))
             energy += config.watts / max_watts
             nodes, racks = nodes_and_racks(problem.cluster, a)
@@ -153,12 +156,14 @@ def score_plan(
         if is_migrated(job, a):
             migration += job.weight
     w = problem.weights
+    fairness = fairness_value(problem, best, chosen)
     total = (
         w.throughput * throughput
         - w.energy * energy
         - w.migration * migration
         - w.locality * locality
         - w.deadline * deadline
+        + (w.fairness * fairness if problem.fairness.active else 0.0)
     )
     return ObjectiveBreakdown(
         total=total,
@@ -167,4 +172,5 @@ def score_plan(
         migration=migration,
         locality=locality,
         deadline=deadline,
+        fairness=fairness,
     )

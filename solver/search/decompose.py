@@ -22,10 +22,11 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from solver.domain import Cluster, Job, Node, Plan, Problem
+from solver.domain import Cluster, Fairness, Job, Node, Plan, Problem
 from solver.perfmodel import budgets, quotas
 from solver.perfmodel.configs import ConfigSet, TypeFacts, build_config_set, type_facts
 from solver.runtime.pools import Executor, Stop, Stopped, WorkerLost
+from solver.scoring.fairness import part_fairness
 from solver.scoring.plans import Choice
 from solver.search.bound import solve_aggregate
 from solver.search.heuristic import Heuristic
@@ -111,11 +112,20 @@ def partition(problem: Problem, parts: int, seed: int) -> list[Part]:
         jobs_of[p].append(job)
         pending[p] += job.max_gpus
     order = {j.name: i for i, j in enumerate(problem.jobs)}
-    return [Part(_sub_problem(problem, part_racks[p], jobs_of[p], p, order)) for p in range(parts)]
+    fairness = part_fairness(problem, None)
+    return [
+        Part(_sub_problem(problem, part_racks[p], jobs_of[p], p, order, fairness))
+        for p in range(parts)
+    ]
 
 
 def _sub_problem(
-    problem: Problem, racks: set[str], jobs: list[Job], index: int, order: Mapping[str, int]
+    problem: Problem,
+    racks: set[str],
+    jobs: list[Job],
+    index: int,
+    order: Mapping[str, int],
+    fairness: Fairness,
 ) -> Problem:
     """The part's racks and jobs (in the problem's job order) as a problem of its own."""
     cluster = problem.cluster
@@ -134,7 +144,8 @@ def _sub_problem(
         queues=quotas.part_queues(cluster, nodes),
     )
     options = dataclasses.replace(problem.options, threads=1, seed=problem.options.seed + index)
-    return Problem(sub, tuple(sorted(jobs, key=lambda j: order[j.name])), problem.weights, options)
+    ordered = tuple(sorted(jobs, key=lambda j: order[j.name]))
+    return Problem(sub, ordered, problem.weights, options, fairness)
 
 
 def _power_share(cluster: Cluster, nodes: Sequence[Node]) -> float:

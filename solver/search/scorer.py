@@ -3,7 +3,9 @@
 `Scorer.gain` is docs/objective.md for one job against leaving it queued: its configuration's
 value, the locality spread of its placement, and the migration it avoids by staying. The sum of
 gains over running jobs plus a constant is the plan's objective, so moves compare gains and
-never re-score a whole plan.
+never re-score a whole plan. Under a fairness mode each value also carries the configuration's
+estimated worth to the fairness term (``FairnessTerms.surrogates``, exact only for per-job
+proportional fairness): the search steers by it, and every plan it returns is scored exactly.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from itertools import repeat
 from solver.domain import Config, Job, Problem, Shape
 from solver.perfmodel import budgets
 from solver.perfmodel.configs import ConfigSet
+from solver.scoring.fairness import FairnessTerms
 from solver.scoring.objective import migration_cost, running_gains
 from solver.scoring.plans import Choice
 from solver.search.pricing import Prices
@@ -32,9 +35,16 @@ class Scorer:
         max_watts = problem.cluster.max_gpu_watts()
         self.value: dict[tuple[str, int], float] = {}
         self._values: dict[str, list[float]] = {}
+        fair = (
+            FairnessTerms(problem, configs.best_samples_per_second).surrogates(configs.by_job)
+            if problem.fairness.active
+            else {}
+        )
         for job in problem.jobs:
             best = configs.best_samples_per_second[job.name]
             gains = running_gains(job, configs.by_job[job.name], best, problem.weights, max_watts)
+            if job.name in fair:
+                gains = [g + f for g, f in zip(gains, fair[job.name], strict=True)]
             self._values[job.name] = gains
             keys = zip(repeat(job.name), range(len(gains)))
             self.value.update(zip(keys, gains, strict=False))

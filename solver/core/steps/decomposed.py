@@ -8,6 +8,7 @@ from solver.core.incumbent import Incumbent, infeasible
 from solver.core.settings import SolverSettings
 from solver.domain import Backend, Problem, SolveResult
 from solver.runtime.pools import Executor
+from solver.scoring.fairness import fairness_headroom
 from solver.scoring.plans import materialize
 from solver.search.decompose import Decomposition, solve_decomposed
 from solver.search.heuristic import Heuristic
@@ -72,6 +73,9 @@ def finish_decomposed(
     """The merged first plan, completed, checked and bounded, offered to `incumbent` (which
     may hold the quick plan already)."""
     configs = d.configs
+    incumbent.fairness_headroom = fairness_headroom(
+        problem, configs.by_job, configs.best_samples_per_second
+    )
     if blocked:
         return infeasible(
             problem,

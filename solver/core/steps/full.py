@@ -72,4 +72,4 @@ def solve_full_model(
         log.error("%s failed: %s", name, result.detail)
         return
     incumbent.offer(result.plan, name, which)
-    incumbent.tighten(result.best_bound)
+    incumbent.tighten(result.best_bound, with_fairness=True)

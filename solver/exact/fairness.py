@@ -1,0 +1,166 @@
+"""The fairness term of the full model's objective (docs/objective.md, "Fairness").
+
+The rows of ``solver.scoring.fairness`` become constraints on integer epigraph variables in
+units of 1/UNITS: for the least row, one variable ``fairness_floor`` at most every entity's
+row; for a sum of logs by tenant, one ``fairness_log`` per entity at most each tangent of
+ln(1 + row) at a few points. Per-job proportional fairness is separable: its values go to the
+configurations' objective coefficients, no epigraph. Coefficients and right-hand sides are
+rounded up, and tangents lie above the log, so the model can only overrate a plan: its bound
+stays a proven bound on the exact F, and plans are scored exactly (``score_plan``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+from solver.exact.milp import Formulation
+from solver.exact.rows import FloatArray, IntArray, floats, ints
+from solver.scoring.fairness import SUM_LOG_MODES, FairnessTerms, Row
+
+UNITS = 1_000_000
+"""Epigraph steps per unit of a fairness row (the CP-SAT objective's own scale)."""
+TANGENTS = 16
+"""Tangents of ln(1 + row) per entity, at points spread geometrically over its range."""
+
+
+def add_fairness(f: Formulation) -> None:
+    """The fairness mode's value F, times its weight, in the objective."""
+    p = f.problem
+    if not p.fairness.active:
+        return
+    terms = FairnessTerms(p, f.configs.best_samples_per_second)
+    if not terms.rows:
+        return
+    if terms.separable():
+        _add_separable_offset(f, terms)
+    elif p.fairness.mode in SUM_LOG_MODES:
+        for row in terms.rows:
+            _add_log_epigraph(f, terms, row)
+    else:
+        _add_floor(f, terms)
+
+
+def _row_terms(f: Formulation, terms: FairnessTerms, row: Row) -> tuple[IntArray, FloatArray]:
+    """(y indices, float coefficients) of an entity's row."""
+    lay = f.layout
+    position = {j.name: k for k, j in enumerate(lay.jobs)}
+    cols: list[IntArray] = []
+    coefs: list[float] = []
+    for job in row.jobs:
+        j = position[job.name]
+        start, stop = int(lay.cfg_start[j]), int(lay.cfg_start[j + 1])
+        cols.append(ints(f.index.y[start:stop]))
+        coefs.extend(terms.terms(job, f.configs.by_job.get(job.name, ())))
+    return (ints(np.concatenate(cols)) if cols else ints([])), floats(coefs)
+
+
+def _range(f: Formulation, terms: FairnessTerms, row: Row) -> tuple[float, float]:
+    """The least and largest value the row can take (one configuration per job or none)."""
+    low = high = row.intercept
+    for job in row.jobs:
+        ts = terms.terms(job, f.configs.by_job.get(job.name, ()))
+        low += min([0.0, *ts])
+        high += max([0.0, *ts])
+    return low, high
+
+
+def _add_epigraph_rows(
+    f: Formulation,
+    var: int,
+    cols: IntArray,
+    coefs: Sequence[FloatArray],
+    intercepts: Sequence[float],
+    name: str,
+) -> None:
+    """UNITS var - sum ceil(UNITS coef) y <= ceil(UNITS intercept), one row per coefficient set."""
+    rows = []
+    for coef, intercept in zip(coefs, intercepts, strict=True):
+        scaled = ints(np.ceil(coef * UNITS))
+        keep = scaled != 0
+        rhs = math.ceil(intercept * UNITS)
+        f.add_rows(
+            "fairness",
+            "fairness",
+            ints([0, int(keep.sum()) + 1]),
+            ints(np.concatenate([cols[keep], [var]])),
+            ints(np.concatenate([-scaled[keep], [1]])),
+            -np.inf,
+            rhs,
+            lambda: [name],
+        )
+        rows.append((rhs, cols[keep], scaled[keep]))
+    f.index.epigraphs.append((var, rows))
+
+
+def _add_floor(f: Formulation, terms: FairnessTerms) -> None:
+    """F = the least row: one variable at most every row, weight x F in the objective."""
+    ranges = []
+    parts = []
+    for row in terms.rows:
+        cols, coefs = _row_terms(f, terms, row)
+        parts.append((row, cols, coefs))
+        ranges.append(_range(f, terms, row))
+    low = min(r[0] for r in ranges)
+    high = min(r[1] for r in ranges)
+    var = int(
+        f.add_vars(
+            "fairness_floor",
+            math.floor(low * UNITS),
+            math.ceil(high * UNITS),
+            lambda: ["F"],
+        )[0]
+    )
+    for row, cols, coefs in parts:
+        _add_epigraph_rows(f, var, cols, [coefs], [row.intercept], row.entity)
+    f.add_objective(ints([var]), floats([terms.weight / UNITS]))
+
+
+def _add_log_epigraph(f: Formulation, terms: FairnessTerms, row: Row) -> None:
+    """weight x w_e x ln(1 + row), as a variable under tangents of the log."""
+    cols, coefs = _row_terms(f, terms, row)
+    low, high = _range(f, terms, row)
+    low, high = max(low, 0.0), max(high, 0.0)
+    points = np.geomspace(1.0 + low, 1.0 + high, TANGENTS) - 1.0 if high > low else [low]
+    var = int(
+        f.add_vars(
+            "fairness_log",
+            math.floor(math.log1p(low) * UNITS),
+            math.ceil(math.log1p(high) * UNITS),
+            lambda: [row.entity],
+        )[0]
+    )
+    # ln(1 + s) <= ln(1 + p) + (s - p) / (1 + p), s = intercept + coefs . y
+    slopes = [1.0 / (1.0 + p) for p in points]
+    intercepts = [
+        math.log1p(p) + (row.intercept - p) * k for p, k in zip(points, slopes, strict=True)
+    ]
+    _add_epigraph_rows(f, var, cols, [coefs * k for k in slopes], intercepts, row.entity)
+    f.add_objective(ints([var]), floats([terms.weight * row.weight / UNITS]))
+
+
+def separable_values(f: Formulation) -> FloatArray | None:
+    """Per-job proportional fairness: weight x each configuration's exact worth to F (in the
+    order of the y variables); None in any other mode."""
+    p = f.problem
+    if not p.fairness.active:
+        return None
+    terms = FairnessTerms(p, f.configs.best_samples_per_second)
+    if not terms.separable():
+        return None
+    values = terms.surrogates(f.configs.by_job)
+    out = np.zeros(f.layout.num_configs)
+    lay = f.layout
+    for j, job in enumerate(lay.jobs):
+        if job.name in values:
+            out[int(lay.cfg_start[j]) : int(lay.cfg_start[j + 1])] = values[job.name]
+    return floats(out)
+
+
+def _add_separable_offset(f: Formulation, terms: FairnessTerms) -> None:
+    """Per-job proportional fairness: every entity's value queued, a constant (its
+    configurations' worth is in their objective coefficients: ``separable_values``)."""
+    for row in terms.rows:
+        f.offset += terms.weight * row.weight * math.log1p(max(row.intercept, 0.0))

@@ -1,0 +1,270 @@
+"""The fairness term F of the objective (docs/objective.md, "Fairness"): its single definition.
+
+Every mode compares *entities* (jobs, or tenant queues with their jobs) on a linear row each:
+the entity's value with all its jobs queued (``Row.intercept``, from its attained service)
+plus what each of its running jobs adds in its configuration (``Row.terms``). F aggregates the
+rows: the least row (max-min, DRF, finish-time fairness), or the weighted sum of
+``ln(1 + row)`` (proportional fairness). Plans are scored with ``FairnessTerms.value``; the
+full model maximises the same rows exactly (solver.exact.fairness); the search reads
+``surrogate`` (a separable estimate of each configuration's worth to F) and the bounds add
+``upper_bound``, a proven bound on F alone.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import statistics
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from solver.domain import (
+    DEFAULT_QUEUE,
+    AttainedService,
+    Config,
+    Fairness,
+    FairnessMode,
+    FairnessScope,
+    Job,
+    Problem,
+)
+
+SUM_LOG_MODES = frozenset({FairnessMode.PROPORTIONAL})
+"""Modes whose F is a weighted sum of logs; the others take the least row."""
+
+
+@dataclass(frozen=True)
+class Row:
+    """One entity's linear value: intercept + sum over its jobs of terms[job](config)."""
+
+    entity: str
+    weight: float
+    intercept: float
+    jobs: tuple[Job, ...]
+
+
+class FairnessTerms:
+    """F of one problem: its entities' rows and how they aggregate.
+
+    `best` is each job's best samples/s on an empty cluster (0: the job cannot run; it is no
+    entity's demand)."""
+
+    def __init__(self, problem: Problem, best: Mapping[str, float]) -> None:
+        self.mode = problem.fairness.mode
+        self.scope = problem.fairness.scope
+        self.weight = problem.weights.fairness
+        self.horizon = problem.fairness.horizon_seconds
+        cluster = problem.cluster
+        demand = [j for j in problem.jobs if best.get(j.name, 0.0) > 0]
+        if self.mode is FairnessMode.FINISH_TIME:
+            demand = [j for j in demand if j.remaining_samples > 0]
+        self._gpus = max(sum(n.available_gpus for n in cluster.nodes), 1)
+        self._type_gpus = {
+            t: sum(n.available_gpus for n in cluster.nodes if n.gpu_type == t)
+            for t in cluster.gpu_types
+        }
+        self._budget = cluster.power_budget_watts
+        share = problem.fairness.equal_share_gpus or equal_share_gpus(problem, best)
+        self._equal_rate = {
+            j.name: best[j.name] * min(1.0, share / max(j.min_gpus, 1)) for j in demand
+        }
+        groups: dict[str, list[Job]] = {}
+        for j in demand:
+            groups.setdefault(self._entity_of(j), []).append(j)
+        weights = {e: self._entity_weight(e, members, problem) for e, members in groups.items()}
+        total_weight = sum(weights.values()) or 1.0
+        mean_weight = total_weight / max(len(weights), 1)
+        self.rows: list[Row] = []
+        self._scale: dict[str, float] = {}
+        """Per entity: the factor of its jobs' terms."""
+        for e, members in groups.items():
+            w = weights[e]
+            attained = self._attained(e, members, problem)
+            if self.mode is FairnessMode.MAX_MIN:
+                scale, intercept = 1.0 / w, attained.normalized_seconds / (self.horizon * w)
+            elif self.mode is FairnessMode.DRF:
+                entitlement = w / total_weight
+                scale = 1.0 / entitlement
+                intercept = attained.gpu_seconds / (self.horizon * self._gpus) * scale
+            elif self.mode is FairnessMode.FINISH_TIME:
+                scale = -(w / mean_weight) / len(members)
+                intercept = scale * sum(self._rho(j, None) for j in members)
+            else:  # PROPORTIONAL: rounds of equal-share service
+                scale, intercept = 1.0, attained.normalized_seconds / self.horizon
+            self._scale[e] = scale
+            self.rows.append(Row(e, w, intercept, tuple(members)))
+        self._row_of_job = {j.name: r for r in self.rows for j in r.jobs}
+
+    # ------------------------------------------------------------ entities
+
+    def _entity_of(self, job: Job) -> str:
+        if self.scope is FairnessScope.JOB:
+            return job.name
+        return job.tenant or DEFAULT_QUEUE
+
+    def _entity_weight(self, entity: str, members: Sequence[Job], problem: Problem) -> float:
+        if self.scope is FairnessScope.JOB:
+            return members[0].weight
+        queue = problem.cluster.queue_of(entity)
+        return queue.weight if queue is not None else 1.0
+
+    def _attained(self, entity: str, members: Sequence[Job], problem: Problem) -> AttainedService:
+        """A job's own; a declared queue's as the snapshot says; else its present jobs' sum."""
+        if self.scope is FairnessScope.JOB:
+            return members[0].attained
+        queue = problem.cluster.queue_of(entity)
+        if queue is not None and queue.name == entity:
+            return queue.attained
+        return AttainedService(
+            sum(j.attained.gpu_seconds for j in members),
+            sum(j.attained.normalized_seconds for j in members),
+        )
+
+    # ------------------------------------------------------------ per configuration
+
+    def normalized_rate(self, job: Job, config: Config) -> float:
+        """rho_c: samples/s over the job's rate on an equal 1/n share of the cluster's GPUs."""
+        return config.samples_per_second / self._equal_rate[job.name]
+
+    def dominant_share(self, config: Config) -> float:
+        """The largest share of a resource the configuration takes: its GPU type's GPUs, or
+        the cluster power budget's watts."""
+        gpus = config.num_gpus / max(self._type_gpus.get(config.gpu_type, 0), 1)
+        if self._budget is None or self._budget <= 0:
+            return gpus
+        return max(gpus, config.watts / self._budget)
+
+    def _rho(self, job: Job, config: Config | None) -> float:
+        """Themis' finish-time fairness: time to finish shared (elapsed + remaining at this
+        rate; queued: after this horizon at the equal share) over time to finish on an equal
+        share (service so far at it + remaining)."""
+        equal = self._equal_rate[job.name]
+        ideal = job.attained.normalized_seconds + job.remaining_samples / equal
+        if config is None:
+            shared = job.age_seconds + self.horizon + job.remaining_samples / equal
+        else:
+            shared = job.age_seconds + job.remaining_samples / config.samples_per_second
+        return shared / ideal
+
+    def term(self, job: Job, config: Config) -> float:
+        """What running `job` in `config` adds to its entity's row."""
+        scale = self._scale[self._row_of_job[job.name].entity]
+        if self.mode is FairnessMode.DRF:
+            return scale * self.dominant_share(config)
+        if self.mode is FairnessMode.FINISH_TIME:
+            return scale * (self._rho(job, config) - self._rho(job, None))
+        return scale * self.normalized_rate(job, config)
+
+    def terms(self, job: Job, configs: Sequence[Config]) -> list[float]:
+        """``term`` of each configuration; zeros for a job that is no entity's demand."""
+        if job.name not in self._row_of_job:
+            return [0.0] * len(configs)
+        return [self.term(job, c) for c in configs]
+
+    # ------------------------------------------------------------ F
+
+    def row_values(self, chosen: Mapping[str, Config]) -> dict[str, float]:
+        """Each entity's row for the running jobs' configurations in `chosen`."""
+        out = {}
+        for r in self.rows:
+            out[r.entity] = r.intercept + sum(
+                self.term(j, chosen[j.name]) for j in r.jobs if j.name in chosen
+            )
+        return out
+
+    def aggregate(self, values: Mapping[str, float]) -> float:
+        """F from the rows' values."""
+        if not self.rows:
+            return 0.0
+        if self.mode in SUM_LOG_MODES:
+            return sum(r.weight * math.log1p(max(values[r.entity], 0.0)) for r in self.rows)
+        return min(values.values())
+
+    def value(self, chosen: Mapping[str, Config]) -> float:
+        """F of a plan whose running jobs have these configurations."""
+        return self.aggregate(self.row_values(chosen))
+
+    def upper_bound(self, configs: Mapping[str, Sequence[Config]]) -> float:
+        """A proven bound on F: every entity's jobs at once at their largest term among
+        `configs` (0 if none is positive), capacity aside."""
+        tops = {
+            r.entity: r.intercept
+            + sum(max([0.0, *self.terms(j, configs.get(j.name, ()))]) for j in r.jobs)
+            for r in self.rows
+        }
+        return self.aggregate(tops)
+
+    # ------------------------------------------------------------ for the search
+
+    def separable(self) -> bool:
+        """Whether F is a sum over jobs (per-job proportional fairness): then ``surrogates``
+        are exact, and the full model needs no epigraph."""
+        return self.mode in SUM_LOG_MODES and self.scope is FairnessScope.JOB
+
+    def surrogates(self, configs: Mapping[str, Sequence[Config]]) -> dict[str, list[float]]:
+        """Per job, each configuration's estimated worth to weight x F over leaving it queued.
+
+        Exact when ``separable``. For a sum of logs, the log's slope at the entity's
+        intercept. For the least row, the term scaled by how close the entity's intercept is
+        to the least one, exp(-distance / a typical job's largest term): the entities a plan
+        can lift off the bottom count most, those far above it hardly at all."""
+        terms = {j.name: self.terms(j, configs.get(j.name, ())) for r in self.rows for j in r.jobs}
+        out: dict[str, list[float]] = {}
+        if self.mode in SUM_LOG_MODES:
+            for r in self.rows:
+                base = math.log1p(max(r.intercept, 0.0))
+                slope = self.weight * r.weight / (1.0 + max(r.intercept, 0.0))
+                for j in r.jobs:
+                    if self.separable():
+                        out[j.name] = [
+                            self.weight * r.weight * (math.log1p(max(r.intercept + t, 0.0)) - base)
+                            for t in terms[j.name]
+                        ]
+                    else:
+                        out[j.name] = [slope * t for t in terms[j.name]]
+            return out
+        sizes = [max((abs(t) for t in ts), default=0.0) for ts in terms.values()]
+        typical = max(statistics.median(sizes) if sizes else 1.0, 1e-9)
+        lowest = min((r.intercept for r in self.rows), default=0.0)
+        for r in self.rows:
+            closeness = math.exp(-(r.intercept - lowest) / typical)
+            for j in r.jobs:
+                out[j.name] = [self.weight * closeness * t for t in terms[j.name]]
+        return out
+
+
+def equal_share_gpus(problem: Problem, best: Mapping[str, float] | None) -> float:
+    """Available GPUs over the jobs that can run (every job when `best` is unknown): an equal
+    1/n share of the cluster."""
+    gpus = sum(n.available_gpus for n in problem.cluster.nodes)
+    jobs = [j for j in problem.jobs if best is None or best.get(j.name, 0.0) > 0]
+    return max(gpus, 1) / max(len(jobs), 1)
+
+
+def part_fairness(problem: Problem, best: Mapping[str, float] | None) -> Fairness:
+    """The fairness policy of a part of `problem`: its equal share pinned to the whole's."""
+    if not problem.fairness.active:
+        return problem.fairness
+    return dataclasses.replace(
+        problem.fairness,
+        equal_share_gpus=problem.fairness.equal_share_gpus or equal_share_gpus(problem, best),
+    )
+
+
+def fairness_value(
+    problem: Problem, best: Mapping[str, float], chosen: Iterable[tuple[str, Config]]
+) -> float:
+    """F of a plan (0 under WEIGHTED_SUM)."""
+    if not problem.fairness.active:
+        return 0.0
+    return FairnessTerms(problem, best).value(dict(chosen))
+
+
+def fairness_headroom(
+    problem: Problem, configs: Mapping[str, Sequence[Config]], best: Mapping[str, float]
+) -> float:
+    """A proven bound on weight x F (0 under WEIGHTED_SUM): what to add to a bound of the
+    objective without its fairness term."""
+    if not problem.fairness.active:
+        return 0.0
+    return problem.weights.fairness * FairnessTerms(problem, best).upper_bound(configs)
