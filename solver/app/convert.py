@@ -24,6 +24,9 @@ from solver.domain import (
     AttainedService,
     Backend,
     Cluster,
+    Fairness,
+    FairnessMode,
+    FairnessScope,
     GpuSlice,
     GpuType,
     Job,
@@ -57,6 +60,8 @@ T = TypeVar("T")
 
 _WIRE_PREFIX = {
     Backend.__name__: "BACKEND_",
+    FairnessMode.__name__: "FAIRNESS_MODE_",
+    FairnessScope.__name__: "FAIRNESS_SCOPE_",
     JobState.__name__: "JOB_STATE_",
     QueueReason.__name__: "QUEUE_REASON_",
     Termination.__name__: "TERMINATION_",
@@ -93,6 +98,33 @@ def problem_from_proto(req: pb.SolveRequest, limits: Limits) -> Problem:
         jobs=tuple(_job(j) for j in req.jobs),
         weights=_weights(req.weights),
         options=_options(req.options, limits),
+        fairness=fairness_from_proto(req.fairness),
+    )
+
+
+def fairness_from_proto(f: pb.Fairness) -> Fairness:
+    """The domain fairness policy; unspecified values mean WEIGHTED_SUM, JOB and 300 s."""
+    d = Fairness()
+    return Fairness(
+        mode=(
+            d.mode
+            if f.mode == pb.FAIRNESS_MODE_UNSPECIFIED
+            else FairnessMode[enum_label(pb.FairnessMode, f.mode)]
+        ),
+        scope=(
+            d.scope
+            if f.scope == pb.FAIRNESS_SCOPE_UNSPECIFIED
+            else FairnessScope[enum_label(pb.FairnessScope, f.scope)]
+        ),
+        horizon_seconds=duration_seconds(f.horizon) if f.HasField("horizon") else d.horizon_seconds,
+    )
+
+
+def fairness_to_proto(f: Fairness) -> pb.Fairness:
+    return pb.Fairness(
+        mode=cast("pb.FairnessMode", pb.FairnessMode.Value(wire_name(f.mode))),
+        scope=cast("pb.FairnessScope", pb.FairnessScope.Value(wire_name(f.scope))),
+        horizon=duration_to_proto(f.horizon_seconds),
     )
 
 
@@ -190,6 +222,7 @@ def _job(j: pb.Job) -> Job:
         ),
         preemptible=j.preemptible if j.HasField("preemptible") else True,
         attained=_attained(j.attained),
+        age_seconds=duration_seconds(j.age) if j.HasField("age") else 0.0,
     )
 
 
@@ -217,6 +250,7 @@ def _weights(w: pb.ObjectiveWeights) -> ObjectiveWeights:
         migration=w.migration if w.HasField("migration") else d.migration,
         locality=w.locality if w.HasField("locality") else d.locality,
         deadline=w.deadline if w.HasField("deadline") else d.deadline,
+        fairness=w.fairness if w.HasField("fairness") else d.fairness,
     )
 
 
@@ -272,6 +306,7 @@ def objective_to_proto(o: ObjectiveBreakdown) -> pb.ObjectiveBreakdown:
         migration=o.migration,
         locality=o.locality,
         deadline=o.deadline,
+        fairness=o.fairness,
     )
 
 

@@ -66,6 +66,10 @@ analytic model's compute time underflow to 0, so a one-GPU step took no time: in
 throughput, NaN objective coefficients, and a HiGHS bound LP that ignored its time limit."""
 MAX_DEADLINE_SECONDS = 10 * 365 * 86400.0
 """Time to a job's deadline: ten years."""
+MAX_JOB_AGE_SECONDS = 10 * 365 * 86400.0
+"""Time since a job was submitted: ten years."""
+MAX_FAIRNESS_HORIZON_SECONDS = 7 * 86400.0
+"""How long one plan runs: a week (scheduling rounds are seconds to hours)."""
 MIN_DEADLINE_SAMPLES = 1.0
 """Remaining samples of a job with a deadline: at least one (a sample is the smallest unit of
 work). Fewer, down to subnormal numbers, made the rate the deadline asks for (samples over
@@ -88,9 +92,11 @@ __all__ = [
     "MAX_BANDWIDTH_GBPS",
     "MAX_BATCH_TOKENS",
     "MAX_DEADLINE_SECONDS",
+    "MAX_FAIRNESS_HORIZON_SECONDS",
     "MAX_GPU_MEMORY_GIB",
     "MAX_GPU_WATTS",
     "MAX_HIDDEN_SIZE",
+    "MAX_JOB_AGE_SECONDS",
     "MAX_JOB_WEIGHT",
     "MAX_MESSAGE_BYTES",
     "MAX_MODEL_PARAMETERS",

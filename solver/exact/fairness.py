@@ -21,7 +21,9 @@ from solver.exact.rows import FloatArray, IntArray, floats, ints
 from solver.scoring.fairness import SUM_LOG_MODES, FairnessTerms, Row
 
 UNITS = 1_000_000
-"""Epigraph steps per unit of a fairness row (the CP-SAT objective's own scale)."""
+"""Epigraph steps per objective unit: the CP-SAT objective's own scale, so an epigraph
+variable's objective coefficient, 1/UNITS, is exact there (the objective's factor, weight x
+entity weight, is folded into the rows)."""
 TANGENTS = 16
 """Tangents of ln(1 + row) per entity, at points spread geometrically over its range."""
 
@@ -103,19 +105,20 @@ def _add_floor(f: Formulation, terms: FairnessTerms) -> None:
         cols, coefs = _row_terms(f, terms, row)
         parts.append((row, cols, coefs))
         ranges.append(_range(f, terms, row))
+    k = terms.weight
     low = min(r[0] for r in ranges)
     high = min(r[1] for r in ranges)
     var = int(
         f.add_vars(
             "fairness_floor",
-            math.floor(low * UNITS),
-            math.ceil(high * UNITS),
+            math.floor(k * low * UNITS),
+            math.ceil(k * high * UNITS),
             lambda: ["F"],
         )[0]
     )
     for row, cols, coefs in parts:
-        _add_epigraph_rows(f, var, cols, [coefs], [row.intercept], row.entity)
-    f.add_objective(ints([var]), floats([terms.weight / UNITS]))
+        _add_epigraph_rows(f, var, cols, [k * coefs], [k * row.intercept], row.entity)
+    f.add_objective(ints([var]), floats([1.0 / UNITS]))
 
 
 def _add_log_epigraph(f: Formulation, terms: FairnessTerms, row: Row) -> None:
@@ -124,21 +127,25 @@ def _add_log_epigraph(f: Formulation, terms: FairnessTerms, row: Row) -> None:
     low, high = _range(f, terms, row)
     low, high = max(low, 0.0), max(high, 0.0)
     points = np.geomspace(1.0 + low, 1.0 + high, TANGENTS) - 1.0 if high > low else [low]
+    k = terms.weight * row.weight
     var = int(
         f.add_vars(
             "fairness_log",
-            math.floor(math.log1p(low) * UNITS),
-            math.ceil(math.log1p(high) * UNITS),
+            math.floor(k * math.log1p(low) * UNITS),
+            math.ceil(k * math.log1p(high) * UNITS),
             lambda: [row.entity],
         )[0]
     )
     # ln(1 + s) <= ln(1 + p) + (s - p) / (1 + p), s = intercept + coefs . y
     slopes = [1.0 / (1.0 + p) for p in points]
     intercepts = [
-        math.log1p(p) + (row.intercept - p) * k for p, k in zip(points, slopes, strict=True)
+        k * (math.log1p(p) + (row.intercept - p) * slope)
+        for p, slope in zip(points, slopes, strict=True)
     ]
-    _add_epigraph_rows(f, var, cols, [coefs * k for k in slopes], intercepts, row.entity)
-    f.add_objective(ints([var]), floats([terms.weight * row.weight / UNITS]))
+    _add_epigraph_rows(
+        f, var, cols, [coefs * (k * slope) for slope in slopes], intercepts, row.entity
+    )
+    f.add_objective(ints([var]), floats([1.0 / UNITS]))
 
 
 def separable_values(f: Formulation) -> FloatArray | None:

@@ -48,9 +48,7 @@ class Indices:
     quota_claims: list[tuple[int, IntArray, IntArray]] = field(default_factory=list)
     """Per cohort and queue: its claim variable, and the usage it covers (y indices and
     coefficients)."""
-    epigraphs: list[tuple[int, list[tuple[int, IntArray, IntArray]]]] = field(
-        default_factory=list
-    )
+    epigraphs: list[tuple[int, list[tuple[int, IntArray, IntArray]]]] = field(default_factory=list)
     """Per fairness epigraph variable: its rows var <= rhs + coefs . y (rhs, y indices,
     coefficients)."""
 

@@ -11,6 +11,7 @@ from solver.app.limits import (
     MAX_DEADLINE_SECONDS,
     MAX_GPU_MEMORY_GIB,
     MAX_HIDDEN_SIZE,
+    MAX_JOB_AGE_SECONDS,
     MAX_JOB_WEIGHT,
     MAX_MODEL_PARAMETERS,
     MAX_POWER_WATTS,
@@ -52,6 +53,10 @@ def check_job(
         if name not in types and types:
             c.add(f"{p}.allowed_gpu_types[{k}]", f"unknown gpu type {quoted(name)}")
     c.non_negative(f"{p}.remaining_samples", job.remaining_samples, MAX_SAMPLES)
+    if job.HasField("age"):
+        age = duration_seconds(job.age)
+        if not (math.isfinite(age) and 0 <= age <= MAX_JOB_AGE_SECONDS):
+            c.add(f"{p}.age", f"must be in [0, {MAX_JOB_AGE_SECONDS:g}]s, got {age:g}s")
     if job.HasField("time_to_deadline"):
         secs = duration_seconds(job.time_to_deadline)
         if not positive_duration(job.time_to_deadline):

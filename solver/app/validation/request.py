@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from solver._proto.dsfro.v1 import scheduler_pb2 as pb
 from solver.app.limits import (
     MAX_BANDWIDTH_GBPS,
+    MAX_FAIRNESS_HORIZON_SECONDS,
     MAX_GPU_MEMORY_GIB,
     MAX_GPU_WATTS,
     MAX_OBJECTIVE_WEIGHT,
@@ -59,6 +60,7 @@ def validate_request(req: pb.SolveRequest, limits: Limits) -> list[FieldViolatio
             check_allocation(c, i, job, types, nodes, claims, limits)
             check_kept_shape_profiled(c, i, job)
     _check_weights(c, req)
+    _check_fairness(c, req)
     _check_options(c, req, limits)
     return c.out
 
@@ -242,10 +244,28 @@ def _check_weights(c: Collector, req: pb.SolveRequest) -> None:
         ("migration", w.HasField("migration"), w.migration),
         ("locality", w.HasField("locality"), w.locality),
         ("deadline", w.HasField("deadline"), w.deadline),
+        ("fairness", w.HasField("fairness"), w.fairness),
     )
     for name, is_set, value in fields:
         if is_set:
             c.non_negative(f"weights.{name}", value, MAX_OBJECTIVE_WEIGHT)
+
+
+def _check_fairness(c: Collector, req: pb.SolveRequest) -> None:
+    f = req.fairness
+    if f.mode not in pb.FairnessMode.values():
+        c.add("fairness.mode", f"unknown fairness mode {f.mode}")
+    if f.scope not in pb.FairnessScope.values():
+        c.add("fairness.scope", f"unknown fairness scope {f.scope}")
+    if f.HasField("horizon"):
+        secs = duration_seconds(f.horizon)
+        if not positive_duration(f.horizon):
+            c.add("fairness.horizon", f"must be > 0, got {secs:g}s")
+        elif secs > MAX_FAIRNESS_HORIZON_SECONDS:
+            c.add(
+                "fairness.horizon",
+                f"must be <= {MAX_FAIRNESS_HORIZON_SECONDS:g}s (a week), got {secs:g}s",
+            )
 
 
 def _check_options(c: Collector, req: pb.SolveRequest, limits: Limits) -> None:

@@ -10,6 +10,21 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
+class FairnessMode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    FAIRNESS_MODE_UNSPECIFIED: _ClassVar[FairnessMode]
+    FAIRNESS_MODE_WEIGHTED_SUM: _ClassVar[FairnessMode]
+    FAIRNESS_MODE_MAX_MIN: _ClassVar[FairnessMode]
+    FAIRNESS_MODE_PROPORTIONAL: _ClassVar[FairnessMode]
+    FAIRNESS_MODE_DRF: _ClassVar[FairnessMode]
+    FAIRNESS_MODE_FINISH_TIME: _ClassVar[FairnessMode]
+
+class FairnessScope(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    FAIRNESS_SCOPE_UNSPECIFIED: _ClassVar[FairnessScope]
+    FAIRNESS_SCOPE_JOB: _ClassVar[FairnessScope]
+    FAIRNESS_SCOPE_TENANT: _ClassVar[FairnessScope]
+
 class Backend(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     BACKEND_UNSPECIFIED: _ClassVar[Backend]
@@ -41,6 +56,15 @@ class Termination(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     TERMINATION_FEASIBLE: _ClassVar[Termination]
     TERMINATION_FALLBACK: _ClassVar[Termination]
     TERMINATION_INFEASIBLE: _ClassVar[Termination]
+FAIRNESS_MODE_UNSPECIFIED: FairnessMode
+FAIRNESS_MODE_WEIGHTED_SUM: FairnessMode
+FAIRNESS_MODE_MAX_MIN: FairnessMode
+FAIRNESS_MODE_PROPORTIONAL: FairnessMode
+FAIRNESS_MODE_DRF: FairnessMode
+FAIRNESS_MODE_FINISH_TIME: FairnessMode
+FAIRNESS_SCOPE_UNSPECIFIED: FairnessScope
+FAIRNESS_SCOPE_JOB: FairnessScope
+FAIRNESS_SCOPE_TENANT: FairnessScope
 BACKEND_UNSPECIFIED: Backend
 BACKEND_AUTO: Backend
 BACKEND_CPSAT: Backend
@@ -221,7 +245,7 @@ class Allocation(_message.Message):
     def __init__(self, gpu_type: _Optional[str] = ..., data_parallel: _Optional[int] = ..., tensor_parallel: _Optional[int] = ..., pipeline_parallel: _Optional[int] = ..., sm_clock_mhz: _Optional[int] = ..., placement: _Optional[_Iterable[_Union[GpuSlice, _Mapping]]] = ...) -> None: ...
 
 class Job(_message.Message):
-    __slots__ = ("name", "tenant", "weight", "model", "profile", "min_gpus", "max_gpus", "allowed_gpu_types", "remaining_samples", "time_to_deadline", "current_allocation", "preemptible", "attained")
+    __slots__ = ("name", "tenant", "weight", "model", "profile", "min_gpus", "max_gpus", "allowed_gpu_types", "remaining_samples", "time_to_deadline", "current_allocation", "preemptible", "attained", "age")
     NAME_FIELD_NUMBER: _ClassVar[int]
     TENANT_FIELD_NUMBER: _ClassVar[int]
     WEIGHT_FIELD_NUMBER: _ClassVar[int]
@@ -235,6 +259,7 @@ class Job(_message.Message):
     CURRENT_ALLOCATION_FIELD_NUMBER: _ClassVar[int]
     PREEMPTIBLE_FIELD_NUMBER: _ClassVar[int]
     ATTAINED_FIELD_NUMBER: _ClassVar[int]
+    AGE_FIELD_NUMBER: _ClassVar[int]
     name: str
     tenant: str
     weight: float
@@ -248,21 +273,34 @@ class Job(_message.Message):
     current_allocation: Allocation
     preemptible: bool
     attained: AttainedService
-    def __init__(self, name: _Optional[str] = ..., tenant: _Optional[str] = ..., weight: _Optional[float] = ..., model: _Optional[_Union[ModelSpec, _Mapping]] = ..., profile: _Optional[_Union[ThroughputProfile, _Mapping]] = ..., min_gpus: _Optional[int] = ..., max_gpus: _Optional[int] = ..., allowed_gpu_types: _Optional[_Iterable[str]] = ..., remaining_samples: _Optional[float] = ..., time_to_deadline: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., current_allocation: _Optional[_Union[Allocation, _Mapping]] = ..., preemptible: _Optional[bool] = ..., attained: _Optional[_Union[AttainedService, _Mapping]] = ...) -> None: ...
+    age: _duration_pb2.Duration
+    def __init__(self, name: _Optional[str] = ..., tenant: _Optional[str] = ..., weight: _Optional[float] = ..., model: _Optional[_Union[ModelSpec, _Mapping]] = ..., profile: _Optional[_Union[ThroughputProfile, _Mapping]] = ..., min_gpus: _Optional[int] = ..., max_gpus: _Optional[int] = ..., allowed_gpu_types: _Optional[_Iterable[str]] = ..., remaining_samples: _Optional[float] = ..., time_to_deadline: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., current_allocation: _Optional[_Union[Allocation, _Mapping]] = ..., preemptible: _Optional[bool] = ..., attained: _Optional[_Union[AttainedService, _Mapping]] = ..., age: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
 
 class ObjectiveWeights(_message.Message):
-    __slots__ = ("throughput", "energy", "migration", "locality", "deadline")
+    __slots__ = ("throughput", "energy", "migration", "locality", "deadline", "fairness")
     THROUGHPUT_FIELD_NUMBER: _ClassVar[int]
     ENERGY_FIELD_NUMBER: _ClassVar[int]
     MIGRATION_FIELD_NUMBER: _ClassVar[int]
     LOCALITY_FIELD_NUMBER: _ClassVar[int]
     DEADLINE_FIELD_NUMBER: _ClassVar[int]
+    FAIRNESS_FIELD_NUMBER: _ClassVar[int]
     throughput: float
     energy: float
     migration: float
     locality: float
     deadline: float
-    def __init__(self, throughput: _Optional[float] = ..., energy: _Optional[float] = ..., migration: _Optional[float] = ..., locality: _Optional[float] = ..., deadline: _Optional[float] = ...) -> None: ...
+    fairness: float
+    def __init__(self, throughput: _Optional[float] = ..., energy: _Optional[float] = ..., migration: _Optional[float] = ..., locality: _Optional[float] = ..., deadline: _Optional[float] = ..., fairness: _Optional[float] = ...) -> None: ...
+
+class Fairness(_message.Message):
+    __slots__ = ("mode", "scope", "horizon")
+    MODE_FIELD_NUMBER: _ClassVar[int]
+    SCOPE_FIELD_NUMBER: _ClassVar[int]
+    HORIZON_FIELD_NUMBER: _ClassVar[int]
+    mode: FairnessMode
+    scope: FairnessScope
+    horizon: _duration_pb2.Duration
+    def __init__(self, mode: _Optional[_Union[FairnessMode, str]] = ..., scope: _Optional[_Union[FairnessScope, str]] = ..., horizon: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
 
 class SolveOptions(_message.Message):
     __slots__ = ("time_budget", "backend", "relative_gap", "seed", "threads", "pyomo_solver")
@@ -281,16 +319,18 @@ class SolveOptions(_message.Message):
     def __init__(self, time_budget: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., backend: _Optional[_Union[Backend, str]] = ..., relative_gap: _Optional[float] = ..., seed: _Optional[int] = ..., threads: _Optional[int] = ..., pyomo_solver: _Optional[str] = ...) -> None: ...
 
 class SolveRequest(_message.Message):
-    __slots__ = ("cluster", "jobs", "weights", "options")
+    __slots__ = ("cluster", "jobs", "weights", "options", "fairness")
     CLUSTER_FIELD_NUMBER: _ClassVar[int]
     JOBS_FIELD_NUMBER: _ClassVar[int]
     WEIGHTS_FIELD_NUMBER: _ClassVar[int]
     OPTIONS_FIELD_NUMBER: _ClassVar[int]
+    FAIRNESS_FIELD_NUMBER: _ClassVar[int]
     cluster: ClusterSnapshot
     jobs: _containers.RepeatedCompositeFieldContainer[Job]
     weights: ObjectiveWeights
     options: SolveOptions
-    def __init__(self, cluster: _Optional[_Union[ClusterSnapshot, _Mapping]] = ..., jobs: _Optional[_Iterable[_Union[Job, _Mapping]]] = ..., weights: _Optional[_Union[ObjectiveWeights, _Mapping]] = ..., options: _Optional[_Union[SolveOptions, _Mapping]] = ...) -> None: ...
+    fairness: Fairness
+    def __init__(self, cluster: _Optional[_Union[ClusterSnapshot, _Mapping]] = ..., jobs: _Optional[_Iterable[_Union[Job, _Mapping]]] = ..., weights: _Optional[_Union[ObjectiveWeights, _Mapping]] = ..., options: _Optional[_Union[SolveOptions, _Mapping]] = ..., fairness: _Optional[_Union[Fairness, _Mapping]] = ...) -> None: ...
 
 class JobAssignment(_message.Message):
     __slots__ = ("job", "state", "queue_reason", "queue_detail", "gpu_type", "num_gpus", "data_parallel", "tensor_parallel", "pipeline_parallel", "sm_clock_mhz", "placement", "samples_per_second", "watts", "memory_per_gpu_gib", "migrated", "borrowed")
@@ -329,20 +369,22 @@ class JobAssignment(_message.Message):
     def __init__(self, job: _Optional[str] = ..., state: _Optional[_Union[JobState, str]] = ..., queue_reason: _Optional[_Union[QueueReason, str]] = ..., queue_detail: _Optional[str] = ..., gpu_type: _Optional[str] = ..., num_gpus: _Optional[int] = ..., data_parallel: _Optional[int] = ..., tensor_parallel: _Optional[int] = ..., pipeline_parallel: _Optional[int] = ..., sm_clock_mhz: _Optional[int] = ..., placement: _Optional[_Iterable[_Union[GpuSlice, _Mapping]]] = ..., samples_per_second: _Optional[float] = ..., watts: _Optional[float] = ..., memory_per_gpu_gib: _Optional[float] = ..., migrated: _Optional[bool] = ..., borrowed: _Optional[bool] = ...) -> None: ...
 
 class ObjectiveBreakdown(_message.Message):
-    __slots__ = ("total", "throughput", "energy", "migration", "locality", "deadline")
+    __slots__ = ("total", "throughput", "energy", "migration", "locality", "deadline", "fairness")
     TOTAL_FIELD_NUMBER: _ClassVar[int]
     THROUGHPUT_FIELD_NUMBER: _ClassVar[int]
     ENERGY_FIELD_NUMBER: _ClassVar[int]
     MIGRATION_FIELD_NUMBER: _ClassVar[int]
     LOCALITY_FIELD_NUMBER: _ClassVar[int]
     DEADLINE_FIELD_NUMBER: _ClassVar[int]
+    FAIRNESS_FIELD_NUMBER: _ClassVar[int]
     total: float
     throughput: float
     energy: float
     migration: float
     locality: float
     deadline: float
-    def __init__(self, total: _Optional[float] = ..., throughput: _Optional[float] = ..., energy: _Optional[float] = ..., migration: _Optional[float] = ..., locality: _Optional[float] = ..., deadline: _Optional[float] = ...) -> None: ...
+    fairness: float
+    def __init__(self, total: _Optional[float] = ..., throughput: _Optional[float] = ..., energy: _Optional[float] = ..., migration: _Optional[float] = ..., locality: _Optional[float] = ..., deadline: _Optional[float] = ..., fairness: _Optional[float] = ...) -> None: ...
 
 class ResourceUsage(_message.Message):
     __slots__ = ("resource", "used", "nominal", "borrowed")

@@ -1,0 +1,91 @@
+"""The fairness modes' value F, written apart from ``solver.scoring.fairness`` from the formulas
+of docs/objective.md ("Fairness"), for the tests that check the product against it."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+
+from solver.domain import Config, FairnessMode, FairnessScope, Problem
+
+
+def reference_value(
+    problem: Problem, best: Mapping[str, float], run: Mapping[str, Config]
+) -> float:
+    """F of a plan running `run` (job -> configuration), by the documented formulas."""
+    fair = problem.fairness
+    horizon = fair.horizon_seconds
+    ftf = fair.mode is FairnessMode.FINISH_TIME
+    demand = [
+        j for j in problem.jobs if best.get(j.name, 0) > 0 and (not ftf or j.remaining_samples > 0)
+    ]
+    if not demand:
+        return 0.0
+    gpus = sum(n.available_gpus for n in problem.cluster.nodes)
+    share = fair.equal_share_gpus or gpus / len(
+        [j for j in problem.jobs if best.get(j.name, 0) > 0]
+    )
+    equal = {j.name: best[j.name] * min(1.0, share / j.min_gpus) for j in demand}
+
+    def key(job_name: str) -> str:
+        j = next(x for x in demand if x.name == job_name)
+        return j.name if fair.scope is FairnessScope.JOB else (j.tenant or "default")
+
+    entities: dict[str, list[str]] = {}
+    for j in demand:
+        entities.setdefault(key(j.name), []).append(j.name)
+    jobs = {j.name: j for j in demand}
+    declared = {q.name: q for q in problem.cluster.queues}
+
+    def weight(e: str) -> float:
+        if fair.scope is FairnessScope.JOB:
+            return jobs[e].weight
+        return declared[e].weight if e in declared else 1.0
+
+    def attained(e: str) -> tuple[float, float]:
+        if fair.scope is FairnessScope.JOB:
+            return jobs[e].attained.gpu_seconds, jobs[e].attained.normalized_seconds
+        if e in declared:
+            return declared[e].attained.gpu_seconds, declared[e].attained.normalized_seconds
+        members = entities[e]
+        return (
+            sum(jobs[m].attained.gpu_seconds for m in members),
+            sum(jobs[m].attained.normalized_seconds for m in members),
+        )
+
+    def rate(m: str) -> float:
+        return run[m].samples_per_second / equal[m] if m in run else 0.0
+
+    per_type = {
+        t: sum(n.available_gpus for n in problem.cluster.nodes if n.gpu_type == t)
+        for t in problem.cluster.gpu_types
+    }
+    budget = problem.cluster.power_budget_watts
+
+    def dominant(c: Config) -> float:
+        d = c.num_gpus / per_type[c.gpu_type]
+        return max(d, c.watts / budget) if budget else d
+
+    def rho(m: str) -> float:
+        j = jobs[m]
+        ideal = j.attained.normalized_seconds + j.remaining_samples / equal[m]
+        if m in run:
+            return (j.age_seconds + j.remaining_samples / run[m].samples_per_second) / ideal
+        return (j.age_seconds + horizon + j.remaining_samples / equal[m]) / ideal
+
+    total_weight = sum(weight(e) for e in entities)
+    values = []
+    for e, members in entities.items():
+        gpu_s, norm_s = attained(e)
+        served = (norm_s + horizon * sum(rate(m) for m in members)) / horizon
+        if fair.mode is FairnessMode.MAX_MIN:
+            values.append(served / weight(e))
+        elif fair.mode is FairnessMode.PROPORTIONAL:
+            values.append(weight(e) * math.log(1 + served))
+        elif fair.mode is FairnessMode.DRF:
+            share_now = sum(dominant(run[m]) for m in members if m in run)
+            values.append((gpu_s / (horizon * gpus) + share_now) / (weight(e) / total_weight))
+        else:
+            mean_rho = sum(rho(m) for m in members) / len(members)
+            values.append(-mean_rho * weight(e) / (total_weight / len(entities)))
+    return sum(values) if fair.mode is FairnessMode.PROPORTIONAL else min(values)

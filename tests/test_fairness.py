@@ -1,0 +1,140 @@
+"""The fairness term (solver.scoring.fairness, solver.exact.fairness): F as documented, the
+exact backends' optimum equal to exhaustive enumeration in every mode and scope, every bound
+proven, and what each mode prefers on hand-built cases."""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import random
+
+import pytest
+
+from solver.domain import (
+    AttainedService,
+    Backend,
+    Fairness,
+    FairnessMode,
+    FairnessScope,
+    Problem,
+    TenantQueue,
+)
+from solver.exact import formulation
+from solver.exact.backends import SolverStatus
+from solver.perfmodel.configs import build_config_set
+from solver.scoring.checker import check_plan
+from solver.scoring.fairness import FairnessTerms, fairness_headroom
+from solver.search.bound import solve_aggregate
+from tests.bruteforce import brute_force, enumerated, solve_exact
+from tests.factories import cluster, job, node, point, problem
+from tests.reference_fairness import reference_value
+
+MODES = [
+    FairnessMode.MAX_MIN,
+    FairnessMode.PROPORTIONAL,
+    FairnessMode.DRF,
+    FairnessMode.FINISH_TIME,
+]
+
+
+def fair(seed: int, mode: FairnessMode, scope: FairnessScope) -> tuple[Problem, object]:
+    """enumerated(seed) with a fairness policy, two tenants, attained service and ages."""
+    p, configs, _ = enumerated(seed)
+    rnd = random.Random(seed)
+    jobs = tuple(
+        dataclasses.replace(
+            j,
+            tenant="ab"[k % 2],
+            attained=AttainedService(rnd.uniform(0, 900), rnd.uniform(0, 600)),
+            age_seconds=rnd.uniform(0, 3000),
+            remaining_samples=j.remaining_samples or 2e4,
+        )
+        for k, j in enumerate(p.jobs)
+    )
+    queues = (TenantQueue("a", weight=2.0, attained=AttainedService(300.0, 200.0)),)
+    p = dataclasses.replace(
+        p,
+        cluster=dataclasses.replace(p.cluster, queues=queues) if seed % 2 else p.cluster,
+        jobs=jobs,
+        fairness=Fairness(mode, scope, horizon_seconds=rnd.choice([120.0, 300.0])),
+        weights=dataclasses.replace(p.weights, fairness=rnd.choice([0.5, 2.0])),
+    )
+    return p, configs
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("scope", list(FairnessScope))
+def test_f_is_the_documented_formula_on_every_combination_of_configurations(
+    mode: FairnessMode, scope: FairnessScope
+) -> None:
+    for seed in range(3):
+        p, configs = fair(seed, mode, scope)
+        best = configs.best_samples_per_second  # type: ignore[attr-defined]
+        terms = FairnessTerms(p, best)
+        options = [[None, *configs.by_job[j.name][:4]] for j in p.jobs]  # type: ignore[attr-defined]
+        for combo in itertools.product(*options):
+            run = {j.name: c for j, c in zip(p.jobs, combo, strict=True) if c is not None}
+            assert terms.value(run) == pytest.approx(reference_value(p, best, run), rel=1e-9)
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("scope", list(FairnessScope))
+@pytest.mark.parametrize("backend", [Backend.CPSAT, Backend.HIGHS])
+def test_the_exact_optimum_is_the_enumerated_one_and_every_bound_holds(
+    mode: FairnessMode, scope: FairnessScope, backend: Backend
+) -> None:
+    for seed in range(3):
+        p, configs = fair(seed, mode, scope)
+        best = brute_force(p, configs)  # type: ignore[arg-type]
+        r = solve_exact(backend, formulation.build(p, configs))  # type: ignore[arg-type]
+        assert r.status is SolverStatus.OPTIMAL and r.plan is not None
+        assert check_plan(p, r.plan.assignments) == []
+        assert r.plan.objective.total == pytest.approx(best, abs=1e-6)
+        assert r.best_bound is not None and r.best_bound >= best - 1e-9
+        # the model's rounding and tangents overrate by little
+        assert r.best_bound - best <= 1e-2 * max(abs(best), 1.0)
+        # the aggregated LP bounds the objective without F; the headroom bounds weight x F
+        lp = solve_aggregate(p, configs)  # type: ignore[arg-type]
+        head = fairness_headroom(p, configs.by_job, configs.best_samples_per_second)  # type: ignore[attr-defined]
+        assert lp.best_bound is not None and lp.best_bound + head >= best - 1e-9
+
+
+def _two_jobs_one_gpu(mode: FairnessMode, **a: AttainedService) -> Problem:
+    """Two identical one-GPU jobs, one GPU free: only one of them can run."""
+    c = cluster(node("n0", count=1))
+    jobs = [
+        job(name, point(1, 100.0), attained=a.get(name, AttainedService()), remaining_samples=1e5)
+        for name in ("x", "y")
+    ]
+    return dataclasses.replace(problem(c, *jobs), fairness=Fairness(mode))
+
+
+@pytest.mark.parametrize(
+    "mode", [FairnessMode.MAX_MIN, FairnessMode.PROPORTIONAL, FairnessMode.DRF]
+)
+def test_the_job_with_less_attained_service_runs(mode: FairnessMode) -> None:
+    for behind in ("x", "y"):
+        served = AttainedService(gpu_seconds=3600.0, normalized_seconds=1800.0)
+        ahead = "y" if behind == "x" else "x"
+        p = _two_jobs_one_gpu(mode, **{ahead: served})
+        configs = build_config_set(p)
+        r = solve_exact(Backend.CPSAT, formulation.build(p, configs))
+        assert r.plan is not None
+        running = [a.job for a in r.plan.assignments if a.config is not None]
+        assert running == [behind]
+
+
+def test_weighted_sum_is_indifferent_to_attained_service() -> None:
+    """Without a fairness mode the same snapshot is a tie: F is 0 and not in the objective."""
+    p = _two_jobs_one_gpu(FairnessMode.WEIGHTED_SUM, x=AttainedService(3600.0, 1800.0))
+    r = solve_exact(Backend.CPSAT, formulation.build(p, build_config_set(p)))
+    assert r.plan is not None and r.plan.objective.fairness == 0.0
+
+
+def test_finish_time_fairness_runs_the_job_that_has_waited_longest() -> None:
+    p = _two_jobs_one_gpu(FairnessMode.FINISH_TIME)
+    p = dataclasses.replace(p, jobs=(dataclasses.replace(p.jobs[0], age_seconds=7200.0), p.jobs[1]))
+    r = solve_exact(Backend.HIGHS, formulation.build(p, build_config_set(p)))
+    assert r.plan is not None
+    assert [a.job for a in r.plan.assignments if a.config is not None] == ["x"]
+    assert r.plan.objective.fairness < 0  # minus the largest rho
