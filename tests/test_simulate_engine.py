@@ -25,6 +25,7 @@ from solver.simulate.core import (
     TraceJob,
 )
 from solver.simulate.engine import STALL_ROUNDS, Simulation
+from solver.simulate.metrics import summarize
 from solver.simulate.policies import make_policy
 from solver.simulate.settings import EngineSettings, RestartCost
 from solver.simulate.truth import TruthSettings
@@ -163,6 +164,10 @@ def test_a_move_costs_the_restart_delay_without_progress() -> None:
     restarting = [p for p in log.power if p.gpus_busy == 1 and p.gpus_computing == 0]
     assert sum(p.end_s - p.start_s for p in restarting) == pytest.approx(44)
     assert all(p.true_watts == pytest.approx(4 * IDLE_W) for p in restarting)
+    assert rec.restarts == 2 and rec.restart_gpu_seconds == pytest.approx(44)
+    s = summarize(log)
+    assert s.restarts_per_job == 2.0
+    assert s.restart_gpu_share == pytest.approx(44 / 644)
 
 
 class DoubleBooker(FirstFit):
@@ -253,7 +258,20 @@ def test_while_no_job_waits_rounds_come_on_events_or_after_the_quiet_interval() 
     assert [r.time_s for r in log.rounds] == [0.0, 3000.0, 4000.0, 4100.0]  # none after the last
 
 
-@pytest.mark.parametrize("policy", ["fifo", "las", "gavel", "sia", "zeus", "dsfro-heuristic"])
+def test_fixed_rounds_make_arrivals_and_completions_wait_for_the_next_round() -> None:
+    # Gavel's rule: rounds every 300 s; b (arrives at 50) waits for the round at 300; a's
+    # completion at 400 does not bring a round while b still runs (to 700, round at 600); once
+    # the only running job is done, the round ends at its completion.
+    jobs = [measured_job("a", 0, 400), measured_job("b", 50, 400), measured_job("c", 650, 100)]
+    log = run(jobs, FirstFit(), round_interval_s=300, quiet_interval_s=3000, fixed_rounds=True)
+    assert by_job(log) == {"a": (0.0, 400.0), "b": (300.0, 700.0), "c": (700.0, 800.0)}
+    assert [r.time_s for r in log.rounds] == [0.0, 300.0, 600.0, 700.0]
+
+
+@pytest.mark.parametrize(
+    "policy",
+    ["fifo", "las", "gavel", "gavel-maxmin", "pop-maxmin", "sia", "zeus", "dsfro-heuristic"],
+)
 def test_every_policy_keeps_the_invariants_every_round(policy: str) -> None:
     # Model jobs on 3 two-GPU nodes under a budget that binds (idle 300 W + 2 jobs or so).
     cluster = two_gpu_cluster(budget=900.0, nodes=3)

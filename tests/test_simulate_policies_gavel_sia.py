@@ -4,12 +4,24 @@ value, and every decision through the independent checker."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from solver._proto.dsfro.v1 import scheduler_pb2 as pb
-from solver.simulate.core import JobHistory
+from solver.domain import Config
+from solver.simulate.core import JobHistory, RoundInput
 from solver.simulate.policies.common import Planner, RoundView
-from solver.simulate.policies.gavel import NEVER_RUN_PRIORITY, GavelPolicy, priority
+from solver.simulate.policies.gavel import (
+    NEVER_RUN_PRIORITY,
+    GavelMaxMinPolicy,
+    GavelPolicy,
+    PopMaxMinPolicy,
+    max_min_fairness,
+    pop_partitions,
+    pop_solve,
+    priority,
+    proportional_throughput,
+)
 from solver.simulate.policies.sia import SiaPolicy, restart_factor, sia_counts, utility
 from tests.simulate_policy_helpers import (
     FAST,
@@ -34,45 +46,135 @@ def gavel_shares(
     return dict(GavelPolicy(**kw).allocation(view, view.problem.jobs, Planner(view)).share)
 
 
-def test_gavel_lp_gives_the_fast_type_to_the_job_it_speeds_up_most() -> None:
+def test_gavel_lp_normalised_gives_the_fast_type_to_the_job_it_speeds_up_most() -> None:
     # A is 2x faster on FAST, B 4x. Normalised: B on FAST and A on SLOW sum to 1 + 1/2 = 1.5,
     # the other way round 1 + 1/4 = 1.25.
     req = cluster(("f0", FAST, 1), ("s0", SLOW, 1))
     profiled(req, "A", {(FAST, 1): 20.0, (SLOW, 1): 10.0}, max_gpus=1)
     profiled(req, "B", {(FAST, 1): 40.0, (SLOW, 1): 10.0}, max_gpus=1)
     history = {"A": past(0, 1), "B": past(0, 1)}
-    x = gavel_shares(req, history)
+    x = gavel_shares(req, history, normalize=True)
     expected = {("A", FAST): 0.0, ("A", SLOW): 1.0, ("B", FAST): 1.0, ("B", SLOW): 0.0}
     assert x == pytest.approx(expected, abs=1e-6)
-    d = GavelPolicy().decide(round_of(req, history))
+    d = GavelPolicy(normalize=True).decide(round_of(req, history))
     assert placed(d) == {"A": (SLOW, 1), "B": (FAST, 1)}
     assert violations(req, d) == []
 
 
-def test_gavel_raw_throughput_sum_is_the_repository_objective() -> None:
+def test_gavel_default_is_the_raw_throughput_sum_of_max_sum_throughput_perf() -> None:
     # Raw samples/s: A on FAST + B on SLOW = 105 beats 20 + 60 = 80; normalised, B's 4x wins.
     req = cluster(("f0", FAST, 1), ("s0", SLOW, 1))
     profiled(req, "A", {(FAST, 1): 100.0, (SLOW, 1): 60.0}, max_gpus=1)
     profiled(req, "B", {(FAST, 1): 20.0, (SLOW, 1): 5.0}, max_gpus=1)
     history = {"A": past(0, 1), "B": past(0, 1)}
-    assert gavel_shares(req, history, normalize=False)[("A", FAST)] == pytest.approx(1.0, abs=1e-6)
-    assert gavel_shares(req, history)[("B", FAST)] == pytest.approx(1.0, abs=1e-6)
+    assert gavel_shares(req, history)[("A", FAST)] == pytest.approx(1.0, abs=1e-6)
+    assert gavel_shares(req, history, normalize=True)[("B", FAST)] == pytest.approx(1.0, abs=1e-6)
 
 
-def test_gavel_time_shares_a_type_by_priority() -> None:
-    # Two equal jobs on one GPU: X = 1/2 each. The one that already had its half waits.
+def test_gavel_priorities_count_time_since_the_reset_with_a_half_round_credit() -> None:
+    # Two equal jobs on one GPU: X = 1/2 each. Rounds of 60 s: a credit of 30 s per job.
     req = cluster(("f0", FAST, 1))
     profiled(req, "a", {(FAST, 1): 10.0}, max_gpus=1)
     profiled(req, "b", {(FAST, 1): 10.0}, max_gpus=1)
-    history = {"a": past(0, 1, by_type={FAST: 100.0}), "b": past(0, 1)}
-    x = gavel_shares(req, history)
-    assert x == pytest.approx({("a", FAST): 0.5, ("b", FAST): 0.5}, abs=1e-6)
-    assert priority(0.5, 100.0, 100.0) == pytest.approx(0.5)
-    assert priority(0.5, 0.0, 100.0) == pytest.approx(0.5 * NEVER_RUN_PRIORITY)
-    assert priority(0.0, 0.0, 100.0) == 0.0
-    assert placed(GavelPolicy().decide(round_of(req, history))) == {"b": (FAST, 1)}
-    history = {"a": past(0, 1, by_type={FAST: 40.0}), "b": past(0, 1, by_type={FAST: 60.0})}
-    assert placed(GavelPolicy().decide(round_of(req, history))) == {"a": (FAST, 1)}
+    gavel = GavelPolicy()
+    d = gavel.decide(round_of(req, {"a": past(0, 1), "b": past(0, 1)}, now=100.0))
+    assert gavel.resets == 1 and gavel.last_reset_s == 100.0
+    assert gavel.shares == {"a": pytest.approx({FAST: 0.5}), "b": pytest.approx({FAST: 0.5})}
+    assert placed(d) == {"a": (FAST, 1)}  # equal priorities, deficits and X: arrival order
+    # a ran 60 s: its time 30 + 60 = 90 of the type's 30 + 30 + 60 = 120 (fraction 3/4, b's
+    # 1/4): priority 0.5 / 0.75 against 0.5 / 0.25, so b runs.
+    d = gavel.decide(round_of(req, {"a": past(0, 1, by_type={FAST: 60.0}), "b": past(0, 1)},
+                              now=160.0))  # fmt: skip
+    assert gavel.job_time["a"][FAST] == 90.0 and gavel.worker_time[FAST] == 120.0
+    assert priority(0.5, 90.0, 120.0) == pytest.approx(2 / 3)
+    assert priority(0.5, 30.0, 120.0) == pytest.approx(2.0)
+    assert priority(0.5, 30.0, 0.0) == pytest.approx(0.5 * NEVER_RUN_PRIORITY)
+    assert priority(0.0, 30.0, 120.0) == 0.0
+    assert placed(d) == {"b": (FAST, 1)}
+    assert gavel.resets == 1  # the same jobs: no reset
+
+
+def test_gavel_recomputes_only_on_a_job_change_at_least_1920_s_after_the_last_reset() -> None:
+    req = cluster(("f0", FAST, 2))
+    profiled(req, "a", {(FAST, 1): 10.0}, max_gpus=1)
+    profiled(req, "b", {(FAST, 1): 10.0}, max_gpus=1)
+    gavel = GavelPolicy()
+    gavel.decide(round_of(req, {"a": past(0, 1), "b": past(0, 1)}, now=100.0))
+    assert gavel.resets == 1
+    # a has finished and c arrives 360 s later: the allocation is not recomputed, c is not in
+    # it and does not run although a GPU is free.
+    req = cluster(("f0", FAST, 2))
+    profiled(req, "b", {(FAST, 1): 10.0}, max_gpus=1)
+    profiled(req, "c", {(FAST, 1): 10.0}, max_gpus=1)
+    history = {"b": past(0, 1, by_type={FAST: 360.0}), "c": past(460, 1)}
+    d = gavel.decide(round_of(req, history, now=460.0))
+    assert gavel.resets == 1 and "c" not in gavel.shares and gavel.need_update
+    assert placed(d) == {"b": (FAST, 1)}
+    # 2,000 s after the reset the pending change recomputes it. b's deficit: X = 1 for 1,920 s
+    # less the 1,920 s it ran since the reset (its time since then, without the credit).
+    history = {"b": past(0, 1, by_type={FAST: 1920.0}), "c": past(460, 1)}
+    d = gavel.decide(round_of(req, history, now=2020.0))
+    assert gavel.resets == 2 and gavel.last_reset_s == 2020.0
+    assert gavel.deficit[FAST]["b"] == pytest.approx(1.0 * 1920.0 - 1920.0, abs=1e-6)
+    assert gavel.deficit[FAST]["c"] == 0.0 and gavel.job_time["b"][FAST] == 30.0
+    assert placed(d) == {"b": (FAST, 1), "c": (FAST, 1)}
+
+
+def two_types(*jobs: tuple[str, float, float]) -> tuple[RoundView, dict[tuple[str, str], Config]]:
+    """One FAST and one SLOW GPU; jobs (name, samples/s on FAST, on SLOW) on one GPU."""
+    req = cluster(("f0", FAST, 1), ("s0", SLOW, 1))
+    for name, fast, slow in jobs:
+        profiled(req, name, {(FAST, 1): fast, (SLOW, 1): slow}, max_gpus=1)
+    view = RoundView.of(round_of(req, {name: past(0, 1) for name, _, _ in jobs}))
+    return view, GavelPolicy().configs(view, view.problem.jobs)
+
+
+def normalised(
+    view: RoundView, configs: dict[tuple[str, str], Config], x: dict[tuple[str, str], float]
+) -> list[float]:
+    cap = {FAST: 1.0, SLOW: 1.0}
+    return [
+        sum(configs[(j.name, t)].samples_per_second * x[(j.name, t)] for t in (FAST, SLOW))
+        / proportional_throughput(j, [FAST, SLOW], configs, cap)
+        for j in view.problem.jobs
+    ]
+
+
+def test_gavel_maxmin_gives_equal_shares_of_the_proportional_throughput() -> None:
+    # Gavel's ProportionalPolicy: time on each type by its GPU count, 1/2 each: (30 + 10) / 2.
+    view, configs = two_types(("A", 30.0, 10.0), ("B", 30.0, 10.0))
+    cap = {FAST: 1.0, SLOW: 1.0}
+    assert proportional_throughput(view.problem.jobs[0], [FAST, SLOW], configs, cap) == 20.0
+    x = max_min_fairness(view.problem.jobs, [FAST, SLOW], configs, cap)
+    # The whole cluster (40 samples/s) split equally: each job gets its proportional share.
+    assert normalised(view, configs, x) == pytest.approx([1.0, 1.0], abs=1e-6)
+    # Heterogeneity-aware: C gains 4x on FAST, D nothing: C takes FAST, D SLOW, and D's
+    # normalised throughput 10 / 10 = 1 is the most it can get; C's is 40 / 25 = 1.6.
+    view, configs = two_types(("C", 40.0, 10.0), ("D", 10.0, 10.0))
+    x = max_min_fairness(view.problem.jobs, [FAST, SLOW], configs, cap)
+    assert min(normalised(view, configs, x)) == pytest.approx(1.0, abs=1e-6)
+    d = GavelMaxMinPolicy().decide(round_of_view(view))
+    assert len(d.allocations) == 2
+
+
+def round_of_view(view: RoundView) -> RoundInput:
+    return RoundInput(pb.SolveRequest(), view.problem, view.now_s, 1, dict(view.history), 60.0)
+
+
+def test_pop_with_one_part_is_the_full_lp_and_with_k_parts_splits_the_gpus() -> None:
+    view, configs = two_types(*((f"j{i}", 10.0 + 7 * i, 5.0 + i) for i in range(6)))
+    jobs, types, cap = view.problem.jobs, [FAST, SLOW], {FAST: 1.0, SLOW: 1.0}
+    full = max_min_fairness(jobs, types, configs, cap)
+    rng = np.random.default_rng(0)
+    assert pop_solve(max_min_fairness, jobs, types, configs, cap, 1, rng) == full
+    parts = pop_partitions(jobs, 2, np.random.default_rng(0))
+    assert sorted(len(p) for p in parts) == [3, 3]
+    assert sorted(j.name for p in parts for j in p) == sorted(j.name for j in jobs)
+    x = pop_solve(max_min_fairness, jobs, types, configs, cap, 2, np.random.default_rng(0))
+    for part in parts:  # each part within half of each type
+        for t in types:
+            assert sum(x[(j.name, t)] for j in part) <= 0.5 + 1e-6
+    assert PopMaxMinPolicy(k=1).decide(round_of_view(view)).allocations
 
 
 # ---------------------------------------------------------------- Sia

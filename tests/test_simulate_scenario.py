@@ -1,5 +1,5 @@
 """Scenarios (solver.simulate.scenario): the problems of every file of a scenario at once, the
-cluster and power-schedule files, and the two default scenarios with their checked-in files
+cluster and power-schedule files, and the default scenarios with their checked-in files
 (docs/simulation.md)."""
 
 from __future__ import annotations
@@ -12,7 +12,9 @@ import pytest
 from google.protobuf import json_format
 
 from solver._proto.dsfro.v1 import scheduler_pb2 as pb
+from solver.domain import ThroughputProfile
 from solver.simulate.core import PowerSchedule, PowerStep, SimulationError
+from solver.simulate.gavel_trace import steps_per_second
 from solver.simulate.scenario import (
     Scenario,
     build_cluster,
@@ -21,12 +23,13 @@ from solver.simulate.scenario import (
     load_cluster,
     load_power_schedule,
     load_scenario,
+    scenario_gavel_physical,
     scenario_llm,
     tdp_watts,
     write_default_scenarios,
     write_power_schedule,
 )
-from solver.simulate.trace import cluster_pools
+from solver.simulate.trace import cluster_pools, trace_text
 from tests.simulate_helpers import trace_file
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -187,3 +190,22 @@ def test_build_cluster_counts_nodes_by_kind() -> None:
     assert Counter(n.gpu_type for n in c.nodes) == {"V100-16GB": 2, "T4": 3}
     assert sorted(t.name for t in c.gpu_types) == ["T4", "V100-16GB"]
     assert not c.HasField("power_budget_watts")
+
+
+def test_gavel_physical_is_gavels_trace_with_its_steps_on_its_cluster() -> None:
+    s = scenario_gavel_physical(1)
+    assert len(s.jobs) == 96 and Counter(j.num_gpus for j in s.jobs) == {1: 59, 2: 19, 4: 18}
+    assert cluster_pools(s.cluster) == {"V100-16GB": 8, "P100-16GB": 16, "K80": 24}
+    assert s.settings.fixed_rounds and s.settings.round_interval_s == 360.0
+    assert s.settings.truth.round_sigma == 0.0
+    # The first line: ResNet-18 (batch size 128), 925,982 steps on 4 GPUs, at time 0; its work
+    # is exactly its steps (the profile in steps/s, V100 the reference type).
+    first = s.jobs[0]
+    assert (first.workload, first.num_gpus, first.submit_time_s) == ("gavel-resnet-18-bs128", 4, 0)
+    (job,) = [j for j in s.sim_jobs() if j.name == first.job_id]
+    assert isinstance(job.workload, ThroughputProfile)
+    rate = {(p.gpu_type, p.num_gpus): p.samples_per_second for p in job.workload.points}
+    assert rate[("V100-16GB", 4)] == steps_per_second("ResNet-18", 128, 4, "v100")
+    assert first.duration_s * rate[("V100-16GB", 4)] == pytest.approx(925_982)
+    assert rate[("K80", 1)] == steps_per_second("ResNet-18", 128, 1, "k80")  # no batch factor
+    assert (SIM / "gavel-physical.csv").read_text() == trace_text(s.jobs)

@@ -10,6 +10,7 @@ line per problem naming file, row and column; nothing is written then.
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -27,6 +28,7 @@ from solver.runtime.executors import make_executor
 from solver.simulate.core import SimulationError, SimulationLog
 from solver.simulate.metrics import Summary, summarize
 from solver.simulate.policies import POLICY_NAMES, make_policy
+from solver.simulate.settings import RestartCost
 
 DEFAULT_COMPARE = ("fifo", "las", "gavel", "sia", "zeus", "dsfro")
 BASELINES = ("gavel", "fifo")
@@ -90,6 +92,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "(default: the scenario's)",
     )
     how.add_argument(
+        "--no-restart-cost",
+        action="store_true",
+        help="jobs (re)start without delay, as in Gavel's simulator (default: checkpoint "
+        "save and load by model size, for every policy)",
+    )
+    how.add_argument(
         "--feedback",
         action="store_true",
         help="send jobs that have run as profiles calibrated by what they showed (all policies)",
@@ -127,6 +135,8 @@ def command(args: argparse.Namespace) -> int:
         overrides["max_time_s"] = args.max_time
     if args.feedback:
         overrides["feedback"] = True
+    if args.no_restart_cost:
+        overrides["restart"] = RestartCost(overhead_s=0.0, bandwidth_bytes_per_s=math.inf)
     if args.profile is not None:  # the operator's objective weights, for DSFRO's requests
         w = args.profile.weights
         given = {k: getattr(w, k) for k in WEIGHT_KEYS if getattr(w, k) is not None}
@@ -264,6 +274,9 @@ def format_summary(s: Summary) -> str:
         "max_excess",
         "utilisation_busy",
         "migrations_per_job",
+        "preemptions_per_job",
+        "restarts_per_job",
+        "restart_gpu_share",
         "deadline_hit_rate",
         "solver_p99_s",
     )

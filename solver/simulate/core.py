@@ -198,6 +198,10 @@ class JobRecord:
     """Moves or reshapes of a running job (each costs a restart)."""
     preemptions: int
     """Stops of a running job before it finished."""
+    restarts: int = 0
+    """Starts after a stop plus migrations: each paid the restart delay (if any)."""
+    restart_gpu_seconds: float = 0.0
+    """GPU-seconds the job held its GPUs during restart delays, without progress."""
 
 
 @dataclass(frozen=True)

@@ -2,12 +2,14 @@
 
 Rounds come at a fixed interval and on events (arrival, completion, failure, repair), never
 closer than ``min_round_spacing_s`` after the last one, and at once when the power budget in
-force changes. Each round builds the real ``SolveRequest`` a scheduler would send (available
-GPUs, current allocations, remaining samples, deadlines, the budget in force), asks the policy,
-checks its plan with the independent checker, and applies it: a job that starts again after a
-stop, or that moves or changes shape, first spends a restart delay (checkpoint save and load,
-scaled by model size) holding its GPUs without progress; a clock change costs nothing. Between
-events every running job trains at its true rate and draws its true power.
+force changes. With ``fixed_rounds`` (Gavel's simulator's rule, opt-in) arrivals and completions
+wait for the next round instead, which comes early only when every running job has finished or
+nothing runs and a job arrives. Each round builds the real ``SolveRequest`` a scheduler would
+send (available GPUs, current allocations, remaining samples, deadlines, the budget in force),
+asks the policy, checks its plan with the independent checker, and applies it: a job that starts
+again after a stop, or that moves or changes shape, first spends a restart delay (checkpoint
+save and load, scaled by model size) holding its GPUs without progress; a clock change costs
+nothing. Between events every running job trains at its true rate and draws its true power.
 """
 
 from __future__ import annotations
@@ -147,9 +149,13 @@ class Simulation:
                 break
             waiting = any(j.allocation is None for j in active)
             s = self.settings
+            fixed = s.fixed_rounds
             due = t + (
-                s.round_interval_s if waiting else max(s.quiet_interval_s, s.round_interval_s)
+                s.round_interval_s
+                if waiting or fixed
+                else max(s.quiet_interval_s, s.round_interval_s)
             )
+            idle = fixed and all(j.allocation is None for j in active)
             seen = next_arrival  # arrivals before the next round wait for it
             while True:  # events until the next round is due
                 arrival = arrivals[seen] if seen < n else math.inf
@@ -163,10 +169,12 @@ class Simulation:
                 spaced = max(t, last_round + self.settings.min_round_spacing_s)
                 if completion <= t + _EPS:
                     self._finish_done(t, active)
-                    due = min(due, spaced)
+                    if not fixed or all(j.allocation is None for j in active):
+                        due = min(due, t if fixed else spaced)
                 while seen < n and arrivals[seen] <= t + _EPS:
                     seen += 1
-                    due = min(due, spaced)
+                    if not fixed or idle:
+                        due = min(due, t if fixed else spaced)
                 if repair <= t + _EPS:
                     self._failures.repair(t)
                     due = min(due, spaced)
@@ -217,9 +225,11 @@ class Simulation:
                 if j.pending_restart:
                     j.restart_until = t + self.settings.restart.seconds(j.sim.parameters)
                     j.pending_restart = False
+                    j.restarts += 1
             elif old.shape != new.shape or _gpus(old) != _gpus(new):
                 migrations += 1
                 j.migrations += 1
+                j.restarts += 1
                 j.restart_until = t + self.settings.restart.seconds(j.sim.parameters)
             j.allocation = new
             j.rounds_run += 1
@@ -287,6 +297,7 @@ class Simulation:
                 gpu_type = j.allocation.shape.gpu_type
                 j.seconds_by_type[gpu_type] = j.seconds_by_type.get(gpu_type, 0.0) + dt
                 if j.restart_until > a + _EPS:
+                    j.restart_gpu_seconds += n * dt
                     true_w += idle
                     j.energy_j += idle * dt
                     continue
@@ -391,6 +402,8 @@ class Simulation:
                     energy_j=j.energy_j,
                     migrations=j.migrations,
                     preemptions=j.preemptions,
+                    restarts=j.restarts,
+                    restart_gpu_seconds=j.restart_gpu_seconds,
                 )
             )
         return SimulationLog(

@@ -14,7 +14,9 @@ Definitions (each metric is None where it is undefined: no finished job, no budg
   the true and the predicted draw;
 - utilisation: GPU-seconds held by running jobs (``gpus_busy``) or making progress
   (``gpus_computing``) over GPU-seconds available, time-weighted over the segments;
-- migrations and preemptions per job: their totals over the number of jobs;
+- migrations, preemptions and restarts per job: their totals over the number of jobs (a
+  restart is a start after a stop or a migration: each pays the restart delay); the share of
+  GPU time lost to restarts: GPU-seconds held during restart delays over all GPU-seconds held;
 - deadline hit rate: among the jobs with a deadline, the share finished by it (an unfinished
   job misses);
 - finish-time fairness (Themis: Mahajan et al., "Themis: Fair and Efficient GPU Cluster
@@ -89,6 +91,8 @@ class Summary:
     solver_max_s: float | None
     solver_over_budget_share: float | None
     solver_p99_budget_ratio: float | None
+    restarts_per_job: float | None = None
+    restart_gpu_share: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self) | {"fairness_by_tenant": dict(self.fairness_by_tenant)}
@@ -96,7 +100,7 @@ class Summary:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Summary:
         """The inverse of ``to_dict`` (e.g. a ``<prefix>-summary.json`` read back)."""
-        return cls(**{f.name: data[f.name] for f in fields(cls)})
+        return cls(**{f.name: data[f.name] for f in fields(cls) if f.name in data})
 
 
 # ---------------------------------------------------------------- helpers
@@ -222,6 +226,10 @@ def summarize(log: SimulationLog) -> Summary:
         ),
         migrations_per_job=_share(sum(j.migrations for j in jobs), n),
         preemptions_per_job=_share(sum(j.preemptions for j in jobs), n),
+        restarts_per_job=_share(sum(j.restarts for j in jobs), n),
+        restart_gpu_share=_share(
+            sum(j.restart_gpu_seconds for j in jobs), sum(j.gpu_seconds for j in jobs)
+        ),
         deadline_jobs=len(with_deadline),
         deadline_hit_rate=_share(hits, len(with_deadline)),
         fairness_by_tenant=tenant_means,

@@ -110,6 +110,9 @@ HEADLINE = (
     Metric("max_excess", "max excess", ".2%"),
     Metric("utilisation_busy", "GPU util.", ".1%"),
     Metric("migrations_per_job", "migrations/job", ".3g"),
+    Metric("preemptions_per_job", "preemptions/job", ".3g"),
+    Metric("restarts_per_job", "restarts/job", ".3g"),
+    Metric("restart_gpu_share", "GPU time restarting", ".2%"),
     Metric("deadline_hit_rate", "deadline hits", ".1%"),
     Metric("solver_p99_budget_ratio", "solver p99/budget", ".3g"),
 )

@@ -39,6 +39,10 @@ class LiveJob:
     samples: float = 0.0
     migrations: int = 0
     preemptions: int = 0
+    restarts: int = 0
+    """Starts after a stop plus moves and reshapes: each pays the restart delay."""
+    restart_gpu_seconds: float = 0.0
+    """GPU-seconds held during restart delays (no progress)."""
     observed_speed: float = 0.0
     """Sum over rounds run of observed / predicted samples/s (feedback)."""
     observed_power: float = 0.0

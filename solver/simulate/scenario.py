@@ -31,10 +31,12 @@ from solver.offline.generate.cluster import build_instance_cluster
 from solver.offline.generate.spec import InstanceSpec, NodeKind
 from solver.perfmodel.catalog import load_gpu_catalog
 from solver.simulate.core import PowerSchedule, PowerStep, SimJob, SimulationError, TraceJob
+from solver.simulate.gavel_trace import GAVEL_PHYSICAL_TRACE, gavel_trace
 from solver.simulate.llm import llm_trace
 from solver.simulate.philly import philly_trace
 from solver.simulate.settings import EngineSettings
 from solver.simulate.trace import check_trace_against, read_trace, write_atomic, write_trace
+from solver.simulate.truth import TruthSettings
 from solver.simulate.workload import WorkloadMix
 
 DAY_S = 86_400.0
@@ -352,7 +354,46 @@ def scenario_llm(seed: int = 0) -> Scenario:
     return _checked(scenario, "llm-b.csv")
 
 
-DEFAULT_SCENARIOS = {"philly-a": scenario_philly, "llm-b": scenario_llm}
+GAVEL_NODES = (
+    NodeKind("V100-16GB", 4, 2.0, nodes_per_rack=2),
+    NodeKind("P100-16GB", 4, 4.0, nodes_per_rack=4),
+    NodeKind("K80", 4, 6.0, nodes_per_rack=6),
+)
+"""Gavel's physical cluster: 8 V100, 16 P100, 24 K80 (OSDI'20, section 7.1), in 4-GPU servers,
+one rack per type: Gavel's simulator counts GPUs per type, and a job of up to 4 GPUs always
+fits a type's rack when that many of its GPUs are free."""
+GAVEL_ROUND_S = 360.0
+"""Gavel's ``time_per_iteration`` on the physical cluster (scheduler.py default)."""
+
+
+def scenario_gavel_physical(seed: int = 0) -> Scenario:
+    """Gavel's physical-cluster trace (96 jobs) on its 48 GPUs with Gavel's simulator's rules:
+    fixed 360 s rounds, Gavel's measured throughputs in steps/s as the truth (no error, no
+    round noise: Gavel's simulator runs at its oracle throughputs), no power budget. The
+    restart cost stays the engine's (a physical cost); ``--no-restart-cost`` removes it, as
+    Gavel's simulator has none. The seed changes nothing but the policies' own seeds."""
+    cluster = build_cluster(GAVEL_NODES)
+    scenario = Scenario(
+        "gavel-physical",
+        cluster,
+        PowerSchedule(),
+        tuple(gavel_trace(GAVEL_PHYSICAL_TRACE)),
+        WorkloadMix(seed=seed, gavel_steps=True),
+        EngineSettings(
+            round_interval_s=GAVEL_ROUND_S,
+            fixed_rounds=True,
+            reference_gpu_type="V100-16GB",
+            truth=TruthSettings(throughput_sigma=0.0, power_sigma=0.0, round_sigma=0.0),
+        ),
+    )
+    return _checked(scenario, str(GAVEL_PHYSICAL_TRACE))
+
+
+DEFAULT_SCENARIOS = {
+    "philly-a": scenario_philly,
+    "llm-b": scenario_llm,
+    "gavel-physical": scenario_gavel_physical,
+}
 
 
 def write_default_scenarios(out_dir: str | Path, seed: int = 0) -> list[Path]:

@@ -44,6 +44,11 @@ class EngineSettings:
     """The interval instead while no job waits: nothing to share or admit, so the next round
     comes with the next event, or after this long (the same rule for every policy)."""
     min_round_spacing_s: float = 30.0
+    fixed_rounds: bool = False
+    """Gavel's simulator's rule instead (opt-in, the same for every policy): a round every
+    ``round_interval_s``, arrivals and completions wait for it; a round ends early only when
+    every job running in it has finished (Gavel's round ends with its last micro-task), and
+    while nothing runs the next arrival starts one."""
     solver_budget_s: float = 1.0
     """The policy's time per round (the request's time_budget)."""
     restart: RestartCost = field(default_factory=RestartCost)

@@ -94,6 +94,9 @@ class WorkloadMix:
     classes: Mapping[str, WorkloadClass] = field(default_factory=_default_classes)
     scale_down: int = ELASTIC_SCALE_DOWN
     scale_up: int = 2
+    gavel_steps: bool = False
+    """Gavel's measured workloads in steps/s (Gavel's unit: its max-sum-throughput LP sums
+    steps/s) instead of samples/s; only the unit of "samples" changes, not a job's speed."""
     _views: dict[bytes, _View] = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -235,18 +238,18 @@ class WorkloadMix:
         key = cluster.SerializeToString(deterministic=True)
         view = self._views.get(key)
         if view is None:
-            view = _make_view(cluster)
+            view = _make_view(cluster, self.gavel_steps)
             self._views.clear()  # one cluster at a time is the common case
             self._views[key] = view
         return view
 
 
-def _make_view(cluster: pb.ClusterSnapshot) -> _View:
+def _make_view(cluster: pb.ClusterSnapshot, gavel_steps: bool = False) -> _View:
     domain = problem_from_proto(pb.SolveRequest(cluster=cluster), Limits()).cluster
     facts = type_facts(domain)
     pools = {t: sum(f.node_capacities) for t, f in facts.items()}
     types = sorted(facts)
-    workloads = gavel_workloads(types)
+    workloads = gavel_workloads(types, per_step=gavel_steps)
     if "T4" in facts:
         workloads += pollux_workloads(facts["T4"].gpus_per_node, sorted({1, 2, 4, 8, 16, 32, 64}))
     measured = {}

@@ -121,11 +121,12 @@ def _gavel_rows() -> tuple[tuple[str, str, int, int, float], ...]:
     return tuple(rows)
 
 
-def gavel_workloads(types: Sequence[str]) -> list[MeasuredWorkload]:
-    """Gavel's consolidated isolated runs on catalog types: samples/s = steps/s x batch."""
+def gavel_workloads(types: Sequence[str], *, per_step: bool = False) -> list[MeasuredWorkload]:
+    """Gavel's consolidated isolated runs on catalog types: samples/s = steps/s x batch, or
+    with ``per_step`` steps/s (one "sample" a training step: Gavel's own unit)."""
     series: dict[tuple[str, int, str], list[tuple[int, float]]] = defaultdict(list)
     for gavel_type, model, batch, n, steps in _gavel_rows():
-        series[(model, batch, gavel_type)].append((n, steps * batch))
+        series[(model, batch, gavel_type)].append((n, steps if per_step else steps * batch))
     out = []
     for model, batch in sorted({(m, b) for m, b, _ in series}):
         points: list[MeasuredPoint] = []

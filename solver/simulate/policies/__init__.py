@@ -18,6 +18,8 @@ _BASELINES: dict[str, tuple[str, str]] = {
     "fifo": ("solver.simulate.policies.fifo", "FifoPolicy"),
     "las": ("solver.simulate.policies.las", "LasPolicy"),
     "gavel": ("solver.simulate.policies.gavel", "GavelPolicy"),
+    "gavel-maxmin": ("solver.simulate.policies.gavel", "GavelMaxMinPolicy"),
+    "pop-maxmin": ("solver.simulate.policies.gavel", "PopMaxMinPolicy"),
     "sia": ("solver.simulate.policies.sia", "SiaPolicy"),
     "zeus": ("solver.simulate.policies.zeus", "ZeusPolicy"),
 }

@@ -1,47 +1,78 @@
-"""Gavel: heterogeneity-aware max-sum-throughput allocation, realised by time-sharing rounds.
+"""Gavel: heterogeneity-aware allocation over GPU types, realised by time-sharing rounds; its
+max-sum-throughput and max-min-fairness policies, and POP-k over the latter.
 
-Gavel (Narayanan et al., OSDI'20), policy ``max_sum_throughput_perf`` (stanford-futuredata/gavel
-scheduler/utils.py ``get_policy`` -> ``ThroughputSumWithPerf`` in
-scheduler/policies/max_sum_throughput.py, constraints in scheduler/policies/policy.py
-``get_base_constraints``). The allocation X[j, t] is the share of time job j should run on
-GPU type t:
+Gavel (Narayanan et al., OSDI'20), stanford-futuredata/gavel. An allocation X[j, t] is the
+share of time job j should run on GPU type t, under Gavel's base constraints
+(scheduler/policies/policy.py ``Policy.get_base_constraints``):
 
-    maximise   sum_j sum_t w[j, t] * X[j, t]
-    subject to sum_t X[j, t] <= 1,   sum_j scale_factor_j * X[j, t] <= num_gpus_t,   X >= 0
+    sum_t X[j, t] <= 1,   sum_j scale_factor_j * X[j, t] <= num_gpus_t,   X >= 0
 
-with w = tput[j, t], the job's throughput at its requested GPU count (scale_factor) on type t.
+- ``gavel`` (policy ``max_sum_throughput_perf``: scheduler/utils.py ``get_policy`` ->
+  scheduler/policies/max_sum_throughput.py ``ThroughputSumWithPerf`` ->
+  ``ThroughputNormalizedByCostSumWithPerfSLOs.get_allocation`` with unit costs): maximise
+  sum_j sum_t tput[j, t] X[j, t], the raw throughputs (the ``scale = 1 / throughputs.sum``
+  computed there is unused). ``normalize=True`` divides each job's row by its best type's
+  throughput instead (an option, not Gavel's).
+- ``gavel-maxmin`` (``max_min_fairness_perf``: scheduler/policies/max_min_fairness.py
+  ``MaxMinFairnessPolicyWithPerf.get_allocation``): maximise min_j sum_t a[j, t] X[j, t] with
+  a[j, t] = tput[j, t] * scale_factor_j / (weight_j * prop_j), where prop_j is the job's
+  throughput under scheduler/policies/proportional.py ``ProportionalPolicy``: time on each type
+  in proportion to its GPU count (x[t] = num_gpus_t / m, rows scaled to sum to 1, so
+  x[t] = num_gpus_t / total GPUs).
+- ``pop-maxmin`` (POP, Narayanan et al., SOSP'21, "Solving Large-Scale Granular Resource
+  Allocation Problems Efficiently with POP"): jobs are split at random into k equal parts, each
+  part gets 1/k of every type's GPUs (fractional counts, as POP's Gavel partitions), Gavel's
+  max-min LP is solved per part and the allocations are joined; k = 1 is the full LP.
 
-Round-based mechanism (scheduler/scheduler.py ``_update_priorities`` and
-``_schedule_jobs_on_workers_helper``): priority[j, t] = X[j, t] / (share of time j got on t),
-X[j, t] * 1e9 before it ran there, 0 where X is 0; per GPU type (fastest type first: Gavel's
-fixed order v100, p100, k80, ``enable_global_queue=False``) jobs go in decreasing (priority,
-allocation) order, each job at most once per round, when its scale factor still fits on the
-type; jobs already on that type keep their GPUs where possible
-(``_schedule_jobs_on_workers``). Jobs not picked wait: time sharing across rounds.
+Mechanism (scheduler/scheduler.py, as its simulator runs it, ``simulate=True``):
+
+- when: the allocation is recomputed only when the job set has changed (``add_job`` and
+  ``_remove_job`` set ``_need_to_update_allocation``) and at least
+  ``minimum_time_between_allocation_resets`` (1,920 s) has passed since the last reset, or the
+  last reset was at time 0 (``_update_priorities``). Jobs that arrive in between are not in the
+  allocation: their priority is 0, and if one is picked for leftover GPUs it still does not run
+  (``_schedule_jobs_on_workers`` assigns workers only to jobs in ``_allocation``), as in Gavel;
+- received share: ``_job_time_so_far[j][t]`` starts at half a round (``time_per_iteration / 2``)
+  for every job and type, on arrival and at every reset, and grows by the job's run time on t;
+  ``_worker_time_so_far[t]`` is the sum of the credits at the reset plus all run time on t
+  since. fraction = job time / worker time; priority[j, t] = X[j, t] / fraction
+  (X * 1e9 while the worker time is 0), 0 where X or the throughput is 0 or j is not in the
+  allocation;
+- deficits (``_reset_time_run_so_far``): at each reset, deficit[t][j] += X_old[j, t] x time since
+  the last reset - time received since then; set to 0 when a job arrives; the tie-break after
+  the priority;
+- rounds (``_schedule_jobs_on_workers_helper``): per type in Gavel's fixed order v100, p100,
+  k80 (here fastest datasheet peak first), entries sorted by (priority, deficit, X) descending
+  (ties in arrival order: Python's stable sort over Gavel's insertion-ordered dicts), each job
+  at most once per round, where its scale factor still fits the type's free GPU count.
 
 Adapted:
 - tput[j, t] = DSFRO's predicted samples/s at the requested count at the top clock, with the
-  best tensor/pipeline split that fits in memory on t (0 where none fits);
-- normalisation: the repository's ThroughputSumWithPerf sums raw throughputs (its
-  ``scale = 1.0 / throughputs.sum(axis=1)`` is computed but unused). Samples/s of different
-  models are not comparable, so by default w[j, t] = tput[j, t] / max_t tput[j, t] (each job's
-  throughput relative to its best type); ``normalize=False`` gives the repository's raw sum;
-- share of time on t = seconds_by_type[t] / seconds since submission (the paper's fraction of
-  time received; the code divides by all jobs' time on t since the last reset, and keeps a
-  deficit as a tie-break: here there are no resets and no deficits);
-- fastest type first = highest datasheet peak TFLOP/s;
-- the power budget is one more resource at admission (Gavel has no power constraint); the LP
-  is solved with HiGHS's interior-point method without crossover instead of cvxpy's default
-  ECOS (also interior point: on a tied optimum both give a central point, so equal jobs split
-  a type's time, where a simplex vertex would starve one of them). Non-preemptible running
-  jobs keep their GPUs and are left out of the LP (their GPUs are taken from num_gpus_t).
+  best tensor/pipeline split that fits in memory on t (0 where none fits). Gavel's unit is
+  steps/s: the raw sum weighs jobs by their unit (the gavel-physical scenario's profiles are in
+  steps/s for that reason; docs/simulation.md);
+- Gavel counts GPUs; here the chosen jobs are then placed (``admit_in_order``: jobs keep their
+  GPUs where they can, best-fit otherwise) and a job that no longer fits (fragmentation, power)
+  waits. The received time is the engine's time on the type (restart delays included); the
+  worker time leaves out a finished job's last round (the policy no longer sees the job), which
+  scales every fraction on the type alike and so leaves the order unchanged;
+- the power budget is one more resource at admission (Gavel has no power constraint); the LPs
+  are solved with HiGHS's interior-point method without crossover instead of cvxpy's default
+  ECOS (also interior point: on a tied optimum both give a central point, so equal jobs split a
+  type's time, where a simplex vertex would starve one of them). Non-preemptible running jobs
+  keep their GPUs and are left out of the LP (their GPUs are taken from num_gpus_t);
+- not reproduced: the simulator's forced reset when nothing runs and no job is left to arrive,
+  and the rounding of a round's steps down to whole steps.
 """
 
 from __future__ import annotations
 
+import math
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+
+import numpy as np
 
 from solver.domain import Config, Job
 from solver.simulate.core import Decision, RoundInput
@@ -53,11 +84,133 @@ from solver.simulate.policies.common import (
     fastest_config,
     pin_non_preemptible,
     rigid_count,
+    submission_order,
 )
 from solver.simulate.policies.lp import solve_max
 
 NEVER_RUN_PRIORITY = 1e9
-"""Gavel's priority multiplier for a job that has not run on a type yet (``* 1e9``)."""
+"""Gavel's priority multiplier while a type's worker time is 0 (``* 1e9``)."""
+MIN_RESET_INTERVAL_S = 1920.0
+"""Gavel's ``minimum_time_between_allocation_resets`` (scheduler.py default)."""
+
+Shares = dict[tuple[str, str], float]
+Solver = Callable[
+    [Sequence[Job], Sequence[str], Mapping[tuple[str, str], Config], Mapping[str, float], float],
+    Shares,
+]
+
+
+def max_sum_throughput(
+    jobs: Sequence[Job],
+    types: Sequence[str],
+    configs: Mapping[tuple[str, str], Config],
+    capacity: Mapping[str, float],
+    *,
+    normalize: bool = False,
+    time_limit_s: float = math.inf,
+) -> Shares:
+    """Gavel's max-sum-throughput LP: X[j, t] for every (job, type) with a configuration."""
+    keys = [(j.name, t) for j in jobs for t in types if (j.name, t) in configs]
+    best = {
+        j.name: max((configs[k].samples_per_second for k in keys if k[0] == j.name), default=1.0)
+        for j in jobs
+    }
+    gains = [configs[k].samples_per_second / (best[k[0]] if normalize else 1.0) for k in keys]
+    index = {k: i for i, k in enumerate(keys)}
+    x = solve_max(gains, _base_rows(jobs, types, configs, capacity, index), interior=True,
+                  time_limit_s=time_limit_s)  # fmt: skip
+    if x is None:
+        return {}
+    return {k: max(min(x[i], 1.0), 0.0) for k, i in index.items()}
+
+
+def proportional_throughput(
+    job: Job, types: Sequence[str], configs: Mapping[tuple[str, str], Config],
+    capacity: Mapping[str, float],
+) -> float:  # fmt: skip
+    """The job's throughput under Gavel's ProportionalPolicy: time on each type in proportion
+    to its GPU count, summing to 1."""
+    total = sum(capacity.get(t, 0.0) for t in types)
+    if total <= 0:
+        return 0.0
+    return sum(
+        configs[(job.name, t)].samples_per_second * capacity.get(t, 0.0) / total
+        for t in types
+        if (job.name, t) in configs
+    )
+
+
+def max_min_fairness(
+    jobs: Sequence[Job],
+    types: Sequence[str],
+    configs: Mapping[tuple[str, str], Config],
+    capacity: Mapping[str, float],
+    *,
+    time_limit_s: float = math.inf,
+) -> Shares:
+    """Gavel's max_min_fairness_perf LP: maximise the least normalised throughput
+    sum_t tput[j, t] * scale_factor_j / (weight_j * prop_j) * X[j, t] (module docstring)."""
+    prop = {j.name: proportional_throughput(j, types, configs, capacity) for j in jobs}
+    jobs = [j for j in jobs if prop[j.name] > 0]
+    keys = [(j.name, t) for j in jobs for t in types if (j.name, t) in configs]
+    if not keys:
+        return {}
+    weight = {j.name: j.weight for j in jobs}
+    coef = {
+        k: configs[k].samples_per_second * configs[k].num_gpus / (weight[k[0]] * prop[k[0]])
+        for k in keys
+    }
+    index = {k: i for i, k in enumerate(keys)}
+    z = len(keys)  # the least normalised throughput
+    rows = _base_rows(jobs, types, configs, capacity, index)
+    for j in jobs:
+        mine = [k for k in keys if k[0] == j.name]
+        rows.append(([z, *(index[k] for k in mine)], [1.0, *(-coef[k] for k in mine)], 0.0))
+    top = max(sum(coef[k] for k in keys if k[0] == j.name) for j in jobs)
+    gains = [0.0] * len(keys) + [1.0]
+    x = solve_max(gains, rows, interior=True, time_limit_s=time_limit_s,
+                  upper=[1.0] * len(keys) + [top])  # fmt: skip
+    if x is None:
+        return {}
+    return {k: max(min(x[i], 1.0), 0.0) for k, i in index.items()}
+
+
+def pop_partitions(jobs: Sequence[Job], k: int, rng: np.random.Generator) -> list[list[Job]]:
+    """Jobs in k random parts of equal size (sizes differ by at most one)."""
+    order = sorted(jobs, key=lambda j: j.name)
+    perm = rng.permutation(len(order))
+    shuffled = [order[i] for i in perm]
+    return [shuffled[i::k] for i in range(k)]
+
+
+def _base_rows(
+    jobs: Sequence[Job],
+    types: Sequence[str],
+    configs: Mapping[tuple[str, str], Config],
+    capacity: Mapping[str, float],
+    index: Mapping[tuple[str, str], int],
+) -> list[tuple[Sequence[int], Sequence[float], float]]:
+    """sum_t X[j, t] <= 1 per job and sum_j scale_factor_j X[j, t] <= num_gpus_t per type."""
+    rows: list[tuple[Sequence[int], Sequence[float], float]] = []
+    for j in jobs:
+        cols = [index[(j.name, t)] for t in types if (j.name, t) in index]
+        rows.append((cols, [1.0] * len(cols), 1.0))
+    for t in types:
+        cols = [index[(j.name, t)] for j in jobs if (j.name, t) in index]
+        coefs = [float(configs[(j.name, t)].num_gpus) for j in jobs if (j.name, t) in index]
+        rows.append((cols, coefs, float(capacity.get(t, 0.0))))
+    return rows
+
+
+def priority(share: float, job_time_s: float, worker_time_s: float) -> float:
+    """Gavel's priority of a job in the allocation on a type where it has a throughput:
+    X[j, t] over its fraction of the type's time since the last reset."""
+    if share <= 0.0:
+        return 0.0
+    if worker_time_s <= 0.0:
+        return share * NEVER_RUN_PRIORITY
+    fraction = job_time_s / worker_time_s
+    return share / fraction if fraction > 0 else share * NEVER_RUN_PRIORITY
 
 
 @dataclass(frozen=True)
@@ -68,93 +221,129 @@ class TimeShares:
     configs: Mapping[tuple[str, str], Config]
 
 
-def max_sum_throughput(
-    jobs: Sequence[Job],
-    types: Sequence[str],
-    configs: Mapping[tuple[str, str], Config],
-    capacity: Mapping[str, int],
-    *,
-    normalize: bool = True,
-    time_limit_s: float = float("inf"),
-) -> dict[tuple[str, str], float]:
-    """Gavel's max-sum-throughput LP: X[j, t] for every (job, type) with a configuration."""
-    keys = [(j.name, t) for j in jobs for t in types if (j.name, t) in configs]
-    best = {
-        j.name: max((configs[k].samples_per_second for k in keys if k[0] == j.name), default=1.0)
-        for j in jobs
-    }
-    gains = [configs[k].samples_per_second / (best[k[0]] if normalize else 1.0) for k in keys]
-    index = {k: i for i, k in enumerate(keys)}
-    rows: list[tuple[Sequence[int], Sequence[float], float]] = []
-    for j in jobs:
-        cols = [index[(j.name, t)] for t in types if (j.name, t) in index]
-        rows.append((cols, [1.0] * len(cols), 1.0))
-    for t in types:
-        cols = [index[(j.name, t)] for j in jobs if (j.name, t) in index]
-        coefs = [float(configs[(j.name, t)].num_gpus) for j in jobs if (j.name, t) in index]
-        rows.append((cols, coefs, float(capacity.get(t, 0))))
-    x = solve_max(gains, rows, interior=True, time_limit_s=time_limit_s)
-    if x is None:
-        return {}
-    return {k: max(min(x[i], 1.0), 0.0) for k, i in index.items()}
-
-
-def priority(share: float, seconds_on_type: float, age_s: float) -> float:
-    """X[j, t] over the share of time the job got on t so far."""
-    if share <= 0.0:
-        return 0.0
-    received = seconds_on_type / age_s if age_s > 0 else 0.0
-    return share * NEVER_RUN_PRIORITY if received <= 0.0 else share / received
-
-
 class GavelPolicy:
-    """Gavel's max_sum_throughput_perf with its round-based time-sharing mechanism."""
+    """Gavel's round-based mechanism around an allocation LP (max-sum-throughput here)."""
 
     name = "gavel"
 
-    def __init__(self, normalize: bool = True) -> None:
+    def __init__(
+        self, normalize: bool = False, min_reset_interval_s: float = MIN_RESET_INTERVAL_S
+    ) -> None:
         self.normalize = normalize
+        self.min_reset_interval_s = min_reset_interval_s
+        self.shares: dict[str, dict[str, float]] = {}
+        """The allocation in force: X per job in it and type."""
+        self.last_reset_s = 0.0
+        self.need_update = False
+        self.resets = 0
+        self.job_time: dict[str, dict[str, float]] = {}
+        self.worker_time: dict[str, float] = {}
+        self.deficit: dict[str, dict[str, float]] = {}
+        """deficit[type][job]."""
+        self._seen: dict[str, dict[str, float]] = {}
 
-    def allocation(self, view: RoundView, jobs: Sequence[Job], pinned: Planner) -> TimeShares:
-        """The LP over the jobs not pinned, on the GPUs the pinned jobs leave."""
-        configs: dict[tuple[str, str], Config] = {}
+    # ------------------------------------------------------------ the LP
+
+    def solve(
+        self,
+        jobs: Sequence[Job],
+        types: Sequence[str],
+        configs: Mapping[tuple[str, str], Config],
+        capacity: Mapping[str, float],
+        time_limit_s: float,
+    ) -> Shares:
+        return max_sum_throughput(
+            jobs, types, configs, capacity, normalize=self.normalize, time_limit_s=time_limit_s
+        )
+
+    def configs(self, view: RoundView, jobs: Sequence[Job]) -> dict[tuple[str, str], Config]:
+        """Each job's configuration on each type at its requested count (none: throughput 0)."""
+        out: dict[tuple[str, str], Config] = {}
         for j in jobs:
             n = rigid_count(view, j)
             for t in view.types_for(j):
                 c = fastest_config(view, j, t, n)
                 if c is not None:
-                    configs[(j.name, t)] = c
+                    out[(j.name, t)] = c
+        return out
+
+    def allocation(self, view: RoundView, jobs: Sequence[Job], pinned: Planner) -> TimeShares:
+        """The LP over the jobs not pinned, on the GPUs the pinned jobs leave."""
+        configs = self.configs(view, jobs)
         capacity = {
-            t: view.available_gpus(t)
+            t: float(view.available_gpus(t))
             - sum(c.num_gpus for c in pinned.configs.values() if c.gpu_type == t)
             for t in view.facts
         }
-        share = max_sum_throughput(
-            jobs,
-            list(view.facts),
-            configs,
-            capacity,
-            normalize=self.normalize,
-            time_limit_s=view.time_budget_s,
-        )
+        share = self.solve(jobs, list(view.facts), configs, capacity, view.time_budget_s)
         return TimeShares(share, configs)
 
-    def queue(self, view: RoundView, jobs: Sequence[Job], alloc: TimeShares) -> list[Candidate]:
-        """(job, type) entries per type, fastest type first, by decreasing priority."""
-        by_name = {j.name: j for j in jobs}
+    # ------------------------------------------------------------ the accounting
+
+    def observe(self, view: RoundView, jobs: Sequence[Job]) -> None:
+        """Arrivals and departures since the last round, and the time each job ran."""
+        present = {j.name for j in jobs}
+        credit = view.round_length_s / 2.0
+        for name in [n for n in self.job_time if n not in present]:
+            del self.job_time[name], self._seen[name]
+            for d in self.deficit.values():
+                d.pop(name, None)
+            self.need_update = True
+        for job in submission_order(view, jobs):
+            by_type = dict(view.past(job).seconds_by_type)
+            if job.name not in self.job_time:
+                self.job_time[job.name] = {t: credit for t in view.facts}
+                for t in view.facts:
+                    self.deficit.setdefault(t, {})[job.name] = 0.0
+                self.need_update = True
+            else:
+                for t, s in by_type.items():
+                    ran = s - self._seen[job.name].get(t, 0.0)
+                    if ran > 0:
+                        self.job_time[job.name][t] = self.job_time[job.name].get(t, credit) + ran
+                        self.worker_time[t] = self.worker_time.get(t, 0.0) + ran
+            self._seen[job.name] = by_type
+
+    def reset(self, view: RoundView) -> None:
+        """Gavel's ``_reset_time_run_so_far``: deficits grow by what each job should have had
+        under the allocation in force less what it got; every job's time is back to the credit."""
+        credit = view.round_length_s / 2.0
+        elapsed = view.now_s - self.last_reset_s
+        for t in view.facts:
+            self.worker_time[t] = 0.0
+            for name, times in self.job_time.items():
+                received = times.get(t, credit) - credit
+                should = self.shares[name].get(t, 0.0) * elapsed if name in self.shares else 0.0
+                per_type = self.deficit.setdefault(t, {})
+                per_type[name] = per_type.get(name, 0.0) + should - received
+                times[t] = credit
+                self.worker_time[t] += credit
+        self.last_reset_s = view.now_s
+        self.resets += 1
+
+    # ------------------------------------------------------------ a round
+
+    def queue(
+        self, view: RoundView, jobs: Sequence[Job], configs: Mapping[tuple[str, str], Config]
+    ) -> list[tuple[Job, str]]:
+        """(job, type) entries per type, fastest type first, by decreasing (priority, deficit,
+        X); ties in arrival order. Only types where the job has a throughput."""
         types = sorted(view.facts, key=lambda t: -view.cluster.gpu_types[t].peak_tflops)
-        out: list[Candidate] = []
+        ordered = submission_order(view, jobs)
+        out: list[tuple[Job, str]] = []
         for t in types:
             entries = []
-            for name, job in by_name.items():
-                c = alloc.configs.get((name, t))
-                if c is None:
+            for job in ordered:
+                if (job.name, t) not in configs:
                     continue
-                x = alloc.share.get((name, t), 0.0)
-                h = view.past(job)
-                p = priority(x, h.seconds_by_type.get(t, 0.0), view.age_s(job))
-                entries.append((-p, -x, h.submit_time_s, name, c))
-            out.extend(Candidate(by_name[e[3]], (e[4],)) for e in sorted(entries))
+                x = self.shares.get(job.name, {}).get(t, 0.0)
+                p = 0.0
+                if job.name in self.shares:
+                    p = priority(x, self.job_time[job.name].get(t, 0.0), self.worker_time.get(t, 0))
+                d = self.deficit.get(t, {}).get(job.name, 0.0)
+                entries.append(((p, d, x), job))
+            entries.sort(key=lambda e: e[0], reverse=True)
+            out.extend((job, t) for _, job in entries)
         return out
 
     def decide(self, round_input: RoundInput) -> Decision:
@@ -163,11 +352,111 @@ class GavelPolicy:
         pinned = Planner(view)
         pin_non_preemptible(pinned)
         jobs = [j for j in view.problem.jobs if j.name not in pinned]
-        alloc = self.allocation(view, jobs, pinned)
-        planner = admit_in_order(view, self.queue(view, jobs, alloc))
-        shared = sum(1 for v in alloc.share.values() if 1e-6 < v < 1 - 1e-6)
-        detail = f"{len(planner.allocations)} running; {shared} fractional shares in X"
+        self.observe(view, jobs)
+        elapsed = view.now_s - self.last_reset_s
+        recomputed = False
+        if self.need_update and (elapsed >= self.min_reset_interval_s or self.last_reset_s == 0):
+            self.reset(view)
+            alloc = self.allocation(view, jobs, pinned)
+            self.shares = {}
+            for (name, t), x in alloc.share.items():
+                self.shares.setdefault(name, {})[t] = x
+            for j in jobs:
+                self.shares.setdefault(j.name, {})
+            self.need_update = False
+            recomputed = True
+            configs = dict(alloc.configs)
+        else:
+            configs = self.configs(view, jobs)
+        left = {
+            t: view.available_gpus(t)
+            - sum(c.num_gpus for c in pinned.configs.values() if c.gpu_type == t)
+            for t in view.facts
+        }
+        picked: set[str] = set()
+        chosen: list[Candidate] = []
+        for job, t in self.queue(view, jobs, configs):
+            c = configs[(job.name, t)]
+            if job.name in picked or left[t] <= 0 or c.num_gpus > left[t]:
+                continue
+            left[t] -= c.num_gpus
+            picked.add(job.name)
+            if job.name in self.shares:  # Gavel assigns workers only to jobs in the allocation
+                chosen.append(Candidate(job, (c,)))
+        planner = admit_in_order(view, chosen)
+        shared = sum(1 for v in self.shares.values() for x in v.values() if 1e-6 < x < 1 - 1e-6)
+        detail = f"{len(planner.allocations)} running; {shared} fractional shares in X" + (
+            "; allocation recomputed" if recomputed else ""
+        )
         return planner.decision(started, detail)
 
     def close(self) -> None:
         """Nothing to release."""
+
+
+class GavelMaxMinPolicy(GavelPolicy):
+    """Gavel's max_min_fairness_perf with the same mechanism."""
+
+    name = "gavel-maxmin"
+
+    def solve(
+        self,
+        jobs: Sequence[Job],
+        types: Sequence[str],
+        configs: Mapping[tuple[str, str], Config],
+        capacity: Mapping[str, float],
+        time_limit_s: float,
+    ) -> Shares:
+        return max_min_fairness(jobs, types, configs, capacity, time_limit_s=time_limit_s)
+
+
+POP_K = 4
+"""Parts of the pop-maxmin baseline (POP's evaluation of Gavel uses k in 2..16)."""
+
+
+class PopMaxMinPolicy(GavelPolicy):
+    """POP-k over Gavel's max-min fairness LP, with Gavel's mechanism."""
+
+    name = "pop-maxmin"
+
+    def __init__(
+        self, k: int = POP_K, seed: int = 0, min_reset_interval_s: float = MIN_RESET_INTERVAL_S
+    ) -> None:
+        super().__init__(min_reset_interval_s=min_reset_interval_s)
+        if k < 1:
+            raise ValueError(f"POP needs k >= 1, got {k}")
+        self.k = k
+        self.rng = np.random.default_rng(seed)
+
+    def solve(
+        self,
+        jobs: Sequence[Job],
+        types: Sequence[str],
+        configs: Mapping[tuple[str, str], Config],
+        capacity: Mapping[str, float],
+        time_limit_s: float,
+    ) -> Shares:
+        return pop_solve(
+            max_min_fairness, jobs, types, configs, capacity, self.k, self.rng, time_limit_s
+        )
+
+
+def pop_solve(
+    lp: Callable[..., Shares],
+    jobs: Sequence[Job],
+    types: Sequence[str],
+    configs: Mapping[tuple[str, str], Config],
+    capacity: Mapping[str, float],
+    k: int,
+    rng: np.random.Generator,
+    time_limit_s: float = math.inf,
+) -> Shares:
+    """POP: the LP on k random parts of the jobs, each with 1/k of every type's GPUs."""
+    if k == 1:
+        return lp(jobs, types, configs, capacity, time_limit_s=time_limit_s)
+    part_capacity = {t: c / k for t, c in capacity.items()}
+    out: Shares = {}
+    for part in pop_partitions(jobs, k, rng):
+        if part:
+            out.update(lp(part, types, configs, part_capacity, time_limit_s=time_limit_s / k))
+    return out

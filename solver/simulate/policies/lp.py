@@ -20,18 +20,21 @@ def solve_max(
     interior: bool = False,
     relative_gap: float = 0.0,
     time_limit_s: float = math.inf,
+    upper: Sequence[float] | None = None,
 ) -> list[float] | None:
-    """Maximise gains . x over 0 <= x <= 1 and rows (columns, coefficients, right-hand side)
-    of ``sum <= rhs`` with HiGHS; x binary if `integer` (to `relative_gap`). `interior`: the
-    interior-point method without presolve or crossover, whose answer on a tied optimum is a
-    central point of the optimal face rather than a vertex. None without a solution (the time
+    """Maximise gains . x over 0 <= x <= 1 (``upper`` instead of 1 where given) and rows
+    (columns, coefficients, right-hand side) of ``sum <= rhs`` with HiGHS; x binary if
+    `integer` (to `relative_gap`). `interior`: the interior-point method without presolve or
+    crossover, whose answer on a tied optimum is a central point of the optimal face rather
+    than a vertex. None without a solution (the time
     limit reached before HiGHS found one)."""
     n = len(gains)
     if n == 0:
         return []
     h = new_highs()
     try:
-        h.addVars(n, np.zeros(n), np.ones(n))
+        ub = np.ones(n) if upper is None else np.asarray(upper, dtype=np.float64)
+        h.addVars(n, np.zeros(n), ub)
         h.changeColsCost(n, np.arange(n, dtype=np.int32), np.asarray(gains, dtype=np.float64))
         h.changeObjectiveSense(highspy.ObjSense.kMaximize)
         if integer:
