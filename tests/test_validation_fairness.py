@@ -98,7 +98,7 @@ def test_the_service_solves_in_every_mode_and_refuses_a_bad_one() -> None:
             assert response.plan.objective.fairness != 0.0, pb.FairnessMode.Name(mode)
             assert response.stats.best_bound >= response.stats.objective - 1e-9
         bad = make_request()
-        bad.fairness.mode = 42
+        bad.fairness.mode = 42  # type: ignore[assignment]
         with pytest.raises(grpc.RpcError) as e:
             stub.Solve(bad, timeout=WAIT)
     assert e.value.code() is grpc.StatusCode.INVALID_ARGUMENT

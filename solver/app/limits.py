@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from solver.domain import DEFAULT_TIME_BUDGET_SECONDS, Backend
+from solver.domain import DEFAULT_TIME_BUDGET_SECONDS, Backend, FairnessMode, FairnessScope
 
 INT32_MAX = 2**31 - 1
 """Largest value of the wire's int32 fields (seed, threads, counts)."""
@@ -116,9 +116,13 @@ __all__ = [
     "Limits",
     "backend_name",
     "backend_names",
+    "fairness_mode_names",
+    "fairness_scope_names",
     "format_duration",
     "parse_backend",
     "parse_duration",
+    "parse_fairness_mode",
+    "parse_fairness_scope",
 ]
 
 
@@ -195,6 +199,33 @@ def backend_name(backend: Backend) -> str:
 def backend_names() -> tuple[str, ...]:
     """Every backend's lower-case name."""
     return tuple(backend_name(b) for b in Backend)
+
+
+def fairness_mode_names() -> tuple[str, ...]:
+    """Every fairness mode's lower-case name (max_min, drf, ...)."""
+    return tuple(m.name.lower() for m in FairnessMode)
+
+
+def fairness_scope_names() -> tuple[str, ...]:
+    return tuple(s.name.lower() for s in FairnessScope)
+
+
+def parse_fairness_mode(text: str) -> FairnessMode:
+    """The fairness mode of a name (case-insensitive, '-' for '_'); ValueError names them."""
+    try:
+        return FairnessMode[text.strip().upper().replace("-", "_")]
+    except KeyError:
+        names = ", ".join(fairness_mode_names())
+        raise ValueError(f"unknown fairness mode {text!r}; one of {names}") from None
+
+
+def parse_fairness_scope(text: str) -> FairnessScope:
+    """The fairness scope of a name (case-insensitive); ValueError names them."""
+    try:
+        return FairnessScope[text.strip().upper()]
+    except KeyError:
+        names = ", ".join(fairness_scope_names())
+        raise ValueError(f"unknown fairness scope {text!r}; one of {names}") from None
 
 
 def parse_backend(text: str) -> Backend:

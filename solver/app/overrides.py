@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from solver._proto.dsfro.v1 import scheduler_pb2 as pb
-from solver.app.convert import backend_to_proto
-from solver.domain import Backend
+from solver.app.convert import backend_to_proto, wire_name
+from solver.domain import Backend, FairnessMode, FairnessScope
 from solver.wire import duration_to_proto
 
 if TYPE_CHECKING:
@@ -29,7 +29,10 @@ class Overrides:
     threads: int | None = None
     pyomo_solver: str | None = None
     weights: Mapping[str, float] = field(default_factory=dict)
-    """Objective weights by name (throughput, energy, ...)."""
+    """Objective weights by name (throughput, energy, ..., fairness)."""
+    fairness_mode: FairnessMode | None = None
+    fairness_scope: FairnessScope | None = None
+    fairness_horizon_seconds: float | None = None
 
 
 NO_OVERRIDES = Overrides()
@@ -60,4 +63,13 @@ def prepare(
         o.pyomo_solver = overrides.pyomo_solver
     for name, value in overrides.weights.items():
         setattr(out.weights, name, value)
+    f = out.fairness
+    if overrides.fairness_mode is not None:
+        f.mode = cast("pb.FairnessMode", pb.FairnessMode.Value(wire_name(overrides.fairness_mode)))
+    if overrides.fairness_scope is not None:
+        f.scope = cast(
+            "pb.FairnessScope", pb.FairnessScope.Value(wire_name(overrides.fairness_scope))
+        )
+    if overrides.fairness_horizon_seconds is not None:
+        f.horizon.CopyFrom(duration_to_proto(overrides.fairness_horizon_seconds))
     return out

@@ -8,6 +8,12 @@ A profile has two optional tables, every key optional::
     migration = 0.05
     locality = 0.01
     deadline = 0.5
+    fairness = 1.0           # weight of the fairness mode's value F
+
+    [fairness]               # SolveRequest.fairness (docs/objective.md, "Fairness")
+    mode = "max_min"         # weighted_sum, max_min, proportional, drf, finish_time
+    scope = "tenant"         # job, tenant
+    horizon = "5m"           # how long one plan runs
 
     [solver]                 # SolveOptions
     time_budget = "5s"       # "500ms", "1.5s", "2m", "1h", or a number of seconds
@@ -39,22 +45,33 @@ import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from solver._proto.dsfro.v1 import scheduler_pb2 as pb
-from solver.app.convert import backend_to_proto
+from solver.app.convert import backend_to_proto, wire_name
 from solver.app.limits import (
     INT32_MAX,
+    MAX_FAIRNESS_HORIZON_SECONDS,
     MAX_THREADS,
     format_duration,
     parse_backend,
     parse_duration,
+    parse_fairness_mode,
+    parse_fairness_scope,
 )
 from solver.core.settings import TABLE as TUNING
 from solver.core.settings import SettingsError, SolverSettings, load_settings
-from solver.domain import Backend, ObjectiveWeights, SolveOptions
+from solver.domain import (
+    Backend,
+    Fairness,
+    FairnessMode,
+    FairnessScope,
+    ObjectiveWeights,
+    SolveOptions,
+)
 
-WEIGHT_KEYS = ("throughput", "energy", "migration", "locality", "deadline")
+WEIGHT_KEYS = ("throughput", "energy", "migration", "locality", "deadline", "fairness")
+FAIRNESS_KEYS = ("mode", "scope", "horizon")
 SOLVER_KEYS = ("time_budget", "backend", "relative_gap", "threads", "seed", "pyomo_solver")
 
 
@@ -75,6 +92,16 @@ class ProfileWeights:
     migration: float | None = None
     locality: float | None = None
     deadline: float | None = None
+    fairness: float | None = None
+
+
+@dataclass(frozen=True)
+class ProfileFairness:
+    """The fairness policy the profile sets; None: not in the file."""
+
+    mode: FairnessMode | None = None
+    scope: FairnessScope | None = None
+    horizon_seconds: float | None = None
 
 
 @dataclass(frozen=True)
@@ -93,6 +120,7 @@ class ProfileSolver:
 class Profile:
     weights: ProfileWeights = field(default_factory=ProfileWeights)
     solver: ProfileSolver = field(default_factory=ProfileSolver)
+    fairness: ProfileFairness = field(default_factory=ProfileFairness)
     source: str = ""
     """The file it came from (for messages)."""
     tuning: Mapping[str, Any] = field(default_factory=dict)
@@ -148,9 +176,14 @@ def profile_from_dict(data: Mapping[str, Any], source: str = "<profile>") -> Pro
         problems.append(f"{source}: {key}: {message}")
 
     for key in data:
-        if key not in ("weights", "solver", TUNING):
-            bad(key, "unknown key; a profile has the tables [weights], [solver] and [tuning]")
+        if key not in ("weights", "fairness", "solver", TUNING):
+            bad(
+                key,
+                "unknown key; a profile has the tables [weights], [fairness], [solver] and "
+                "[tuning]",
+            )
     weights = _table(data, "weights", WEIGHT_KEYS, bad)
+    fairness = _fairness(_table(data, "fairness", FAIRNESS_KEYS, bad), bad)
     solver = _table(data, "solver", SOLVER_KEYS, bad)
     tuning = _table(
         data, TUNING, tuple(SolverSettings.model_fields), bad, "the keys of docs/operations.md"
@@ -204,9 +237,33 @@ def profile_from_dict(data: Mapping[str, Any], source: str = "<profile>") -> Pro
     return Profile(
         weights=ProfileWeights(**w),
         solver=ProfileSolver(**{k: v for k, v in s.items() if v is not None}),
+        fairness=fairness,
         source=source,
         tuning=tuning,
     )
+
+
+def _fairness(table: Mapping[str, Any], bad: Any) -> ProfileFairness:
+    """The [fairness] table's values (each bad one reported)."""
+    out: dict[str, Any] = {}
+    for key, parse in (("mode", parse_fairness_mode), ("scope", parse_fairness_scope)):
+        if key not in table:
+            continue
+        value = table[key]
+        if not isinstance(value, str):
+            bad(f"fairness.{key}", f"must be a string, got {_kind(value)}")
+            continue
+        try:
+            out[key] = parse(value)
+        except ValueError as e:
+            bad(f"fairness.{key}", str(e))
+    if "horizon" in table:
+        horizon = _duration("fairness.horizon", table["horizon"], bad)
+        if horizon is not None and horizon > MAX_FAIRNESS_HORIZON_SECONDS:
+            bad("fairness.horizon", f"must be at most a week, got {horizon:g} s")
+        elif horizon is not None:
+            out["horizon_seconds"] = horizon
+    return ProfileFairness(**out)
 
 
 def solver_settings(
@@ -300,6 +357,13 @@ def apply_profile(request: pb.SolveRequest, profile: Profile) -> None:
         value = getattr(profile.weights, key)
         if value is not None and not w.HasField(key):
             setattr(w, key, value)
+    f, fr = profile.fairness, request.fairness
+    if f.mode is not None and fr.mode == pb.FAIRNESS_MODE_UNSPECIFIED:
+        fr.mode = cast("pb.FairnessMode", pb.FairnessMode.Value(wire_name(f.mode)))
+    if f.scope is not None and fr.scope == pb.FAIRNESS_SCOPE_UNSPECIFIED:
+        fr.scope = cast("pb.FairnessScope", pb.FairnessScope.Value(wire_name(f.scope)))
+    if f.horizon_seconds is not None and not fr.HasField("horizon"):
+        fr.horizon.FromNanoseconds(round(f.horizon_seconds * 1e9))
     s = profile.solver
     o = request.options
     if s.time_budget_seconds is not None and not o.HasField("time_budget"):
@@ -327,6 +391,21 @@ def format_profile(profile: Profile) -> str:
         value = getattr(eff_w, key)
         comment = "  # default" if getattr(profile.weights, key) is None else ""
         lines.append(f"{key} = {float(value)!r}{comment}")
+    lines.append("")
+    lines.append("[fairness]")
+    f, d = profile.fairness, Fairness()
+    lines.append(
+        f'mode = "{(f.mode or d.mode).name.lower()}"' + ("  # default" if f.mode is None else "")
+    )
+    lines.append(
+        f'scope = "{(f.scope or d.scope).name.lower()}"'
+        + ("  # default" if f.scope is None else "")
+    )
+    horizon = f.horizon_seconds if f.horizon_seconds is not None else d.horizon_seconds
+    lines.append(
+        f'horizon = "{format_duration(horizon)}"'
+        + ("  # default" if f.horizon_seconds is None else "")
+    )
     lines.append("")
     lines.append("[solver]")
     eff = profile.effective_options()

@@ -22,7 +22,14 @@ from typing import TYPE_CHECKING, Any
 
 from solver import __version__, extras
 from solver.app.arguments import add_profile_option, duration_arg, seed_arg, threads_arg
-from solver.app.limits import backend_names, parse_backend
+from solver.app.limits import (
+    backend_names,
+    fairness_mode_names,
+    fairness_scope_names,
+    parse_backend,
+    parse_fairness_mode,
+    parse_fairness_scope,
+)
 from solver.cli import remote
 from solver.cli.common import InputError, RemoteError, print_violations
 from solver.extras import MissingExtraError, MissingServerError
@@ -61,6 +68,12 @@ def cmd_solve(args: argparse.Namespace) -> int:
         seed=args.seed,
         threads=args.threads,
         pyomo_solver=args.pyomo_solver,
+        weights={} if args.fairness_weight is None else {"fairness": args.fairness_weight},
+        fairness_mode=None if args.fairness is None else parse_fairness_mode(args.fairness),
+        fairness_scope=(
+            None if args.fairness_scope is None else parse_fairness_scope(args.fairness_scope)
+        ),
+        fairness_horizon_seconds=args.fairness_horizon,
     )
     if args.ray_address and not extras.available("ray"):
         raise MissingExtraError("ray", "--ray-address")
@@ -158,6 +171,21 @@ def add_solve_commands(sub: Any) -> None:
         "--pyomo-solver",
         metavar="NAME",
         help="Pyomo solver for --backend pyomo (default appsi_highs)",
+    )
+    solve.add_argument(
+        "--fairness",
+        choices=fairness_mode_names(),
+        help="fairness mode (docs/objective.md, 'Fairness'; overrides the file)",
+    )
+    solve.add_argument("--fairness-scope", choices=fairness_scope_names())
+    solve.add_argument(
+        "--fairness-horizon",
+        type=duration_arg,
+        metavar="DURATION",
+        help="how long this plan runs, e.g. 5m (the service it adds)",
+    )
+    solve.add_argument(
+        "--fairness-weight", type=float, metavar="W", help="weight of the fairness term F"
     )
     solve.add_argument("--json", action="store_true", help="print the SolveResponse as JSON")
     _server_option(solve, "send the request to")

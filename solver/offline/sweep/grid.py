@@ -14,7 +14,14 @@ from solver.app.profile import WEIGHT_KEYS
 from solver.core.solver import Solver
 from solver.domain import JobState, Termination
 
-SHORT = {"throughput": "T", "energy": "E", "migration": "M", "locality": "L", "deadline": "D"}
+SHORT = {
+    "throughput": "T",
+    "energy": "E",
+    "migration": "M",
+    "locality": "L",
+    "deadline": "D",
+    "fairness": "F",
+}
 
 
 class SweepError(Exception):
