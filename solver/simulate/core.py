@@ -198,6 +198,12 @@ class JobRecord:
     """Moves or reshapes of a running job (each costs a restart)."""
     preemptions: int
     """Stops of a running job before it finished."""
+    normalized_s: float = 0.0
+    """Attained normalized service: seconds weighted by the job's predicted rate over its
+    equal-share rate (``solver.simulate.tenants``)."""
+    borrowed_gpu_seconds: float = 0.0
+    """GPU-seconds run on quota its queue borrowed from its cohort (the plans' ``borrowed``
+    jobs, ``solver.perfmodel.quotas.borrowed_jobs``)."""
 
 
 @dataclass(frozen=True)
@@ -236,6 +242,16 @@ class PowerSegment:
 
 
 @dataclass(frozen=True)
+class QueueRecord:
+    """A tenant queue as the per-tenant metrics need it."""
+
+    name: str
+    weight: float
+    nominal_gpus: float
+    """Its nominal quota summed over GPU types: the GPUs it is entitled to."""
+
+
+@dataclass(frozen=True)
 class SimulationLog:
     policy: str
     seed: int
@@ -247,3 +263,5 @@ class SimulationLog:
     """Time the last job finished (or the simulation was stopped)."""
     stopped: str = ""
     """Why the run stopped before every job finished; "" if every job finished."""
+    queues: tuple[QueueRecord, ...] = ()
+    """The cluster's tenant queues (empty: none declared)."""
