@@ -277,6 +277,18 @@ def format_summary(s: Summary) -> str:
                 if isinstance(v, float)
                 else f"  {k.ljust(width)}  {v}"
             )
+    if s.tenants:
+        lines.append(
+            "  per tenant: mean JCT (s), GPU-h received / entitled, borrowed GPU-h, max rho"
+        )
+        for t in s.tenants.values():
+            entitled = "-" if t.entitled_gpu_hours is None else f"{t.entitled_gpu_hours:.4g}"
+            jct = "-" if t.jct_mean_s is None else f"{t.jct_mean_s:.4g}"
+            rho = "-" if t.rho_max is None else f"{t.rho_max:.3g}"
+            lines.append(
+                f"    {t.tenant}: {jct}, {t.gpu_hours:.4g} / {entitled}, "
+                f"{t.borrowed_gpu_hours:.4g}, {rho}"
+            )
     return "\n".join(lines)
 
 
