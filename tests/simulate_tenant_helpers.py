@@ -8,8 +8,18 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from solver._proto.dsfro.v1 import scheduler_pb2 as pb
+from solver.app.limits import Limits
+from solver.app.pipeline import to_problem
 from solver.domain import ProfilePoint, ThroughputProfile
-from solver.simulate.core import Decision, Policy, RoundInput, SimJob, SimulationLog, TraceJob
+from solver.simulate.core import (
+    Decision,
+    JobHistory,
+    Policy,
+    RoundInput,
+    SimJob,
+    SimulationLog,
+    TraceJob,
+)
 from solver.simulate.engine import Simulation
 from solver.simulate.settings import EngineSettings
 from solver.simulate.truth import TruthSettings
@@ -90,3 +100,49 @@ def simulate(
 
 def starts(log: SimulationLog) -> Mapping[str, tuple[float | None, float | None]]:
     return {j.job_id: (j.first_start_s, j.finish_s) for j in log.jobs}
+
+
+def waiting(name: str, tenant: str, submit: float, gpus: int = 1) -> tuple[str, str, float, int]:
+    return (name, tenant, submit, gpus)
+
+
+def round_input(
+    cluster: pb.ClusterSnapshot,
+    jobs: Sequence[tuple[str, str, float, int]],
+    current: Mapping[str, tuple[str, Sequence[int]]] = {},
+    *,
+    now: float = 100.0,
+    remaining: Mapping[str, float] = {},
+    attained: Mapping[str, float] = {},
+) -> RoundInput:
+    """A round of measured jobs (10 samples/s per GPU) of (name, tenant, submit, GPUs), those in
+    `current` running on (node, GPU indices); `remaining` samples (default 1000) and attained
+    normalized seconds per job."""
+    req = pb.SolveRequest(cluster=cluster)
+    req.options.time_budget.FromSeconds(10)
+    history = {}
+    for name, tenant, submit, gpus in jobs:
+        j = req.jobs.add(name=name, tenant=tenant, min_gpus=gpus, max_gpus=gpus)
+        j.remaining_samples = remaining.get(name, 1000.0)
+        j.attained.normalized_seconds = attained.get(name, 0.0)
+        for n in (1, 2, 4):
+            j.profile.points.add(
+                gpu_type="G", num_gpus=n, tensor_parallel=1, pipeline_parallel=1,
+                sm_clock_mhz=1000, samples_per_second=10.0 * n, watts=100.0 * n,
+                memory_per_gpu_gib=10,
+            )  # fmt: skip
+        if name in current:
+            node, gpu_indices = current[name]
+            j.current_allocation.CopyFrom(
+                pb.Allocation(
+                    gpu_type="G", data_parallel=len(gpu_indices), tensor_parallel=1,
+                    pipeline_parallel=1, sm_clock_mhz=1000,
+                    placement=[pb.GpuSlice(node=node, gpu_indices=list(gpu_indices))],
+                )
+            )  # fmt: skip
+        history[name] = JobHistory(submit, gpus)
+    return RoundInput(req, to_problem(req, Limits()), now, 1, history, 300.0)
+
+
+def gpus_held(d: Decision) -> dict[str, int]:
+    return {k: a.shape.num_gpus for k, a in d.allocations.items()}

@@ -253,7 +253,9 @@ def test_while_no_job_waits_rounds_come_on_events_or_after_the_quiet_interval() 
     assert [r.time_s for r in log.rounds] == [0.0, 3000.0, 4000.0, 4100.0]  # none after the last
 
 
-@pytest.mark.parametrize("policy", ["fifo", "las", "gavel", "sia", "zeus", "dsfro-heuristic"])
+@pytest.mark.parametrize(
+    "policy", ["fifo", "las", "gavel", "sia", "zeus", "kueue", "dsfro-heuristic"]
+)
 def test_every_policy_keeps_the_invariants_every_round(policy: str) -> None:
     # Model jobs on 3 two-GPU nodes under a budget that binds (idle 300 W + 2 jobs or so).
     cluster = two_gpu_cluster(budget=900.0, nodes=3)

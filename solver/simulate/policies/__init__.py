@@ -20,6 +20,7 @@ _BASELINES: dict[str, tuple[str, str]] = {
     "gavel": ("solver.simulate.policies.gavel", "GavelPolicy"),
     "sia": ("solver.simulate.policies.sia", "SiaPolicy"),
     "zeus": ("solver.simulate.policies.zeus", "ZeusPolicy"),
+    "kueue": ("solver.simulate.policies.kueue", "KueuePolicy"),
 }
 
 _DSFRO: dict[str, Callable[[str | None], DsfroOptions]] = {
