@@ -254,7 +254,7 @@ def test_while_no_job_waits_rounds_come_on_events_or_after_the_quiet_interval() 
 
 
 @pytest.mark.parametrize(
-    "policy", ["fifo", "las", "gavel", "sia", "zeus", "kueue", "dsfro-heuristic"]
+    "policy", ["fifo", "las", "gavel", "sia", "zeus", "kueue", "themis", "dsfro-heuristic"]
 )
 def test_every_policy_keeps_the_invariants_every_round(policy: str) -> None:
     # Model jobs on 3 two-GPU nodes under a budget that binds (idle 300 W + 2 jobs or so).

@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 
 from solver._proto.dsfro.v1 import scheduler_pb2 as pb
-from solver.domain import DEFAULT_QUEUE, Problem
+from solver.domain import DEFAULT_QUEUE, Job, Problem
 from solver.perfmodel.configs import type_facts
 from solver.simulate.core import JobHistory
 from solver.simulate.policies.common import RoundView, fastest_config, rigid_count
@@ -41,24 +41,36 @@ class EqualShare:
         for job in problem.jobs:
             k = rigid_count(view, job)
             self._gpus[job.name] = k
-            rates = {}
-            for t in view.types_for(job):
-                c = fastest_config(view, job, t, k)
-                if c is not None:
-                    rates[t] = c.samples_per_second
-            self._rates[job.name] = rates
+            self._rates[job.name] = type_rates(view, job, k)
 
     def rate(self, job: str, available: Mapping[str, int], active: int) -> float:
         """The job's equal-share rate (samples/s) with `available` GPUs per type and `active`
         jobs sharing them."""
-        rates = self._rates.get(job, {})
-        k = self._gpus.get(job, 1)
-        if active < 1 or not rates:
-            return 0.0
-        x = {t: available.get(t, 0) / (active * k) for t in rates}
-        total = sum(x.values())
-        scale = 1.0 / total if total > 1.0 else 1.0
-        return sum(x[t] * scale * r for t, r in rates.items())
+        return equal_share_rate(self._rates.get(job, {}), self._gpus.get(job, 1), available, active)
+
+
+def type_rates(view: RoundView, job: Job, gpus: int) -> dict[str, float]:
+    """The job's predicted samples/s at `gpus` GPUs of each allowed type, in its fastest shape
+    at the top clock (types where it cannot run so left out)."""
+    rates = {}
+    for t in view.types_for(job):
+        c = fastest_config(view, job, t, gpus)
+        if c is not None:
+            rates[t] = c.samples_per_second
+    return rates
+
+
+def equal_share_rate(
+    rates: Mapping[str, float], gpus: int, available: Mapping[str, int], active: int
+) -> float:
+    """The rate on an equal 1/`active` share of the `available` GPUs of each type, time-shared
+    at `gpus` GPUs (module docstring); `rates` per type as ``type_rates`` gives them."""
+    if active < 1 or gpus < 1 or not rates:
+        return 0.0
+    x = {t: available.get(t, 0) / (active * gpus) for t in rates}
+    total = sum(x.values())
+    scale = 1.0 / total if total > 1.0 else 1.0
+    return sum(x[t] * scale * r for t, r in rates.items())
 
 
 def available_by_type(cluster: pb.ClusterSnapshot) -> dict[str, int]:

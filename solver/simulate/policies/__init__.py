@@ -21,6 +21,7 @@ _BASELINES: dict[str, tuple[str, str]] = {
     "sia": ("solver.simulate.policies.sia", "SiaPolicy"),
     "zeus": ("solver.simulate.policies.zeus", "ZeusPolicy"),
     "kueue": ("solver.simulate.policies.kueue", "KueuePolicy"),
+    "themis": ("solver.simulate.policies.themis", "ThemisPolicy"),
 }
 
 _DSFRO: dict[str, Callable[[str | None], DsfroOptions]] = {
