@@ -1,5 +1,5 @@
 """Scenarios: a cluster, its power budget over time, a trace, a workload mix and the engine's
-settings; the loaders of their files; the two default scenarios (docs/simulation.md).
+settings; the loaders of their files; the default scenarios (docs/simulation.md).
 
 Files: a cluster is a ``ClusterSnapshot`` in protobuf JSON (or a whole instance file, a
 ``SolveRequest``, whose ``cluster`` is taken); a power schedule is JSON ``{"period_s": 86400,
@@ -311,7 +311,7 @@ def daily_budget(
     return PowerSchedule(tuple(PowerStep(s, round(f * full, 1)) for s, f in steps), DAY_S)
 
 
-def _checked(scenario: Scenario, where: str) -> Scenario:
+def checked_scenario(scenario: Scenario, where: str) -> Scenario:
     problems = check_trace_against(scenario.jobs, where, scenario.cluster, scenario.mix)
     if problems:
         raise SimulationError(problems)
@@ -333,7 +333,7 @@ def scenario_philly(seed: int = 0) -> Scenario:
         WorkloadMix(seed=seed),
         EngineSettings(reference_gpu_type=PHILLY_REFERENCE, power_headroom=POWER_HEADROOM),
     )
-    return _checked(scenario, str(PHILLY_WINDOW))
+    return checked_scenario(scenario, str(PHILLY_WINDOW))
 
 
 def scenario_llm(seed: int = 0) -> Scenario:
@@ -349,14 +349,26 @@ def scenario_llm(seed: int = 0) -> Scenario:
         WorkloadMix(seed=seed),
         EngineSettings(reference_gpu_type=LLM_REFERENCE, power_headroom=POWER_HEADROOM),
     )
-    return _checked(scenario, "llm-b.csv")
+    return checked_scenario(scenario, "llm-b.csv")
 
 
-DEFAULT_SCENARIOS = {"philly-a": scenario_philly, "llm-b": scenario_llm}
+def scenario_tenants(seed: int = 0) -> Scenario:
+    """(c) ``tenants-a``: Philly jobs of six tenant queues sharing 128 GPUs in one cohort
+    (``solver.simulate.tenants_scenario``)."""
+    from solver.simulate.tenants_scenario import tenants_scenario
+
+    return tenants_scenario(seed)
+
+
+DEFAULT_SCENARIOS = {
+    "philly-a": scenario_philly,
+    "llm-b": scenario_llm,
+    "tenants-a": scenario_tenants,
+}
 
 
 def write_default_scenarios(out_dir: str | Path, seed: int = 0) -> list[Path]:
-    """Write both default scenarios (trace, cluster, power schedule) into ``out_dir``; the
+    """Write the default scenarios (trace, cluster, power schedule) into ``out_dir``; the
     paths written."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
