@@ -4,6 +4,8 @@ tenants checked against the cluster's queues."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from solver._proto.dsfro.v1 import scheduler_pb2 as pb
@@ -13,7 +15,9 @@ from solver.domain import Allocation, GpuSlice, Shape
 from solver.simulate.core import Decision, SimulationError, TraceJob
 from solver.simulate.policies.fifo import FifoPolicy
 from solver.simulate.rounds import check_decision
-from solver.simulate.trace import check_trace_against
+from solver.simulate.scenario import load_scenario, scenario_tenants
+from solver.simulate.tenants_scenario import split
+from solver.simulate.trace import check_trace_against, cluster_pools
 from tests.simulate_tenant_helpers import (
     Recorder,
     job,
@@ -22,6 +26,8 @@ from tests.simulate_tenant_helpers import (
     starts,
     tenant_cluster,
 )
+
+SIM = Path(__file__).resolve().parent.parent / "instances" / "sim"
 
 
 def test_each_request_carries_the_queues_and_the_service_attained_so_far() -> None:
@@ -109,3 +115,22 @@ def test_a_trace_tenant_without_a_queue_is_a_problem_naming_its_row() -> None:
         "t.csv:3:tenant: 'z' names no queue of the cluster (its queues: a)"
     ]
     assert check_trace_against(jobs, "t.csv", tenant_cluster(1), {"w"}) == []
+
+
+def test_the_tenants_scenario_shares_each_type_by_weight_in_one_cohort() -> None:
+    s = scenario_tenants(0)
+    queues = {q.name: q for q in s.cluster.queues}
+    assert list(queues) == [
+        "vc-2869ce", "vc-b436b2", "vc-103959", "vc-6c71a0", "vc-6214e9", "vc-other",
+    ]  # fmt: skip
+    assert [q.weight for q in queues.values()] == [3, 2, 2, 1, 1, 1]
+    assert {q.cohort for q in queues.values()} == {"philly"}
+    for gpu_type, gpus in cluster_pools(s.cluster).items():
+        nominal = [
+            next(x.nominal for x in q.quotas if x.resource == gpu_type) for q in queues.values()
+        ]
+        assert nominal == [10, 7, 6, 3, 3, 3] and sum(nominal) == gpus == 32
+    assert {j.tenant for j in s.jobs} == set(queues) and len(s.jobs) == 300
+    assert split(32, [3, 2, 2, 1, 1, 1]) == [10, 7, 6, 3, 3, 3]
+    files = load_scenario(SIM / "tenants-a.csv", SIM / "tenants-a-cluster.json")
+    assert files.jobs == s.jobs and list(files.cluster.queues) == list(s.cluster.queues)
