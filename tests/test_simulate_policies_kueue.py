@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from solver.simulate.metrics import summarize
 from solver.simulate.policies.common import Planner, RoundView
 from solver.simulate.policies.fifo import FifoPolicy
 from solver.simulate.policies.kueue import KueuePolicy, Shares
@@ -95,3 +96,25 @@ def test_a_kueue_run_keeps_every_quota_and_reclaims_when_the_lender_needs_it() -
     assert got["b1"] == (100.0, 200.0)
     a1 = next(j for j in log.jobs if j.job_id == "a1")
     assert a1.preemptions == 1 and a1.finish_s is not None and a1.finish_s > 300.0
+
+
+def test_per_tenant_outputs_of_a_tiny_kueue_run() -> None:
+    cluster = tenant_cluster(2, queue("a", 2, cohort="c"), queue("b", 2, cohort="c"))
+    jobs = [job("a1", "a", 0, 100, 2), job("a2", "a", 0, 100, 2), job("b1", "b", 50, 100, 2)]
+    log = simulate(cluster, jobs, KueuePolicy())
+    # a2 borrows b's idle quota at 0; b1 reclaims it at 50 (a2 has done half its 2,000
+    # samples); a1 ends at 100, a2 starts again then, restarts for 30 s and ends at 180.
+    assert starts(log) == {"a1": (0.0, 100.0), "a2": (0.0, 180.0), "b1": (50.0, 150.0)}
+    tenants = summarize(log).tenants
+    a, b = tenants["a"], tenants["b"]
+    assert (a.jct_mean_s, a.rho_max) == (140.0, pytest.approx(1.8))
+    assert a.gpu_hours == pytest.approx(460 / 3600)  # a1 200, a2 50 x 2 + 80 x 2 GPU-s
+    assert a.borrowed_gpu_hours == pytest.approx(100 / 3600)  # a2 over [0, 50)
+    assert a.entitled_gpu_hours == pytest.approx(2 * 180 / 3600)
+    assert a.entitlement_share == pytest.approx(460 / 360)
+    # b1's equal share at 50 is 4 GPUs over 3 jobs (2/3 of the time on 2 GPUs): rate 1.5,
+    # then 1 from 100 when two jobs remain.
+    assert b.normalized_hours == pytest.approx((50 * 1.5 + 50 * 1.0) / 3600)
+    assert (b.gpu_hours, b.entitlement_share, b.borrowed_gpu_hours) == (
+        pytest.approx(200 / 3600), pytest.approx(1.0), 0.0,
+    )  # fmt: skip

@@ -20,9 +20,10 @@ unlimited queue); GPU types are its resource flavors. Every round:
 - if no flavor fits for lack of quota, fair sharing's preemption looks for targets among the
   running preemptible jobs on that flavor of the other queues of the cohort that borrow
   (share above 0): repeatedly the queue with the highest share, its most recently submitted
-  job first, under the strategies ``LessThanOrEqualToFinalShare`` (the preempting queue's share
-  with the job <= the target queue's share without the target) then ``LessThanInitialShare``
-  (< the target queue's share), until the job fits the quota; the targets are then minimized
+  job first (ties: the last by name, as admission breaks ties by name), under the strategies
+  ``LessThanOrEqualToFinalShare`` (the preempting queue's share with the job <= the target
+  queue's share without the target) then ``LessThanInitialShare`` (< the target queue's
+  share), until the job fits the quota; the targets are then minimized
   (in reverse, a target whose quota the job does not need is kept). The job is admitted in the
   same round if it then also fits the GPUs (Kueue evicts, then admits in a later cycle; the
   round stands for both). All workloads have one priority, so none preempts within its own
@@ -275,8 +276,8 @@ class KueuePolicy:
             if not other.preemptible or cfg.gpu_type != c.gpu_type:
                 continue
             candidates.setdefault(oq.name, []).append(other)
-        for group in candidates.values():  # the most recently submitted first
-            group.sort(key=lambda j: (-view.past(j).submit_time_s, j.name))
+        for group in candidates.values():  # the latest in admission order first
+            group.sort(key=lambda j: (view.past(j).submit_time_s, j.name), reverse=True)
         queues = {x.name: x for x in view.cluster.queues}
         targets: list[Job] = []
         for strict in (False, True):  # LessThanOrEqualToFinalShare, then LessThanInitialShare
