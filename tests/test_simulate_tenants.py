@@ -13,6 +13,7 @@ from solver.app.limits import Limits
 from solver.app.pipeline import to_problem
 from solver.domain import Allocation, GpuSlice, Shape
 from solver.simulate.core import Decision, SimulationError, TraceJob
+from solver.simulate.policies import make_policy
 from solver.simulate.policies.fifo import FifoPolicy
 from solver.simulate.rounds import check_decision
 from solver.simulate.scenario import load_scenario, scenario_tenants
@@ -134,3 +135,17 @@ def test_the_tenants_scenario_shares_each_type_by_weight_in_one_cohort() -> None
     assert split(32, [3, 2, 2, 1, 1, 1]) == [10, 7, 6, 3, 3, 3]
     files = load_scenario(SIM / "tenants-a.csv", SIM / "tenants-a-cluster.json")
     assert files.jobs == s.jobs and list(files.cluster.queues) == list(s.cluster.queues)
+
+
+@pytest.mark.parametrize(
+    "policy", ["fifo", "las", "gavel", "sia", "zeus", "kueue", "themis", "dsfro-heuristic"]
+)
+def test_every_policy_finishes_a_run_within_every_quota(policy: str) -> None:
+    # The engine checks every plan, quotas included: a plan over one would stop the run.
+    cluster = tenant_cluster(2, queue("a", 1, cohort="c", borrowing=1), queue("b", 3, cohort="c"))
+    jobs = [
+        job("a1", "a", 0, 100, 2), job("a2", "a", 0, 100), job("b1", "b", 50, 100, 2),
+        job("b2", "b", 60, 50),
+    ]  # fmt: skip
+    log = simulate(cluster, jobs, make_policy(policy), solver_budget_s=1.0)
+    assert all(j.finish_s is not None for j in log.jobs)
