@@ -69,20 +69,20 @@ def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
 
 @pytest.fixture(scope="module")
 def philly() -> Scenario:
-    from solver.simulate.scenario import scenario_philly
+    from solver.simulate.scenarios import scenario_philly
 
     return scenario_philly(0)
 
 
 @pytest.fixture(scope="module")
 def llm() -> Scenario:
-    from solver.simulate.scenario import scenario_llm
+    from solver.simulate.scenarios import scenario_llm
 
     return scenario_llm(0)
 
 
 @pytest.fixture(scope="module")
 def cluster() -> pb.ClusterSnapshot:
-    from solver.simulate.scenario import scenario_philly
+    from solver.simulate.scenarios import scenario_philly
 
     return scenario_philly(0).cluster

@@ -270,7 +270,18 @@ def test_fixed_rounds_make_arrivals_and_completions_wait_for_the_next_round() ->
 
 @pytest.mark.parametrize(
     "policy",
-    ["fifo", "las", "gavel", "gavel-maxmin", "pop-maxmin", "sia", "zeus", "dsfro-heuristic"],
+    [
+        "fifo",
+        "las",
+        "gavel",
+        "gavel-maxmin",
+        "pop-maxmin",
+        "sia",
+        "zeus",
+        "kueue",
+        "themis",
+        "dsfro-heuristic",
+    ],
 )
 def test_every_policy_keeps_the_invariants_every_round(policy: str) -> None:
     # Model jobs on 3 two-GPU nodes under a budget that binds (idle 300 W + 2 jobs or so).

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from solver.simulate import figures, outputs
-from solver.simulate.core import JobRecord, PowerSegment, RoundRecord, SimulationLog
+from solver.simulate.core import JobRecord, PowerSegment, QueueRecord, RoundRecord, SimulationLog
 from solver.simulate.metrics import JOULES_PER_KWH, Summary, jain_index, summarize
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -221,6 +221,7 @@ def test_write_run(tmp_path: Path) -> None:
         "dsfro-1-jobs.csv",
         "dsfro-1-rounds.csv",
         "dsfro-1-power.csv",
+        "dsfro-1-tenants.csv",
     ]
     assert json.loads(paths[0].read_text()) == summary.to_dict()
     jobs = read_csv(paths[1])
@@ -298,7 +299,15 @@ def test_comparison_ratios(tmp_path: Path) -> None:
     assert dsfro.seed_ratios[1][("jct_mean_s", "gavel")] == 0.5  # paired: 100 / 200
     assert dsfro.seed_ratios[2][("jct_mean_s", "fifo")] is None  # fifo has no seed 2
 
-    md, table = outputs.write_comparison(summaries, tmp_path, "cmp", ["gavel", "fifo"])
+    md, table, tenants = outputs.write_comparison(summaries, tmp_path, "cmp", ["gavel", "fifo"])
+    assert [(r["policy"], r["tenant"], r["runs"]) for r in read_csv(tenants)] == [
+        ("dsfro", "t1", "2"),
+        ("dsfro", "t2", "2"),
+        ("gavel", "t1", "2"),
+        ("gavel", "t2", "2"),
+        ("fifo", "t1", "1"),
+        ("fifo", "t2", "1"),
+    ]
     rows_csv = read_csv(table)
     assert [(r["policy"], r["seed"]) for r in rows_csv] == [
         ("dsfro", "1"),
@@ -356,3 +365,36 @@ def test_write_figures(tmp_path: Path) -> None:
     ]
     for p in paths:
         assert p.read_bytes().startswith(PNG_MAGIC)
+
+
+def test_per_tenant_metrics_against_the_queues_entitlement(tmp_path: Path) -> None:
+    jobs = (
+        replace(JOBS[0], gpu_seconds=720.0, normalized_s=50.0),
+        replace(JOBS[1], gpu_seconds=1440.0, normalized_s=130.0, borrowed_gpu_seconds=360.0),
+        *JOBS[2:],
+    )
+    log = make_log(jobs=jobs, queues=(QueueRecord("t1", 2.0, 4.0),))
+    s = summarize(log)
+    t1, t2 = s.tenants["t1"], s.tenants["t2"]
+    assert (t1.weight, t1.jobs, t1.finished) == (2.0, 2, 2)
+    # JCTs 100 and 200: p95 at rank 0.95, 100 + 0.95 * 100; rho 2 and 2
+    assert t1.jct_mean_s == 150.0 and t1.jct_p95_s == pytest.approx(195.0)
+    assert (t1.rho_mean, t1.rho_max) == (2.0, 2.0)
+    assert t1.gpu_hours == pytest.approx(0.6) and t1.normalized_hours == pytest.approx(0.05)
+    # t1 has work over [0, 100] u [10, 210] = 210 s with 4 nominal GPUs: 840 GPU-s
+    assert t1.entitled_gpu_hours == pytest.approx(840 / 3600)
+    assert t1.entitlement_share == pytest.approx(2160 / 840)
+    assert t1.borrowed_gpu_hours == pytest.approx(0.1)
+    # t2 declares no queue: no entitlement; d unfinished counts up to the end (rho 2.5)
+    assert t2.weight is None and t2.entitled_gpu_hours is None and t2.entitlement_share is None
+    assert (t2.jobs, t2.finished, t2.rho_max) == (2, 1, 2.5)
+    assert s.fairness_jain_entitlement == 1.0  # one tenant with a queue
+    assert Summary.from_dict(json.loads(json.dumps(s.to_dict()))) == s
+    paths = outputs.write_run(log, s, tmp_path, "r")
+    rows = read_csv(paths[4])
+    assert [(r["tenant"], r["entitled_gpu_hours"]) for r in rows] == [
+        ("t1", str(840 / 3600)),
+        ("t2", ""),
+    ]
+    text = outputs.tenants_markdown([s])
+    assert "| small | dsfro | t1 | 1 | 150 | 195 | 2 | 2 | 0.6 | 0.2333 | 2.57 | 0.1 |" in text

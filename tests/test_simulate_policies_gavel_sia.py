@@ -15,13 +15,11 @@ from solver.simulate.policies.gavel import (
     NEVER_RUN_PRIORITY,
     GavelMaxMinPolicy,
     GavelPolicy,
-    PopMaxMinPolicy,
     max_min_fairness,
-    pop_partitions,
-    pop_solve,
     priority,
     proportional_throughput,
 )
+from solver.simulate.policies.pop import PopMaxMinPolicy, pop_partitions, pop_solve
 from solver.simulate.policies.sia import SiaPolicy, restart_factor, sia_counts, utility
 from tests.simulate_policy_helpers import (
     FAST,

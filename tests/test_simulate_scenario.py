@@ -23,12 +23,10 @@ from solver.simulate.scenario import (
     load_cluster,
     load_power_schedule,
     load_scenario,
-    scenario_gavel_physical,
-    scenario_llm,
     tdp_watts,
-    write_default_scenarios,
     write_power_schedule,
 )
+from solver.simulate.scenarios import scenario_gavel_physical, scenario_llm, write_default_scenarios
 from solver.simulate.trace import cluster_pools, trace_text
 from tests.simulate_helpers import trace_file
 

@@ -62,7 +62,7 @@ def _policy_arg(text: str) -> str:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from solver.simulate.scenario import DEFAULT_SCENARIOS
+    from solver.simulate.scenarios import DEFAULT_SCENARIOS
 
     where = p.add_argument_group("what to simulate (a default scenario, or files)")
     where.add_argument("--scenario", choices=sorted(DEFAULT_SCENARIOS), help="a default scenario")
@@ -190,7 +190,8 @@ def _spec(args: argparse.Namespace, policy: str, seed: int, overrides: dict[str,
 
 
 def _load(spec: RunSpec) -> Any:
-    from solver.simulate.scenario import DEFAULT_SCENARIOS, load_scenario
+    from solver.simulate.scenario import load_scenario
+    from solver.simulate.scenarios import DEFAULT_SCENARIOS
 
     if spec.scenario is not None:
         scenario = DEFAULT_SCENARIOS[spec.scenario](spec.seed)
@@ -289,6 +290,18 @@ def format_summary(s: Summary) -> str:
                 f"  {k.ljust(width)}  {v:.6g}"
                 if isinstance(v, float)
                 else f"  {k.ljust(width)}  {v}"
+            )
+    if s.tenants:
+        lines.append(
+            "  per tenant: mean JCT (s), GPU-h received / entitled, borrowed GPU-h, max rho"
+        )
+        for t in s.tenants.values():
+            entitled = "-" if t.entitled_gpu_hours is None else f"{t.entitled_gpu_hours:.4g}"
+            jct = "-" if t.jct_mean_s is None else f"{t.jct_mean_s:.4g}"
+            rho = "-" if t.rho_max is None else f"{t.rho_max:.3g}"
+            lines.append(
+                f"    {t.tenant}: {jct}, {t.gpu_hours:.4g} / {entitled}, "
+                f"{t.borrowed_gpu_hours:.4g}, {rho}"
             )
     return "\n".join(lines)
 

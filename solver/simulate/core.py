@@ -202,6 +202,12 @@ class JobRecord:
     """Starts after a stop plus migrations: each paid the restart delay (if any)."""
     restart_gpu_seconds: float = 0.0
     """GPU-seconds the job held its GPUs during restart delays, without progress."""
+    normalized_s: float = 0.0
+    """Attained normalized service: seconds weighted by the job's predicted rate over its
+    equal-share rate (``solver.simulate.tenants``)."""
+    borrowed_gpu_seconds: float = 0.0
+    """GPU-seconds run on quota its queue borrowed from its cohort (the plans' ``borrowed``
+    jobs, ``solver.perfmodel.quotas.borrowed_jobs``)."""
 
 
 @dataclass(frozen=True)
@@ -240,6 +246,16 @@ class PowerSegment:
 
 
 @dataclass(frozen=True)
+class QueueRecord:
+    """A tenant queue as the per-tenant metrics need it."""
+
+    name: str
+    weight: float
+    nominal_gpus: float
+    """Its nominal quota summed over GPU types: the GPUs it is entitled to."""
+
+
+@dataclass(frozen=True)
 class SimulationLog:
     policy: str
     seed: int
@@ -251,3 +267,5 @@ class SimulationLog:
     """Time the last job finished (or the simulation was stopped)."""
     stopped: str = ""
     """Why the run stopped before every job finished; "" if every job finished."""
+    queues: tuple[QueueRecord, ...] = ()
+    """The cluster's tenant queues (empty: none declared)."""

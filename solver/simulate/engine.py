@@ -22,12 +22,12 @@ from collections.abc import Callable, Sequence
 from solver._proto.dsfro.v1 import scheduler_pb2 as pb
 from solver.app import pipeline
 from solver.app.limits import Limits
-from solver.domain import Allocation, Problem
+from solver.domain import POWER, Allocation, Problem
 from solver.simulate.core import (
-    JobRecord,
     Policy,
     PowerSchedule,
     PowerSegment,
+    QueueRecord,
     RoundInput,
     RoundRecord,
     SimJob,
@@ -38,6 +38,7 @@ from solver.simulate.failures import NodeFailures
 from solver.simulate.rounds import LiveJob, Requests, check_decision
 from solver.simulate.settings import SAME_INSTANT_S as _EPS
 from solver.simulate.settings import EngineSettings
+from solver.simulate.tenants import EqualShare, available_by_type
 from solver.simulate.truth import Rate, Truth, samples_to_train
 
 STALL_ROUNDS = 288
@@ -81,6 +82,7 @@ class Simulation:
                 [f"the scenario as one snapshot: {v.field}: {v.description}" for v in e.violations]
             ) from e
         self._requests.know(self.problem)
+        self._share = EqualShare(self.problem, {j.name: j.trace.num_gpus for j in jobs})
         self.truth = Truth(self.problem, self._sims, self.settings.truth, seed)
         reference = self.settings.reference_gpu_type or _most_numerous_type(cluster)
         self._jobs: dict[str, LiveJob] = {}
@@ -191,7 +193,7 @@ class Simulation:
 
     def _round(self, t: float, active: list[LiveJob]) -> None:
         cluster = self._requests.cluster_now(t, self._failures.down_until)
-        request = self._requests.request(t, active, cluster)
+        request = self._requests.request(t, active, cluster, self._jobs.values())
         problem = pipeline.to_problem(request, self.limits)  # validated once, for all
         round_input = RoundInput(
             request=request,
@@ -204,7 +206,8 @@ class Simulation:
         started = time.perf_counter()
         decision = self.policy.decide(round_input)
         wall = time.perf_counter() - started
-        predicted = check_decision(problem, decision, self.policy.name, t)
+        checked = check_decision(problem, decision, self.policy.name, t)
+        available_types = available_by_type(cluster)
         starts = migrations = preemptions = 0
         for j in active:
             new = decision.allocations.get(j.name)
@@ -217,6 +220,8 @@ class Simulation:
                     j.allocation = None
                 j.rate = Rate(0.0, 0.0)
                 j.predicted_watts = 0.0
+                j.normalized_rate = 0.0
+                j.borrowed = False
                 continue
             if old is None:
                 starts += 1
@@ -236,14 +241,19 @@ class Simulation:
             base = self.truth.base_rate(j.name, new.shape, new.sm_clock_mhz)
             speed, power = self.truth.round_noise()
             j.rate = Rate(base.samples_per_second * speed, base.watts * power)
-            j.predicted_watts = predicted[j.name]
+            j.predicted_watts = checked.watts[j.name]
+            j.borrowed = j.name in checked.borrowed
             model = self.truth.predicted(j.name, new.shape, new.sm_clock_mhz)
+            equal = self._share.rate(j.name, available_types, len(active))
+            j.normalized_rate = 0.0
+            if model is not None and equal > 0:
+                j.normalized_rate = model.samples_per_second / equal
             if model is not None:
                 j.observed_speed += j.rate.samples_per_second / model.samples_per_second
                 j.observed_power += j.rate.watts / model.watts
                 j.observations += 1
         busy = sum(j.gpus() for j in active)
-        available = _available_gpus(cluster)
+        available = sum(available_types.values())
         self._rounds.append(
             RoundRecord(
                 index=len(self._rounds),
@@ -296,12 +306,15 @@ class Simulation:
                 j.gpu_seconds += n * dt
                 gpu_type = j.allocation.shape.gpu_type
                 j.seconds_by_type[gpu_type] = j.seconds_by_type.get(gpu_type, 0.0) + dt
+                if j.borrowed:
+                    j.borrowed_gpu_seconds += n * dt
                 if j.restart_until > a + _EPS:
                     j.restart_gpu_seconds += n * dt
                     true_w += idle
                     j.energy_j += idle * dt
                     continue
                 computing += n
+                j.normalized_seconds += j.normalized_rate * dt
                 done = min(j.remaining, j.rate.samples_per_second * dt)
                 j.remaining -= done
                 j.samples += done
@@ -345,6 +358,8 @@ class Simulation:
                     j.pending_restart = True
                     j.rate = Rate(0.0, 0.0)
                     j.predicted_watts = 0.0
+                    j.normalized_rate = 0.0
+                    j.borrowed = False
 
     # ------------------------------------------------------------ the cluster
 
@@ -381,40 +396,21 @@ class Simulation:
     # ------------------------------------------------------------ the log
 
     def _log(self, end: float) -> SimulationLog:
-        records = []
-        for name in sorted(self._jobs, key=lambda n: (self._sims[n].trace.submit_time_s, n)):
-            j = self._jobs[name]
-            tr = j.sim.trace
-            records.append(
-                JobRecord(
-                    job_id=name,
-                    tenant=tr.tenant,
-                    workload=j.sim.workload_name,
-                    requested_gpus=tr.num_gpus,
-                    weight=tr.weight,
-                    submit_s=tr.submit_time_s,
-                    first_start_s=j.first_start,
-                    finish_s=j.finish,
-                    deadline_s=None if tr.deadline_s is None else tr.submit_time_s + tr.deadline_s,
-                    isolated_s=tr.duration_s,
-                    samples=j.samples,
-                    gpu_seconds=j.gpu_seconds,
-                    energy_j=j.energy_j,
-                    migrations=j.migrations,
-                    preemptions=j.preemptions,
-                    restarts=j.restarts,
-                    restart_gpu_seconds=j.restart_gpu_seconds,
-                )
-            )
+        order = sorted(self._jobs, key=lambda n: (self._sims[n].trace.submit_time_s, n))
+        queues = tuple(
+            QueueRecord(q.name, q.weight, sum(v.nominal for r, v in q.quotas.items() if r != POWER))
+            for q in self.problem.cluster.queues
+        )
         return SimulationLog(
             policy=self.policy.name,
             seed=self.seed,
             scenario=self.scenario,
-            jobs=tuple(records),
+            jobs=tuple(self._jobs[name].record() for name in order),
             rounds=tuple(self._rounds),
             power=tuple(self._power),
             end_s=end,
             stopped=self.stopped,
+            queues=queues,
         )
 
 
@@ -425,10 +421,6 @@ def _done_at(j: LiveJob, t: float) -> float:
 
 def _gpus(a: Allocation) -> list[tuple[str, int]]:
     return sorted((s.node, i) for s in a.placement for i in s.gpu_indices)
-
-
-def _available_gpus(cluster: pb.ClusterSnapshot) -> int:
-    return sum(n.gpu_count - len(n.unavailable_gpu_indices) for n in cluster.nodes)
 
 
 def _most_numerous_type(cluster: pb.ClusterSnapshot) -> str:

@@ -27,7 +27,10 @@ Definitions (each metric is None where it is undefined: no finished job, no budg
   ``(sum x)^2 / (n sum x^2)`` of the tenant means (1: equal);
 - solver time: p50, p99 and max of the rounds' ``solver_seconds``; against the round's time
   budget (rounds with a positive budget): the share of rounds over it and the p99 of
-  ``solver_seconds / budget_seconds``.
+  ``solver_seconds / budget_seconds``;
+- per tenant (``tenants``, ``solver.simulate.tenant_metrics``): JCT, rho, GPU-hours against
+  the queue's entitlement, GPU-hours on borrowed quota; ``fairness_jain_entitlement`` is Jain's
+  index of the tenants' received / entitled shares (tenants with a declared queue).
 
 Percentiles are numpy's default (linear interpolation between the closest ranks). Segments of
 zero or negative length weigh nothing.
@@ -37,12 +40,13 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 import numpy as np
 
 from solver.simulate.core import JobRecord, PowerSegment, SimulationLog
+from solver.simulate.tenant_metrics import TenantSummary, tenant_summaries
 
 JOULES_PER_KWH = 3.6e6
 EXCESS_TOLERANCE = 1e-9
@@ -93,14 +97,24 @@ class Summary:
     solver_p99_budget_ratio: float | None
     restarts_per_job: float | None = None
     restart_gpu_share: float | None = None
+    tenants: Mapping[str, TenantSummary] = field(default_factory=dict)
+    fairness_jain_entitlement: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self) | {"fairness_by_tenant": dict(self.fairness_by_tenant)}
+        return asdict(self) | {
+            "fairness_by_tenant": dict(self.fairness_by_tenant),
+            "tenants": {k: asdict(v) for k, v in self.tenants.items()},
+        }
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Summary:
-        """The inverse of ``to_dict`` (e.g. a ``<prefix>-summary.json`` read back)."""
-        return cls(**{f.name: data[f.name] for f in fields(cls) if f.name in data})
+        """The inverse of ``to_dict`` (e.g. a ``<prefix>-summary.json`` read back; one written
+        before the per-tenant fields has none)."""
+        values = {f.name: data[f.name] for f in fields(cls) if f.name in data}
+        values["tenants"] = {
+            k: TenantSummary.from_dict(v) for k, v in data.get("tenants", {}).items()
+        }
+        return cls(**values)
 
 
 # ---------------------------------------------------------------- helpers
@@ -191,6 +205,8 @@ def summarize(log: SimulationLog) -> Summary:
     tenant_means = {t: sum(v) / len(v) for t, v in rho.items()}
     solver = [r.solver_seconds for r in log.rounds]
     budgeted_rounds = [r for r in log.rounds if r.budget_seconds > 0]
+    tenants = tenant_summaries(log)
+    shares = [t.entitlement_share for t in tenants.values() if t.entitlement_share is not None]
     n = len(jobs)
     return Summary(
         policy=log.policy,
@@ -247,4 +263,6 @@ def summarize(log: SimulationLog) -> Summary:
         solver_p99_budget_ratio=percentile(
             [r.solver_seconds / r.budget_seconds for r in budgeted_rounds], 99
         ),
+        tenants=tenants,
+        fairness_jain_entitlement=jain_index(shares),
     )

@@ -3,10 +3,12 @@ then ``os.replace``), so a reader never sees half a file and a failed write leav
 
 - ``write_run``: ``<prefix>-summary.json`` (the ``Summary``), ``<prefix>-jobs.csv`` (one row per
   job, plus ``jct_s`` and ``queue_s``), ``<prefix>-rounds.csv`` and ``<prefix>-power.csv`` (the
-  log's rounds and power segments, one row each);
+  log's rounds and power segments, one row each), ``<prefix>-tenants.csv`` (one row per tenant,
+  ``solver.simulate.tenant_metrics``);
 - ``write_comparison``: ``<prefix>.md`` and ``<prefix>.csv``, the headline metrics per scenario
   and policy (mean over seeds; the CSV also has a row per seed) and their ratios to baseline
-  policies;
+  policies; ``<prefix>-tenants.csv`` and a table in the markdown, the per-tenant metrics (mean
+  over seeds);
 
 The figures are ``solver.simulate.figures``.
 """
@@ -22,14 +24,12 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import astuple, dataclass, fields
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, Any
 
 from solver.offline.report import csv_cell, markdown_table
 from solver.simulate.core import JobRecord, PowerSegment, RoundRecord, SimulationLog
 from solver.simulate.metrics import Summary, jct, queue_delay
-
-if TYPE_CHECKING:
-    pass
+from solver.simulate.tenant_metrics import TENANT_COLUMNS, TenantSummary, tenant_table
 
 # ---------------------------------------------------------------- atomic files
 
@@ -68,6 +68,7 @@ def write_csv(path: Path, header: Sequence[str], rows: Iterable[Sequence[Any]]) 
 JOB_COLUMNS = (*(f.name for f in fields(JobRecord)), "jct_s", "queue_s")
 ROUND_COLUMNS = tuple(f.name for f in fields(RoundRecord))
 POWER_COLUMNS = tuple(f.name for f in fields(PowerSegment))
+TENANT_FIELDS = tuple(f.name for f in fields(TenantSummary))
 
 
 def job_rows(log: SimulationLog) -> list[tuple[Any, ...]]:
@@ -83,6 +84,11 @@ def write_run(log: SimulationLog, summary: Summary, out_dir: Path, prefix: str) 
         write_csv(out_dir / f"{prefix}-jobs.csv", JOB_COLUMNS, job_rows(log)),
         write_csv(out_dir / f"{prefix}-rounds.csv", ROUND_COLUMNS, map(astuple, log.rounds)),
         write_csv(out_dir / f"{prefix}-power.csv", POWER_COLUMNS, map(astuple, log.power)),
+        write_csv(
+            out_dir / f"{prefix}-tenants.csv",
+            TENANT_FIELDS,
+            [astuple(t) for t in summary.tenants.values()],
+        ),
     ]
 
 
@@ -244,6 +250,43 @@ def _fmt(value: float | None, spec: str) -> str:
     return "-" if value is None else format(value, spec)
 
 
+def _tenant_rows(summaries: Sequence[Summary]) -> list[tuple[str, str, str, int, dict[str, Any]]]:
+    return tenant_table([(s.scenario, s.policy, s.seed, s.tenants) for s in summaries])
+
+
+def tenants_markdown(summaries: Sequence[Summary]) -> str:
+    """The per-tenant table (means over seeds); "" without tenants."""
+    rows = _tenant_rows(summaries)
+    if not rows:
+        return ""
+    header = ["scenario", "policy", "tenant", "seeds", *(label for _, label, _ in TENANT_COLUMNS)]
+    cells = [
+        [sc, po, te, str(n), *(_fmt(means[k], spec) for k, _, spec in TENANT_COLUMNS)]
+        for sc, po, te, n, means in rows
+    ]
+    jain = {
+        (s.scenario, s.policy): _mean_defined(
+            x.fairness_jain_entitlement
+            for x in summaries
+            if (x.scenario, x.policy) == (s.scenario, s.policy)
+        )
+        for s in summaries
+    }
+    lines = [
+        "## Per tenant",
+        "",
+        "Means over seeds. rho: finish-time fairness (JCT over the isolated duration); "
+        "entitled GPU-h: the queue's nominal GPUs times the time the tenant had work; borrowed "
+        "GPU-h: GPU-hours of jobs on quota borrowed from the cohort. Jain's index of received / "
+        "entitled over the tenants: "
+        + ", ".join(f"{p} {_fmt(v, '.3f')}" for (_, p), v in jain.items())
+        + ". Definitions: `solver/simulate/tenant_metrics.py`.",
+        "",
+        markdown_table(header, cells),
+    ]
+    return "\n".join(lines) + "\n"
+
+
 def comparison_markdown(
     rows: Sequence[ComparisonRow], baselines: Sequence[str] = (), figures: Sequence[Path] = ()
 ) -> str:
@@ -290,11 +333,22 @@ def write_comparison(
     baselines: Sequence[str] = (),
     figures: Sequence[Path] = (),
 ) -> list[Path]:
-    """``<prefix>.md`` (means, ratios, links to ``figures``) and ``<prefix>.csv``."""
+    """``<prefix>.md`` (means, ratios, the per-tenant table, links to ``figures``),
+    ``<prefix>.csv`` and ``<prefix>-tenants.csv``."""
     out_dir.mkdir(parents=True, exist_ok=True)
     rows = comparison_rows(summaries, baselines)
     header, csv_rows = comparison_csv_rows(rows, baselines)
+    text = comparison_markdown(rows, baselines, figures)
+    tenants = tenants_markdown(summaries)
+    if tenants:
+        text += "\n" + tenants
+    tenant_header = ["scenario", "policy", "tenant", "runs", *(k for k, _, _ in TENANT_COLUMNS)]
+    tenant_rows = [
+        [sc, po, te, n, *(means[k] for k, _, _ in TENANT_COLUMNS)]
+        for sc, po, te, n, means in _tenant_rows(summaries)
+    ]
     return [
-        write_text(out_dir / f"{prefix}.md", comparison_markdown(rows, baselines, figures)),
+        write_text(out_dir / f"{prefix}.md", text),
         write_csv(out_dir / f"{prefix}.csv", header, csv_rows),
+        write_csv(out_dir / f"{prefix}-tenants.csv", tenant_header, tenant_rows),
     ]

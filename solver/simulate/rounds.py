@@ -4,16 +4,25 @@ budget in force), and the check of the policy's decision by the independent chec
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from solver._proto.dsfro.v1 import scheduler_pb2 as pb
 from solver.app.convert import allocation_to_proto, duration_to_proto, workload_to_proto
 from solver.domain import Allocation, Config, JobAssignment, JobState, Problem
 from solver.perfmodel.configs import TypeFacts, enumerate_configs, resolve_config, type_facts
+from solver.perfmodel.quotas import borrowed_jobs
 from solver.scoring.checker import check_plan
-from solver.simulate.core import Decision, JobHistory, PowerSchedule, SimJob, SimulationError
+from solver.simulate.core import (
+    Decision,
+    JobHistory,
+    JobRecord,
+    PowerSchedule,
+    SimJob,
+    SimulationError,
+)
 from solver.simulate.settings import EngineSettings
+from solver.simulate.tenants import queue_attained
 from solver.simulate.truth import Rate
 
 
@@ -47,6 +56,12 @@ class LiveJob:
     """Sum over rounds run of observed / predicted samples/s (feedback)."""
     observed_power: float = 0.0
     observations: int = 0
+    normalized_rate: float = 0.0
+    """Predicted rate over the equal-share rate this round (``solver.simulate.tenants``)."""
+    normalized_seconds: float = 0.0
+    borrowed: bool = False
+    """Running on quota its queue borrowed from the cohort (this round's plan)."""
+    borrowed_gpu_seconds: float = 0.0
 
     @property
     def name(self) -> str:
@@ -62,6 +77,31 @@ class LiveJob:
             attained_gpu_seconds=self.gpu_seconds,
             seconds_by_type=dict(self.seconds_by_type),
             rounds_run=self.rounds_run,
+        )
+
+    def record(self) -> JobRecord:
+        """The job as the log keeps it."""
+        tr = self.sim.trace
+        return JobRecord(
+            job_id=self.name,
+            tenant=tr.tenant,
+            workload=self.sim.workload_name,
+            requested_gpus=tr.num_gpus,
+            weight=tr.weight,
+            submit_s=tr.submit_time_s,
+            first_start_s=self.first_start,
+            finish_s=self.finish,
+            deadline_s=None if tr.deadline_s is None else tr.submit_time_s + tr.deadline_s,
+            isolated_s=tr.duration_s,
+            samples=self.samples,
+            gpu_seconds=self.gpu_seconds,
+            energy_j=self.energy_j,
+            migrations=self.migrations,
+            preemptions=self.preemptions,
+            restarts=self.restarts,
+            restart_gpu_seconds=self.restart_gpu_seconds,
+            normalized_s=self.normalized_seconds,
+            borrowed_gpu_seconds=self.borrowed_gpu_seconds,
         )
 
 
@@ -111,10 +151,23 @@ class Requests:
         return c
 
     def request(
-        self, t: float, active: Sequence[LiveJob], cluster: pb.ClusterSnapshot
+        self,
+        t: float,
+        active: Sequence[LiveJob],
+        cluster: pb.ClusterSnapshot,
+        everyone: Iterable[LiveJob] = (),
     ) -> pb.SolveRequest:
-        """The round's request: the active jobs with their remaining work and allocation."""
+        """The round's request: the active jobs with their remaining work, allocation and
+        attained service, and each declared queue's attained service: the sum over its jobs
+        among `everyone` (every job of the run, finished ones included)."""
         req = pb.SolveRequest(cluster=cluster)
+        attained = queue_attained(
+            [q.name for q in cluster.queues],
+            ((j.sim.trace.tenant, j.gpu_seconds, j.normalized_seconds) for j in everyone),
+        )
+        for q in req.cluster.queues:
+            gpu_s, norm_s = attained[q.name]
+            q.attained.CopyFrom(pb.AttainedService(gpu_seconds=gpu_s, normalized_seconds=norm_s))
         if self.settings.weights is not None:
             req.weights.CopyFrom(self.settings.weights)
         req.options.time_budget.CopyFrom(duration_to_proto(self.settings.solver_budget_s))
@@ -130,6 +183,9 @@ class Requests:
                 allowed_gpu_types=sorted(sim.allowed_gpu_types),
                 remaining_samples=max(j.remaining, 1e-9),
                 preemptible=sim.trace.preemptible,
+                attained=pb.AttainedService(
+                    gpu_seconds=j.gpu_seconds, normalized_seconds=j.normalized_seconds
+                ),
             )
             if self.settings.feedback and j.observations:
                 job.profile.CopyFrom(self._observed_profile(j))
@@ -169,8 +225,19 @@ class Requests:
         )
 
 
-def check_decision(problem: Problem, decision: Decision, policy: str, t: float) -> dict[str, float]:
-    """Predicted watts of each running job; SimulationError if the plan breaks a rule."""
+@dataclass(frozen=True)
+class CheckedPlan:
+    """A plan the checker accepts: each running job's predicted watts, and the running jobs on
+    borrowed quota (``solver.perfmodel.quotas.borrowed_jobs``)."""
+
+    watts: dict[str, float]
+    borrowed: frozenset[str]
+
+
+def check_decision(problem: Problem, decision: Decision, policy: str, t: float) -> CheckedPlan:
+    """The plan checked by the independent checker (every rule, tenant quotas included: they
+    are hard, a plan that breaks one stops the run as any other violation); SimulationError
+    with the violations if it breaks a rule."""
     jobs = {j.name: j for j in problem.jobs}
     unknown = sorted(set(decision.allocations) - set(jobs))
     if unknown:
@@ -194,4 +261,5 @@ def check_decision(problem: Problem, decision: Decision, policy: str, t: float) 
     if problems:
         head = f"{policy} at {t:.0f} s made a plan the checker rejects"
         raise SimulationError([head, *problems[:20]])
-    return watts
+    borrowed = borrowed_jobs(problem.cluster, problem.jobs, assignments)
+    return CheckedPlan(watts, frozenset(borrowed))

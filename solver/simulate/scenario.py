@@ -1,19 +1,18 @@
 """Scenarios: a cluster, its power budget over time, a trace, a workload mix and the engine's
-settings; the loaders of their files; the two default scenarios (docs/simulation.md).
+settings; the loaders of their files; the default scenarios' data (docs/simulation.md).
 
 Files: a cluster is a ``ClusterSnapshot`` in protobuf JSON (or a whole instance file, a
 ``SolveRequest``, whose ``cluster`` is taken); a power schedule is JSON ``{"period_s": 86400,
 "steps": [{"start_s": 0, "watts": 300000}, ...]}``; a trace is ``trace.read_trace``'s CSV.
 Every loader reports all problems at once, each naming the file and the field or row, in one
-``SimulationError``. ``write_default_scenarios`` writes the default scenarios' files; the
-checked-in copies in ``instances/sim`` come from ``python -m solver.simulate.scenario``.
+``SimulationError``. The default scenarios are built in ``solver.simulate.scenarios`` from the
+constants and helpers here.
 """
 
 from __future__ import annotations
 
 import json
 import math
-import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,12 +30,8 @@ from solver.offline.generate.cluster import build_instance_cluster
 from solver.offline.generate.spec import InstanceSpec, NodeKind
 from solver.perfmodel.catalog import load_gpu_catalog
 from solver.simulate.core import PowerSchedule, PowerStep, SimJob, SimulationError, TraceJob
-from solver.simulate.gavel_trace import GAVEL_PHYSICAL_TRACE, gavel_trace
-from solver.simulate.llm import llm_trace
-from solver.simulate.philly import philly_trace
 from solver.simulate.settings import EngineSettings
-from solver.simulate.trace import check_trace_against, read_trace, write_atomic, write_trace
-from solver.simulate.truth import TruthSettings
+from solver.simulate.trace import check_trace_against, read_trace, write_atomic
 from solver.simulate.workload import WorkloadMix
 
 DAY_S = 86_400.0
@@ -313,117 +308,8 @@ def daily_budget(
     return PowerSchedule(tuple(PowerStep(s, round(f * full, 1)) for s, f in steps), DAY_S)
 
 
-def _checked(scenario: Scenario, where: str) -> Scenario:
+def checked_scenario(scenario: Scenario, where: str) -> Scenario:
     problems = check_trace_against(scenario.jobs, where, scenario.cluster, scenario.mix)
     if problems:
         raise SimulationError(problems)
     return scenario
-
-
-def scenario_philly(seed: int = 0) -> Scenario:
-    """(a) 1,100 Philly jobs on 512 GPUs of four types under a day/peak power budget. The trace
-    is the same for every seed (it is the real one); the seed draws the jobs' workloads."""
-    cluster = build_cluster(PHILLY_NODES)
-    power = daily_budget(cluster, PHILLY_BUDGET)
-    cluster.power_budget_watts = power.steps[0].watts or 0.0
-    jobs = philly_trace(PHILLY_WINDOW, start=PHILLY_START, count=PHILLY_COUNT)
-    scenario = Scenario(
-        "philly-a",
-        cluster,
-        power,
-        tuple(jobs),
-        WorkloadMix(seed=seed),
-        EngineSettings(reference_gpu_type=PHILLY_REFERENCE, power_headroom=POWER_HEADROOM),
-    )
-    return _checked(scenario, str(PHILLY_WINDOW))
-
-
-def scenario_llm(seed: int = 0) -> Scenario:
-    """(b) A synthetic trace from Acme Kalos's published statistics (``llm``) on 2,048 GPUs, no
-    power budget. The seed draws the trace."""
-    cluster = build_cluster(LLM_NODES)
-    jobs = llm_trace(seed, cluster)
-    scenario = Scenario(
-        "llm-b",
-        cluster,
-        PowerSchedule(),
-        tuple(jobs),
-        WorkloadMix(seed=seed),
-        EngineSettings(reference_gpu_type=LLM_REFERENCE, power_headroom=POWER_HEADROOM),
-    )
-    return _checked(scenario, "llm-b.csv")
-
-
-GAVEL_NODES = (
-    NodeKind("V100-16GB", 4, 2.0, nodes_per_rack=2),
-    NodeKind("P100-16GB", 4, 4.0, nodes_per_rack=4),
-    NodeKind("K80", 4, 6.0, nodes_per_rack=6),
-)
-"""Gavel's physical cluster: 8 V100, 16 P100, 24 K80 (OSDI'20, section 7.1), in 4-GPU servers,
-one rack per type: Gavel's simulator counts GPUs per type, and a job of up to 4 GPUs always
-fits a type's rack when that many of its GPUs are free."""
-GAVEL_ROUND_S = 360.0
-"""Gavel's ``time_per_iteration`` on the physical cluster (scheduler.py default)."""
-
-
-def scenario_gavel_physical(seed: int = 0) -> Scenario:
-    """Gavel's physical-cluster trace (96 jobs) on its 48 GPUs with Gavel's simulator's rules:
-    fixed 360 s rounds, Gavel's measured throughputs in steps/s as the truth (no error, no
-    round noise: Gavel's simulator runs at its oracle throughputs), no power budget. The
-    restart cost stays the engine's (a physical cost); ``--no-restart-cost`` removes it, as
-    Gavel's simulator has none. The seed changes nothing but the policies' own seeds."""
-    cluster = build_cluster(GAVEL_NODES)
-    scenario = Scenario(
-        "gavel-physical",
-        cluster,
-        PowerSchedule(),
-        tuple(gavel_trace(GAVEL_PHYSICAL_TRACE)),
-        WorkloadMix(seed=seed, gavel_steps=True),
-        EngineSettings(
-            round_interval_s=GAVEL_ROUND_S,
-            fixed_rounds=True,
-            reference_gpu_type="V100-16GB",
-            truth=TruthSettings(throughput_sigma=0.0, power_sigma=0.0, round_sigma=0.0),
-        ),
-    )
-    return _checked(scenario, str(GAVEL_PHYSICAL_TRACE))
-
-
-DEFAULT_SCENARIOS = {
-    "philly-a": scenario_philly,
-    "llm-b": scenario_llm,
-    "gavel-physical": scenario_gavel_physical,
-}
-
-
-def write_default_scenarios(out_dir: str | Path, seed: int = 0) -> list[Path]:
-    """Write both default scenarios (trace, cluster, power schedule) into ``out_dir``; the
-    paths written."""
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    written = []
-    for build in DEFAULT_SCENARIOS.values():
-        s = build(seed)
-        trace = out / f"{s.name}.csv"
-        write_trace(s.jobs, trace)
-        write_cluster(s.cluster, out / f"{s.name}-cluster.json")
-        write_power_schedule(s.power, out / f"{s.name}-power.json")
-        written += [trace, out / f"{s.name}-cluster.json", out / f"{s.name}-power.json"]
-    return written
-
-
-def main(argv: list[str]) -> int:
-    """``python -m solver.simulate.scenario [OUT_DIR]``: write the default scenarios' files
-    (default: ``instances/sim`` of the source checkout)."""
-    root = resources.source_checkout()
-    if len(argv) > 1 or (not argv and root is None):
-        print(main.__doc__, file=sys.stderr)
-        return 2
-    out = Path(argv[0]) if argv else Path(str(root)) / "instances" / "sim"
-    for path in write_default_scenarios(out):
-        print(path)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))

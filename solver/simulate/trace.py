@@ -228,13 +228,20 @@ def check_trace_against(
     """Problems of a trace that depend on the cluster and the workload mix, one line each in the
     form ``FILE:ROW:COLUMN: message``: a job needing more GPUs than the cluster has, or than any
     one GPU type has (a job runs on one type); an unknown workload; a workload that cannot run
-    on the job's GPU count. ``mix`` may be just the set of known workload names."""
+    on the job's GPU count; a tenant that names no queue when the cluster declares queues.
+    ``mix`` may be just the set of known workload names."""
     pools = cluster_pools(cluster)
     total = sum(pools.values())
     largest = max(pools.items(), key=lambda kv: (kv[1], kv[0]), default=("", 0))
     problems = []
+    queues = sorted(q.name for q in cluster.queues)
     for j in jobs:
         where = f"{path}:{j.row}"
+        if queues and j.tenant not in queues:
+            problems.append(
+                f"{where}:tenant: {j.tenant!r} names no queue of the cluster "
+                f"(its queues: {', '.join(queues)})"
+            )
         if j.num_gpus > total:
             problems.append(
                 f"{where}:num_gpus: needs {j.num_gpus} GPUs, the cluster has {total} available"

@@ -19,9 +19,11 @@ _BASELINES: dict[str, tuple[str, str]] = {
     "las": ("solver.simulate.policies.las", "LasPolicy"),
     "gavel": ("solver.simulate.policies.gavel", "GavelPolicy"),
     "gavel-maxmin": ("solver.simulate.policies.gavel", "GavelMaxMinPolicy"),
-    "pop-maxmin": ("solver.simulate.policies.gavel", "PopMaxMinPolicy"),
+    "pop-maxmin": ("solver.simulate.policies.pop", "PopMaxMinPolicy"),
     "sia": ("solver.simulate.policies.sia", "SiaPolicy"),
     "zeus": ("solver.simulate.policies.zeus", "ZeusPolicy"),
+    "kueue": ("solver.simulate.policies.kueue", "KueuePolicy"),
+    "themis": ("solver.simulate.policies.themis", "ThemisPolicy"),
 }
 
 _DSFRO: dict[str, Callable[[str | None], DsfroOptions]] = {

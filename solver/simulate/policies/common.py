@@ -6,7 +6,9 @@ jobs it keeps on their current GPUs first and places the others with DSFRO's bes
 (``solver.search.placement.Placer``: one node if any can hold the job, else the fewest nodes of
 one rack). Predicted watts are one more resource: a job is admitted only if the plan's predicted
 draw (running jobs' watts plus the idle watts of every other GPU, as ``check_power_budget``
-counts it) stays within the cluster budget in force and each rack's budget.
+counts it) stays within the cluster budget in force and each rack's budget. Tenant quotas are
+one more (``solver.perfmodel.quotas.QuotaLedger``): a job that would take its queue above its
+quota, or beyond what its cohort can lend it, is not admitted (Kueue would not admit it).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from solver.domain import (
     ThroughputProfile,
 )
 from solver.perfmodel.configs import MAX_PIPELINE_PARALLEL, TypeFacts, resolve_config, type_facts
+from solver.perfmodel.quotas import QuotaLedger
 from solver.search.placement import Placer
 from solver.simulate.core import Decision, JobHistory, RoundInput
 
@@ -230,8 +233,8 @@ class PowerLedger:
 
 
 class Planner:
-    """The plan being built: free GPUs (available ones not yet given), the power ledger and
-    the allocations made so far."""
+    """The plan being built: free GPUs (available ones not yet given), the power ledger, the
+    queues' quota usage and the allocations made so far."""
 
     def __init__(self, view: RoundView) -> None:
         self.view = view
@@ -241,6 +244,7 @@ class Planner:
         }
         self.placer = Placer(cluster)
         self.power = PowerLedger(cluster)
+        self.quotas = QuotaLedger(cluster)
         self.configs: dict[str, Config] = {}
         self.allocations: dict[str, Allocation] = {}
 
@@ -287,19 +291,25 @@ class Planner:
         """Stay on the current GPUs where the configuration allows, else place."""
         return self.stay(job, c) or self.place(job, c)
 
+    def quota_fits(self, job: Job, c: Config) -> bool:
+        """Whether the job's queue (and its cohort) can take c on top of the plan so far."""
+        return self.quotas.fits(job, c)
+
     def _commit(self, job: Job, c: Config, slices: tuple[GpuSlice, ...]) -> bool:
-        if not self.power.fits(c, slices):
+        if not self.quotas.fits(job, c) or not self.power.fits(c, slices):
             return False
         self.force(job, c, slices)
         return True
 
     def force(self, job: Job, c: Config, slices: tuple[GpuSlice, ...]) -> None:
-        """Record the allocation without asking the power budget (non-preemptible jobs)."""
+        """Record the allocation without asking the power budget or the quotas (non-preemptible
+        jobs)."""
         for s in slices:
             for i in s.gpu_indices:
                 self.free[s.node].remove(i)
         self.placer.take({s.node: len(s.gpu_indices) for s in slices})
         self.power.add(c, slices)
+        self.quotas.take(job, c)
         self.configs[job.name] = c
         self.allocations[job.name] = Allocation(c.shape, c.sm_clock_mhz, slices)
 

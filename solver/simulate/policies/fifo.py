@@ -11,7 +11,9 @@ one that does not fit stops the scan) and Gavel's ``FIFOPolicy`` (scheduler/poli
   next fastest (a user picks the fastest free type);
 - the first job that fits no type blocks every job behind it. A job that could not run even on
   the idle cluster under the budget in force (too large, no configuration) is skipped, as a
-  real scheduler would reject it, rather than blocking the queue forever;
+  real scheduler would reject it, rather than blocking the queue forever. Nor does a job that
+  its tenant queue's quota (with what its cohort can lend) keeps out block the others: it waits
+  for its queue, as Kueue leaves it pending while other queues' jobs start;
 - running jobs keep their allocation (no preemption). Only when the budget in force falls
   below what they draw are running jobs stopped: they are kept in start order (submission
   order, which is FIFO's start order) while the power allows, so the latest started stop first.
@@ -62,7 +64,7 @@ class FifoPolicy:
             options = self.options(view, job)
             if any(planner.place(job, c) for c in options):
                 continue
-            if any(fits_idle_cluster(view, c) for c in options):
+            if any(fits_idle_cluster(view, c) and planner.quota_fits(job, c) for c in options):
                 blocked = job.name
                 break
         detail = f"{len(planner.allocations)} running"
