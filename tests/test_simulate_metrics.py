@@ -398,3 +398,12 @@ def test_per_tenant_metrics_against_the_queues_entitlement(tmp_path: Path) -> No
     ]
     text = outputs.tenants_markdown([s])
     assert "| small | dsfro | t1 | 1 | 150 | 195 | 2 | 2 | 0.6 | 0.2333 | 2.57 | 0.1 |" in text
+
+
+def test_a_run_stopped_early_gives_no_work_interval_to_jobs_not_yet_submitted() -> None:
+    """--max-time: a job submitted after the end is neither busy time nor a rho."""
+    from solver.simulate.tenant_metrics import busy_seconds
+
+    jobs = [job("a", "t", 0.0, finish_s=50.0), job("b", "t", 80.0), job("late", "t", 500.0)]
+    assert busy_seconds(jobs, 200.0) == pytest.approx(50.0 + 120.0)
+    assert busy_seconds([job("late", "t", 500.0)], 200.0) == 0.0

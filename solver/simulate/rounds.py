@@ -187,6 +187,7 @@ class Requests:
                     gpu_seconds=j.gpu_seconds, normalized_seconds=j.normalized_seconds
                 ),
             )
+            job.age.CopyFrom(duration_to_proto(max(t - sim.trace.submit_time_s, 0.0)))
             if self.settings.feedback and j.observations:
                 job.profile.CopyFrom(self._observed_profile(j))
             else:

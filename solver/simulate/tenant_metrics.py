@@ -55,8 +55,11 @@ class TenantSummary:
 
 
 def busy_seconds(jobs: Sequence[JobRecord], end_s: float) -> float:
-    """Length of the union of the jobs' [submit, finish] intervals (unfinished: to end_s)."""
-    spans = sorted((j.submit_s, end_s if j.finish_s is None else j.finish_s) for j in jobs)
+    """Length of the union of the jobs' [submit, finish] intervals (unfinished: to end_s); a
+    job submitted after end_s (a run stopped early) has none."""
+    spans = sorted(
+        (j.submit_s, end_s if j.finish_s is None else j.finish_s) for j in jobs if j.submit_s < end_s
+    )
     total = 0.0
     start, stop = None, None
     for a, b in spans:
@@ -72,7 +75,7 @@ def busy_seconds(jobs: Sequence[JobRecord], end_s: float) -> float:
 
 
 def _rho(j: JobRecord, end_s: float) -> float | None:
-    if j.isolated_s <= 0:
+    if j.isolated_s <= 0 or j.submit_s >= end_s:
         return None
     return ((end_s if j.finish_s is None else j.finish_s) - j.submit_s) / j.isolated_s
 

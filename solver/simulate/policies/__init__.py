@@ -10,7 +10,7 @@ import importlib
 from collections.abc import Callable
 
 from solver.core.solver import Solver
-from solver.domain import Backend
+from solver.domain import Backend, Fairness, FairnessMode, FairnessScope
 from solver.simulate.core import Policy
 from solver.simulate.policies.dsfro import DsfroOptions, DsfroPolicy
 
@@ -31,6 +31,18 @@ _DSFRO: dict[str, Callable[[str | None], DsfroOptions]] = {
     "dsfro-no-dvfs": lambda server: DsfroOptions(server=server, dvfs=False),
     "dsfro-fixed-shape": lambda server: DsfroOptions(server=server, adaptive_shape=False),
     "dsfro-heuristic": lambda server: DsfroOptions(server=server, backend=Backend.HEURISTIC),
+    "dsfro-maxmin": lambda server: DsfroOptions(
+        server=server, fairness=Fairness(FairnessMode.MAX_MIN, FairnessScope.TENANT)
+    ),
+    "dsfro-prop": lambda server: DsfroOptions(
+        server=server, fairness=Fairness(FairnessMode.PROPORTIONAL, FairnessScope.JOB)
+    ),
+    "dsfro-drf": lambda server: DsfroOptions(
+        server=server, fairness=Fairness(FairnessMode.DRF, FairnessScope.TENANT)
+    ),
+    "dsfro-ftf": lambda server: DsfroOptions(
+        server=server, fairness=Fairness(FairnessMode.FINISH_TIME, FairnessScope.JOB)
+    ),
 }
 
 POLICY_NAMES: tuple[str, ...] = (*_BASELINES, *_DSFRO)

@@ -5,6 +5,11 @@ scheduler calls it. Ablations change only what DSFRO may decide, through the req
 - ``dsfro-no-dvfs``: every GPU type offers only its top clock;
 - ``dsfro-fixed-shape``: each job gets exactly the GPUs it asked for (min = max = requested);
 - ``dsfro-heuristic``: the heuristic alone (``BACKEND_HEURISTIC``).
+
+Fairness variants send the request with a fairness mode (docs/objective.md, "Fairness"), the
+round interval as its horizon: ``dsfro-maxmin`` (max-min by tenant), ``dsfro-prop``
+(proportional by job), ``dsfro-drf`` (DRF by tenant), ``dsfro-ftf`` (finish-time fairness by
+job). The engine fills every job's and queue's attained service and each job's age.
 """
 
 from __future__ import annotations
@@ -21,11 +26,12 @@ from solver.app.convert import (
     allocations_from_proto,
     backend_to_proto,
     enum_label,
+    fairness_to_proto,
     requested_time_budget,
 )
 from solver.app.limits import Limits
 from solver.core.solver import Solver
-from solver.domain import Allocation, Backend, JobState, Problem
+from solver.domain import Allocation, Backend, Fairness, JobState, Problem
 from solver.simulate.core import Decision, RoundInput
 
 RPC_SLACK_SECONDS = 5.0
@@ -41,6 +47,10 @@ class DsfroOptions:
     """False: only the top clock of each GPU type is offered."""
     adaptive_shape: bool = True
     """False: every job gets exactly its requested GPU count."""
+    fairness: Fairness = Fairness()  # noqa: RUF009 (immutable)
+    """The fairness mode and scope; the horizon is set to the round interval."""
+    fairness_weight: float | None = None
+    """The fairness term's weight; None: the request's (default 1)."""
 
 
 class DsfroPolicy:
@@ -95,7 +105,14 @@ class DsfroPolicy:
         o = self.options
         if o.dvfs and o.adaptive_shape:
             p = round_input.problem
-            return replace(p, options=replace(p.options, backend=o.backend))
+            p = replace(p, options=replace(p.options, backend=o.backend))
+            if not o.fairness.active:
+                return p
+            weights = p.weights
+            if o.fairness_weight is not None:
+                weights = replace(weights, fairness=o.fairness_weight)
+            fair = replace(o.fairness, horizon_seconds=round_input.round_length_s)
+            return replace(p, fairness=fair, weights=weights)
         return pipeline.to_problem(self.adapt(round_input), Limits())
 
     def adapt(self, round_input: RoundInput) -> pb.SolveRequest:
@@ -104,6 +121,11 @@ class DsfroPolicy:
         request = pb.SolveRequest()
         request.CopyFrom(round_input.request)
         request.options.backend = backend_to_proto(o.backend)
+        if o.fairness.active:
+            fair = replace(o.fairness, horizon_seconds=round_input.round_length_s)
+            request.fairness.CopyFrom(fairness_to_proto(fair))
+            if o.fairness_weight is not None:
+                request.weights.fairness = o.fairness_weight
         if not o.dvfs:
             for t in request.cluster.gpu_types:
                 top = max(t.sm_clocks_mhz)
