@@ -150,3 +150,37 @@ def test_every_policy_finishes_a_run_within_every_quota(policy: str) -> None:
     ]  # fmt: skip
     log = simulate(cluster, jobs, make_policy(policy), solver_budget_s=1.0)
     assert all(j.finish_s is not None for j in log.jobs)
+
+
+def test_dominant_shares_take_the_largest_resource_and_the_demand() -> None:
+    from solver.simulate.tenants import dominant_shares
+
+    out = dominant_shares(
+        running=[("a", "A100", 4, 1000.0), ("a", "V100", 1, 200.0), ("b", "V100", 2, 300.0)],
+        waiting=[("b", 8), ("c", 2)],
+        available={"A100": 8, "V100": 8},
+        budget_watts=4000.0,
+    )
+    assert out["a"] == pytest.approx((0.5, 5 / 16))  # 4 of 8 A100 beats 1200 of 4000 W
+    assert out["b"] == pytest.approx((0.25, 10 / 16))
+    assert out["c"] == (0.0, 2 / 16)
+
+
+def test_the_drf_test_counts_only_time_a_tenant_asked_for_its_entitlement() -> None:
+    import dataclasses
+
+    from solver.simulate.core import QueueRecord, RoundRecord, SimulationLog
+    from solver.simulate.tenant_metrics import drf_deviations
+
+    def round_at(t: float, shares: dict[str, tuple[float, float]]) -> RoundRecord:
+        return RoundRecord(0, t, 0.1, 1.0, 0, 0, 0, 16, 0.0, None, 0, 0, 0, "", shares)
+
+    rounds = (
+        round_at(0.0, {"a": (0.5, 0.9), "b": (0.5, 0.9)}),  # both at 1/2: exact, 100 s
+        round_at(100.0, {"a": (0.6, 0.9), "b": (0.4, 0.2)}),  # b asks 0.2 < 1/2: only a counts
+        round_at(200.0, {"a": (1.0, 1.0)}),  # a alone: entitled to all, has all
+    )
+    log = SimulationLog("p", 1, "s", (), rounds, (), 300.0, "", (QueueRecord("a", 1.0, 8.0),))
+    out = drf_deviations(dataclasses.replace(log))
+    assert out["a"] == pytest.approx(((0 + 0.2 + 0) * 100 / 300, 2 / 3))
+    assert out["b"] == pytest.approx((0.0, 1.0))

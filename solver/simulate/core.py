@@ -227,6 +227,9 @@ class RoundRecord:
     starts: int
     preemptions: int
     detail: str = ""
+    tenant_shares: Mapping[str, tuple[float, float]] = field(default_factory=dict)
+    """Per tenant with work after the round: (dominant share, demand share)
+    (``solver.simulate.tenants.dominant_shares``)."""
 
 
 @dataclass(frozen=True)

@@ -66,7 +66,8 @@ def write_csv(path: Path, header: Sequence[str], rows: Iterable[Sequence[Any]]) 
 # ---------------------------------------------------------------- one run
 
 JOB_COLUMNS = (*(f.name for f in fields(JobRecord)), "jct_s", "queue_s")
-ROUND_COLUMNS = tuple(f.name for f in fields(RoundRecord))
+ROUND_COLUMNS = tuple(f.name for f in fields(RoundRecord) if f.name != "tenant_shares")
+"""The rounds' CSV columns (the per-tenant shares, a mapping, are in the summary's tenants)."""
 POWER_COLUMNS = tuple(f.name for f in fields(PowerSegment))
 TENANT_FIELDS = tuple(f.name for f in fields(TenantSummary))
 
@@ -82,7 +83,11 @@ def write_run(log: SimulationLog, summary: Summary, out_dir: Path, prefix: str) 
     return [
         write_text(out_dir / f"{prefix}-summary.json", text),
         write_csv(out_dir / f"{prefix}-jobs.csv", JOB_COLUMNS, job_rows(log)),
-        write_csv(out_dir / f"{prefix}-rounds.csv", ROUND_COLUMNS, map(astuple, log.rounds)),
+        write_csv(
+            out_dir / f"{prefix}-rounds.csv",
+            ROUND_COLUMNS,
+            (astuple(r)[: len(ROUND_COLUMNS)] for r in log.rounds),
+        ),
         write_csv(out_dir / f"{prefix}-power.csv", POWER_COLUMNS, map(astuple, log.power)),
         write_csv(
             out_dir / f"{prefix}-tenants.csv",

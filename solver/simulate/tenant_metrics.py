@@ -12,7 +12,12 @@ Per tenant (the trace's ``tenant`` column; with queues declared, the queue):
   its quota while it had work; above 1: it borrowed more than it lent). None without a
   declared queue;
 - GPU-hours on borrowed quota (its jobs' ``borrowed_gpu_seconds``: GPUs of the jobs a plan
-  marks ``borrowed``).
+  marks ``borrowed``);
+- DRF's test: over the time the tenant asked for at least its weighted entitlement (its weight
+  over the weights of the tenants with work then; a tenant without a declared queue weighs 1),
+  the mean relative distance of its dominant share from that entitlement
+  (``drf_deviation``: |share - entitlement| / entitlement, time-weighted, from each round's
+  ``tenant_shares``), and the share of that time it was within 5 % (``drf_within_5pct``).
 
 Quota violations are not counted: the engine checks every plan with the independent checker
 (``check_queue_quotas`` among its rules) and a plan that breaks a quota stops the run with the
@@ -48,17 +53,21 @@ class TenantSummary:
     entitled_gpu_hours: float | None
     entitlement_share: float | None
     borrowed_gpu_hours: float
+    drf_deviation: float | None = None
+    drf_within_5pct: float | None = None
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> TenantSummary:
-        return cls(**{f.name: data[f.name] for f in fields(cls)})
+        return cls(**{f.name: data[f.name] for f in fields(cls) if f.name in data})
 
 
 def busy_seconds(jobs: Sequence[JobRecord], end_s: float) -> float:
     """Length of the union of the jobs' [submit, finish] intervals (unfinished: to end_s); a
     job submitted after end_s (a run stopped early) has none."""
     spans = sorted(
-        (j.submit_s, end_s if j.finish_s is None else j.finish_s) for j in jobs if j.submit_s < end_s
+        (j.submit_s, end_s if j.finish_s is None else j.finish_s)
+        for j in jobs
+        if j.submit_s < end_s
     )
     total = 0.0
     start, stop = None, None
@@ -86,6 +95,7 @@ def tenant_summaries(log: SimulationLog) -> dict[str, TenantSummary]:
     by_tenant: dict[str, list[JobRecord]] = {}
     for j in log.jobs:
         by_tenant.setdefault(j.tenant, []).append(j)
+    drf = drf_deviations(log)
     out = {}
     for tenant, jobs in sorted(by_tenant.items()):
         jcts = [j.finish_s - j.submit_s for j in jobs if j.finish_s is not None]
@@ -109,8 +119,38 @@ def tenant_summaries(log: SimulationLog) -> dict[str, TenantSummary]:
             entitled_gpu_hours=entitled,
             entitlement_share=gpu_hours / entitled if entitled else None,
             borrowed_gpu_hours=sum(j.borrowed_gpu_seconds for j in jobs) / SECONDS_PER_HOUR,
+            drf_deviation=drf.get(tenant, (None, None))[0],
+            drf_within_5pct=drf.get(tenant, (None, None))[1],
         )
     return out
+
+
+DRF_TOLERANCE = 0.05
+
+
+def drf_deviations(log: SimulationLog) -> dict[str, tuple[float, float]]:
+    """Per tenant that ever asked for its weighted entitlement: (time-weighted mean relative
+    distance of its dominant share from it, share of that time within DRF_TOLERANCE)."""
+    weight = {q.name: q.weight for q in log.queues}
+    rounds = log.rounds
+    deviation: dict[str, float] = {}
+    within: dict[str, float] = {}
+    seconds: dict[str, float] = {}
+    for k, r in enumerate(rounds):
+        until = rounds[k + 1].time_s if k + 1 < len(rounds) else log.end_s
+        dt = max(until - r.time_s, 0.0)
+        total = sum(weight.get(t, 1.0) for t in r.tenant_shares)
+        if dt <= 0 or total <= 0:
+            continue
+        for tenant, (share, demand) in r.tenant_shares.items():
+            entitled = weight.get(tenant, 1.0) / total
+            if demand < entitled:
+                continue
+            distance = abs(share - entitled) / entitled
+            deviation[tenant] = deviation.get(tenant, 0.0) + distance * dt
+            within[tenant] = within.get(tenant, 0.0) + (dt if distance <= DRF_TOLERANCE else 0.0)
+            seconds[tenant] = seconds.get(tenant, 0.0) + dt
+    return {t: (deviation[t] / s, within[t] / s) for t, s in seconds.items() if s > 0}
 
 
 # ---------------------------------------------------------------- over runs
@@ -124,6 +164,8 @@ TENANT_COLUMNS = (
     ("entitled_gpu_hours", "entitled GPU-h", ".4g"),
     ("entitlement_share", "received / entitled", ".3g"),
     ("borrowed_gpu_hours", "borrowed GPU-h", ".4g"),
+    ("drf_deviation", "DRF: |share - entitlement| / entitlement", ".3g"),
+    ("drf_within_5pct", "DRF: time within 5 %", ".3g"),
 )
 """(TenantSummary field, label, format) of the comparison's per-tenant table."""
 
