@@ -353,3 +353,13 @@ def test_a_policy_that_never_runs_a_waiting_job_stops_the_run_with_a_reason() ->
     assert log.jobs[0].finish_s is None
     assert "ran nothing" in log.stopped
     assert len(log.rounds) == STALL_ROUNDS + 1  # every round ran nothing
+
+
+def test_a_checkpoint_moves_in_parallel_shards_one_per_node() -> None:
+    from solver.simulate.settings import RestartCost
+
+    cost = RestartCost(overhead_s=30.0, bandwidth_bytes_per_s=2e9)
+    size = 14 * 70e9  # bytes of a 70B-parameter job's checkpoint
+    assert cost.seconds(70e9) == pytest.approx(30 + 2 * size / 2e9)
+    assert cost.seconds(70e9, 64, 64) == pytest.approx(30 + 2 * size / (64 * 2e9))
+    assert cost.seconds(70e9, 64, 1) == pytest.approx(30 + size / (64 * 2e9) + size / 2e9)

@@ -217,6 +217,7 @@ class Simulation:
                     j.preemptions += 1
                     preemptions += 1
                     j.pending_restart = True
+                    j.stopped_nodes = _nodes(old)
                     j.allocation = None
                 j.rate = Rate(0.0, 0.0)
                 j.predicted_watts = 0.0
@@ -228,14 +229,18 @@ class Simulation:
                 if j.first_start is None:
                     j.first_start = t
                 if j.pending_restart:
-                    j.restart_until = t + self.settings.restart.seconds(j.sim.parameters)
+                    j.restart_until = t + self.settings.restart.seconds(
+                        j.sim.parameters, j.stopped_nodes, _nodes(new)
+                    )
                     j.pending_restart = False
                     j.restarts += 1
             elif old.shape != new.shape or _gpus(old) != _gpus(new):
                 migrations += 1
                 j.migrations += 1
                 j.restarts += 1
-                j.restart_until = t + self.settings.restart.seconds(j.sim.parameters)
+                j.restart_until = t + self.settings.restart.seconds(
+                    j.sim.parameters, _nodes(old), _nodes(new)
+                )
             j.allocation = new
             j.rounds_run += 1
             base = self.truth.base_rate(j.name, new.shape, new.sm_clock_mhz)
@@ -354,6 +359,7 @@ class Simulation:
         for node in self._failures.fail(t):
             for j in active:
                 if j.allocation is not None and any(s.node == node for s in j.allocation.placement):
+                    j.stopped_nodes = _nodes(j.allocation)
                     j.allocation = None
                     j.preemptions += 1
                     j.pending_restart = True
@@ -431,6 +437,11 @@ class Simulation:
 def _done_at(j: LiveJob, t: float) -> float:
     """When a running job finishes at its current pace, from t."""
     return max(t, j.restart_until) + j.remaining / j.rate.samples_per_second
+
+
+def _nodes(a: Allocation) -> int:
+    """Nodes an allocation spans (each saves and loads its checkpoint shard)."""
+    return len({s.node for s in a.placement if s.gpu_indices})
 
 
 def _gpus(a: Allocation) -> list[tuple[str, int]]:

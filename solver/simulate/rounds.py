@@ -39,6 +39,8 @@ class LiveJob:
     restart_until: float = 0.0
     pending_restart: bool = False
     """The next start pays the restart delay (the job has been stopped before)."""
+    stopped_nodes: int = 1
+    """Nodes the job ran on when it was last stopped (they saved its checkpoint)."""
     first_start: float | None = None
     finish: float | None = None
     gpu_seconds: float = 0.0

@@ -16,15 +16,23 @@ CHECKPOINT_BYTES_PER_PARAMETER = 14
 @dataclass(frozen=True)
 class RestartCost:
     """Seconds a job holds its GPUs without progress when it (re)starts after a stop, a move
-    or a reshape: a fixed overhead (process start, communicator set-up) plus saving and loading
-    its checkpoint at ``bandwidth_bytes_per_s``. Both figures are assumptions of a scenario."""
+    or a reshape: a fixed overhead (process start, communicator set-up) plus saving its
+    checkpoint from the nodes it ran on and loading it on the nodes it runs on, each node its
+    shard in parallel at ``bandwidth_bytes_per_s`` (distributed checkpointing, as Megatron-LM's
+    and PyTorch DCP's sharded checkpoints are written and read: a job on n nodes moves its
+    checkpoint n times as fast as one node). Both figures are assumptions of a scenario."""
 
     overhead_s: float = 30.0
     bandwidth_bytes_per_s: float = 2e9
+    """Per node."""
 
-    def seconds(self, parameters: float) -> float:
-        return self.overhead_s + 2 * CHECKPOINT_BYTES_PER_PARAMETER * parameters / (
-            self.bandwidth_bytes_per_s
+    def seconds(self, parameters: float, save_nodes: int = 1, load_nodes: int = 1) -> float:
+        size = CHECKPOINT_BYTES_PER_PARAMETER * parameters
+        bandwidth = self.bandwidth_bytes_per_s
+        return (
+            self.overhead_s
+            + size / (bandwidth * max(save_nodes, 1))
+            + size / (bandwidth * max(load_nodes, 1))
         )
 
 
