@@ -363,3 +363,13 @@ def test_a_checkpoint_moves_in_parallel_shards_one_per_node() -> None:
     assert cost.seconds(70e9) == pytest.approx(30 + 2 * size / 2e9)
     assert cost.seconds(70e9, 64, 64) == pytest.approx(30 + 2 * size / (64 * 2e9))
     assert cost.seconds(70e9, 64, 1) == pytest.approx(30 + size / (64 * 2e9) + size / 2e9)
+
+
+def test_settings_with_weights_pickle_for_the_compare_workers() -> None:
+    """--compare --profile sends the settings to worker processes: they must pickle."""
+    import pickle
+
+    from solver.simulate.settings import EngineSettings
+
+    settings = EngineSettings(weights={"fairness": 20.0, "energy": 0.5})
+    assert pickle.loads(pickle.dumps(settings)) == settings

@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any
 
 from solver import extras
-from solver._proto.dsfro.v1 import scheduler_pb2 as pb
 from solver.app.arguments import add_profile_option, csv_arg, duration_arg, int_arg, seed_arg
 from solver.app.profile import WEIGHT_KEYS, solver_settings
 from solver.core.settings import SettingsError, SolverSettings
@@ -140,7 +139,7 @@ def command(args: argparse.Namespace) -> int:
     if args.profile is not None:  # the operator's objective weights, for DSFRO's requests
         w = args.profile.weights
         given = {k: getattr(w, k) for k in WEIGHT_KEYS if getattr(w, k) is not None}
-        overrides["weights"] = pb.ObjectiveWeights(**given)
+        overrides["weights"] = given
     if args.power_headroom is not None:
         if not 0 <= args.power_headroom < 1:
             print("dsfro simulate: --power-headroom must be in [0, 1)", file=sys.stderr)

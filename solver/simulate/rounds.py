@@ -170,8 +170,8 @@ class Requests:
         for q in req.cluster.queues:
             gpu_s, norm_s = attained[q.name]
             q.attained.CopyFrom(pb.AttainedService(gpu_seconds=gpu_s, normalized_seconds=norm_s))
-        if self.settings.weights is not None:
-            req.weights.CopyFrom(self.settings.weights)
+        for name, value in (self.settings.weights or {}).items():
+            setattr(req.weights, name, value)
         req.options.time_budget.CopyFrom(duration_to_proto(self.settings.solver_budget_s))
         req.options.seed = self.seed
         for j in active:

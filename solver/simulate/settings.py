@@ -3,9 +3,9 @@ restart cost, node failures, feedback, the power headroom and the truth's error 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from solver._proto.dsfro.v1 import scheduler_pb2 as pb
 from solver.simulate.truth import TruthSettings
 
 CHECKPOINT_BYTES_PER_PARAMETER = 14
@@ -73,7 +73,9 @@ class EngineSettings:
     """Share of the power budget the scheduler keeps back for prediction error: every policy is
     told budget x (1 - headroom); exceedance is measured against the whole budget."""
     truth: TruthSettings = field(default_factory=TruthSettings)
-    weights: pb.ObjectiveWeights | None = None
+    weights: Mapping[str, float] | None = None
+    """Objective weights DSFRO's requests set (by ``ObjectiveWeights`` field name); None: the
+    defaults. Plain data, so that settings pickle to the worker processes of ``--compare``."""
 
 
 SAME_INSTANT_S = 1e-9
