@@ -1,5 +1,9 @@
 """Fairness-mode benchmark: every mode's round on snapshots of 256, 1,024 and 2,048 jobs.
 
+Beside DSFRO's modes, the same snapshot's round of Gavel's max-min policy (its LP, HiGHS) and
+of POP-4 over it, as the simulator runs them (``gavel-maxmin``, ``pop-maxmin``: the LP, then
+the round's placement), timed the same way; their plans are checked too.
+
 Each snapshot is generated from the bundled public data (``dsfro generate --mix hybrid``,
 deterministic by seed), its jobs spread over eight tenant queues of unequal weight, with
 attained service, ages and remaining work drawn from the seed; then solved in-process (AUTO)
@@ -19,6 +23,7 @@ import random
 import sys
 import time
 
+from solver._proto.dsfro.v1 import scheduler_pb2 as pb
 from solver.app.convert import problem_from_proto
 from solver.app.limits import Limits
 from solver.core.solver import Solver
@@ -36,6 +41,9 @@ from solver.offline.generate import generate, spec_from_args
 from solver.runtime.executors import make_executor
 from solver.runtime.pools import Executor
 from solver.scoring.checker import check_plan
+from solver.simulate.core import JobHistory, RoundInput, SimulationError
+from solver.simulate.policies import make_policy
+from solver.simulate.rounds import check_decision
 
 SIZES = {256: (128, 5.0), 1024: (512, 1.0), 2048: (1024, 1.0)}
 """Jobs: (nodes of 8 GPUs, time budget in seconds)."""
@@ -102,6 +110,23 @@ def run(
     return result, wall, checked
 
 
+def baseline_round(problem: Problem, name: str) -> tuple[float, bool]:
+    """Seconds of one round of a simulator baseline on the snapshot, and whether the checker
+    passed its plan (every job submitted at 0, none has run: the first round)."""
+    history = {j.name: JobHistory(0.0, j.min_gpus) for j in problem.jobs}
+    round_input = RoundInput(pb.SolveRequest(), problem, 0.0, 0, history, 300.0)
+    policy = make_policy(name)
+    t = time.monotonic()
+    decision = policy.decide(round_input)
+    wall = time.monotonic() - t
+    policy.close()
+    try:
+        check_decision(problem, decision, name, 0.0)
+    except SimulationError:
+        return wall, False
+    return wall, True
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[1])
@@ -123,6 +148,13 @@ def main() -> None:
                     file=sys.stderr,
                 )
                 gpus = sum(n.gpu_count for n in problem.cluster.nodes)
+                for name in ("gavel-maxmin", "pop-maxmin"):
+                    wall, checked = baseline_round(problem, name)
+                    print(
+                        f"| {jobs:,} / {gpus:,} | - | {name} (baseline) | - | {seed} | "
+                        f"{wall:.3f} | - | - | {'yes' if checked else 'NO'} | - |",
+                        flush=True,
+                    )
                 for mode, scope in MODES:
                     r, wall, checked = run(problem, mode, scope, executor)
                     s = r.stats
