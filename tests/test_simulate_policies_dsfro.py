@@ -1,0 +1,41 @@
+"""DSFRO's fairness variants in the simulator: the request they send carries the mode, the
+scope and the round interval as the horizon, and the plan follows the attained service."""
+
+from __future__ import annotations
+
+from solver._proto.dsfro.v1 import scheduler_pb2 as pb
+from solver.domain import FairnessMode, FairnessScope
+from solver.simulate.policies import make_policy
+from solver.simulate.policies.dsfro import DsfroPolicy
+from tests.simulate_policy_helpers import FAST, cluster, past, placed, profiled, round_of
+
+
+def _two_jobs_one_gpu() -> pb.SolveRequest:
+    req = cluster(("n0", FAST, 1))
+    for name in ("x", "y"):
+        profiled(req, name, {(FAST, 1): 100.0}, max_gpus=1)
+    req.jobs[0].attained.normalized_seconds = 7200.0  # x has had two hours, y nothing
+    return req
+
+
+def test_a_fairness_variant_sends_its_mode_and_the_round_as_horizon() -> None:
+    req = _two_jobs_one_gpu()
+    ri = round_of(req, {"x": past(0, 1), "y": past(0, 1)})
+    policy = make_policy("dsfro-ftf")
+    assert isinstance(policy, DsfroPolicy)
+    sent = policy.adapt(ri)
+    assert sent.fairness.mode == pb.FAIRNESS_MODE_FINISH_TIME
+    assert sent.fairness.scope == pb.FAIRNESS_SCOPE_JOB
+    assert sent.fairness.horizon.seconds == int(ri.round_length_s)
+    p = policy.restricted(ri)
+    assert (p.fairness.mode, p.fairness.scope) == (FairnessMode.FINISH_TIME, FairnessScope.JOB)
+    assert p.fairness.horizon_seconds == ri.round_length_s
+    policy.close()
+
+
+def test_proportional_fairness_runs_the_job_with_less_attained_service() -> None:
+    req = _two_jobs_one_gpu()
+    ri = round_of(req, {"x": past(0, 1), "y": past(0, 1)})
+    prop = make_policy("dsfro-prop")  # by job: y, with nothing attained, gains the most
+    assert list(placed(prop.decide(ri))) == ["y"]
+    prop.close()
