@@ -166,9 +166,16 @@ def test_dominant_shares_take_the_largest_resource_and_the_demand() -> None:
     assert out["c"] == (0.0, 2 / 16)
 
 
-def test_the_drf_test_counts_only_time_a_tenant_asked_for_its_entitlement() -> None:
-    import dataclasses
+def test_fair_entitlements_fill_progressively_by_weight() -> None:
+    from solver.simulate.tenant_metrics import fair_entitlements
 
+    # c asks 0.1, less than its third: it gets it; a (weight 2) and b share the rest 2:1.
+    out = fair_entitlements({"a": 0.9, "b": 0.9, "c": 0.1}, {"a": 2.0})
+    assert out == pytest.approx({"a": 0.6, "b": 0.3, "c": 0.1})
+    assert fair_entitlements({"a": 0.2, "b": 0.3}, {}) == pytest.approx({"a": 0.2, "b": 0.3})
+
+
+def test_the_drf_test_counts_shortfalls_below_the_fair_entitlement_only() -> None:
     from solver.simulate.core import QueueRecord, RoundRecord, SimulationLog
     from solver.simulate.tenant_metrics import drf_deviations
 
@@ -176,11 +183,11 @@ def test_the_drf_test_counts_only_time_a_tenant_asked_for_its_entitlement() -> N
         return RoundRecord(0, t, 0.1, 1.0, 0, 0, 0, 16, 0.0, None, 0, 0, 0, "", shares)
 
     rounds = (
-        round_at(0.0, {"a": (0.5, 0.9), "b": (0.5, 0.9)}),  # both at 1/2: exact, 100 s
-        round_at(100.0, {"a": (0.6, 0.9), "b": (0.4, 0.2)}),  # b asks 0.2 < 1/2: only a counts
-        round_at(200.0, {"a": (1.0, 1.0)}),  # a alone: entitled to all, has all
+        round_at(0.0, {"a": (0.5, 0.9), "b": (0.5, 0.9)}),  # both at their half: exact
+        round_at(100.0, {"a": (0.4, 0.9), "b": (0.6, 0.9)}),  # a 20 % short, b above: fine
+        round_at(200.0, {"a": (0.8, 0.9), "b": (0.2, 0.2)}),  # b asks 0.2: a's due is 0.8
     )
     log = SimulationLog("p", 1, "s", (), rounds, (), 300.0, "", (QueueRecord("a", 1.0, 8.0),))
-    out = drf_deviations(dataclasses.replace(log))
-    assert out["a"] == pytest.approx(((0 + 0.2 + 0) * 100 / 300, 2 / 3))
+    out = drf_deviations(log)
+    assert out["a"] == pytest.approx((0.2 * 100 / 300, 2 / 3))
     assert out["b"] == pytest.approx((0.0, 1.0))

@@ -13,11 +13,11 @@ Per tenant (the trace's ``tenant`` column; with queues declared, the queue):
   declared queue;
 - GPU-hours on borrowed quota (its jobs' ``borrowed_gpu_seconds``: GPUs of the jobs a plan
   marks ``borrowed``);
-- DRF's test: over the time the tenant asked for at least its weighted entitlement (its weight
-  over the weights of the tenants with work then; a tenant without a declared queue weighs 1),
-  the mean relative distance of its dominant share from that entitlement
-  (``drf_deviation``: |share - entitlement| / entitlement, time-weighted, from each round's
-  ``tenant_shares``), and the share of that time it was within 5 % (``drf_within_5pct``).
+- DRF's test: its weighted fair entitlement each round (progressive filling of the demand
+  shares of the tenants with work, weights from the queues, 1 without one), the time-weighted
+  mean shortfall of its dominant share below it, relative to it (``drf_deviation``: above it,
+  on resources others leave idle, is no shortfall), and the share of the time it was within
+  5 % of it (``drf_within_5pct``), from each round's ``tenant_shares``.
 
 Quota violations are not counted: the engine checks every plan with the independent checker
 (``check_queue_quotas`` among its rules) and a plan that breaks a quota stops the run with the
@@ -128,9 +128,35 @@ def tenant_summaries(log: SimulationLog) -> dict[str, TenantSummary]:
 DRF_TOLERANCE = 0.05
 
 
+def fair_entitlements(demand: Mapping[str, float], weight: Mapping[str, float]) -> dict[str, float]:
+    """Weighted max-min fair shares of one resource (capacity 1) among tenants demanding
+    `demand` (shares of it): progressive filling, so a tenant asking less than its weighted
+    share gets what it asks and the rest is shared by the others in proportion to weight."""
+    out: dict[str, float] = {}
+    left, active = 1.0, dict(demand)
+    while active and left > 1e-12:
+        total = sum(weight.get(t, 1.0) for t in active)
+        level = left / total
+        capped = {t: d for t, d in active.items() if d <= level * weight.get(t, 1.0)}
+        if not capped:
+            for t in active:
+                out[t] = level * weight.get(t, 1.0)
+            return out
+        for t, d in capped.items():
+            out[t] = d
+            left -= d
+            del active[t]
+    for t in active:
+        out[t] = 0.0
+    return out
+
+
 def drf_deviations(log: SimulationLog) -> dict[str, tuple[float, float]]:
-    """Per tenant that ever asked for its weighted entitlement: (time-weighted mean relative
-    distance of its dominant share from it, share of that time within DRF_TOLERANCE)."""
+    """Per tenant: (time-weighted mean shortfall of its dominant share below its weighted fair
+    entitlement, relative to it; share of the time it was within DRF_TOLERANCE of it). The
+    entitlement is DRF's progressive filling over the tenants with work, on their demand
+    shares: a tenant asking less than its weighted share is entitled to what it asks; above
+    the entitlement (idle resources used) is no shortfall."""
     weight = {q.name: q.weight for q in log.queues}
     rounds = log.rounds
     deviation: dict[str, float] = {}
@@ -139,16 +165,16 @@ def drf_deviations(log: SimulationLog) -> dict[str, tuple[float, float]]:
     for k, r in enumerate(rounds):
         until = rounds[k + 1].time_s if k + 1 < len(rounds) else log.end_s
         dt = max(until - r.time_s, 0.0)
-        total = sum(weight.get(t, 1.0) for t in r.tenant_shares)
-        if dt <= 0 or total <= 0:
+        if dt <= 0 or not r.tenant_shares:
             continue
-        for tenant, (share, demand) in r.tenant_shares.items():
-            entitled = weight.get(tenant, 1.0) / total
-            if demand < entitled:
+        entitled = fair_entitlements({t: d for t, (_, d) in r.tenant_shares.items()}, weight)
+        for tenant, (share, _) in r.tenant_shares.items():
+            e = entitled.get(tenant, 0.0)
+            if e <= 0:
                 continue
-            distance = abs(share - entitled) / entitled
-            deviation[tenant] = deviation.get(tenant, 0.0) + distance * dt
-            within[tenant] = within.get(tenant, 0.0) + (dt if distance <= DRF_TOLERANCE else 0.0)
+            shortfall = max(e - share, 0.0) / e
+            deviation[tenant] = deviation.get(tenant, 0.0) + shortfall * dt
+            within[tenant] = within.get(tenant, 0.0) + (dt if shortfall <= DRF_TOLERANCE else 0.0)
             seconds[tenant] = seconds.get(tenant, 0.0) + dt
     return {t: (deviation[t] / s, within[t] / s) for t, s in seconds.items() if s > 0}
 
@@ -164,7 +190,7 @@ TENANT_COLUMNS = (
     ("entitled_gpu_hours", "entitled GPU-h", ".4g"),
     ("entitlement_share", "received / entitled", ".3g"),
     ("borrowed_gpu_hours", "borrowed GPU-h", ".4g"),
-    ("drf_deviation", "DRF: |share - entitlement| / entitlement", ".3g"),
+    ("drf_deviation", "DRF: shortfall / entitlement", ".3g"),
     ("drf_within_5pct", "DRF: time within 5 %", ".3g"),
 )
 """(TenantSummary field, label, format) of the comparison's per-tenant table."""
