@@ -17,7 +17,7 @@ from __future__ import annotations
 import itertools
 import math
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 
 from solver._proto.dsfro.v1 import scheduler_pb2 as pb
 from solver.app import pipeline
@@ -35,10 +35,10 @@ from solver.simulate.core import (
     SimulationLog,
 )
 from solver.simulate.failures import NodeFailures
-from solver.simulate.rounds import LiveJob, Requests, check_decision
+from solver.simulate.rounds import LiveJob, Requests, check_decision, tenant_shares
 from solver.simulate.settings import SAME_INSTANT_S as _EPS
 from solver.simulate.settings import EngineSettings
-from solver.simulate.tenants import EqualShare, available_by_type, dominant_shares
+from solver.simulate.tenants import EqualShare, available_by_type
 from solver.simulate.truth import Rate, Truth, samples_to_train
 
 STALL_ROUNDS = 288
@@ -275,7 +275,7 @@ class Simulation:
                 starts=starts,
                 preemptions=preemptions,
                 detail=decision.detail,
-                tenant_shares=self._tenant_shares(active, available_types, t),
+                tenant_shares=tenant_shares(active, available_types, self._budget(t)),
             )
         )
         if self._progress is not None:
@@ -369,19 +369,6 @@ class Simulation:
                     j.borrowed = False
 
     # ------------------------------------------------------------ the cluster
-
-    def _tenant_shares(
-        self, active: Sequence[LiveJob], available: Mapping[str, int], t: float
-    ) -> dict[str, tuple[float, float]]:
-        running = [
-            (j.sim.trace.tenant, j.allocation.shape.gpu_type, j.gpus(), j.predicted_watts)
-            for j in active
-            if j.allocation is not None
-        ]
-        waiting = [
-            (j.sim.trace.tenant, j.sim.trace.num_gpus) for j in active if j.allocation is None
-        ]
-        return dominant_shares(running, waiting, available, self._budget(t))
 
     def _budget(self, t: float) -> float | None:
         return self._requests.budget(t)

@@ -4,7 +4,7 @@ budget in force), and the check of the policy's decision by the independent chec
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from solver._proto.dsfro.v1 import scheduler_pb2 as pb
@@ -22,7 +22,7 @@ from solver.simulate.core import (
     SimulationError,
 )
 from solver.simulate.settings import EngineSettings
-from solver.simulate.tenants import queue_attained
+from solver.simulate.tenants import dominant_shares, queue_attained
 from solver.simulate.truth import Rate
 
 
@@ -266,3 +266,17 @@ def check_decision(problem: Problem, decision: Decision, policy: str, t: float) 
         raise SimulationError([head, *problems[:20]])
     borrowed = borrowed_jobs(problem.cluster, problem.jobs, assignments)
     return CheckedPlan(watts, frozenset(borrowed))
+
+
+def tenant_shares(
+    active: Sequence[LiveJob], available: Mapping[str, int], budget_watts: float | None
+) -> dict[str, tuple[float, float]]:
+    """Per tenant with work: its dominant share and demand share after a round
+    (``solver.simulate.tenants.dominant_shares``)."""
+    running = [
+        (j.sim.trace.tenant, j.allocation.shape.gpu_type, j.gpus(), j.predicted_watts)
+        for j in active
+        if j.allocation is not None
+    ]
+    waiting = [(j.sim.trace.tenant, j.sim.trace.num_gpus) for j in active if j.allocation is None]
+    return dominant_shares(running, waiting, available, budget_watts)
