@@ -74,3 +74,27 @@ def test_a_model_with_a_non_finite_coefficient_is_not_solved() -> None:
     finite.row([(y, 1.0)], hi=1.0)
     status, bound, _ = finite.solve()
     assert status == highspy.HighsModelStatus.kOptimal and bound == pytest.approx(2.0)
+
+
+def test_the_bound_is_proven_after_a_solve_that_sized_highs_thread_pool_otherwise() -> None:
+    """HiGHS's thread pool is process-wide and sized by the first solve: an aggregated LP asking
+    for one thread after a solve on all of them was refused and reported no bound (seen in a
+    simulator worker that ran a Gavel baseline before DSFRO). In a fresh process, the LP after
+    such a solve still proves its bound."""
+    import subprocess
+    import sys
+
+    code = (
+        "from solver.simulate.policies.lp import solve_max\n"
+        "from solver.search.bound import solve_aggregate\n"
+        "from solver.perfmodel.configs import build_config_set\n"
+        "from tests.factories import random_tiny\n"
+        "assert solve_max([1.0, 2.0], [([0, 1], [1.0, 1.0], 1.0)]) is not None\n"
+        "p = random_tiny(1)\n"
+        "out = solve_aggregate(p, build_config_set(p))\n"
+        "print(out.status, out.best_bound is not None)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
+    )
+    assert done.stdout.split() == ["OPTIMAL", "True"], done.stdout + done.stderr

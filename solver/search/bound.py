@@ -23,7 +23,7 @@ import numpy as np
 import numpy.typing as npt
 
 from solver.domain import Config, Problem
-from solver.exact.backends.highs import new_highs, stop_on_request
+from solver.exact.backends.highs import new_highs, run_on_pool, stop_on_request
 from solver.perfmodel import budgets, quotas
 from solver.perfmodel.configs import ConfigSet
 from solver.scoring.objective import migration_cost, queued_value, running_gain
@@ -139,7 +139,7 @@ class _Lp:
                     on_solution(values, float(out.objective_function_value))
 
             h.cbMipImprovingSolution.subscribe(improved)
-        h.run()
+        run_on_pool(h)
         status = h.getModelStatus()
         info = h.getInfo()
         bound: float | None = None

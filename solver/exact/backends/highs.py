@@ -69,6 +69,19 @@ def new_highs() -> highspy.Highs:
     return h
 
 
+def run_on_pool(h: highspy.Highs) -> bool:
+    """Run `h`; whether it ran on HiGHS's existing thread pool instead of its own thread count.
+
+    HiGHS's thread pool is process-wide and sized by the process's first solve; a later solve
+    asking for another size is refused before it starts (kError, model status not set). The
+    solve is then run on the pool as it is (``threads`` 0), never left unsolved."""
+    if h.run() == highspy.HighsStatus.kError and h.getModelStatus() == _NOTSET:
+        h.setOptionValue("threads", 0)
+        h.run()
+        return True
+    return False
+
+
 def stop_on_request(h: highspy.Highs, stop: Callable[[], bool]) -> None:
     """Interrupt `h` (as at a time limit) once `stop()` is true: HiGHS polls its interrupt
     callbacks in the simplex, the interior point method and branch and bound."""
@@ -174,13 +187,7 @@ class HighsBackend:
                 h.setSolution(idx.size, idx, start_values)
             if options.stop is not None:
                 stop_on_request(h, options.stop)
-            detail = ""
-            if h.run() == highspy.HighsStatus.kError and h.getModelStatus() == _NOTSET:
-                # HiGHS's thread pool is process-wide and sized by its first solve; a later
-                # solve asking for another size is refused. Run on the pool as it is.
-                h.setOptionValue("threads", 0)
-                h.run()
-                detail = "on HiGHS's existing thread pool"
+            detail = "on HiGHS's existing thread pool" if run_on_pool(h) else ""
             return self._outcome(h, formulation, start, detail)
         finally:
             h.clear()

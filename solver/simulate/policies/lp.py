@@ -9,7 +9,7 @@ from collections.abc import Sequence
 import highspy
 import numpy as np
 
-from solver.exact.backends.highs import new_highs
+from solver.exact.backends.highs import new_highs, run_on_pool
 
 
 def solve_max(
@@ -56,12 +56,7 @@ def solve_max(
         if interior:
             for option, value in (("solver", "ipm"), ("run_crossover", "off"), ("presolve", "off")):
                 h.setOptionValue(option, value)
-        if h.run() == highspy.HighsStatus.kError and (
-            h.getModelStatus() == highspy.HighsModelStatus.kNotset
-        ):
-            # HiGHS's thread pool is process-wide (see exact/backends/highs.py): use it as is.
-            h.setOptionValue("threads", 0)
-            h.run()
+        run_on_pool(h)
         if h.getInfo().primal_solution_status != _FEASIBLE_SOLUTION:
             return None
         return [float(v) for v in h.getSolution().col_value]
