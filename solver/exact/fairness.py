@@ -36,37 +36,38 @@ def add_fairness(f: Formulation) -> None:
     terms = FairnessTerms(p, f.configs.best_samples_per_second)
     if not terms.rows:
         return
+    position = {j.name: k for k, j in enumerate(f.layout.jobs)}
     if terms.separable():
         _add_separable_offset(f, terms)
     elif p.fairness.mode in SUM_LOG_MODES:
         for row in terms.rows:
-            _add_log_epigraph(f, terms, row)
+            _add_log_epigraph(f, terms, row, position)
     else:
-        _add_floor(f, terms)
+        _add_floor(f, terms, position)
 
 
-def _row_terms(f: Formulation, terms: FairnessTerms, row: Row) -> tuple[IntArray, FloatArray]:
-    """(y indices, float coefficients) of an entity's row."""
+Positions = dict[str, int]
+"""Each job's index in the formulation's layout."""
+
+
+def _row_terms(
+    f: Formulation, terms: FairnessTerms, row: Row, position: Positions
+) -> tuple[IntArray, FloatArray, float, float]:
+    """(y indices, float coefficients) of an entity's row, and the least and largest value the
+    row can take (one configuration per job, or none)."""
     lay = f.layout
-    position = {j.name: k for k, j in enumerate(lay.jobs)}
     cols: list[IntArray] = []
     coefs: list[float] = []
+    low = high = row.intercept
     for job in row.jobs:
         j = position[job.name]
         start, stop = int(lay.cfg_start[j]), int(lay.cfg_start[j + 1])
         cols.append(ints(f.index.y[start:stop]))
-        coefs.extend(terms.terms(job, f.configs.by_job.get(job.name, ())))
-    return (ints(np.concatenate(cols)) if cols else ints([])), floats(coefs)
-
-
-def _range(f: Formulation, terms: FairnessTerms, row: Row) -> tuple[float, float]:
-    """The least and largest value the row can take (one configuration per job or none)."""
-    low = high = row.intercept
-    for job in row.jobs:
         ts = terms.terms(job, f.configs.by_job.get(job.name, ()))
+        coefs.extend(ts)
         low += min([0.0, *ts])
         high += max([0.0, *ts])
-    return low, high
+    return (ints(np.concatenate(cols)) if cols else ints([])), floats(coefs), low, high
 
 
 def _add_epigraph_rows(
@@ -97,17 +98,12 @@ def _add_epigraph_rows(
     f.index.epigraphs.append((var, rows))
 
 
-def _add_floor(f: Formulation, terms: FairnessTerms) -> None:
+def _add_floor(f: Formulation, terms: FairnessTerms, position: Positions) -> None:
     """F = the least row: one variable at most every row, weight x F in the objective."""
-    ranges = []
-    parts = []
-    for row in terms.rows:
-        cols, coefs = _row_terms(f, terms, row)
-        parts.append((row, cols, coefs))
-        ranges.append(_range(f, terms, row))
+    parts = [(row, *_row_terms(f, terms, row, position)) for row in terms.rows]
     k = terms.weight
-    low = min(r[0] for r in ranges)
-    high = min(r[1] for r in ranges)
+    low = min(p[3] for p in parts)
+    high = min(p[4] for p in parts)
     var = int(
         f.add_vars(
             "fairness_floor",
@@ -116,15 +112,14 @@ def _add_floor(f: Formulation, terms: FairnessTerms) -> None:
             lambda: ["F"],
         )[0]
     )
-    for row, cols, coefs in parts:
+    for row, cols, coefs, _, _ in parts:
         _add_epigraph_rows(f, var, cols, [k * coefs], [k * row.intercept], row.entity)
     f.add_objective(ints([var]), floats([1.0 / UNITS]))
 
 
-def _add_log_epigraph(f: Formulation, terms: FairnessTerms, row: Row) -> None:
+def _add_log_epigraph(f: Formulation, terms: FairnessTerms, row: Row, position: Positions) -> None:
     """weight x w_e x ln(1 + row), as a variable under tangents of the log."""
-    cols, coefs = _row_terms(f, terms, row)
-    low, high = _range(f, terms, row)
+    cols, coefs, low, high = _row_terms(f, terms, row, position)
     low, high = max(low, 0.0), max(high, 0.0)
     points = np.geomspace(1.0 + low, 1.0 + high, TANGENTS) - 1.0 if high > low else [low]
     k = terms.weight * row.weight

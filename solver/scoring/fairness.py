@@ -122,10 +122,6 @@ class FairnessTerms:
 
     # ------------------------------------------------------------ per configuration
 
-    def normalized_rate(self, job: Job, config: Config) -> float:
-        """rho_c: samples/s over the job's rate on an equal 1/n share of the cluster's GPUs."""
-        return config.samples_per_second / self._equal_rate[job.name]
-
     def dominant_share(self, config: Config) -> float:
         """The largest share of a resource the configuration takes: its GPU type's GPUs, or
         the cluster power budget's watts."""
@@ -148,16 +144,12 @@ class FairnessTerms:
 
     def term(self, job: Job, config: Config) -> float:
         """What running `job` in `config` adds to its entity's row."""
-        scale = self._scale[self._row_of_job[job.name].entity]
-        if self.mode is FairnessMode.DRF:
-            return scale * self.dominant_share(config)
-        if self.mode is FairnessMode.FINISH_TIME:
-            return scale * (self._rho(job, config) - self._rho(job, None))
-        return scale * self.normalized_rate(job, config)
+        return self.terms(job, (config,))[0]
 
     def terms(self, job: Job, configs: Sequence[Config]) -> list[float]:
-        """``term`` of each configuration (the same arithmetic, in one loop: the search's
-        tables hold thousands); zeros for a job that is no entity's demand."""
+        """What running `job` in each configuration adds to its entity's row (normalized
+        rate, dominant share or change of rho, times the entity's scale); zeros for a job that
+        is no entity's demand."""
         row = self._row_of_job.get(job.name)
         if row is None:
             return [0.0] * len(configs)

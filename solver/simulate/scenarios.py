@@ -107,7 +107,7 @@ def scenario_gavel_physical(seed: int = 0) -> Scenario:
 
 
 def scenario_tenants(seed: int = 0) -> Scenario:
-    """(c) ``tenants-a``: Philly jobs of six tenant queues sharing 128 GPUs in one cohort
+    """(d) ``tenants-a``: Philly jobs of six tenant queues sharing 128 GPUs in one cohort
     (``solver.simulate.tenants_scenario``)."""
     return tenants_scenario(seed)
 

@@ -91,7 +91,7 @@ def tenant_queues(cluster: pb.ClusterSnapshot, names: Sequence[str]) -> list[pb.
 
 
 def tenants_scenario(seed: int = 0) -> Scenario:
-    """(c) 300 Philly jobs of six tenant queues of unequal weight and quota on 128 GPUs, no
+    """(d) 300 Philly jobs of six tenant queues of unequal weight and quota on 128 GPUs, no
     power budget. The trace is the same for every seed; the seed draws the workloads."""
     cluster = build_cluster(TENANTS_NODES)
     raw = philly_trace(PHILLY_WINDOW, start=TENANTS_START, count=TENANTS_COUNT)
