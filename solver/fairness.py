@@ -23,6 +23,10 @@ class FairnessMode(enum.Enum):
     """Minus the largest weighted finish-time fairness rho (Themis)."""
 
 
+LEAST_ROW_MODES = frozenset({FairnessMode.MAX_MIN, FairnessMode.DRF, FairnessMode.FINISH_TIME})
+"""Modes whose F is the least entity's row (plus ``Fairness.mean_weight`` times the mean)."""
+
+
 class FairnessScope(enum.Enum):
     """Whose service F compares: each job's, or each tenant queue's (its jobs together)."""
 
@@ -47,6 +51,10 @@ class Fairness:
     """GPUs of an equal share of the cluster (available GPUs over jobs that can run); None:
     computed from the problem. Set for a part of a larger problem (decomposition, LNS), so
     that its normalized rates are the whole problem's."""
+    mean_weight: float = 0.0
+    """Least-row modes (max-min, DRF, finish-time): F is the least row plus this times the
+    entities' mean row, so that every entity's service counts, not only the worst's (a linear
+    step towards leximin); 0: the least row alone."""
 
     @property
     def active(self) -> bool:

@@ -88,4 +88,6 @@ def reference_value(
         else:
             mean_rho = sum(rho(m) for m in members) / len(members)
             values.append(-mean_rho * weight(e) / (total_weight / len(entities)))
-    return sum(values) if fair.mode is FairnessMode.PROPORTIONAL else min(values)
+    if fair.mode is FairnessMode.PROPORTIONAL:
+        return sum(values)
+    return min(values) + fair.mean_weight * sum(values) / len(values)

@@ -59,6 +59,9 @@ def fair(seed: int, mode: FairnessMode, scope: FairnessScope) -> tuple[Problem, 
         fairness=Fairness(mode, scope, horizon_seconds=rnd.choice([120.0, 300.0])),
         weights=dataclasses.replace(p.weights, fairness=rnd.choice([0.5, 2.0])),
     )
+    if mode is not FairnessMode.PROPORTIONAL:  # seeds 1 and 2 count every entity too
+        mean = [0.0, 0.5, 3.0][seed % 3]
+        p = dataclasses.replace(p, fairness=dataclasses.replace(p.fairness, mean_weight=mean))
     return p, configs
 
 
@@ -138,3 +141,32 @@ def test_finish_time_fairness_runs_the_job_that_has_waited_longest() -> None:
     assert r.plan is not None
     assert [a.job for a in r.plan.assignments if a.config is not None] == ["x"]
     assert r.plan.objective.fairness < 0  # minus the largest rho
+
+
+def test_a_mean_weight_lifts_the_entity_above_one_that_cannot_be_helped() -> None:
+    """Finish-time fairness by job: `blocked` (its queue has no quota) has the largest rho
+    whatever the plan, so the least row alone leaves the choice to throughput (x, weight 2);
+    with a mean weight, the short job y, whose rho grows fastest while it waits, runs."""
+    c = dataclasses.replace(
+        cluster(node("n0", count=1)), queues=(TenantQueue("blocked", cohort=""),)
+    )
+    b = job("b", point(1, 100.0), age_seconds=1e6, remaining_samples=1e5)
+    b = dataclasses.replace(b, tenant="blocked")
+    x = job("x", point(1, 100.0), weight=2.0, remaining_samples=1e5)
+    y = job("y", point(1, 100.0), remaining_samples=2e3)
+    running = {}
+    for mean in (0.0, 3.0):
+        p = dataclasses.replace(
+            problem(c, b, x, y), fairness=Fairness(FairnessMode.FINISH_TIME, mean_weight=mean)
+        )
+        configs = build_config_set(p)
+        for backend in (Backend.CPSAT, Backend.HIGHS):
+            r = solve_exact(backend, formulation.build(p, configs))
+            assert r.plan is not None and check_plan(p, r.plan.assignments) == []
+            running[mean, backend] = [a.job for a in r.plan.assignments if a.config is not None]
+            value = FairnessTerms(p, configs.best_samples_per_second).value(
+                {a.job: a.config for a in r.plan.assignments if a.config is not None}
+            )
+            assert r.plan.objective.fairness == pytest.approx(p.weights.fairness * value)
+    assert running[0.0, Backend.CPSAT] == running[0.0, Backend.HIGHS] == ["x"]
+    assert running[3.0, Backend.CPSAT] == running[3.0, Backend.HIGHS] == ["y"]

@@ -24,25 +24,49 @@ def test_a_profile_sets_the_policy_the_request_leaves_unset() -> None:
     profile = profile_from_dict(
         {
             "weights": {"fairness": 4.0},
-            "fairness": {"mode": "drf", "scope": "tenant", "horizon": "10m"},
+            "fairness": {"mode": "drf", "scope": "tenant", "horizon": "10m", "mean_weight": 2},
         }
     )
     r = make_request()
     p = problem_from_proto(prepare(r, profile), Limits())
     assert (p.fairness.mode, p.fairness.scope) == (FairnessMode.DRF, FairnessScope.TENANT)
     assert p.fairness.horizon_seconds == 600.0 and p.weights.fairness == 4.0
+    assert p.fairness.mean_weight == 2.0
     r.fairness.mode = pb.FAIRNESS_MODE_MAX_MIN  # the request's own wins
     assert problem_from_proto(prepare(r, profile), Limits()).fairness.mode is FairnessMode.MAX_MIN
     text = format_profile(profile)
     assert 'mode = "drf"' in text and 'horizon = "600s"' in text and "fairness = 4.0" in text
+    assert "mean_weight = 2.0" in text
+    assert profile_from_dict({"fairness": {"mean_weight": 2.0}}) == profile_from_dict(
+        {"fairness": {"mean_weight": 2}}
+    )
 
 
 def test_every_bad_fairness_key_of_a_profile_is_named() -> None:
     with pytest.raises(ProfileError) as e:
-        profile_from_dict({"fairness": {"mode": "fairest", "scope": 3, "horizon": "9d", "x": 1}})
+        profile_from_dict(
+            {
+                "fairness": {
+                    "mode": "fairest",
+                    "scope": 3,
+                    "horizon": "9d",
+                    "x": 1,
+                    "mean_weight": -1,
+                }
+            }
+        )
     text = str(e.value)
-    for key in ("fairness.mode", "fairness.scope", "fairness.horizon", "fairness.x"):
+    keys = (
+        "fairness.mode",
+        "fairness.scope",
+        "fairness.horizon",
+        "fairness.x",
+        "fairness.mean_weight",
+    )
+    for key in keys:
         assert key in text, text
+    with pytest.raises(ProfileError, match=r"fairness\.mean_weight.*number"):
+        profile_from_dict({"fairness": {"mean_weight": "much"}})
     assert "max_min" in text  # the valid modes are listed
 
 
@@ -56,11 +80,13 @@ def test_overrides_win_over_the_request() -> None:
             fairness_mode=parse_fairness_mode("finish-time"),
             fairness_scope=FairnessScope.TENANT,
             fairness_horizon_seconds=90.0,
+            fairness_mean_weight=0.25,
         ),
     )
     assert out.fairness.mode == pb.FAIRNESS_MODE_FINISH_TIME
     assert out.fairness.scope == pb.FAIRNESS_SCOPE_TENANT
     assert out.fairness.horizon.seconds == 90 and out.weights.fairness == 0.5
+    assert out.fairness.mean_weight == 0.25
 
 
 def test_the_sweep_sweeps_the_fairness_weight() -> None:

@@ -30,7 +30,18 @@ def test_a_fairness_variant_sends_its_mode_and_the_round_as_horizon() -> None:
     p = policy.restricted(ri)
     assert (p.fairness.mode, p.fairness.scope) == (FairnessMode.FINISH_TIME, FairnessScope.JOB)
     assert p.fairness.horizon_seconds == ri.round_length_s
+    assert p.fairness.mean_weight == 0.0 and sent.fairness.mean_weight == 0.0
     policy.close()
+
+
+def test_the_mean_weight_reaches_the_least_row_variants_only() -> None:
+    ri = round_of(_two_jobs_one_gpu(), {"x": past(0, 1), "y": past(0, 1)})
+    for name, expected in (("dsfro-ftf", 2.5), ("dsfro-drf", 2.5), ("dsfro-prop", 0.0)):
+        policy = make_policy(name, fairness_mean_weight=2.5)
+        assert isinstance(policy, DsfroPolicy)
+        assert policy.adapt(ri).fairness.mean_weight == expected, name
+        assert policy.restricted(ri).fairness.mean_weight == expected, name
+        policy.close()
 
 
 def test_proportional_fairness_runs_the_job_with_less_attained_service() -> None:

@@ -28,6 +28,14 @@ def _age(seconds: int) -> Mutation:
     return lambda r: r.jobs[1].age.FromSeconds(seconds)
 
 
+def _mean(value: float, mode: int = pb.FAIRNESS_MODE_MAX_MIN) -> Mutation:
+    def mutate(r: pb.SolveRequest) -> None:
+        r.fairness.mode = mode  # type: ignore[assignment]
+        r.fairness.mean_weight = value
+
+    return mutate
+
+
 CASES = [
     pytest.param(lambda r: setattr(r.fairness, "mode", 99), "fairness.mode", "unknown", id="mode"),
     pytest.param(
@@ -37,6 +45,13 @@ CASES = [
     pytest.param(_horizon(-5), "fairness.horizon", "must be > 0", id="negative-horizon"),
     pytest.param(_horizon(8 * 86400), "fairness.horizon", "a week", id="long-horizon"),
     pytest.param(_age(-1), "jobs[1].age", "must be in [0", id="negative-age"),
+    pytest.param(_mean(-0.5), "fairness.mean_weight", "non-negative", id="mean<0"),
+    pytest.param(_mean(NAN), "fairness.mean_weight", "non-negative", id="mean-nan"),
+    pytest.param(_mean(1e4), "fairness.mean_weight", "<= 1000", id="mean-large"),
+    pytest.param(
+        _mean(1.0, pb.FAIRNESS_MODE_PROPORTIONAL), "fairness.mean_weight", "only", id="mean-prop"
+    ),
+    pytest.param(_mean(1.0, 0), "fairness.mean_weight", "only", id="mean-weighted-sum"),
     pytest.param(lambda r: setattr(r.weights, "fairness", -1.0), "weights.fairness", "", id="w<0"),
     pytest.param(lambda r: setattr(r.weights, "fairness", NAN), "weights.fairness", "", id="w-nan"),
     pytest.param(lambda r: setattr(r.weights, "fairness", INF), "weights.fairness", "", id="w-inf"),
@@ -62,8 +77,10 @@ def test_an_unset_policy_is_the_weighted_sum_and_a_set_one_converts() -> None:
     r.fairness.scope = pb.FAIRNESS_SCOPE_TENANT
     r.fairness.horizon.FromSeconds(600)
     r.weights.fairness = 3.0
+    r.fairness.mean_weight = 0.5
     r.jobs[0].age.FromSeconds(1200)
     p = problem_from_proto(r, Limits())
+    assert p.fairness.mean_weight == 0.5
     assert (p.fairness.mode, p.fairness.scope) == (FairnessMode.DRF, FairnessScope.TENANT)
     assert p.fairness.horizon_seconds == 600.0 and p.weights.fairness == 3.0
     assert p.jobs[0].age_seconds == 1200.0

@@ -117,6 +117,7 @@ def fairness_from_proto(f: pb.Fairness) -> Fairness:
             else FairnessScope[enum_label(pb.FairnessScope, f.scope)]
         ),
         horizon_seconds=duration_seconds(f.horizon) if f.HasField("horizon") else d.horizon_seconds,
+        mean_weight=f.mean_weight,
     )
 
 
@@ -125,6 +126,7 @@ def fairness_to_proto(f: Fairness) -> pb.Fairness:
         mode=cast("pb.FairnessMode", pb.FairnessMode.Value(wire_name(f.mode))),
         scope=cast("pb.FairnessScope", pb.FairnessScope.Value(wire_name(f.scope))),
         horizon=duration_to_proto(f.horizon_seconds),
+        mean_weight=f.mean_weight,
     )
 
 

@@ -70,6 +70,9 @@ MAX_JOB_AGE_SECONDS = 10 * 365 * 86400.0
 """Time since a job was submitted: ten years."""
 MAX_FAIRNESS_HORIZON_SECONDS = 7 * 86400.0
 """How long one plan runs: a week (scheduling rounds are seconds to hours)."""
+MAX_FAIRNESS_MEAN_WEIGHT = 1e3
+"""Fairness.mean_weight: beyond a thousand times the least row, F is the mean row alone in
+all but name (and the objective's scale suffers as for MAX_OBJECTIVE_WEIGHT)."""
 MIN_DEADLINE_SAMPLES = 1.0
 """Remaining samples of a job with a deadline: at least one (a sample is the smallest unit of
 work). Fewer, down to subnormal numbers, made the rate the deadline asks for (samples over
@@ -93,6 +96,7 @@ __all__ = [
     "MAX_BATCH_TOKENS",
     "MAX_DEADLINE_SECONDS",
     "MAX_FAIRNESS_HORIZON_SECONDS",
+    "MAX_FAIRNESS_MEAN_WEIGHT",
     "MAX_GPU_MEMORY_GIB",
     "MAX_GPU_WATTS",
     "MAX_HIDDEN_SIZE",

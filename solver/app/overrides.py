@@ -33,6 +33,7 @@ class Overrides:
     fairness_mode: FairnessMode | None = None
     fairness_scope: FairnessScope | None = None
     fairness_horizon_seconds: float | None = None
+    fairness_mean_weight: float | None = None
 
 
 NO_OVERRIDES = Overrides()
@@ -72,4 +73,6 @@ def prepare(
         )
     if overrides.fairness_horizon_seconds is not None:
         f.horizon.CopyFrom(duration_to_proto(overrides.fairness_horizon_seconds))
+    if overrides.fairness_mean_weight is not None:
+        f.mean_weight = overrides.fairness_mean_weight
     return out

@@ -14,6 +14,7 @@ A profile has two optional tables, every key optional::
     mode = "max_min"         # weighted_sum, max_min, proportional, drf, finish_time
     scope = "tenant"         # job, tenant
     horizon = "5m"           # how long one plan runs
+    mean_weight = 0.5        # least-row modes: + this x the mean row (every entity counts)
 
     [solver]                 # SolveOptions
     time_budget = "5s"       # "500ms", "1.5s", "2m", "1h", or a number of seconds
@@ -52,6 +53,7 @@ from solver.app.convert import backend_to_proto, wire_name
 from solver.app.limits import (
     INT32_MAX,
     MAX_FAIRNESS_HORIZON_SECONDS,
+    MAX_FAIRNESS_MEAN_WEIGHT,
     MAX_THREADS,
     format_duration,
     parse_backend,
@@ -71,7 +73,7 @@ from solver.domain import (
 )
 
 WEIGHT_KEYS = ("throughput", "energy", "migration", "locality", "deadline", "fairness")
-FAIRNESS_KEYS = ("mode", "scope", "horizon")
+FAIRNESS_KEYS = ("mode", "scope", "horizon", "mean_weight")
 SOLVER_KEYS = ("time_budget", "backend", "relative_gap", "threads", "seed", "pyomo_solver")
 
 
@@ -102,6 +104,7 @@ class ProfileFairness:
     mode: FairnessMode | None = None
     scope: FairnessScope | None = None
     horizon_seconds: float | None = None
+    mean_weight: float | None = None
 
 
 @dataclass(frozen=True)
@@ -263,6 +266,11 @@ def _fairness(table: Mapping[str, Any], bad: Any) -> ProfileFairness:
             bad("fairness.horizon", f"must be at most a week, got {horizon:g} s")
         elif horizon is not None:
             out["horizon_seconds"] = horizon
+    mean = _number("fairness.mean_weight", table.get("mean_weight", 0.0), bad)
+    if mean is not None and not 0 <= mean <= MAX_FAIRNESS_MEAN_WEIGHT:
+        bad("fairness.mean_weight", f"must be in [0, {MAX_FAIRNESS_MEAN_WEIGHT:g}], got {mean:g}")
+    elif "mean_weight" in table:
+        out["mean_weight"] = mean
     return ProfileFairness(**out)
 
 
@@ -364,6 +372,8 @@ def apply_profile(request: pb.SolveRequest, profile: Profile) -> None:
         fr.scope = cast("pb.FairnessScope", pb.FairnessScope.Value(wire_name(f.scope)))
     if f.horizon_seconds is not None and not fr.HasField("horizon"):
         fr.horizon.FromNanoseconds(round(f.horizon_seconds * 1e9))
+    if f.mean_weight is not None and fr.mean_weight == 0:
+        fr.mean_weight = f.mean_weight
     s = profile.solver
     o = request.options
     if s.time_budget_seconds is not None and not o.HasField("time_budget"):
@@ -391,8 +401,7 @@ def format_profile(profile: Profile) -> str:
         value = getattr(eff_w, key)
         comment = "  # default" if getattr(profile.weights, key) is None else ""
         lines.append(f"{key} = {float(value)!r}{comment}")
-    lines.append("")
-    lines.append("[fairness]")
+    lines.extend(("", "[fairness]"))
     f, d = profile.fairness, Fairness()
     lines.append(
         f'mode = "{(f.mode or d.mode).name.lower()}"' + ("  # default" if f.mode is None else "")
@@ -406,8 +415,9 @@ def format_profile(profile: Profile) -> str:
         f'horizon = "{format_duration(horizon)}"'
         + ("  # default" if f.horizon_seconds is None else "")
     )
-    lines.append("")
-    lines.append("[solver]")
+    mean = f.mean_weight if f.mean_weight is not None else d.mean_weight
+    lines.append(f"mean_weight = {mean!r}" + ("  # default" if f.mean_weight is None else ""))
+    lines.extend(("", "[solver]"))
     eff = profile.effective_options()
     s = profile.solver
     notes = {

@@ -74,6 +74,7 @@ def cmd_solve(args: argparse.Namespace) -> int:
             None if args.fairness_scope is None else parse_fairness_scope(args.fairness_scope)
         ),
         fairness_horizon_seconds=args.fairness_horizon,
+        fairness_mean_weight=args.fairness_mean_weight,
     )
     if args.ray_address and not extras.available("ray"):
         raise MissingExtraError("ray", "--ray-address")
@@ -186,6 +187,12 @@ def add_solve_commands(sub: Any) -> None:
     )
     solve.add_argument(
         "--fairness-weight", type=float, metavar="W", help="weight of the fairness term F"
+    )
+    solve.add_argument(
+        "--fairness-mean-weight",
+        type=float,
+        metavar="B",
+        help="max_min, drf, finish_time: F = least row + B x mean row (every entity counts)",
     )
     solve.add_argument("--json", action="store_true", help="print the SolveResponse as JSON")
     _server_option(solve, "send the request to")

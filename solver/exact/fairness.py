@@ -3,10 +3,11 @@
 The rows of ``solver.scoring.fairness`` become constraints on integer epigraph variables in
 units of 1/UNITS: for the least row, one variable ``fairness_floor`` at most every entity's
 row; for a sum of logs by tenant, one ``fairness_log`` per entity at most each tangent of
-ln(1 + row) at a few points. Per-job proportional fairness is separable: its values go to the
-configurations' objective coefficients, no epigraph. Coefficients and right-hand sides are
-rounded up, and tangents lie above the log, so the model can only overrate a plan: its bound
-stays a proven bound on the exact F, and plans are scored exactly (``score_plan``).
+ln(1 + row) at a few points. What is linear in the configurations goes to their objective
+coefficients, no epigraph: per-job proportional fairness (separable) and the mean row.
+Coefficients and right-hand sides are rounded up, and tangents lie above the log, so the
+model can only overrate a plan: its bound stays a proven bound on the exact F, and plans are
+scored exactly (``score_plan``).
 """
 
 from __future__ import annotations
@@ -115,6 +116,8 @@ def _add_floor(f: Formulation, terms: FairnessTerms, position: Positions) -> Non
     for row, cols, coefs, _, _ in parts:
         _add_epigraph_rows(f, var, cols, [k * coefs], [k * row.intercept], row.entity)
     f.add_objective(ints([var]), floats([1.0 / UNITS]))
+    # the mean row's intercepts; its terms are in the configurations' coefficients
+    f.offset += _mean_share(terms) * sum(row.intercept for row in terms.rows)
 
 
 def _add_log_epigraph(f: Formulation, terms: FairnessTerms, row: Row, position: Positions) -> None:
@@ -143,16 +146,25 @@ def _add_log_epigraph(f: Formulation, terms: FairnessTerms, row: Row, position: 
     f.add_objective(ints([var]), floats([1.0 / UNITS]))
 
 
-def separable_values(f: Formulation) -> FloatArray | None:
-    """Per-job proportional fairness: weight x each configuration's exact worth to F (in the
-    order of the y variables); None in any other mode."""
+def linear_values(f: Formulation) -> FloatArray | None:
+    """weight x the part of F that is linear in the configurations (in the order of the y
+    variables): per-job proportional fairness's exact worth, or the mean row's terms of a
+    least-row mode; None when F has no such part."""
     p = f.problem
     if not p.fairness.active:
         return None
     terms = FairnessTerms(p, f.configs.best_samples_per_second)
-    if not terms.separable():
+    if terms.separable():
+        values = terms.surrogates(f.configs.by_job)
+    elif terms.mean_weight and terms.rows:
+        share = _mean_share(terms)
+        values = {
+            j.name: [share * t for t in terms.terms(j, f.configs.by_job.get(j.name, ()))]
+            for r in terms.rows
+            for j in r.jobs
+        }
+    else:
         return None
-    values = terms.surrogates(f.configs.by_job)
     out = np.zeros(f.layout.num_configs)
     lay = f.layout
     for j, job in enumerate(lay.jobs):
@@ -161,8 +173,13 @@ def separable_values(f: Formulation) -> FloatArray | None:
     return floats(out)
 
 
+def _mean_share(terms: FairnessTerms) -> float:
+    """The objective's factor of each row in weight x mean_weight x the mean row."""
+    return terms.weight * terms.mean_weight / max(len(terms.rows), 1)
+
+
 def _add_separable_offset(f: Formulation, terms: FairnessTerms) -> None:
     """Per-job proportional fairness: every entity's value queued, a constant (its
-    configurations' worth is in their objective coefficients: ``separable_values``)."""
+    configurations' worth is in their objective coefficients: ``linear_values``)."""
     for row in terms.rows:
         f.offset += terms.weight * row.weight * math.log1p(max(row.intercept, 0.0))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from solver.exact.blocks import interleave, ones
-from solver.exact.fairness import add_fairness, separable_values
+from solver.exact.fairness import add_fairness, linear_values
 from solver.exact.milp import Formulation
 from solver.exact.rows import FloatArray, floats, ints, starts
 from solver.scoring.objective import migration_cost, queued_value
@@ -49,7 +49,7 @@ def set_objective(f: Formulation) -> None:
     variables = np.empty(y_at.size + keep_at.size, dtype=np.int64)
     coefs = np.empty(variables.size)
     values = config_values(f)
-    fair = separable_values(f)
+    fair = linear_values(f)
     variables[y_at], coefs[y_at] = f.index.y, values if fair is None else values + fair
     variables[keep_at] = keep[kept]
     coefs[keep_at] = [migration_cost(lay.jobs[j], w) for j in kept.tolist()]

@@ -3,8 +3,9 @@
 Every mode compares *entities* (jobs, or tenant queues with their jobs) on a linear row each:
 the entity's value with all its jobs queued (``Row.intercept``, from its attained service)
 plus what each of its running jobs adds in its configuration (``Row.terms``). F aggregates the
-rows: the least row (max-min, DRF, finish-time fairness), or the weighted sum of
-``ln(1 + row)`` (proportional fairness). Plans are scored with ``FairnessTerms.value``; the
+rows: the least row (max-min, DRF, finish-time fairness), plus ``mean_weight`` times the mean
+row so that every entity counts, or the weighted sum of ``ln(1 + row)`` (proportional
+fairness). Plans are scored with ``FairnessTerms.value``; the
 full model maximises the same rows exactly (solver.exact.fairness); the search reads
 ``surrogate`` (a separable estimate of each configuration's worth to F) and the bounds add
 ``upper_bound``, a proven bound on F alone.
@@ -28,6 +29,7 @@ from solver.domain import (
     Job,
     Problem,
 )
+from solver.fairness import LEAST_ROW_MODES
 
 SUM_LOG_MODES = frozenset({FairnessMode.PROPORTIONAL})
 """Modes whose F is a weighted sum of logs; the others take the least row."""
@@ -54,6 +56,7 @@ class FairnessTerms:
         self.scope = problem.fairness.scope
         self.weight = problem.weights.fairness
         self.horizon = problem.fairness.horizon_seconds
+        self.mean_weight = problem.fairness.mean_weight if self.mode in LEAST_ROW_MODES else 0.0
         cluster = problem.cluster
         demand = [j for j in problem.jobs if best.get(j.name, 0.0) > 0]
         if self.mode is FairnessMode.FINISH_TIME:
@@ -73,7 +76,7 @@ class FairnessTerms:
             groups.setdefault(self._entity_of(j), []).append(j)
         weights = {e: self._entity_weight(e, members, problem) for e, members in groups.items()}
         total_weight = sum(weights.values()) or 1.0
-        mean_weight = total_weight / max(len(weights), 1)
+        mean_entity_weight = total_weight / max(len(weights), 1)
         self.rows: list[Row] = []
         self._scale: dict[str, float] = {}
         """Per entity: the factor of its jobs' terms."""
@@ -87,7 +90,7 @@ class FairnessTerms:
                 scale = 1.0 / entitlement
                 intercept = attained.gpu_seconds / (self.horizon * self._gpus) * scale
             elif self.mode is FairnessMode.FINISH_TIME:
-                scale = -(w / mean_weight) / len(members)
+                scale = -(w / mean_entity_weight) / len(members)
                 intercept = scale * sum(self._rho(j, None) for j in members)
             else:  # PROPORTIONAL: rounds of equal-share service
                 scale, intercept = 1.0, attained.normalized_seconds / self.horizon
@@ -182,7 +185,10 @@ class FairnessTerms:
             return 0.0
         if self.mode in SUM_LOG_MODES:
             return sum(r.weight * math.log1p(max(values[r.entity], 0.0)) for r in self.rows)
-        return min(values.values())
+        least = min(values.values())
+        if not self.mean_weight:
+            return least
+        return least + self.mean_weight * sum(values.values()) / len(values)
 
     def value(self, chosen: Mapping[str, Config]) -> float:
         """F of a plan whose running jobs have these configurations."""
@@ -211,7 +217,8 @@ class FairnessTerms:
         Exact when ``separable``. For a sum of logs, the log's slope at the entity's
         intercept. For the least row, the term scaled by how close the entity's intercept is
         to the least one, exp(-distance / a typical job's largest term): the entities a plan
-        can lift off the bottom count most, those far above it hardly at all."""
+        can lift off the bottom count most, those far above it hardly at all; plus the mean
+        row's share of the term, which is exact."""
         terms = {j.name: self.terms(j, configs.get(j.name, ())) for r in self.rows for j in r.jobs}
         out: dict[str, list[float]] = {}
         if self.mode in SUM_LOG_MODES:
@@ -230,10 +237,11 @@ class FairnessTerms:
         sizes = [max(map(abs, ts), default=0.0) for ts in terms.values()]
         typical = max(statistics.median(sizes) if sizes else 1.0, 1e-9)
         lowest = min((r.intercept for r in self.rows), default=0.0)
+        mean_share = self.mean_weight / max(len(self.rows), 1)
         for r in self.rows:
-            closeness = math.exp(-(r.intercept - lowest) / typical)
+            factor = self.weight * (math.exp(-(r.intercept - lowest) / typical) + mean_share)
             for j in r.jobs:
-                out[j.name] = [self.weight * closeness * t for t in terms[j.name]]
+                out[j.name] = [factor * t for t in terms[j.name]]
         return out
 
 

@@ -50,6 +50,8 @@ class RunSpec:
     server: str | None = None
     settings: SolverSettings = field(default_factory=SolverSettings)
     """DSFRO's solver settings (the profile's [tuning] table, DSFRO_TUNING_*)."""
+    fairness_mean_weight: float = 0.0
+    """The profile's [fairness] mean_weight, for DSFRO's least-row fairness variants."""
 
 
 def _policy_arg(text: str) -> str:
@@ -185,6 +187,7 @@ def _spec(args: argparse.Namespace, policy: str, seed: int, overrides: dict[str,
         overrides,
         args.server,
         getattr(args, "settings", None) or SolverSettings(),
+        (args.profile.fairness.mean_weight or 0.0) if args.profile is not None else 0.0,
     )
 
 
@@ -210,7 +213,12 @@ def run_one(spec: RunSpec) -> tuple[Summary, SimulationLog]:
     scenario = _load(spec)
     solver = Solver(spec.settings)
     try:
-        policy = make_policy(spec.policy, server=spec.server, solver=solver)
+        policy = make_policy(
+            spec.policy,
+            server=spec.server,
+            solver=solver,
+            fairness_mean_weight=spec.fairness_mean_weight,
+        )
         log = Simulation(
             scenario.cluster,
             scenario.sim_jobs(),

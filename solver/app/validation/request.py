@@ -9,6 +9,7 @@ from solver._proto.dsfro.v1 import scheduler_pb2 as pb
 from solver.app.limits import (
     MAX_BANDWIDTH_GBPS,
     MAX_FAIRNESS_HORIZON_SECONDS,
+    MAX_FAIRNESS_MEAN_WEIGHT,
     MAX_GPU_MEMORY_GIB,
     MAX_GPU_WATTS,
     MAX_OBJECTIVE_WEIGHT,
@@ -251,6 +252,12 @@ def _check_weights(c: Collector, req: pb.SolveRequest) -> None:
             c.non_negative(f"weights.{name}", value, MAX_OBJECTIVE_WEIGHT)
 
 
+LEAST_ROW_MODES = frozenset(
+    {pb.FAIRNESS_MODE_MAX_MIN, pb.FAIRNESS_MODE_DRF, pb.FAIRNESS_MODE_FINISH_TIME}
+)
+"""The wire's modes whose F is the least row (``Fairness.mean_weight`` applies)."""
+
+
 def _check_fairness(c: Collector, req: pb.SolveRequest) -> None:
     f = req.fairness
     if f.mode not in pb.FairnessMode.values():
@@ -266,6 +273,13 @@ def _check_fairness(c: Collector, req: pb.SolveRequest) -> None:
                 "fairness.horizon",
                 f"must be <= {MAX_FAIRNESS_HORIZON_SECONDS:g}s (a week), got {secs:g}s",
             )
+    path = "fairness.mean_weight"
+    if (
+        f.mean_weight
+        and c.non_negative(path, f.mean_weight, MAX_FAIRNESS_MEAN_WEIGHT)
+        and f.mode not in LEAST_ROW_MODES
+    ):
+        c.add(path, "applies only to FAIRNESS_MODE_MAX_MIN, _DRF and _FINISH_TIME; must be 0")
 
 
 def _check_options(c: Collector, req: pb.SolveRequest, limits: Limits) -> None:

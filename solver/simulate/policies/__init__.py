@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable
+from dataclasses import replace
 
 from solver.core.solver import Solver
 from solver.domain import Backend, Fairness, FairnessMode, FairnessScope
+from solver.fairness import LEAST_ROW_MODES
 from solver.simulate.core import Policy
 from solver.simulate.policies.dsfro import DsfroOptions, DsfroPolicy
 
@@ -48,12 +50,23 @@ _DSFRO: dict[str, Callable[[str | None], DsfroOptions]] = {
 POLICY_NAMES: tuple[str, ...] = (*_BASELINES, *_DSFRO)
 
 
-def make_policy(name: str, *, server: str | None = None, solver: Solver | None = None) -> Policy:
+def make_policy(
+    name: str,
+    *,
+    server: str | None = None,
+    solver: Solver | None = None,
+    fairness_mean_weight: float = 0.0,
+) -> Policy:
     """The policy called `name`; DSFRO variants solve over gRPC at `server` when given, else
-    in this process with `solver` (default settings when None). ValueError names the known
+    in this process with `solver` (default settings when None); the least-row fairness
+    variants send `fairness_mean_weight` (Fairness.mean_weight). ValueError names the known
     policies."""
     if name in _DSFRO:
-        return DsfroPolicy(name, _DSFRO[name](server), solver)
+        options = _DSFRO[name](server)
+        if options.fairness.mode in LEAST_ROW_MODES:
+            fair = replace(options.fairness, mean_weight=fairness_mean_weight)
+            options = replace(options, fairness=fair)
+        return DsfroPolicy(name, options, solver)
     if name in _BASELINES:
         module, cls = _BASELINES[name]
         policy: Policy = getattr(importlib.import_module(module), cls)()

@@ -293,14 +293,16 @@ class ObjectiveWeights(_message.Message):
     def __init__(self, throughput: _Optional[float] = ..., energy: _Optional[float] = ..., migration: _Optional[float] = ..., locality: _Optional[float] = ..., deadline: _Optional[float] = ..., fairness: _Optional[float] = ...) -> None: ...
 
 class Fairness(_message.Message):
-    __slots__ = ("mode", "scope", "horizon")
+    __slots__ = ("mode", "scope", "horizon", "mean_weight")
     MODE_FIELD_NUMBER: _ClassVar[int]
     SCOPE_FIELD_NUMBER: _ClassVar[int]
     HORIZON_FIELD_NUMBER: _ClassVar[int]
+    MEAN_WEIGHT_FIELD_NUMBER: _ClassVar[int]
     mode: FairnessMode
     scope: FairnessScope
     horizon: _duration_pb2.Duration
-    def __init__(self, mode: _Optional[_Union[FairnessMode, str]] = ..., scope: _Optional[_Union[FairnessScope, str]] = ..., horizon: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
+    mean_weight: float
+    def __init__(self, mode: _Optional[_Union[FairnessMode, str]] = ..., scope: _Optional[_Union[FairnessScope, str]] = ..., horizon: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., mean_weight: _Optional[float] = ...) -> None: ...
 
 class SolveOptions(_message.Message):
     __slots__ = ("time_budget", "backend", "relative_gap", "seed", "threads", "pyomo_solver")
