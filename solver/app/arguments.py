@@ -17,7 +17,7 @@ T = TypeVar("T")
 
 
 def duration_arg(text: str) -> float:
-    """Seconds of ``5s``, ``500ms``, ``1.5s``, ``2m`` (a bare number is seconds)."""
+    """Seconds of ``5s``, ``500ms``, ``1.5s``, ``2m``, ``1h``, ``2d`` (a bare number is seconds)."""
     try:
         return parse_duration(text)
     except ValueError as e:

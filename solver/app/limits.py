@@ -165,18 +165,18 @@ class Limits:
 
 # ---------------------------------------------------------------- durations
 
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*(ms|s|m|h)?\s*$")
-_UNIT_SECONDS = {"ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*(ms|s|m|h|d)?\s*$")
+_UNIT_SECONDS = {"ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86_400.0}
 
 
 def parse_duration(text: str) -> float:
-    """Seconds of ``5s``, ``500ms``, ``1.5s``, ``2m``, ``1h`` (a bare number is seconds).
+    """Seconds of ``5s``, ``500ms``, ``1.5s``, ``2m``, ``1h``, ``2d`` (a bare number is seconds).
 
     Raises ValueError for anything else, and for zero.
     """
     m = _DURATION.match(text)
     if m is None:
-        raise ValueError(f"invalid duration {text!r}: use e.g. 5s, 500ms, 1.5s or 2m")
+        raise ValueError(f"invalid duration {text!r}: use e.g. 5s, 500ms, 1.5s, 2m, 1h or 2d")
     seconds = float(m.group(1)) * _UNIT_SECONDS[m.group(2) or "s"]
     if seconds <= 0:
         raise ValueError(f"duration {text!r} must be > 0")
