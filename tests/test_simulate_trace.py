@@ -14,6 +14,9 @@ from solver.simulate.trace import COLUMNS, check_trace_against, read_trace, writ
 from solver.simulate.workload import WorkloadMix
 from tests.simulate_helpers import HEADER, trace_file
 
+SUBMIT = "must be a finite number >= 0 and at most 315360000 (ten years)"
+DURATION = "must be a finite number > 0 and at most 31536000 (a year)"
+
 
 def problems_of(path: Path) -> list[str]:
     with pytest.raises(SimulationError) as e:
@@ -86,10 +89,10 @@ def test_duplicate_job_id(tmp_path: Path) -> None:
     assert problems_of(p) == [f"{p}:4:job_id: duplicate job_id 'a' (first on line 2)"]
 
 
-@pytest.mark.parametrize("value", ["-5", "x", "nan", "inf", ""])
+@pytest.mark.parametrize("value", ["-5", "x", "nan", "inf", "", "4e8"])
 def test_bad_submit_time(tmp_path: Path, value: str) -> None:
     p = trace_file(tmp_path, f"a,{value},t,philly,1,5")
-    assert problems_of(p) == [f"{p}:2:submit_time_s: must be a finite number >= 0, got {value!r}"]
+    assert problems_of(p) == [f"{p}:2:submit_time_s: {SUBMIT}, got {value!r}"]
 
 
 @pytest.mark.parametrize("value", ["0", "-2", "1.5", "x", ""])
@@ -98,29 +101,37 @@ def test_bad_gpu_count(tmp_path: Path, value: str) -> None:
     assert problems_of(p) == [f"{p}:2:num_gpus: must be a positive integer, got {value!r}"]
 
 
-@pytest.mark.parametrize("value", ["0", "-1", "inf", "x"])
+@pytest.mark.parametrize("value", ["0", "-1", "inf", "x", "1e13", "31536001"])
 def test_bad_duration(tmp_path: Path, value: str) -> None:
     p = trace_file(tmp_path, f"a,0,t,philly,1,{value}")
-    assert problems_of(p) == [f"{p}:2:duration_s: must be a finite number > 0, got {value!r}"]
+    assert problems_of(p) == [f"{p}:2:duration_s: {DURATION}, got {value!r}"]
 
 
 def test_bad_optional_columns(tmp_path: Path) -> None:
     p = trace_file(
-        tmp_path, "a,0,t,philly,1,5,0,-1,maybe", header=HEADER + ",deadline_s,weight,preemptible"
+        tmp_path,
+        "a,0,t,philly,1,5,0,-1,maybe",
+        "b,0,t,philly,1,5,1e13,5000,",
+        header=HEADER + ",deadline_s,weight,preemptible",
     )
+    deadline = "must be empty (no deadline) or a finite number > 0 and at most 315360000 " \
+        "(ten years)"  # fmt: skip
+    weight = "must be empty (1) or a finite number > 0 and at most 1000"
     assert problems_of(p) == [
-        f"{p}:2:deadline_s: must be empty (no deadline) or a finite number > 0, got '0'",
-        f"{p}:2:weight: must be empty (1) or a finite number > 0, got '-1'",
+        f"{p}:2:deadline_s: {deadline}, got '0'",
+        f"{p}:2:weight: {weight}, got '-1'",
         f"{p}:2:preemptible: must be empty (true), true, false, 1 or 0, got 'maybe'",
+        f"{p}:3:deadline_s: {deadline}, got '1e13'",  # the wire's limits, named by row
+        f"{p}:3:weight: {weight}, got '5000'",
     ]
 
 
 def test_every_problem_of_a_file_at_once(tmp_path: Path) -> None:
     p = trace_file(tmp_path, "a,-1,t,philly,1,5", "b,0,t,philly,0,5", "c,0,t,philly,1,0")
     assert problems_of(p) == [
-        f"{p}:2:submit_time_s: must be a finite number >= 0, got '-1'",
+        f"{p}:2:submit_time_s: {SUBMIT}, got '-1'",
         f"{p}:3:num_gpus: must be a positive integer, got '0'",
-        f"{p}:4:duration_s: must be a finite number > 0, got '0'",
+        f"{p}:4:duration_s: {DURATION}, got '0'",
     ]
 
 

@@ -153,7 +153,7 @@ def command(args: argparse.Namespace) -> int:
         print(f"dsfro simulate: error: {e}", file=sys.stderr)
         return 2
     try:
-        scenario_name = _load(_spec(args, args.policy, args.seed, overrides)).name
+        scenario_name = _preflight(_spec(args, args.policy, args.seed, overrides))
     except SimulationError as e:  # every problem of the inputs, before anything is written
         for line in e.problems:
             print(line, file=sys.stderr)
@@ -165,8 +165,9 @@ def command(args: argparse.Namespace) -> int:
         if not args.compare:
             summary, log = run_one(specs[0])
             print(format_summary(summary))
-            if log.stopped:
+            if log.stopped:  # the policy left jobs waiting for good: its files are written
                 print(f"dsfro simulate: {log.stopped}", file=sys.stderr)
+                return 1
             return 0
         return _compare(specs, scenario_name, args)
     except SimulationError as e:  # a policy broke the rules during the run
@@ -203,6 +204,37 @@ def _load(spec: RunSpec) -> Any:
     if spec.overrides:
         scenario = replace(scenario, settings=replace(scenario.settings, **spec.overrides))
     return scenario
+
+
+def _preflight(spec: RunSpec) -> str:
+    """The scenario's name once its inputs pass every check, those that need the settings
+    (the budgets less the headroom) and the jobs' configurations (each fits some budget)
+    included; SimulationError naming the field or the trace row otherwise."""
+    from solver.simulate.preflight import budget_problems, scenario_problem, unrunnable_problems
+
+    scenario = _load(spec)
+    names = {
+        "schedule_name": spec.power or f"{scenario.name} power schedule",
+        "cluster_name": spec.cluster or f"{scenario.name} cluster",
+    }
+    headroom = scenario.settings.power_headroom
+    problems = budget_problems(scenario.cluster, scenario.power, headroom, **names)
+    if not problems:
+        jobs = scenario.sim_jobs()
+        problem = scenario_problem(scenario.cluster, jobs, scenario.settings)
+        trace = spec.trace or scenario.name
+        problems = unrunnable_problems(
+            problem,
+            scenario.cluster,
+            jobs,
+            scenario.power,
+            headroom,
+            lambda j: f"{trace}:{j.trace.row}",
+            **names,
+        )
+    if problems:
+        raise SimulationError(problems)
+    return str(scenario.name)
 
 
 def run_one(spec: RunSpec) -> tuple[Summary, SimulationLog]:

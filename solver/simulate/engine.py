@@ -35,6 +35,7 @@ from solver.simulate.core import (
     SimulationLog,
 )
 from solver.simulate.failures import NodeFailures
+from solver.simulate.preflight import budget_problems, scenario_problem, unrunnable_problems
 from solver.simulate.rounds import LiveJob, Requests, check_decision, tenant_shares
 from solver.simulate.settings import SAME_INSTANT_S as _EPS
 from solver.simulate.settings import EngineSettings
@@ -73,14 +74,15 @@ class Simulation:
         self._sims = {j.name: j for j in jobs}
         if len(self._sims) != len(jobs):
             raise SimulationError(["job names are not unique"])
+        headroom = self.settings.power_headroom
+        if problems := budget_problems(cluster, self.schedule, headroom):
+            raise SimulationError(problems)
         self._requests = Requests(cluster, self.schedule, self.settings, seed)
-        everything = self._requests.request(0.0, [LiveJob(j, 1.0, 1.0) for j in jobs], self.cluster)
-        try:
-            self.problem: Problem = pipeline.to_problem(everything, self.limits)
-        except pipeline.InvalidRequest as e:
-            raise SimulationError(
-                [f"the scenario as one snapshot: {v.field}: {v.description}" for v in e.violations]
-            ) from e
+        self.problem: Problem = scenario_problem(cluster, jobs, self.settings, seed)
+        if problems := unrunnable_problems(
+            self.problem, cluster, jobs, self.schedule, headroom, _where
+        ):
+            raise SimulationError(problems)
         self._requests.know(self.problem)
         self._share = EqualShare(self.problem, {j.name: j.trace.num_gpus for j in jobs})
         self.truth = Truth(self.problem, self._sims, self.settings.truth, seed)
@@ -419,6 +421,10 @@ class Simulation:
             stopped=self.stopped,
             queues=queues,
         )
+
+
+def _where(job: SimJob) -> str:
+    return f"trace line {job.trace.row}" if job.trace.row else f"job {job.name}"
 
 
 def _done_at(j: LiveJob, t: float) -> float:

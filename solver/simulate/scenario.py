@@ -24,14 +24,14 @@ from google.protobuf import json_format
 from solver import resources
 from solver._proto.dsfro.v1 import scheduler_pb2 as pb
 from solver.app.convert import gpu_type_to_proto
-from solver.app.limits import Limits
+from solver.app.limits import MAX_POWER_WATTS, Limits
 from solver.app.validation import validate_request
 from solver.offline.generate.cluster import build_instance_cluster
 from solver.offline.generate.spec import InstanceSpec, NodeKind
 from solver.perfmodel.catalog import load_gpu_catalog
 from solver.simulate.core import PowerSchedule, PowerStep, SimJob, SimulationError, TraceJob
 from solver.simulate.settings import EngineSettings
-from solver.simulate.trace import check_trace_against, read_trace, write_atomic
+from solver.simulate.trace import check_trace_against, parse_trace, write_atomic
 from solver.simulate.workload import WorkloadMix
 
 DAY_S = 86_400.0
@@ -142,8 +142,9 @@ def load_power_schedule(
     path: str | Path, cluster: pb.ClusterSnapshot | None = None
 ) -> PowerSchedule:
     """A power budget schedule (module docstring): ``period_s`` (> 0, default one day) and
-    ``steps`` with ``start_s`` in [0, period_s), strictly increasing, and ``watts`` > 0 or null
-    (no budget). With ``cluster``, a budget below its GPUs' idle power is a problem too.
+    ``steps`` with ``start_s`` in [0, period_s), strictly increasing, and ``watts`` in
+    (0, 1e10] (the service's limit) or null (no budget). With ``cluster``, a budget below its
+    GPUs' idle power is a problem too.
     Problems read ``FILE:FIELD: message``."""
     path = Path(path)
     data = _read_json(path)
@@ -176,6 +177,8 @@ def load_power_schedule(
         if "watts" not in s or (s["watts"] is not None and (watts is None or watts <= 0)):
             got = s.get("watts")
             problems.append(f"{where}.watts: must be a number > 0 or null, got {got!r}")
+        elif watts is not None and watts > MAX_POWER_WATTS:
+            problems.append(f"{where}.watts: must be at most {MAX_POWER_WATTS:g} W, got {watts:g}")
         elif watts is not None and watts < idle:
             problems.append(
                 f"{where}.watts: {watts:g} W is below the idle power of the cluster's GPUs "
@@ -213,24 +216,22 @@ def load_scenario(
     """A scenario from its files; every problem of every file in one SimulationError."""
     problems: list[str] = []
     snapshot: pb.ClusterSnapshot | None = None
-    jobs: list[TraceJob] = []
     schedule = PowerSchedule()
     try:
         snapshot = load_cluster(cluster)
     except SimulationError as e:
         problems += e.problems
-    try:
-        jobs = read_trace(trace)
-    except SimulationError as e:
-        problems += e.problems
+    parsed = parse_trace(trace)
+    problems += parsed.problems
+    jobs = parsed.good_jobs()
     if power is not None:
         try:
             schedule = load_power_schedule(power, snapshot)
         except SimulationError as e:
             problems += e.problems
     mix = mix or WorkloadMix()
-    if snapshot is not None and jobs:
-        problems += check_trace_against(jobs, trace, snapshot, mix)
+    if snapshot is not None and parsed.jobs:  # faulty rows too: their other columns
+        problems += check_trace_against(parsed.jobs, trace, snapshot, mix, parsed.bad)
     if problems or snapshot is None:
         raise SimulationError(problems)
     return Scenario(

@@ -3,8 +3,10 @@
 ``read_trace`` checks everything a trace can get wrong on its own and reports every problem at
 once, each as ``FILE:ROW:COLUMN: message`` (ROW is the line in the file, the header is line 1),
 in one ``SimulationError``. What needs the cluster or the workload mix (an unknown workload, more
-GPUs than the cluster has) is ``check_trace_against``, in the same form. ``write_trace`` writes
-the format back, atomically.
+GPUs than the cluster has) is ``check_trace_against``, in the same form; ``parse_trace`` keeps the
+rows with problems too, so that a scenario's loader checks their other columns against the
+cluster as well (every problem of a row at once). ``write_trace`` writes the format back,
+atomically.
 """
 
 from __future__ import annotations
@@ -14,11 +16,13 @@ import io
 import math
 import os
 import tempfile
-from collections.abc import Callable, Sequence, Set
+from collections.abc import Callable, Mapping, Sequence, Set
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 from solver._proto.dsfro.v1 import scheduler_pb2 as pb
+from solver.app.limits import MAX_DEADLINE_SECONDS, MAX_JOB_AGE_SECONDS, MAX_JOB_WEIGHT
 from solver.simulate.core import SimulationError, TraceJob
 
 if TYPE_CHECKING:
@@ -29,6 +33,14 @@ OPTIONAL = ("deadline_s", "weight", "preemptible")
 COLUMNS = REQUIRED + OPTIONAL
 """The columns ``write_trace`` writes, in order. Other columns of a file are ignored."""
 
+MAX_DURATION_S = 365 * 86_400.0
+"""Longest ``duration_s``: a year, 6.8 times the longest job of the whole Philly trace (4,628,226
+s, ``data/philly/durations.csv``) and 15 times the end of Acme's duration CDFs (2^21 s,
+``data/acme/duration_cdf.csv``). A year of simulated time is at most 8,760 rounds while no job
+waits (one an hour); a 1e13 s job kept a run going for ever."""
+MAX_SUBMIT_S = MAX_JOB_AGE_SECONDS
+"""Latest ``submit_time_s``: ten years, the largest job age the service accepts."""
+
 _TRUE = frozenset({"true", "1"})
 _FALSE = frozenset({"false", "0"})
 
@@ -38,11 +50,16 @@ class _Row:
 
     def __init__(self, path: Path, line: int, values: dict[str, str], problems: list[str]):
         self.path, self.line, self.values, self.problems = path, line, values, problems
-        self.ok = True
+        self.bad: set[str] = set()
+        """Columns with a problem."""
+
+    @property
+    def ok(self) -> bool:
+        return not self.bad
 
     def fail(self, column: str, message: str) -> None:
         self.problems.append(f"{self.path}:{self.line}:{column}: {message}")
-        self.ok = False
+        self.bad.add(column)
 
     def text(self, column: str) -> str:
         value = self.values[column]
@@ -70,11 +87,11 @@ class _Row:
             self.fail(column, f"must be a positive integer, got {raw!r}")
         return value
 
-    def optional(self, column: str, rule: str) -> float | None:
-        """A positive number, or None where the column is empty or absent."""
+    def optional(self, column: str, most: float, rule: str) -> float | None:
+        """A number in (0, most], or None where the column is empty or absent."""
         if not self.values.get(column, ""):
             return None
-        return self.number(column, lambda x: x > 0, rule)
+        return self.number(column, lambda x: 0 < x <= most, rule)
 
     def flag(self, column: str) -> bool:
         raw = self.values.get(column, "").lower()
@@ -85,23 +102,46 @@ class _Row:
         return False
 
 
+@dataclass(frozen=True)
+class ParsedTrace:
+    """A trace file read without raising: every row that made a job (with a problem or not),
+    the problems, and each faulty row's bad columns (by line)."""
+
+    jobs: list[TraceJob]
+    problems: list[str]
+    bad: Mapping[int, frozenset[str]]
+    """Line -> the columns with a problem (rows without a problem are absent)."""
+
+    def good_jobs(self) -> list[TraceJob]:
+        """The rows without a problem, sorted by submission time (ties in file order)."""
+        ok = [j for j in self.jobs if j.row not in self.bad]
+        return sorted(ok, key=lambda j: (j.submit_time_s, j.row))
+
+
 def read_trace(path: str | Path) -> list[TraceJob]:
     """The jobs of a trace file, sorted by submission time (ties in file order).
 
     Raises SimulationError listing every problem of the file.
     """
+    parsed = parse_trace(path)
+    if parsed.problems:
+        raise SimulationError(parsed.problems)
+    return parsed.good_jobs()
+
+
+def parse_trace(path: str | Path) -> ParsedTrace:
+    """Every row of a trace file, with the problems found (``read_trace`` without raising)."""
     path = Path(path)
     problems: list[str] = []
-    jobs = _read(path, problems)
-    if problems:
-        raise SimulationError(problems)
-    return sorted(jobs, key=lambda j: (j.submit_time_s, j.row))
+    bad: dict[int, frozenset[str]] = {}
+    jobs = _read(path, problems, bad)
+    return ParsedTrace(jobs, problems, bad)
 
 
-def _read(path: Path, problems: list[str]) -> list[TraceJob]:
+def _read(path: Path, problems: list[str], bad: dict[int, frozenset[str]]) -> list[TraceJob]:
     try:
         with path.open(newline="", encoding="utf-8-sig") as f:
-            return _records(path, f, problems)
+            return _records(path, f, problems, bad)
     except (OSError, UnicodeDecodeError) as e:
         problems.append(f"{path}: cannot read: {e}")
     except csv.Error as e:
@@ -109,7 +149,9 @@ def _read(path: Path, problems: list[str]) -> list[TraceJob]:
     return []
 
 
-def _records(path: Path, f: TextIO, problems: list[str]) -> list[TraceJob]:
+def _records(
+    path: Path, f: TextIO, problems: list[str], bad: dict[int, frozenset[str]]
+) -> list[TraceJob]:
     reader = csv.reader(f)
     header = next(reader, None)
     if header is None or not any(h.strip() for h in header):
@@ -140,8 +182,9 @@ def _records(path: Path, f: TextIO, problems: list[str]) -> list[TraceJob]:
             row.fail("job_id", f"duplicate job_id {job.job_id!r} (first on line {first})")
         elif job.job_id:
             first_line[job.job_id] = line
-        if row.ok:
-            jobs.append(job)
+        jobs.append(job)
+        if not row.ok:
+            bad[line] = frozenset(row.bad)
     if not jobs and not problems:
         problems.append(f"{path}:2: no jobs after the header")
     return jobs
@@ -150,13 +193,31 @@ def _records(path: Path, f: TextIO, problems: list[str]) -> list[TraceJob]:
 def _job(row: _Row) -> TraceJob:
     return TraceJob(
         job_id=row.text("job_id"),
-        submit_time_s=row.number("submit_time_s", lambda x: x >= 0, "a finite number >= 0"),
+        submit_time_s=row.number(
+            "submit_time_s",
+            lambda x: 0 <= x <= MAX_SUBMIT_S,
+            f"a finite number >= 0 and at most {MAX_SUBMIT_S:.0f} (ten years)",
+        ),
         tenant=row.text("tenant"),
         workload=row.text("workload"),
         num_gpus=row.positive_int("num_gpus"),
-        duration_s=row.number("duration_s", lambda x: x > 0, "a finite number > 0"),
-        deadline_s=row.optional("deadline_s", "empty (no deadline) or a finite number > 0"),
-        weight=row.optional("weight", "empty (1) or a finite number > 0") or 1.0,
+        duration_s=row.number(
+            "duration_s",
+            lambda x: 0 < x <= MAX_DURATION_S,
+            f"a finite number > 0 and at most {MAX_DURATION_S:.0f} (a year)",
+        ),
+        deadline_s=row.optional(
+            "deadline_s",
+            MAX_DEADLINE_SECONDS,
+            f"empty (no deadline) or a finite number > 0 and at most {MAX_DEADLINE_SECONDS:.0f} "
+            "(ten years)",
+        ),
+        weight=row.optional(
+            "weight",
+            MAX_JOB_WEIGHT,
+            f"empty (1) or a finite number > 0 and at most {MAX_JOB_WEIGHT:g}",
+        )
+        or 1.0,
         preemptible=row.flag("preemptible"),
         row=row.line,
     )
@@ -224,12 +285,14 @@ def check_trace_against(
     path: str | Path,
     cluster: pb.ClusterSnapshot,
     mix: WorkloadMix | Set[str],
+    bad: Mapping[int, Set[str]] | None = None,
 ) -> list[str]:
     """Problems of a trace that depend on the cluster and the workload mix, one line each in the
     form ``FILE:ROW:COLUMN: message``: a job needing more GPUs than the cluster has, or than any
     one GPU type has (a job runs on one type); an unknown workload; a workload that cannot run
     on the job's GPU count; a tenant that names no queue when the cluster declares queues.
-    ``mix`` may be just the set of known workload names."""
+    ``mix`` may be just the set of known workload names. ``bad`` (``ParsedTrace.bad``): columns
+    of a row already found wrong, whose checks here are skipped (the others still run)."""
     pools = cluster_pools(cluster)
     total = sum(pools.values())
     largest = max(pools.items(), key=lambda kv: (kv[1], kv[0]), default=("", 0))
@@ -237,11 +300,19 @@ def check_trace_against(
     queues = sorted(q.name for q in cluster.queues)
     for j in jobs:
         where = f"{path}:{j.row}"
-        if queues and j.tenant not in queues:
+        skip = (bad or {}).get(j.row, frozenset())
+        if queues and "tenant" not in skip and j.tenant not in queues:
             problems.append(
                 f"{where}:tenant: {j.tenant!r} names no queue of the cluster "
                 f"(its queues: {', '.join(queues)})"
             )
+        if "workload" in skip:
+            continue
+        if "num_gpus" in skip:  # the workload alone: is it known?
+            unknown = _workload_problem(j, cluster, mix)
+            if unknown is not None:
+                problems.append(f"{where}:workload: {unknown}")
+            continue
         if j.num_gpus > total:
             problems.append(
                 f"{where}:num_gpus: needs {j.num_gpus} GPUs, the cluster has {total} available"
@@ -262,3 +333,13 @@ def check_trace_against(
             column, message = found
             problems.append(f"{where}:{column}: {message}")
     return problems
+
+
+def _workload_problem(
+    job: TraceJob, cluster: pb.ClusterSnapshot, mix: WorkloadMix | Set[str]
+) -> str | None:
+    """Why the job's workload is unknown to the mix (None if it is known)."""
+    if isinstance(mix, Set):
+        return None if job.workload in mix else f"unknown workload {job.workload!r}"
+    found = mix.problem(job, cluster)
+    return found[1] if found is not None and found[0] == "workload" else None
