@@ -293,9 +293,9 @@ def test_comparison_ratios(tmp_path: Path) -> None:
     assert dsfro.mean["jct_mean_s"] == 150.0 and dsfro.mean["energy_kwh"] == 12.0
     assert dsfro.mean["deadline_hit_rate"] == 0.5  # mean of the seeds where it is defined
     assert dsfro.ratios[("jct_mean_s", "gavel")] == pytest.approx(150 / 250)
-    assert dsfro.ratios[("energy_kwh", "gavel")] == 1.0
+    assert dsfro.ratios[("energy_horizon_kwh", "gavel")] == 1.0  # equal spans: no padding
     assert dsfro.ratios[("jct_mean_s", "fifo")] == 0.5
-    assert dsfro.ratios[("energy_kwh", "fifo")] == 0.5
+    assert dsfro.ratios[("energy_horizon_kwh", "fifo")] == 0.5
     assert dsfro.seed_ratios[1][("jct_mean_s", "gavel")] == 0.5  # paired: 100 / 200
     assert dsfro.seed_ratios[2][("jct_mean_s", "fifo")] is None  # fifo has no seed 2
 
@@ -321,7 +321,7 @@ def test_comparison_ratios(tmp_path: Path) -> None:
     ]
     mean = rows_csv[2]
     assert mean["runs"] == "2" and mean["jct_mean_s"] == "150.0"
-    assert mean["jct_mean_s/gavel"] == "0.6" and mean["energy_kwh/fifo"] == "0.5"
+    assert mean["jct_mean_s/gavel"] == "0.6" and mean["energy_horizon_kwh/fifo"] == "0.5"
     assert rows_csv[1]["jct_mean_s/fifo"] == ""
     assert rows_csv[5]["jct_mean_s/gavel"] == "1.0"
     text = md.read_text()

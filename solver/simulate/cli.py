@@ -3,8 +3,9 @@
 One run writes ``<out>/<scenario>-<policy>-s<seed>-{summary.json,jobs.csv,rounds.csv,
 power.csv}`` and prints its headline metrics. ``--compare`` runs every (policy, seed) on the
 executor (local processes, or Ray with ``--ray-address``), writes each run's files, then the
-comparison table and figures. Bad input (a trace, cluster or schedule file) is exit 2 with one
-line per problem naming file, row and column; nothing is written then.
+comparison table and figures, every run's energy also at the comparison's equal horizon (its
+summary file is rewritten with it). Bad input (a trace, cluster or schedule file) is exit 2 with
+one line per problem naming file, row and column; nothing is written then.
 """
 
 from __future__ import annotations
@@ -52,6 +53,9 @@ class RunSpec:
     """DSFRO's solver settings (the profile's [tuning] table, DSFRO_TUNING_*)."""
     fairness_mean_weight: float = 0.0
     """The profile's [fairness] mean_weight, for DSFRO's least-row fairness variants."""
+    energy_horizon_s: float = 0.0
+    """Pad the run's energy with idle power to this long after the first submission (0: to its
+    own span; a comparison pads every run to the longest)."""
 
 
 def _policy_arg(text: str) -> str:
@@ -83,6 +87,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     how.add_argument(
         "--max-time", type=duration_arg, metavar="DURATION", help="stop the clock here"
+    )
+    how.add_argument(
+        "--energy-horizon",
+        type=duration_arg,
+        metavar="DURATION",
+        help="report energy also at this horizon after the first submission, idle power added "
+        "after the run (default: the run's own span; --compare: the longest run's)",
     )
     how.add_argument("--server", metavar="HOST:PORT", help="DSFRO policies call this service")
     how.add_argument(
@@ -189,6 +200,7 @@ def _spec(args: argparse.Namespace, policy: str, seed: int, overrides: dict[str,
         args.server,
         getattr(args, "settings", None) or SolverSettings(),
         (args.profile.fairness.mean_weight or 0.0) if args.profile is not None else 0.0,
+        args.energy_horizon or 0.0,
     )
 
 
@@ -262,7 +274,7 @@ def run_one(spec: RunSpec) -> tuple[Summary, SimulationLog]:
         ).run()
     finally:
         solver.close()
-    summary = summarize(log)
+    summary = summarize(log, spec.energy_horizon_s)
     write_run(log, summary, Path(spec.out), f"{scenario.name}-{spec.policy}-s{spec.seed}")
     return summary, log
 
@@ -271,7 +283,8 @@ def _compare(specs: Sequence[RunSpec], scenario: str, args: argparse.Namespace) 
     from tqdm import tqdm
 
     from solver.simulate.figures import write_figures
-    from solver.simulate.outputs import write_comparison
+    from solver.simulate.metrics import equal_horizon
+    from solver.simulate.outputs import write_comparison, write_summary
 
     workers = args.workers or (
         1 if args.ray_address is None and len(specs) == 1 else available_cores()
@@ -289,7 +302,9 @@ def _compare(specs: Sequence[RunSpec], scenario: str, args: argparse.Namespace) 
     finally:
         executor.close()
     out = Path(args.out)
-    summaries = [s for s, _ in results]
+    summaries = equal_horizon([s for s, _ in results], args.energy_horizon or 0.0)
+    for summary in summaries:  # each run's summary at the comparison's horizon
+        write_summary(summary, out, f"{summary.scenario}-{summary.policy}-s{summary.seed}")
     logs = [log for _, log in results]
     shown = next((g for g in logs if g.policy.startswith("dsfro")), logs[0])
     figures = write_figures(logs, out, scenario, summaries, run=shown)
@@ -309,7 +324,10 @@ def format_summary(s: Summary) -> str:
         "queue_mean_s",
         "makespan_s",
         "energy_kwh",
-        "energy_per_sample_j",
+        "energy_horizon_kwh",
+        "horizon_s",
+        "jobs_energy_kwh",
+        "jobs_energy_per_sample_j",
         "over_budget_share",
         "max_excess",
         "utilisation_busy",

@@ -272,3 +272,6 @@ class SimulationLog:
     """Why the run stopped before every job finished; "" if every job finished."""
     queues: tuple[QueueRecord, ...] = ()
     """The cluster's tenant queues (empty: none declared)."""
+    idle_watts: float = 0.0
+    """The cluster's draw with every installed GPU idle: what its energy is padded with up to a
+    longer horizon (``solver.simulate.metrics``; a cluster keeps running after a trace ends)."""

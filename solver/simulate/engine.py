@@ -420,6 +420,7 @@ class Simulation:
             end_s=end,
             stopped=self.stopped,
             queues=queues,
+            idle_watts=self._idle_watts(powered_only=False),
         )
 
 

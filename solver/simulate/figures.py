@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from solver.extras import new_figure
 from solver.simulate.core import PowerSegment, SimulationLog
-from solver.simulate.metrics import Summary, jct, summarize
+from solver.simulate.metrics import Summary, equal_horizon, jct, summarize
 from solver.simulate.outputs import write_atomic
 
 if TYPE_CHECKING:
@@ -38,14 +38,26 @@ def jct_cdf_data(logs: Sequence[SimulationLog]) -> dict[str, list[float]]:
     return {k: sorted(v) for k, v in out.items()}
 
 
-def energy_jct_points(summaries: Sequence[Summary]) -> dict[str, list[tuple[float, float]]]:
-    """(mean JCT s, energy kWh) per policy, a point per seed (runs without a finished job are
-    left out)."""
+ENERGY_VIEWS = (
+    ("energy_kwh", "cluster energy to own makespan (kWh)"),
+    ("energy_horizon_kwh", "cluster energy at equal horizon (kWh)"),
+    ("jobs_energy_per_sample_j", "jobs' energy per sample (J)"),
+)
+"""The three energy figures of a run (``solver.simulate.metrics``), a panel each."""
+
+
+def energy_jct_points(
+    summaries: Sequence[Summary], key: str = "energy_horizon_kwh"
+) -> dict[str, list[tuple[float, float]]]:
+    """(mean JCT s, the summary's ``key``) per policy, a point per seed (runs without a finished
+    job, or without the value, are left out). Pass summaries at their equal horizon
+    (``metrics.equal_horizon``) for ``energy_horizon_kwh``."""
     scenarios = {s.scenario for s in summaries}
     out: dict[str, list[tuple[float, float]]] = defaultdict(list)
     for s in summaries:
-        if s.jct_mean_s is not None:
-            out[_label(s, scenarios)].append((s.jct_mean_s, s.energy_kwh))
+        value = getattr(s, key)
+        if s.jct_mean_s is not None and value is not None:
+            out[_label(s, scenarios)].append((s.jct_mean_s, float(value)))
     return dict(out)
 
 
@@ -117,17 +129,23 @@ def plot_jct_cdf(logs: Sequence[SimulationLog]) -> Figure:
 
 
 def plot_energy_vs_jct(summaries: Sequence[Summary]) -> Figure:
-    """Cluster energy over mean JCT, a point per policy and seed."""
-    fig = new_figure(7, 4.5)
-    ax = fig.subplots()
-    for label, points in energy_jct_points(summaries).items():
-        ax.scatter([p[0] / 3600 for p in points], [p[1] for p in points], label=label)
-    ax.set_xlabel("mean JCT (h)")
-    ax.set_ylabel("cluster energy (kWh)")
-    ax.set_title("Energy against mean JCT (a point per seed)")
-    ax.grid(True, alpha=0.3)
-    if ax.collections:
-        ax.legend(fontsize="small")
+    """Energy three ways over mean JCT, a panel each (own makespan, equal horizon, the jobs'
+    own per sample), a point per policy and seed; ``summaries`` at their equal horizon."""
+    fig = new_figure(15, 4.5)
+    axes = fig.subplots(1, len(ENERGY_VIEWS))
+    for ax, (key, label) in zip(axes, ENERGY_VIEWS, strict=True):
+        for i, (policy, points) in enumerate(energy_jct_points(summaries, key).items()):
+            xs, ys = [p[0] / 3600 for p in points], [p[1] for p in points]
+            ax.scatter(xs, ys, color=f"C{i % 10}", label=policy)
+        ax.set_xlabel("mean JCT (h)")
+        ax.set_ylabel(label)
+        ax.grid(True, alpha=0.3)
+    axes[0].set_title("to each run's own makespan")
+    axes[1].set_title("at an equal horizon (idle power added)")
+    axes[2].set_title("the jobs' own energy")
+    if axes[1].collections:
+        axes[1].legend(fontsize="small")
+    fig.suptitle("Energy against mean JCT (a point per seed)")
     return fig
 
 
@@ -198,12 +216,12 @@ def write_figures(
     summaries: Sequence[Summary] | None = None,
     run: SimulationLog | None = None,
 ) -> list[Path]:
-    """The four figures; ``summaries`` default to those of ``logs``; the power figure shows
+    """The four figures; ``summaries`` default to those of ``logs`` (their energy is taken at
+    the equal horizon of each scenario and seed); the power figure shows
     ``run`` (default: the first log), the utilisation one each policy's lowest seed."""
     if not logs:
         raise ValueError("no runs to draw")
-    if summaries is None:
-        summaries = [summarize(g) for g in logs]
+    summaries = equal_horizon([summarize(g) for g in logs] if summaries is None else summaries)
     out_dir.mkdir(parents=True, exist_ok=True)
     figures = {
         "jct-cdf": plot_jct_cdf(logs),

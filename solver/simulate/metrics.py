@@ -5,9 +5,21 @@ Definitions (each metric is None where it is undefined: no finished job, no budg
 - JCT: ``finish_s - submit_s`` of the finished jobs;
 - queueing delay: ``first_start_s - submit_s`` of the jobs that started at least once;
 - makespan: the last finish minus the first submission (None without a finished job);
-- energy: the cluster's true draw integrated over the power segments (``true_watts x
-  duration``, idle GPUs included), in kWh; ``jobs_energy_kwh`` is the sum of the jobs' own
-  ``energy_j``; energy per sample is the cluster energy (J) over all samples trained;
+- energy, three ways (docs/simulation.md, "Metrics and outputs"):
+
+  - to the run's own makespan, ``energy_kwh``: the cluster's true draw integrated over the power
+    segments (``true_watts x duration``, idle GPUs included), which cover the run's ``span_s``,
+    from the first submission to ``end_s``;
+  - at a horizon, ``energy_horizon_kwh``: the same plus the cluster's idle draw
+    (``idle_watts``, every installed GPU idle) from ``end_s`` to ``horizon_s`` after the first
+    submission. A cluster keeps running after a trace ends: a policy that finishes sooner stops
+    paying the idle floor sooner only if the runs compared end at different times, so runs are
+    compared at an equal horizon, the longest span among them (``equal_horizon``); a single
+    run's horizon is its own span unless one is given (``summarize(log, horizon_s)``);
+  - the jobs' own energy, ``jobs_energy_kwh`` (the sum of the jobs' ``energy_j``: their GPUs'
+    true draw while they held them) and per sample, ``jobs_energy_per_sample_j``;
+
+  ``energy_per_sample_j`` is the cluster energy to the own makespan (J) over all samples;
 - over budget: of the time a budget was in force, the share during which the draw exceeded it
   (by more than a relative 1e-9, so rounding is not an excess), and the largest excess
   ``(watts - budget) / budget`` (0 if never exceeded; budgets of 0 W are left out of it), for
@@ -40,7 +52,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
 import numpy as np
@@ -99,6 +111,16 @@ class Summary:
     restart_gpu_share: float | None = None
     tenants: Mapping[str, TenantSummary] = field(default_factory=dict)
     fairness_jain_entitlement: float | None = None
+    span_s: float = 0.0
+    """From the first submission to ``end_s``: the time ``energy_kwh`` covers."""
+    idle_watts: float = 0.0
+    """The cluster's draw with every installed GPU idle."""
+    horizon_s: float = 0.0
+    """The time ``energy_horizon_kwh`` covers (>= ``span_s``)."""
+    energy_horizon_kwh: float = 0.0
+    """``energy_kwh`` plus ``idle_watts`` from ``span_s`` to ``horizon_s``."""
+    jobs_energy_per_sample_j: float | None = None
+    """The jobs' own energy (J) over all samples trained."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self) | {
@@ -114,7 +136,25 @@ class Summary:
         values["tenants"] = {
             k: TenantSummary.from_dict(v) for k, v in data.get("tenants", {}).items()
         }
+        values.setdefault("energy_horizon_kwh", values.get("energy_kwh", 0.0))  # (no span then)
         return cls(**values)
+
+    def at_horizon(self, horizon_s: float) -> Summary:
+        """The summary with its energy padded with idle power to ``horizon_s`` after the first
+        submission (never shorter than its own span)."""
+        horizon = max(horizon_s, self.span_s)
+        pad = self.idle_watts * (horizon - self.span_s) / JOULES_PER_KWH
+        return replace(self, horizon_s=horizon, energy_horizon_kwh=self.energy_kwh + pad)
+
+
+def equal_horizon(summaries: Sequence[Summary], horizon_s: float = 0.0) -> list[Summary]:
+    """Each summary at the equal horizon of the runs compared with it: the longest horizon (each
+    at least its span) among the runs of its scenario and seed, and at least ``horizon_s``."""
+    longest: dict[tuple[str, int], float] = defaultdict(lambda: horizon_s)
+    for s in summaries:
+        key = (s.scenario, s.seed)
+        longest[key] = max(longest[key], s.horizon_s, s.span_s)
+    return [s.at_horizon(longest[(s.scenario, s.seed)]) for s in summaries]
 
 
 # ---------------------------------------------------------------- helpers
@@ -184,7 +224,9 @@ def jain_index(values: Sequence[float]) -> float | None:
 # ---------------------------------------------------------------- the summary
 
 
-def summarize(log: SimulationLog) -> Summary:
+def summarize(log: SimulationLog, horizon_s: float = 0.0) -> Summary:
+    """The run's metrics; its energy at a horizon is padded to ``horizon_s`` after the first
+    submission, or to the run's own span if that is longer (the default)."""
     jobs = log.jobs
     finished = [j for j in jobs if j.finish_s is not None]
     jcts = [t for j in jobs if (t := jct(j)) is not None]
@@ -208,7 +250,9 @@ def summarize(log: SimulationLog) -> Summary:
     tenants = tenant_summaries(log)
     shares = [t.entitlement_share for t in tenants.values() if t.entitlement_share is not None]
     n = len(jobs)
-    return Summary(
+    span = log.end_s - min(j.submit_s for j in jobs) if jobs else 0.0
+    jobs_energy_j = sum(j.energy_j for j in jobs)
+    summary = Summary(
         policy=log.policy,
         seed=log.seed,
         scenario=log.scenario,
@@ -229,7 +273,7 @@ def summarize(log: SimulationLog) -> Summary:
             else None
         ),
         energy_kwh=energy_j / JOULES_PER_KWH,
-        jobs_energy_kwh=sum(j.energy_j for j in jobs) / JOULES_PER_KWH,
+        jobs_energy_kwh=jobs_energy_j / JOULES_PER_KWH,
         samples=samples,
         energy_per_sample_j=_share(energy_j, samples),
         over_budget_share=over,
@@ -265,4 +309,8 @@ def summarize(log: SimulationLog) -> Summary:
         ),
         tenants=tenants,
         fairness_jain_entitlement=jain_index(shares),
+        span_s=max(span, 0.0),
+        idle_watts=log.idle_watts,
+        jobs_energy_per_sample_j=_share(jobs_energy_j, samples),
     )
+    return summary.at_horizon(horizon_s)

@@ -7,8 +7,9 @@ then ``os.replace``), so a reader never sees half a file and a failed write leav
   ``solver.simulate.tenant_metrics``);
 - ``write_comparison``: ``<prefix>.md`` and ``<prefix>.csv``, the headline metrics per scenario
   and policy (mean over seeds; the CSV also has a row per seed) and their ratios to baseline
-  policies; ``<prefix>-tenants.csv`` and a table in the markdown, the per-tenant metrics (mean
-  over seeds);
+  policies, energy three ways (own makespan, equal horizon, the jobs' own per sample) with its
+  ratios on the equal horizon (``metrics.equal_horizon``); ``<prefix>-tenants.csv`` and a table
+  in the markdown, the per-tenant metrics (mean over seeds);
 
 The figures are ``solver.simulate.figures``.
 """
@@ -28,7 +29,7 @@ from typing import IO, Any
 
 from solver.offline.report import csv_cell, markdown_table
 from solver.simulate.core import JobRecord, PowerSegment, RoundRecord, SimulationLog
-from solver.simulate.metrics import Summary, jct, queue_delay
+from solver.simulate.metrics import Summary, equal_horizon, jct, queue_delay
 from solver.simulate.tenant_metrics import TENANT_COLUMNS, TenantSummary, tenant_table
 
 # ---------------------------------------------------------------- atomic files
@@ -76,12 +77,17 @@ def job_rows(log: SimulationLog) -> list[tuple[Any, ...]]:
     return [(*astuple(j), jct(j), queue_delay(j)) for j in log.jobs]
 
 
+def write_summary(summary: Summary, out_dir: Path, prefix: str) -> Path:
+    """``<prefix>-summary.json``: the summary as JSON (``Summary.to_dict``)."""
+    text = json.dumps(summary.to_dict(), indent=2, allow_nan=False) + "\n"
+    return write_text(out_dir / f"{prefix}-summary.json", text)
+
+
 def write_run(log: SimulationLog, summary: Summary, out_dir: Path, prefix: str) -> list[Path]:
     """The summary and the log of one run; returns the paths written."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    text = json.dumps(summary.to_dict(), indent=2, allow_nan=False) + "\n"
     return [
-        write_text(out_dir / f"{prefix}-summary.json", text),
+        write_summary(summary, out_dir, prefix),
         write_csv(out_dir / f"{prefix}-jobs.csv", JOB_COLUMNS, job_rows(log)),
         write_csv(
             out_dir / f"{prefix}-rounds.csv",
@@ -115,8 +121,10 @@ HEADLINE = (
     Metric("queue_mean_s", "mean queueing (s)", ".4g"),
     Metric("makespan_s", "makespan (s)", ".4g"),
     Metric("jobs_unfinished", "unfinished", ".3g"),
-    Metric("energy_kwh", "energy (kWh)", ".4g"),
-    Metric("energy_per_sample_j", "J/sample", ".4g"),
+    Metric("energy_kwh", "energy to own makespan (kWh)", ".4g"),
+    Metric("energy_horizon_kwh", "energy at equal horizon (kWh)", ".4g"),
+    Metric("horizon_s", "horizon (s)", ".4g"),
+    Metric("jobs_energy_per_sample_j", "jobs' J/sample", ".4g"),
     Metric("over_budget_share", "time over budget", ".2%"),
     Metric("max_excess", "max excess", ".2%"),
     Metric("utilisation_busy", "GPU util.", ".1%"),
@@ -127,8 +135,9 @@ HEADLINE = (
     Metric("deadline_hit_rate", "deadline hits", ".1%"),
     Metric("solver_p99_budget_ratio", "solver p99/budget", ".3g"),
 )
-RATIO_METRICS = ("jct_mean_s", "energy_kwh")
-"""Metrics given as ratios to each baseline policy."""
+RATIO_METRICS = ("jct_mean_s", "energy_horizon_kwh")
+"""Metrics given as ratios to each baseline policy: energy on the equal horizon, the fair
+figure (a cluster keeps running after a trace ends)."""
 
 
 @dataclass(frozen=True)
@@ -164,10 +173,11 @@ def _ratio(a: float | None, b: float | None) -> float | None:
 def comparison_rows(
     summaries: Sequence[Summary], baselines: Sequence[str] = ()
 ) -> list[ComparisonRow]:
-    """One row per (scenario, policy) in order of first appearance; ratios compare with the
-    baseline policy of the same scenario (None where it is absent or its value is 0)."""
+    """One row per (scenario, policy) in order of first appearance, energy at the equal
+    horizon of each scenario and seed (``equal_horizon``); ratios compare with the baseline
+    policy of the same scenario (None where it is absent or its value is 0)."""
     runs: dict[tuple[str, str], dict[int, Summary]] = defaultdict(dict)
-    for s in summaries:
+    for s in equal_horizon(summaries):
         group = runs[(s.scenario, s.policy)]
         if s.seed in group:
             raise ValueError(f"two summaries of {s.scenario}/{s.policy} seed {s.seed}")
@@ -318,10 +328,15 @@ def comparison_markdown(
         "# Policy comparison",
         "",
         "Means over seeds (of the seeds where a metric is defined; `-`: never defined). JCT and "
-        "queueing over finished and started jobs; energy is the cluster's true draw, idle GPUs "
-        "included; time over budget is the share of time with a budget during which the true "
-        "draw exceeded it; solver p99/budget is the p99 of each round's solver time over its "
-        "time budget. Definitions: `solver/simulate/metrics.py`.",
+        "queueing over finished and started jobs. Energy three ways: the cluster's true draw, "
+        "idle GPUs included, to each run's own makespan (from the first submission to its "
+        "end); the same at an equal horizon, every run of a scenario and seed padded with the "
+        "cluster's idle power up to the longest of them (the horizon column: a cluster keeps "
+        "running after a trace ends, so this is the fair figure, and the energy ratios use "
+        "it); and the jobs' own energy per sample trained. Time over budget is the share of "
+        "time with a budget during which the true draw exceeded it; solver p99/budget is the "
+        "p99 of each round's solver time over its time budget. Definitions: "
+        "`solver/simulate/metrics.py`.",
         "",
         markdown_table(header, cells),
     ]
