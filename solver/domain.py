@@ -385,6 +385,8 @@ class ObjectiveBreakdown:
     deadline: float
     fairness: float = 0.0
     """The fairness mode's value F, before its weight (0 under WEIGHTED_SUM)."""
+    aging: float = 0.0
+    """A: the queued jobs' aging, sum of min(1, age / 3600 s), weighted by the energy weight."""
 
 
 @dataclass(frozen=True)

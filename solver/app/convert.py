@@ -309,6 +309,7 @@ def objective_to_proto(o: ObjectiveBreakdown) -> pb.ObjectiveBreakdown:
         locality=o.locality,
         deadline=o.deadline,
         fairness=o.fairness,
+        aging=o.aging,
     )
 
 

@@ -101,7 +101,8 @@ def format_stats(stats: pb.SolveStats, objective: pb.ObjectiveBreakdown) -> str:
         f"objective       {stats.objective:.6g}  (throughput {objective.throughput:.6g}, "
         f"energy {objective.energy:.6g}, migration {objective.migration:.6g}, "
         f"locality {objective.locality:.6g}, deadline {objective.deadline:.6g}"
-        + (f", fairness {objective.fairness:.6g})" if objective.fairness else ")"),
+        + (f", fairness {objective.fairness:.6g}" if objective.fairness else "")
+        + (f", aging {objective.aging:.6g})" if objective.aging else ")"),
     ]
     if stats.HasField("best_bound"):
         bound = f"best bound      {stats.best_bound:.6g}"

@@ -21,6 +21,16 @@ from solver.domain import (
 )
 from solver.scoring.fairness import fairness_value
 
+AGING_SECONDS = 3600.0
+"""tau: the age (``Job.age``) at which leaving a job queued costs as much as the energy term can
+ever charge a running job (docs/objective.md, "Aging": from then on every job is worth running,
+whatever the weights)."""
+
+
+def aging(job: Job) -> float:
+    """a_j in [0, 1]: the job's age over AGING_SECONDS, at most 1."""
+    return min(1.0, max(job.age_seconds, 0.0) / AGING_SECONDS)
+
 
 def utility(config: Config, best_samples_per_second: float) -> float:
     """u_j: throughput relative to the job's best configuration on an empty cluster."""
@@ -104,8 +114,12 @@ def running_gains(
 
 
 def queued_value(job: Job, weights: ObjectiveWeights) -> float:
-    """Objective contribution of leaving `job` queued, migration aside."""
-    return -weights.deadline * job.weight * deadline_shortfall(job, None)
+    """Objective contribution of leaving `job` queued, migration aside: its deadline shortfall
+    and its aging (docs/objective.md, "Aging"). A constant of the job: every path adds it to
+    the offset and takes it off each configuration's gain, so bounds stay bounds."""
+    return -weights.deadline * job.weight * deadline_shortfall(job, None) - weights.energy * aging(
+        job
+    )
 
 
 def migration_cost(job: Job, weights: ObjectiveWeights) -> float:
@@ -140,7 +154,7 @@ def score_plan(
     """The plan's objective and its terms, recomputed from the request and the plan alone."""
     jobs = {j.name: j for j in problem.jobs}
     max_watts = problem.cluster.max_gpu_watts()
-    throughput = energy = migration = locality = deadline = 0.0
+    throughput = energy = migration = locality = deadline = waiting = 0.0
     chosen: list[tuple[str, Config]] = []
     for a in assignments:
         job = jobs[a.job]
@@ -152,6 +166,8 @@ def score_plan(
             energy += config.watts / max_watts
             nodes, racks = nodes_and_racks(problem.cluster, a)
             locality += (nodes - config.min_nodes) + (racks - config.min_racks)
+        else:
+            waiting += aging(job)
         deadline += job.weight * deadline_shortfall(job, config)
         if is_migrated(job, a):
             migration += job.weight
@@ -159,7 +175,7 @@ def score_plan(
     fairness = fairness_value(problem, best, chosen)
     total = (
         w.throughput * throughput
-        - w.energy * energy
+        - w.energy * (energy + waiting)
         - w.migration * migration
         - w.locality * locality
         - w.deadline * deadline
@@ -173,4 +189,5 @@ def score_plan(
         locality=locality,
         deadline=deadline,
         fairness=fairness,
+        aging=waiting,
     )

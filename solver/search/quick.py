@@ -33,6 +33,7 @@ from solver.perfmodel import bulk
 from solver.perfmodel.configs import ConfigSet
 from solver.perfmodel.enumeration import Enumerator, Row
 from solver.perfmodel.facts import TypeFacts, type_facts
+from solver.scoring.objective import aging
 from solver.scoring.plans import Choice, materialize
 from solver.search.state import SearchState
 
@@ -306,7 +307,7 @@ class _Quick:
         required = job.required_samples_per_second
         if required is not None:  # the shortfall running, against 1 queued
             gain += w.deadline * job.weight * min(1.0, sps / required)
-        return gain
+        return gain + w.energy * aging(job)  # what leaving it queued would cost
 
     def start(self, job: Job) -> None:
         for c in self.candidates(job):

@@ -371,7 +371,7 @@ class JobAssignment(_message.Message):
     def __init__(self, job: _Optional[str] = ..., state: _Optional[_Union[JobState, str]] = ..., queue_reason: _Optional[_Union[QueueReason, str]] = ..., queue_detail: _Optional[str] = ..., gpu_type: _Optional[str] = ..., num_gpus: _Optional[int] = ..., data_parallel: _Optional[int] = ..., tensor_parallel: _Optional[int] = ..., pipeline_parallel: _Optional[int] = ..., sm_clock_mhz: _Optional[int] = ..., placement: _Optional[_Iterable[_Union[GpuSlice, _Mapping]]] = ..., samples_per_second: _Optional[float] = ..., watts: _Optional[float] = ..., memory_per_gpu_gib: _Optional[float] = ..., migrated: _Optional[bool] = ..., borrowed: _Optional[bool] = ...) -> None: ...
 
 class ObjectiveBreakdown(_message.Message):
-    __slots__ = ("total", "throughput", "energy", "migration", "locality", "deadline", "fairness")
+    __slots__ = ("total", "throughput", "energy", "migration", "locality", "deadline", "fairness", "aging")
     TOTAL_FIELD_NUMBER: _ClassVar[int]
     THROUGHPUT_FIELD_NUMBER: _ClassVar[int]
     ENERGY_FIELD_NUMBER: _ClassVar[int]
@@ -379,6 +379,7 @@ class ObjectiveBreakdown(_message.Message):
     LOCALITY_FIELD_NUMBER: _ClassVar[int]
     DEADLINE_FIELD_NUMBER: _ClassVar[int]
     FAIRNESS_FIELD_NUMBER: _ClassVar[int]
+    AGING_FIELD_NUMBER: _ClassVar[int]
     total: float
     throughput: float
     energy: float
@@ -386,7 +387,8 @@ class ObjectiveBreakdown(_message.Message):
     locality: float
     deadline: float
     fairness: float
-    def __init__(self, total: _Optional[float] = ..., throughput: _Optional[float] = ..., energy: _Optional[float] = ..., migration: _Optional[float] = ..., locality: _Optional[float] = ..., deadline: _Optional[float] = ..., fairness: _Optional[float] = ...) -> None: ...
+    aging: float
+    def __init__(self, total: _Optional[float] = ..., throughput: _Optional[float] = ..., energy: _Optional[float] = ..., migration: _Optional[float] = ..., locality: _Optional[float] = ..., deadline: _Optional[float] = ..., fairness: _Optional[float] = ..., aging: _Optional[float] = ...) -> None: ...
 
 class ResourceUsage(_message.Message):
     __slots__ = ("resource", "used", "nominal", "borrowed")
