@@ -117,9 +117,8 @@ def queued_value(job: Job, weights: ObjectiveWeights) -> float:
     """Objective contribution of leaving `job` queued, migration aside: its deadline shortfall
     and its aging (docs/objective.md, "Aging"). A constant of the job: every path adds it to
     the offset and takes it off each configuration's gain, so bounds stay bounds."""
-    return -weights.deadline * job.weight * deadline_shortfall(job, None) - weights.energy * aging(
-        job
-    )
+    shortfall = deadline_shortfall(job, None)
+    return -weights.deadline * job.weight * shortfall - weights.energy * aging(job)
 
 
 def migration_cost(job: Job, weights: ObjectiveWeights) -> float:
