@@ -11,7 +11,8 @@
 #   source DIR/env                               # SLURM_CONF for sinfo, squeue, sbatch, ...
 #
 # Settings (environment): SLURM_CI_NODES (4), SLURM_CI_GPUS per node (8), SLURM_CI_GPU_TYPE
-# (h100), SLURM_CI_CRED_EXPIRE (10 s; a requeued job waits this + 1 s before it starts again),
+# (h100), SLURM_CI_CRED_EXPIRE (10 s, at least 5: Slurm takes a smaller one as 120; a requeued
+# job waits this + 1 s before it starts again),
 # SLURM_CI_KILL_WAIT (5 s between SIGTERM and SIGKILL), SLURM_CI_PORT (16817: slurmctld; the
 # slurmds take SLURM_CI_PORT+184 onwards). Every client call is wrapped in `timeout`: when
 # slurmctld is gone, Slurm's clients retry for minutes.
@@ -26,6 +27,7 @@ KILLWAIT=${SLURM_CI_KILL_WAIT:-5}
 PORT=${SLURM_CI_PORT:-16817}
 NODEPORT=$((PORT + 184))
 ME=$(id -un)
+[ "$CRED" -ge 5 ] || { echo "SLURM_CI_CRED_EXPIRE must be >= 5 (Slurm ignores less)" >&2; exit 2; }
 PACKAGES="slurmctld slurmd slurm-client munge"
 export PATH=/usr/sbin:/sbin:$PATH
 export SLURM_CONF=$B/etc/slurm.conf

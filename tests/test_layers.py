@@ -16,7 +16,6 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("solver.fairness",),
     ("solver", "solver.domain", "solver.extras", "solver.resources", "solver.wire"),
     ("solver.client", "solver.runtime"),
-    ("solver.slurm",),
     ("solver.perfmodel",),
     ("solver.scoring",),
     ("solver.exact",),
@@ -27,6 +26,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("solver.simulate",),
     ("solver.service",),
     ("solver.cli",),
+    ("solver.slurm",),
 )
 """The package's layers, lowest first: a module imports only from its own group and from
 groups of lower layers (lazily inside a function too: a lazy import is still a dependency)."""

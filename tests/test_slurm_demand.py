@@ -170,3 +170,14 @@ def test_an_unreadable_site_file(tmp_path: Path) -> None:
     (tmp_path / "bad.json").write_text("{")
     with pytest.raises(SiteError, match="malformed JSON"):
         load_site(tmp_path / "bad.json")
+
+
+def test_the_guide_documents_every_key() -> None:
+    """docs/integrations.md's table of the demand convention names every key parse_demand
+    takes."""
+    from solver.slurm.demand import KEYS
+
+    guide = (Path(__file__).resolve().parent.parent / "docs" / "integrations.md").read_text()
+    table = [line for line in guide.splitlines() if line.startswith("| `")]
+    for key in KEYS:
+        assert any(f"`{key}`" in line.split("|")[1] for line in table), key

@@ -217,3 +217,17 @@ def test_late_or_busy_dsfro_is_no_plan(code: str) -> None:
     a, runner, _ = adapter(FakeClient(error=error))
     assert a.round().outcome == "no_plan" and runner.calls == []
     assert a.metrics.registry.get_sample_value("dsfro_slurm_solve_errors_total", {"code": code})
+
+
+def test_decisions_are_logged_as_json_lines(caplog: pytest.LogCaptureFixture) -> None:
+    from solver.slurm.observe import JsonFormatter
+
+    a, _, _ = adapter(FakeClient(place_all))
+    with caplog.at_level("INFO", logger="dsfro.slurm"):
+        a.round()
+    lines = [json.loads(JsonFormatter().format(r)) for r in caplog.records]
+    place = next(x for x in lines if x.get("event") == "decision" and x["job"] == 8)
+    assert (place["action"], place["reason"], place["applied"]) == ("place", "planned", True)
+    assert place["target"] == "node2 x1 H100-80GB dp1 tp1 pp1 @1605 MHz"
+    [round_] = [x for x in lines if x.get("event") == "round"]
+    assert round_["outcome"] == "planned" and set(round_["seconds"]) >= {"read", "solve", "apply"}
