@@ -180,16 +180,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     from solver.slurm.apply import Applier
     from solver.slurm.commands import Slurm
     from solver.slurm.loop import Adapter, Settings
-    from solver.slurm.observe import Metrics
+    from solver.slurm.observe import Metrics, event
     from solver.slurm.site import SiteError, load_site
     from solver.slurm.table import decisions_table
 
-    setup_logging(args.log_format, args.log_level)
     try:
         site = load_site(args.site)
     except SiteError as e:
         print(f"dsfro-slurm: {e}", file=sys.stderr)
         return 2
+    setup_logging(args.log_format, args.log_level)
     if args.plan_dir is not None:
         args.plan_dir.mkdir(parents=True, exist_ok=True)
     tls: TlsConfig | bool | None = None
@@ -238,5 +238,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         signal.signal(signal.SIGTERM, _stop)
         signal.signal(signal.SIGINT, _stop)
         signal.signal(signal.SIGHUP, _wake)
+        event(
+            "started",
+            f"dsfro-slurm {__version__} planning with {args.server}",
+            partition=args.partition,
+            budget=args.budget,
+            interval=args.interval,
+        )
         adapter.run(stop)
+        event("stopped", f"dsfro-slurm stopped after {adapter.rounds} rounds")
     return 0
