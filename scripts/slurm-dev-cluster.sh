@@ -56,10 +56,6 @@ install)
   SUDO=; [ "$(id -u)" = 0 ] || SUDO=sudo
   $SUDO apt-get update -q
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends $PACKAGES
-  # The packages enable system services with their own config; this cluster uses its own.
-  if command -v systemctl >/dev/null && [ -d /run/systemd/system ]; then
-    $SUDO systemctl disable --now slurmctld slurmd munge 2>/dev/null || true
-  fi
   slurmctld -V ;;
 start)
   if [ -f "$B/run/slurmctld.pid" ] && kill -0 "$(cat "$B/run/slurmctld.pid")" 2>/dev/null; then

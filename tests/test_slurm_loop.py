@@ -99,6 +99,17 @@ def test_dsfro_out_of_reach_releases_nothing_then_falls_back() -> None:
     assert a.round().outcome == "planned" and a.failing_since is None
 
 
+def test_without_dsfro_a_released_job_whose_node_drained_is_held_again() -> None:
+    down = Unavailable(grpc.StatusCode.UNAVAILABLE, "connection refused", "rid", 1)
+    a, runner, _ = adapter(FakeClient(error=down))
+    sinfo = json.loads(captured("placed", "sinfo"))
+    sinfo["nodes"][0]["state_flags"] = ["DRAIN"]  # node1, where job 7 was released to
+    runner.outputs["sinfo"] = json.dumps(sinfo)
+    report = a.round()
+    assert report.outcome == "no_plan"
+    assert runner.calls == [("scontrol", "hold", "7")]  # to fall back with its own request
+
+
 def test_jobs_dsfro_rejects_are_reported_and_the_rest_solved_at_once() -> None:
     calls: list[list[str]] = []
 

@@ -47,18 +47,6 @@ class Action(StrEnum):
     """Job with a demand the adapter or DSFRO rejects: reported, left held."""
 
 
-CHANGES_SLURM = frozenset(
-    {
-        Action.PLACE,
-        Action.RECLOCK,
-        Action.CHECKPOINT,
-        Action.REQUEUE,
-        Action.REHOLD,
-        Action.FALLBACK,
-    }
-)
-
-
 @dataclass(frozen=True)
 class Decision:
     """What to do with one job, and why."""
@@ -202,14 +190,16 @@ def decide(
             out.append(_waiting(t, a, snap, fresh))
         else:
             out.append(_running(t, a, snap, fresh, rules, now))
-    out.extend(_reserved(snap, fresh, rules, now))
+    out.extend(reserved(snap, fresh, rules, now))
     out.extend(reported(snap))
     return out
 
 
-def _reserved(
+def reserved(
     snap: Snapshot, fresh: Mapping[str, SlurmNode], rules: Rules, now: float
 ) -> list[Decision]:
+    """Released jobs not started yet that can't start where they were sent, or have waited
+    past ``replan_after``: held again (with or without a plan this round)."""
     out = []
     for job, record in snap.reserved:
         target = record.target
@@ -236,7 +226,7 @@ def reported(snap: Snapshot) -> list[Decision]:
 def fallback(snap: Snapshot, why: str, release: bool) -> list[Decision]:
     """Decisions of a round without a plan: held jobs are given back to Slurm unchanged when
     `release` (DSFRO out of reach for longer than the fallback time), else they wait; running
-    and released jobs stay as they are."""
+    jobs stay as they are (released ones: see ``reserved``)."""
     out = []
     for t in snap.tracked.values():
         if t.running is not None or t.evacuating:

@@ -22,7 +22,7 @@ from typing import Protocol
 from solver.client import DsfroError, InvalidRequest
 from solver.slurm.apply import Applier, Outcome
 from solver.slurm.commands import Slurm, SlurmError
-from solver.slurm.decide import Action, Decision, Rules, decide, fallback
+from solver.slurm.decide import Action, Decision, Rules, decide, fallback, reserved
 from solver.slurm.observe import Metrics, event
 from solver.slurm.site import Site
 from solver.slurm.snapshot import Snapshot, build_snapshot
@@ -136,29 +136,32 @@ class Adapter:
         report.phases["read"] = self.monotonic() - start
         rules = Rules(self.settings.checkpoint_grace, self.settings.replan_after)
         rejected: list[Decision] = []
+        response: SolveResponse | None = None
         if snap.tracked:
             t = self.monotonic()
-            response, error, rejected = self._solve(snap)
+            response, report.error, rejected = self._solve(snap)
             report.phases["solve"] = self.monotonic() - t
             if response is None:
-                report.error = error
                 self.failing_since = self.failing_since or now
-                release = now - self.failing_since >= self.settings.fallback_after
-                report.outcome = "fallback" if release else "no_plan"
-                report.decisions = fallback(snap, error, release)
             else:
                 self.failing_since = None
                 report.outcome, report.response = "planned", response
                 self.metrics.last_plan.set(now)
-        plan = report.response.plan if report.response is not None else Plan()
-        if report.outcome in ("planned", "idle"):
-            t = self.monotonic()
-            try:
-                fresh = {n.name: n for n in self.slurm.nodes()}  # a node may have drained
-            except SlurmError as e:
-                report.outcome, report.error = "slurm_error", str(e)
-                return report
-            report.phases["read"] += self.monotonic() - t
+        t = self.monotonic()
+        try:
+            fresh = {n.name: n for n in self.slurm.nodes()}  # a node may have drained
+        except SlurmError as e:
+            report.outcome, report.error = "slurm_error", str(e)
+            return report
+        report.phases["read"] += self.monotonic() - t
+        if snap.tracked and response is None:
+            assert self.failing_since is not None
+            release = now - self.failing_since >= self.settings.fallback_after
+            report.outcome = "fallback" if release else "no_plan"
+            report.decisions = fallback(snap, report.error, release)
+            report.decisions += reserved(snap, fresh, rules, now)
+        else:
+            plan = response.plan if response is not None else Plan()
             report.decisions = decide(snap, plan, fresh, rules, now)
         report.decisions = rejected + report.decisions
         if not self.settings.dry_run:
@@ -278,6 +281,7 @@ class Adapter:
             seconds={k: round(v, 4) for k, v in report.phases.items()},
             jobs=0 if snap is None else len(snap.request.jobs),
             nodes=0 if snap is None else len(snap.nodes),
+            ignored_nodes={} if snap is None else snap.ignored_nodes,
             termination=None if stats is None else Termination.Name(stats.termination),
             failing_for=0 if self.failing_since is None else self.clock() - self.failing_since,
         )
