@@ -1,6 +1,6 @@
 """``dsfro-slurm``: the Slurm adapter's command (``python -m solver.slurm`` is the same).
 
-    dsfro-slurm --server 127.0.0.1:50051 --plan-dir /shared/dsfro/plans --metrics-port 9108
+    dsfro-slurm --server 127.0.0.1:50051 --plan-dir /nfs/dsfro/plans --metrics-port 9108
     dsfro-slurm --dry-run          # one round, the plan as a table; nothing in Slurm changes
 
 Every flag can also be set as an environment variable, DSFRO_SLURM_<FLAG> (``--budget`` ->
