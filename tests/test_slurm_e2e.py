@@ -1,7 +1,8 @@
 """The adapter end to end: a real Slurm 22.05 (tests/slurm_cluster_helpers.py), a real DSFRO
 service on loopback, real ``sbatch``/``scontrol``. Jobs are placed as the plan says (node
 lists, GRES counts and TresFreq read back from ``squeue --json``; the plan file read by the
-job itself), a running job is reshaped by requeue, and ``--dry-run`` changes nothing."""
+job itself), a running job is reshaped by requeue and one moved off a drained node, and
+``--dry-run`` changes nothing."""
 
 from __future__ import annotations
 
@@ -101,6 +102,27 @@ def test_a_running_job_is_reshaped_by_requeue(
     assert_runs_as_planned(slurm, tmp_path, second, restart=1)
     third = by_job(adapter.round())[job]
     assert third.action is Action.KEEP  # as planned: nothing moves twice
+
+
+def test_a_job_on_a_drained_node_moves_to_another_by_requeue(
+    slurm: Cluster, dsfro: str, make_adapter: MakeAdapter, tmp_path: Path
+) -> None:
+    """With --evacuate-drained, draining a node moves its DSFRO jobs elsewhere: requeued,
+    placed on another node, restarted there in the planned shape."""
+    script = job_script(tmp_path)
+    job = slurm.sbatch("mover", demand("gpt3-6.7b", 2, 8), "--gres=gpu:h100:1", script=script)
+    adapter = make_adapter(dsfro, evacuate_drained=True)
+    first = by_job(adapter.round())[job]
+    assert first.action is Action.PLACE and first.target is not None
+    slurm.wait_running([job])
+    [old] = first.target.nodes
+    slurm.drain(old)
+    moved = by_job(adapter.round())[job]
+    assert (moved.action, moved.reason) == (Action.REQUEUE, "evacuate_drained"), moved
+    assert moved.target is not None and old not in moved.target.nodes
+    slurm.wait_running([job], seconds=slurm.cred_expire + 20)
+    assert slurm.jobs()[job].restart_count == 1
+    assert_runs_as_planned(slurm, tmp_path, moved, restart=1)
 
 
 def test_dry_run_prints_the_plan_and_changes_nothing(slurm: Cluster, dsfro: str) -> None:
