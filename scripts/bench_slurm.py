@@ -18,6 +18,7 @@ import argparse
 import json
 import os
 import random
+import shutil
 import statistics
 import subprocess
 import tempfile
@@ -67,6 +68,7 @@ def cluster(nodes: int, given: str | None) -> Iterator[Path]:
         subprocess.run(
             [str(SCRIPT), "stop", str(base)], env=env, check=False, capture_output=True, timeout=300
         )
+        shutil.rmtree(top, ignore_errors=True)
 
 
 @contextmanager
