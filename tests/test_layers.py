@@ -14,7 +14,8 @@ MAX_LINES = 450
 
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("solver.fairness",),
-    ("solver", "solver.domain", "solver.extras", "solver.mig", "solver.resources", "solver.wire"),
+    ("solver.mig",),
+    ("solver", "solver.domain", "solver.extras", "solver.resources", "solver.wire"),
     ("solver.client", "solver.runtime"),
     ("solver.perfmodel",),
     ("solver.scoring",),
