@@ -9,10 +9,12 @@ import pytest
 from solver._proto.dsfro.v1 import scheduler_pb2 as pb
 from solver.app.convert import allocation_to_proto, assignment_to_proto, plan_to_proto
 from solver.app.limits import Limits
-from solver.app.pipeline import to_problem
+from solver.app.pipeline import solve_request, to_problem
 from solver.app.validation import validate_request
+from solver.core.solver import Solver
 from solver.domain import JobAssignment, JobState, ObjectiveBreakdown, Plan
 from solver.mig import GpuLayout, LayoutChange, MigInstance, SliceRequest
+from solver.scoring.checker import check_plan
 from tests.factories import A100_80GB, make_request
 from tests.mig_helpers import make_mig_request
 
@@ -134,3 +136,18 @@ def test_a_profile_point_may_name_a_mig_profile_of_its_type() -> None:
         in found["jobs[4].profile.points[1].mig_profile"]
     )
     assert "one instance" in found["jobs[4].profile.points[1].num_gpus"]
+
+
+def test_a_mig_snapshot_gets_a_checked_plan_on_whole_gpus() -> None:
+    """Until the search packs slices: partitioned GPUs are left alone, slice jobs run whole."""
+    req = make_mig_request()
+    req.options.backend = pb.BACKEND_HEURISTIC
+    req.options.time_budget.FromSeconds(2)
+    problem = to_problem(req, LIMITS)
+    result = solve_request(req, Solver(), limits=LIMITS).result
+    assert check_plan(problem, result.plan.assignments, result.plan.layout_changes) == []
+    placed = {
+        (s.node, i) for a in result.plan.assignments for s in a.placement for i in s.gpu_indices
+    }
+    assert ("a100-1", 5) not in placed
+    assert result.plan.assignment("tiny").state.name == "RUNNING"
