@@ -14,6 +14,7 @@ MAX_LINES = 450
 
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("solver.fairness",),
+    ("solver.mig",),
     ("solver", "solver.domain", "solver.extras", "solver.resources", "solver.wire"),
     ("solver.client", "solver.runtime"),
     ("solver.perfmodel",),

@@ -23,6 +23,7 @@ from typing import Any
 
 from solver.core.deadline import Clock, Deadline
 from solver.core.incumbent import Incumbent, infeasible
+from solver.core.mig import whole_gpus_only
 from solver.core.settings import SolverSettings
 from solver.core.steps import SolveRun
 from solver.core.steps.bound import aggregate_bound, aggregate_fits, aggregate_is_slow
@@ -92,6 +93,7 @@ class Solver:
         stop and the best plan so far returns at once. `on_first_plan` is told the first
         checked plan as soon as it exists (the quick plan answers at once without it)."""
         s = self.settings
+        problem = whole_gpus_only(problem)  # (until the search packs MIG slices)
         if deadline is None:
             deadline = Deadline.after(problem.options.time_budget_seconds, s, len(problem.jobs))
         clock = Clock(deadline, stop)

@@ -237,7 +237,8 @@ def resolve_config(
         pts = [
             p
             for p in job.workload.points
-            if (p.gpu_type, p.num_gpus, p.tensor_parallel, p.pipeline_parallel)
+            if not p.mig_profile
+            and (p.gpu_type, p.num_gpus, p.tensor_parallel, p.pipeline_parallel)
             == (shape.gpu_type, shape.num_gpus, shape.tensor_parallel, shape.pipeline_parallel)
         ]
         if not pts:

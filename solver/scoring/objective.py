@@ -114,12 +114,13 @@ def migration_cost(job: Job, weights: ObjectiveWeights) -> float:
 
 
 def is_migrated(job: Job, assignment: JobAssignment) -> bool:
-    """A running job moved, changed shape, or stopped; clock changes alone are free."""
+    """A running job moved (to another GPU or MIG instance), changed shape, or stopped; clock
+    changes alone are free."""
     if job.current is None:
         return False
     if assignment.state is not JobState.RUNNING or assignment.config is None:
         return True
-    if assignment.config.shape != job.current.shape:
+    if assignment.config.shape != job.current.shape or assignment.mig != job.current.mig:
         return True
     old = {(s.node, i) for s in job.current.placement for i in s.gpu_indices}
     new = {(s.node, i) for s in assignment.placement for i in s.gpu_indices}
