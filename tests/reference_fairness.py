@@ -78,7 +78,7 @@ def reference_value(
     entitled = _water_fill(asks, {e: weight(e) for e in entities})
     values = []
     for e, members in entities.items():
-        gpu_s, norm_s = attained(e)
+        _, norm_s = attained(e)
         served = (norm_s + horizon * sum(rate(m) for m in members)) / horizon
         if fair.mode is FairnessMode.MAX_MIN:
             values.append(served / weight(e))
