@@ -133,6 +133,13 @@ def nodes_and_racks(cluster: Cluster, assignment: JobAssignment) -> tuple[int, i
     return len(nodes), len(racks)
 
 
+def partitioned_idle_watts(cluster: Cluster, gpus: Iterable[tuple[str, int]]) -> float:
+    """The idle power of GPUs whose MIG instances run jobs, once per GPU: their jobs' slice
+    configurations count only what each adds above it (docs/objective.md, energy)."""
+    types = cluster.gpu_types
+    return sum(types[cluster.node(node).gpu_type].idle_watts for node, _ in sorted(gpus))
+
+
 def score_plan(
     problem: Problem,
     assignments: Iterable[JobAssignment],
@@ -143,6 +150,7 @@ def score_plan(
     max_watts = problem.cluster.max_gpu_watts()
     throughput = energy = migration = locality = deadline = 0.0
     chosen: list[tuple[str, Config]] = []
+    partitioned: set[tuple[str, int]] = set()
     for a in assignments:
         job = jobs[a.job]
         running = a.state is JobState.RUNNING and a.config is not None
@@ -151,11 +159,14 @@ def score_plan(
             chosen.append((job.name, config))
             throughput += job.weight * utility(config, best.get(job.name, 0.0))
             energy += config.watts / max_watts
+            if a.mig is not None:
+                partitioned.update((s.node, i) for s in a.placement for i in s.gpu_indices)
             nodes, racks = nodes_and_racks(problem.cluster, a)
             locality += (nodes - config.min_nodes) + (racks - config.min_racks)
         deadline += job.weight * deadline_shortfall(job, config)
         if is_migrated(job, a):
             migration += job.weight
+    energy += partitioned_idle_watts(problem.cluster, partitioned) / max_watts
     w = problem.weights
     fairness = fairness_value(problem, best, chosen)
     total = (
