@@ -139,7 +139,7 @@ def test_a_profile_point_may_name_a_mig_profile_of_its_type() -> None:
 
 
 def test_a_mig_snapshot_gets_a_checked_plan_on_whole_gpus() -> None:
-    """Until the search packs slices: partitioned GPUs are left alone, slice jobs run whole."""
+    """Whole GPUs to spare: the slice jobs run whole, the partitioned GPU is left alone."""
     req = make_mig_request()
     req.options.backend = pb.BACKEND_HEURISTIC
     req.options.time_budget.FromSeconds(2)

@@ -182,6 +182,23 @@ def check_no_change_under_running(view: PlanView) -> Iterator[PlanViolation]:
                     )
 
 
+def check_shared_clock(view: PlanView) -> Iterator[PlanViolation]:
+    """The jobs on the instances of one GPU run at one SM clock (the clock is the GPU's)."""
+    clock: dict[tuple[str, int], tuple[int, str]] = {}
+    for r in view.sliced:
+        gpu = _slice_gpu(view, r)
+        if gpu is None:
+            continue
+        first = clock.setdefault(gpu, (r.config.sm_clock_mhz, r.job.name))
+        if first[0] != r.config.sm_clock_mhz:
+            yield PlanViolation(
+                "mig_clock",
+                r.job.name,
+                f"{r.config.sm_clock_mhz} MHz on GPU {gpu[0]}/{gpu[1]}, where {first[1]} runs "
+                f"at {first[0]} MHz",
+            )
+
+
 def check_non_preemptible_slice(view: PlanView) -> Iterator[PlanViolation]:
     """A running non-preemptible job on an instance keeps that instance."""
     for r in view.running:
@@ -200,6 +217,7 @@ CHECKS: tuple[Check, ...] = (
     check_one_job_per_instance,
     check_whole_gpu_not_partitioned,
     check_no_change_under_running,
+    check_shared_clock,
     check_non_preemptible_slice,
 )
 """The MIG rules, in the order their violations are reported."""

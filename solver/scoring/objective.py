@@ -19,6 +19,7 @@ from solver.domain import (
     ObjectiveWeights,
     Problem,
 )
+from solver.mig import LayoutChange
 from solver.scoring.fairness import fairness_value
 
 
@@ -113,6 +114,23 @@ def migration_cost(job: Job, weights: ObjectiveWeights) -> float:
     return weights.migration * job.weight if job.current is not None else 0.0
 
 
+def reconfiguration_cost(weights: ObjectiveWeights) -> float:
+    """What changing one GPU's MIG layout costs: a migration of weight 1 (the GPU is drained
+    and its instances made anew; docs/objective.md)."""
+    return weights.migration
+
+
+def reconfigured_gpus(cluster: Cluster, changes: Iterable[LayoutChange]) -> int:
+    """GPUs whose layout the plan changes: a change to the layout a GPU has is none."""
+    count = 0
+    for change in changes:
+        node = cluster.node(change.node)
+        now = next((x for x in node.mig_layouts if x.gpu_index == change.layout.gpu_index), None)
+        if (now.places() if now is not None else frozenset()) != change.layout.places():
+            count += 1
+    return count
+
+
 def is_migrated(job: Job, assignment: JobAssignment) -> bool:
     """A running job moved (to another GPU or MIG instance), changed shape, or stopped; clock
     changes alone are free."""
@@ -144,8 +162,10 @@ def score_plan(
     problem: Problem,
     assignments: Iterable[JobAssignment],
     best: Mapping[str, float],
+    layout_changes: Sequence[LayoutChange] = (),
 ) -> ObjectiveBreakdown:
-    """The plan's objective and its terms, recomputed from the request and the plan alone."""
+    """The plan's objective and its terms, recomputed from the request and the plan alone
+    (with its MIG layout changes: each changed GPU counts as a migration of weight 1)."""
     jobs = {j.name: j for j in problem.jobs}
     max_watts = problem.cluster.max_gpu_watts()
     throughput = energy = migration = locality = deadline = 0.0
@@ -167,6 +187,7 @@ def score_plan(
         if is_migrated(job, a):
             migration += job.weight
     energy += partitioned_idle_watts(problem.cluster, partitioned) / max_watts
+    migration += reconfigured_gpus(problem.cluster, layout_changes)
     w = problem.weights
     fairness = fairness_value(problem, best, chosen)
     total = (
