@@ -11,7 +11,7 @@ CONTRACT := proto/contract/dsfro-v1.binpb
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[server,dev,ray,plot,otel]'
+	$(BIN)/pip install --quiet -e '.[server,slurm,dev,ray,plot,otel]'
 	touch $(STAMP)
 
 ## Start the gRPC service on 127.0.0.1:50051 (DSFRO_HOST / DSFRO_PORT override).

@@ -18,6 +18,7 @@ from solver.fairness import (
 from solver.fairness import Fairness as Fairness
 from solver.fairness import FairnessMode as FairnessMode
 from solver.fairness import FairnessScope as FairnessScope
+from solver.mig import GpuLayout, LayoutChange, MigGeometry, MigInstance, SliceRequest
 
 # ---------------------------------------------------------------- cluster
 
@@ -48,6 +49,8 @@ class Node:
     unavailable_gpu_indices: frozenset[int]
     rack: str
     network_bandwidth_gbps: float
+    mig_layouts: tuple[GpuLayout, ...] = ()
+    """MIG layouts (solver.mig); a GPU not listed is whole."""
 
     @property
     def available_gpu_indices(self) -> tuple[int, ...]:
@@ -122,6 +125,8 @@ class Cluster:
     """Tenant queues and their quotas; empty: nothing is limited by quota."""
     reference_gpu_watts: float | None = None
     """The energy term's denominator when this is a part of a larger cluster (decomposition)."""
+    mig: Mapping[str, MigGeometry] = field(default_factory=dict)
+    """MIG geometry of GPU types (from models/); filled only for snapshots with slices."""
 
     @property
     def racks(self) -> tuple[str, ...]:
@@ -178,6 +183,8 @@ class ProfilePoint:
     samples_per_second: float
     watts: float
     memory_per_gpu_gib: float
+    mig_profile: str = ""
+    """Set: measured on one MIG instance of this profile."""
 
 
 @dataclass(frozen=True)
@@ -223,6 +230,8 @@ class Allocation:
     shape: Shape
     sm_clock_mhz: int
     placement: tuple[GpuSlice, ...]
+    mig: MigInstance | None = None
+    """Set: on this MIG instance of its one GPU."""
 
     def gpus_per_node(self) -> dict[str, int]:
         return gpus_per_node(self.placement)
@@ -245,6 +254,8 @@ class Job:
     attained: AttainedService = AttainedService()
     age_seconds: float = 0.0
     """Seconds since submission (finish-time fairness); 0: unknown or just submitted."""
+    slices: SliceRequest | None = None
+    """Set: the job may run on one MIG instance."""
 
     def allows(self, gpu_type: str) -> bool:
         return not self.allowed_gpu_types or gpu_type in self.allowed_gpu_types
@@ -333,6 +344,8 @@ class Config(NamedTuple):
     measured: bool = False
     kept_only: bool = False
     """Over the memory model's limit, but the job runs in it now: usable only where it stays."""
+    mig_profile: str = ""
+    """Set: one MIG instance of this profile (shape 1 x 1 x 1); watts: above idle."""
 
     @property
     def num_gpus(self) -> int:
@@ -370,6 +383,8 @@ class JobAssignment:
     migrated: bool = False
     queue_reason: QueueReason | None = None
     queue_detail: str = ""
+    mig: MigInstance | None = None
+    """Set: the MIG instance (profile, start) on the placement's one GPU."""
 
     def gpus_per_node(self) -> dict[str, int]:
         return gpus_per_node(self.placement)
@@ -393,6 +408,8 @@ class ObjectiveBreakdown:
 class Plan:
     assignments: tuple[JobAssignment, ...]
     objective: ObjectiveBreakdown
+    layout_changes: tuple[LayoutChange, ...] = ()
+    """Every GPU whose MIG layout changes, with its new layout."""
 
     def assignment(self, job: str) -> JobAssignment:
         for a in self.assignments:

@@ -4,6 +4,7 @@ docs/objective.md, "Fairness", defines each mode."""
 from __future__ import annotations
 
 import enum
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 
@@ -59,3 +60,26 @@ class Fairness:
     @property
     def active(self) -> bool:
         return self.mode is not FairnessMode.WEIGHTED_SUM
+
+
+def fair_entitlements(demand: Mapping[str, float], weight: Mapping[str, float]) -> dict[str, float]:
+    """Weighted max-min fair shares of one resource (capacity 1) among tenants demanding
+    `demand` (shares of it): progressive filling, so a tenant asking less than its weighted
+    share gets what it asks and the rest is shared by the others in proportion to weight."""
+    out: dict[str, float] = {}
+    left, active = 1.0, dict(demand)
+    while active and left > 1e-12:
+        total = sum(weight.get(t, 1.0) for t in active)
+        level = left / total
+        capped = {t: d for t, d in active.items() if d <= level * weight.get(t, 1.0)}
+        if not capped:
+            for t in active:
+                out[t] = level * weight.get(t, 1.0)
+            return out
+        for t, d in capped.items():
+            out[t] = d
+            left -= d
+            del active[t]
+    for t in active:
+        out[t] = 0.0
+    return out

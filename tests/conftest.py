@@ -7,8 +7,10 @@ Fixtures only: helpers that tests import live in ``tests/factories.py`` and the
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import grpc
 import pytest
@@ -21,6 +23,7 @@ from tests.tls_certs import Pki, make_pki
 if TYPE_CHECKING:  # imported lazily: validation tests must not need the solver modules
     from solver.service.server import SchedulerServer
     from solver.simulate.scenario import Scenario
+    from tests.slurm_cluster_helpers import Cluster, MakeAdapter
 
 
 @pytest.fixture
@@ -86,3 +89,76 @@ def cluster() -> pb.ClusterSnapshot:
     from solver.simulate.scenarios import scenario_philly
 
     return scenario_philly(0).cluster
+
+
+@pytest.fixture(scope="session")
+def slurm_session() -> Iterator[Cluster]:
+    """A real one-machine Slurm (tests/slurm_cluster_helpers.py); SLURM_CONF points at it."""
+    from tests.slurm_cluster_helpers import session_cluster
+
+    with session_cluster() as cluster:
+        before = os.environ.get("SLURM_CONF")
+        os.environ["SLURM_CONF"] = cluster.env["SLURM_CONF"]
+        try:
+            yield cluster
+        finally:
+            if before is None:
+                os.environ.pop("SLURM_CONF", None)
+            else:
+                os.environ["SLURM_CONF"] = before
+
+
+@pytest.fixture
+def slurm(slurm_session: Cluster) -> Cluster:
+    """The Slurm cluster with no job left and every node up."""
+    slurm_session.reset()
+    return slurm_session
+
+
+@pytest.fixture(scope="module")
+def dsfro() -> Iterator[str]:
+    """A real DSFRO service on an ephemeral loopback port; its address."""
+    from tests.factories import running_server
+
+    with running_server() as srv:
+        yield f"127.0.0.1:{srv.port}"
+
+
+@pytest.fixture
+def make_adapter(tmp_path: Path) -> Iterator[MakeAdapter]:
+    """Builds adapters on the real Slurm; their clients are closed after the test."""
+    from solver.client import Client
+    from solver.slurm.apply import Applier
+    from solver.slurm.commands import Runner, Slurm, run_subprocess
+    from solver.slurm.loop import Adapter, Settings
+    from solver.slurm.observe import Metrics
+    from solver.slurm.site import Site
+    from tests.slurm_cluster_helpers import BUDGET
+
+    clients: list[Client] = []
+
+    def make(
+        address: str, *, site: Site | None = None, runner: Runner = run_subprocess, **settings: Any
+    ) -> Adapter:
+        slurm = Slurm(runner, timeout=20)
+        client = Client(address)
+        clients.append(client)
+        applier = Applier(slurm, plan_dir=tmp_path / "plans", workers=4)
+        s = Settings(budget=BUDGET, **settings)
+        return Adapter(slurm, client, site or Site(), s, applier, Metrics())
+
+    (tmp_path / "plans").mkdir()
+    (tmp_path / "out").mkdir()
+    yield make
+    for c in clients:
+        c.close()
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """Says it loudly when the Slurm end-to-end tests did not run, and how to run them."""
+    from tests.slurm_cluster_helpers import HOW_TO_RUN, SKIPPED
+
+    if SKIPPED:
+        terminalreporter.write_sep("=", "Slurm end-to-end tests SKIPPED", yellow=True, bold=True)
+        terminalreporter.write_line(f"why: {SKIPPED[0]}")
+        terminalreporter.write_line(f"to run them: {HOW_TO_RUN}")

@@ -74,9 +74,11 @@ def reference_value(
         return (j.age_seconds + horizon + j.remaining_samples / equal[m]) / ideal
 
     total_weight = sum(weight(e) for e in entities)
+    asks = {e: min(1.0, sum(jobs[m].max_gpus for m in ms) / gpus) for e, ms in entities.items()}
+    entitled = _water_fill(asks, {e: weight(e) for e in entities})
     values = []
     for e, members in entities.items():
-        gpu_s, norm_s = attained(e)
+        _, norm_s = attained(e)
         served = (norm_s + horizon * sum(rate(m) for m in members)) / horizon
         if fair.mode is FairnessMode.MAX_MIN:
             values.append(served / weight(e))
@@ -84,10 +86,25 @@ def reference_value(
             values.append(weight(e) * math.log(1 + served))
         elif fair.mode is FairnessMode.DRF:
             share_now = sum(dominant(run[m]) for m in members if m in run)
-            values.append((gpu_s / (horizon * gpus) + share_now) / (weight(e) / total_weight))
+            values.append(share_now / entitled[e])
         else:
             mean_rho = sum(rho(m) for m in members) / len(members)
             values.append(-mean_rho * weight(e) / (total_weight / len(entities)))
     if fair.mode is FairnessMode.PROPORTIONAL:
         return sum(values)
-    return min(values) + fair.mean_weight * sum(values) / len(values)
+    least = min(min(values), 1.0) if fair.mode is FairnessMode.DRF else min(values)
+    return least + fair.mean_weight * sum(values) / len(values)
+
+
+def _water_fill(asks: Mapping[str, float], weights: Mapping[str, float]) -> dict[str, float]:
+    """Weighted max-min shares of a capacity of 1: each gets min(ask, level x weight), the
+    level found by bisection so that the shares use min(1, total ask)."""
+    target = min(1.0, sum(asks.values()))
+    low, high = 0.0, 1.0 / min(weights.values())
+    for _ in range(200):
+        level = (low + high) / 2
+        if sum(min(a, level * weights[e]) for e, a in asks.items()) < target:
+            low = level
+        else:
+            high = level
+    return {e: min(a, high * weights[e]) for e, a in asks.items()}

@@ -14,6 +14,7 @@ MAX_LINES = 450
 
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("solver.fairness",),
+    ("solver.mig",),
     ("solver", "solver.domain", "solver.extras", "solver.resources", "solver.wire"),
     ("solver.client", "solver.runtime"),
     ("solver.perfmodel",),
@@ -26,6 +27,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("solver.simulate",),
     ("solver.service",),
     ("solver.cli",),
+    ("solver.slurm",),
 )
 """The package's layers, lowest first: a module imports only from its own group and from
 groups of lower layers (lazily inside a function too: a lazy import is still a dependency)."""
@@ -106,6 +108,15 @@ def test_the_client_and_the_wire_need_nothing_of_the_solver(graph: dict[str, set
     for name, targets in graph.items():
         if _group(name) in ("solver.client", "solver.wire"):
             assert {_group(t) for t in targets} <= {"solver.client", "solver.wire"}, name
+
+
+def test_the_slurm_adapter_needs_only_the_client(graph: dict[str, set[str]]) -> None:
+    """dsfro-slurm runs beside Slurm with the client install: the client, the wire types and
+    the package root, nothing of the solver."""
+    for name, targets in graph.items():
+        if _group(name) == "solver.slurm":
+            allowed = {"solver", "solver.client", "solver.wire", "solver.slurm"}
+            assert {_group(t) for t in targets} <= allowed, name
 
 
 def test_no_import_cycle_between_modules(graph: dict[str, set[str]]) -> None:

@@ -167,7 +167,7 @@ def test_dominant_shares_take_the_largest_resource_and_the_demand() -> None:
 
 
 def test_fair_entitlements_fill_progressively_by_weight() -> None:
-    from solver.simulate.tenant_metrics import fair_entitlements
+    from solver.fairness import fair_entitlements
 
     # c asks 0.1, less than its third: it gets it; a (weight 2) and b share the rest 2:1.
     out = fair_entitlements({"a": 0.9, "b": 0.9, "c": 0.1}, {"a": 2.0})

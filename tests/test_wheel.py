@@ -144,7 +144,7 @@ def test_the_wheel_ships_models_data_licence_and_version(wheel: Path) -> None:
         for p in (ROOT / "data").rglob("*")
         if p.is_file() and "__pycache__" not in p.parts
     }
-    assert len(models) == 4 and len(data) > 20
+    assert len(models) == 5 and len(data) > 20  # gpus, architectures, clock, calibration, MIG
     assert models <= names and data <= names
     assert any(n.endswith(".dist-info/licenses/LICENSE") for n in names)
     assert f"\nVersion: {solver.__version__}\n" in meta

@@ -17,6 +17,7 @@ from typing import Any, TypeVar, cast
 from google.protobuf.internal.enum_type_wrapper import EnumTypeWrapper
 
 from solver._proto.dsfro.v1 import scheduler_pb2 as pb
+from solver.app import convert_mig
 from solver.app.limits import Limits
 from solver.app.validation.common import duration_seconds
 from solver.domain import (
@@ -92,6 +93,7 @@ def problem_from_proto(req: pb.SolveRequest, limits: Limits) -> Problem:
         power_budget_watts=c.power_budget_watts if c.HasField("power_budget_watts") else None,
         rack_power_budgets_watts={b.rack: b.watts for b in c.rack_power_budgets},
         queues=tuple(_queue(q) for q in c.queues),
+        mig=convert_mig.geometries(req),
     )
     return Problem(
         cluster=cluster,
@@ -169,6 +171,7 @@ def allocation_to_proto(a: Allocation) -> pb.Allocation:
         pipeline_parallel=s.pipeline_parallel,
         sm_clock_mhz=a.sm_clock_mhz,
         placement=[pb.GpuSlice(node=g.node, gpu_indices=g.gpu_indices) for g in a.placement],
+        mig_instance=convert_mig.instance_to_proto(a.mig) if a.mig is not None else None,
     )
 
 
@@ -180,6 +183,7 @@ def _node(n: pb.Node) -> Node:
         unavailable_gpu_indices=frozenset(n.unavailable_gpu_indices),
         rack=n.rack,
         network_bandwidth_gbps=n.network_bandwidth_gbps,
+        mig_layouts=convert_mig.layouts_from_proto(n),
     )
 
 
@@ -225,6 +229,7 @@ def _job(j: pb.Job) -> Job:
         preemptible=j.preemptible if j.HasField("preemptible") else True,
         attained=_attained(j.attained),
         age_seconds=duration_seconds(j.age) if j.HasField("age") else 0.0,
+        slices=convert_mig.slices_from_proto(j),
     )
 
 
@@ -241,7 +246,8 @@ def _slices(placement: Any) -> tuple[GpuSlice, ...]:
 
 def allocation_from_proto(a: pb.Allocation) -> Allocation:
     shape = Shape(a.gpu_type, a.data_parallel, a.tensor_parallel, a.pipeline_parallel)
-    return Allocation(shape=shape, sm_clock_mhz=a.sm_clock_mhz, placement=_slices(a.placement))
+    mig = convert_mig.instance_from_proto(a.mig_instance) if a.HasField("mig_instance") else None
+    return Allocation(shape, a.sm_clock_mhz, _slices(a.placement), mig)
 
 
 def _weights(w: pb.ObjectiveWeights) -> ObjectiveWeights:
@@ -293,7 +299,10 @@ def allocations_from_proto(plan: pb.Plan) -> dict[str, Allocation | None]:
             out[a.job] = None
             continue
         shape = Shape(a.gpu_type, a.data_parallel, a.tensor_parallel, a.pipeline_parallel)
-        out[a.job] = Allocation(shape, a.sm_clock_mhz, _slices(a.placement))
+        mig = (
+            convert_mig.instance_from_proto(a.mig_instance) if a.HasField("mig_instance") else None
+        )
+        out[a.job] = Allocation(shape, a.sm_clock_mhz, _slices(a.placement), mig)
     return out
 
 
@@ -334,6 +343,8 @@ def assignment_to_proto(a: JobAssignment) -> pb.JobAssignment:
         out.memory_per_gpu_gib = c.memory_per_gpu_gib
     for s in a.placement:
         out.placement.add(node=s.node, gpu_indices=s.gpu_indices)
+    if a.state is JobState.RUNNING:
+        convert_mig.set_assignment_instance(out, a.mig)
     return out
 
 
@@ -343,6 +354,7 @@ def plan_to_proto(plan: Plan, problem: Problem | None = None) -> pb.Plan:
     out = pb.Plan(
         assignments=[assignment_to_proto(a) for a in plan.assignments],
         objective=objective_to_proto(plan.objective),
+        layout_changes=convert_mig.changes_to_proto(plan.layout_changes),
     )
     if problem is None or not problem.cluster.queues:
         return out

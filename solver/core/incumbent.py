@@ -36,6 +36,7 @@ from solver.domain import (
     SolveStats,
     Termination,
 )
+from solver.mig import LayoutChange
 from solver.scoring.checker import PlanViolation, check_plan
 
 log = logging.getLogger(__name__)
@@ -46,7 +47,7 @@ solvers' bound margins leave a proven bound that can sit this far above the opti
 IMPROVEMENT_EPSILON = 1e-9
 """An offered plan must beat the best by more than this to replace it."""
 
-Checker = Callable[[Problem, Sequence[JobAssignment]], list[PlanViolation]]
+Checker = Callable[[Problem, Sequence[JobAssignment], Sequence[LayoutChange]], list[PlanViolation]]
 
 
 class Counted(Protocol):
@@ -122,7 +123,9 @@ class Incumbent:
         just had the checker pass it (``violations``), not to check a large plan twice."""
         if plan is None:
             return False
-        violations = [] if checked else self._check(self.problem, plan.assignments)
+        violations = (
+            [] if checked else self._check(self.problem, plan.assignments, plan.layout_changes)
+        )
         with self._lock:
             if self.closed:
                 return False
@@ -142,7 +145,7 @@ class Incumbent:
 
     def violations(self, plan: Plan) -> list[PlanViolation]:
         """What the checker says of `plan` (for steps that must know why it failed)."""
-        return self._check(self.problem, plan.assignments)
+        return self._check(self.problem, plan.assignments, plan.layout_changes)
 
     def tighten(self, bound: float | None, *, with_fairness: bool = False) -> None:
         """A proven upper bound on the optimum; the smallest one is kept. Without

@@ -23,6 +23,7 @@ from typing import Any
 
 from solver.core.deadline import Clock, Deadline
 from solver.core.incumbent import Incumbent, infeasible
+from solver.core.mig import solve_with_slices
 from solver.core.settings import SolverSettings
 from solver.core.steps import SolveRun
 from solver.core.steps.bound import aggregate_bound, aggregate_fits, aggregate_is_slow
@@ -94,18 +95,34 @@ class Solver:
         s = self.settings
         if deadline is None:
             deadline = Deadline.after(problem.options.time_budget_seconds, s, len(problem.jobs))
-        clock = Clock(deadline, stop)
-        estimate = self.first_plan_estimate(problem)
-        if clock.left() < estimate:
-            return self.quick(problem, clock, self._short(clock, estimate))
-        if self.decomposes(problem):
-            return self._decomposed(problem, clock, on_first_plan)
-        return self._here(problem, clock, estimate, on_first=on_first_plan)
+        when = deadline
+        return solve_with_slices(
+            problem, lambda p, first: self._whole(p, when, stop, first), on_first_plan
+        )
 
     def quick(self, problem: Problem, clock: Clock, why: str) -> SolveResult:
         """The quick plan within the clock, as a fallback for `why` (also the service's answer
-        when a solve's worker died)."""
+        when a solve's worker died); MIG slices packed after it (solver.core.mig)."""
+        return solve_with_slices(problem, lambda p, _: self._quick(p, clock, why))
+
+    def _quick(self, problem: Problem, clock: Clock, why: str) -> SolveResult:
         return solve_quick(problem, self.settings, clock, why)
+
+    def _whole(
+        self,
+        problem: Problem,
+        deadline: Deadline,
+        stop: threading.Event | None,
+        on_first_plan: Callable[[Plan], None] | None,
+    ) -> SolveResult:
+        """The whole-GPU paths on `problem` (partitioned GPUs already left out)."""
+        clock = Clock(deadline, stop)
+        estimate = self.first_plan_estimate(problem)
+        if clock.left() < estimate:
+            return self._quick(problem, clock, self._short(clock, estimate))
+        if self.decomposes(problem):
+            return self._decomposed(problem, clock, on_first_plan)
+        return self._here(problem, clock, estimate, on_first=on_first_plan)
 
     def decomposes(self, problem: Problem) -> bool:
         """Whether the solve of `problem` is decomposed."""
@@ -169,7 +186,7 @@ class Solver:
         after = s.after_enumeration_share * estimate
         if clock.left() < after:  # a machine slower than estimated
             why = self._short(clock, after, "after enumeration")
-            return self.quick(problem, clock, f"{fallback_for}; {why}" if fallback_for else why)
+            return self._quick(problem, clock, f"{fallback_for}; {why}" if fallback_for else why)
         blocked = unkeepable_jobs(problem, configs)
         if blocked:
             return infeasible(
@@ -233,7 +250,7 @@ class Solver:
             why = str(e) if isinstance(e, ConnectionError) else f"{e} in the first round"
             estimate = self.first_plan_estimate(problem)
             if clock.left() < estimate:
-                return self.quick(problem, clock, f"{why}; {self._short(clock, estimate)}")
+                return self._quick(problem, clock, f"{why}; {self._short(clock, estimate)}")
             return self._here(problem, clock, estimate, fallback_for=why, on_first=on_first)
         blocked = unkeepable_jobs(problem, d.configs)
         return finish_decomposed(

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from solver.domain import FairnessMode
 from solver.exact.milp import Formulation
 from solver.exact.rows import FloatArray, IntArray, floats, ints
 from solver.scoring.fairness import SUM_LOG_MODES, FairnessTerms, Row
@@ -103,8 +104,10 @@ def _add_floor(f: Formulation, terms: FairnessTerms, position: Positions) -> Non
     """F = the least row: one variable at most every row, weight x F in the objective."""
     parts = [(row, *_row_terms(f, terms, row, position)) for row in terms.rows]
     k = terms.weight
-    low = min(p[3] for p in parts)
-    high = min(p[4] for p in parts)
+    low = min(part[3] for part in parts)
+    high = min(part[4] for part in parts)
+    if f.problem.fairness.mode is FairnessMode.DRF:  # F = min(1, least row): the variable's bound
+        low, high = min(low, 1.0), min(high, 1.0)
     var = int(
         f.add_vars(
             "fairness_floor",

@@ -320,7 +320,7 @@ class Lns:
         if merged.objective.total <= self.best.objective.total + IMPROVEMENT:
             self.weights[hood.kind] = max(0.2, self.weights[hood.kind] * 0.9)
             return False
-        if check_plan(self.problem, merged.assignments):
+        if check_plan(self.problem, merged.assignments, merged.layout_changes):
             return False
         self.best = merged
         self.stats.improvements += 1

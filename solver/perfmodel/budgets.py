@@ -9,7 +9,7 @@ checker (solver.scoring.checker) re-derives these on its own, on purpose.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 from solver.domain import Cluster, Config
 
@@ -51,19 +51,31 @@ def rack_power_room(cluster: Cluster) -> dict[str, float]:
 
 
 def extra_watts(cluster: Cluster, config: Config) -> float:
-    """What `config` draws above the idle power of its GPUs."""
+    """What `config` draws above the idle power of its GPUs (a slice configuration's watts
+    are already above idle: its GPU's idle power is drawn once, whatever its instances run)."""
+    if config.mig_profile:
+        return config.watts
     return config.watts - cluster.gpu_types[config.gpu_type].idle_watts * config.num_gpus
 
 
 def extra_watts_per_gpu(cluster: Cluster, config: Config) -> float:
     """The same per GPU (racks get a job's draw in proportion to its GPUs there)."""
+    if config.mig_profile:
+        return config.watts
     return config.watts / config.num_gpus - cluster.gpu_types[config.gpu_type].idle_watts
+
+
+def partitioned_gpu_watts(cluster: Cluster, gpu_type: str, slices: Iterable[Config]) -> float:
+    """What a GPU in MIG mode draws: its idle power once, and each instance's job above it
+    (the jobs of one GPU share its SM clock: solver.search.slices picks one per GPU)."""
+    return cluster.gpu_types[gpu_type].idle_watts + sum(c.watts for c in slices)
 
 
 __all__ = [
     "extra_watts",
     "extra_watts_per_gpu",
     "idle_watts",
+    "partitioned_gpu_watts",
     "power_room",
     "rack_idle_watts",
     "rack_power_room",

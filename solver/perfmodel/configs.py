@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Hashable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from solver.domain import Config, GpuType, Job, ModelSpec, Problem, Shape, ThroughputProfile
@@ -33,6 +33,7 @@ from solver.perfmodel.facts import (
     type_facts,
 )
 from solver.perfmodel.pareto import pareto_rows
+from solver.perfmodel.slices import build_slice_configs
 
 __all__ = [
     "CLOCK_FRACTIONS",
@@ -62,6 +63,10 @@ class ConfigSet:
     """Best throughput of the job on an empty cluster: the denominator of u_j."""
     num_enumerated: int
     """Configurations before Pareto filtering."""
+    slices: Mapping[str, tuple[Config, ...]] = field(default_factory=dict)
+    """Slice jobs' configurations on one MIG instance (solver.perfmodel.slices), apart from
+    `by_job`: only the MIG step places them; their best throughput counts in
+    `best_samples_per_second`."""
 
     @property
     def num_configurations(self) -> int:
@@ -71,11 +76,17 @@ class ConfigSet:
         """Pickled as columns (solver.perfmodel.bulk): decomposed solves send every part's
         configurations to the caller, where one object each would be slow to unpickle."""
         columns = bulk.to_columns(self.by_job)
-        return _unpickle, (columns, dict(self.best_samples_per_second), self.num_enumerated)
+        best = dict(self.best_samples_per_second)
+        return _unpickle, (columns, best, self.num_enumerated, dict(self.slices))
 
 
-def _unpickle(columns: bulk.Columns, best: dict[str, float], enumerated: int) -> ConfigSet:
-    return ConfigSet(bulk.from_columns(columns), best, enumerated)
+def _unpickle(
+    columns: bulk.Columns,
+    best: dict[str, float],
+    enumerated: int,
+    slices: dict[str, tuple[Config, ...]] | None = None,
+) -> ConfigSet:
+    return ConfigSet(bulk.from_columns(columns), best, enumerated, slices or {})
 
 
 def enumerate_configs(job: Job, facts: Mapping[str, TypeFacts]) -> list[Config]:
@@ -129,7 +140,15 @@ def build_config_set(problem: Problem, facts: Mapping[str, TypeFacts] | None = N
     Jobs alike in everything the enumeration reads (workload, GPU limits, allowed types,
     running shape) share one enumeration and filter, each with configurations of its own."""
     with bulk.collector_paused():  # (see solver.perfmodel.bulk)
-        return _build(problem, facts if facts is not None else type_facts(problem.cluster))
+        facts = facts if facts is not None else type_facts(problem.cluster)
+        built = _build(problem, facts)
+        slices = build_slice_configs(problem.jobs, facts, problem.cluster.mig)
+        if not slices:
+            return built
+        best = dict(built.best_samples_per_second)
+        for name, configs in slices.items():
+            best[name] = max(best[name], max(c.samples_per_second for c in configs))
+        return ConfigSet(built.by_job, best, built.num_enumerated, slices)
 
 
 def _build(problem: Problem, facts: Mapping[str, TypeFacts]) -> ConfigSet:
@@ -237,7 +256,8 @@ def resolve_config(
         pts = [
             p
             for p in job.workload.points
-            if (p.gpu_type, p.num_gpus, p.tensor_parallel, p.pipeline_parallel)
+            if not p.mig_profile
+            and (p.gpu_type, p.num_gpus, p.tensor_parallel, p.pipeline_parallel)
             == (shape.gpu_type, shape.num_gpus, shape.tensor_parallel, shape.pipeline_parallel)
         ]
         if not pts:

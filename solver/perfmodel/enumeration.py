@@ -289,8 +289,8 @@ class Enumerator:
     def profile_rows(self, job: Job, profile: ThroughputProfile) -> list[Row]:
         groups: dict[Shape, list[ProfilePoint]] = {}
         for p in profile.points:
-            if p.gpu_type not in self.facts or not job.allows(p.gpu_type):
-                continue
+            if p.mig_profile or p.gpu_type not in self.facts or not job.allows(p.gpu_type):
+                continue  # (a MIG point measures a slice, not a whole GPU)
             if not job.min_gpus <= p.num_gpus <= job.max_gpus:
                 continue
             dp = p.num_gpus // (p.tensor_parallel * p.pipeline_parallel)

@@ -10,92 +10,16 @@ family can be tested on its own.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
-from functools import cached_property
+from collections.abc import Iterable, Iterator, Sequence
 
-from solver.domain import (
-    DEFAULT_QUEUE,
-    POWER,
-    Config,
-    GpuType,
-    Job,
-    JobAssignment,
-    JobState,
-    Node,
-    Problem,
-)
-
-POWER_TOLERANCE = 1e-6
-"""Relative slack on power budgets, for floating-point sums only."""
-
-
-@dataclass(frozen=True)
-class PlanViolation:
-    constraint: str
-    """Constraint family, e.g. "gpu_capacity"."""
-    job: str
-    message: str
-
-
-@dataclass(frozen=True)
-class Running:
-    """A running assignment whose configuration names a known GPU type."""
-
-    job: Job
-    assignment: JobAssignment
-    config: Config
-    gpu: GpuType
-
-
-class PlanView:
-    """A plan read against its request: the assignments of known jobs, once each, and the
-    running ones resolved. Checks share it so that each lookup is made once."""
-
-    def __init__(self, problem: Problem, assignments: Iterable[JobAssignment]) -> None:
-        self.problem = problem
-        self.jobs = {j.name: j for j in problem.jobs}
-        self.nodes: dict[str, Node] = {n.name: n for n in problem.cluster.nodes}
-        self.assignments = tuple(assignments)
-
-    @cached_property
-    def unique(self) -> tuple[tuple[Job, JobAssignment], ...]:
-        """The first assignment of each known job, in plan order."""
-        seen: set[str] = set()
-        out = []
-        for a in self.assignments:
-            if a.job in self.jobs and a.job not in seen:
-                seen.add(a.job)
-                out.append((self.jobs[a.job], a))
-        return tuple(out)
-
-    @cached_property
-    def running(self) -> tuple[Running, ...]:
-        out = []
-        types = self.problem.cluster.gpu_types
-        for job, a in self.unique:
-            c = a.config
-            if a.state is JobState.RUNNING and c is not None and c.gpu_type in types:
-                out.append(Running(job, a, c, types[c.gpu_type]))
-        return tuple(out)
-
-    def gpus(self, r: Running) -> Iterator[tuple[Node, int]]:
-        """The job's GPUs that exist and are available (known node, index in range)."""
-        for s in r.assignment.placement:
-            node = self.nodes.get(s.node)
-            if node is None:
-                continue
-            for i in s.gpu_indices:
-                if 0 <= i < node.gpu_count and i not in node.unavailable_gpu_indices:
-                    yield node, i
-
-    @cached_property
-    def used(self) -> frozenset[tuple[str, int]]:
-        """Every existing, available GPU some running job holds."""
-        return frozenset((n.name, i) for r in self.running for n, i in self.gpus(r))
-
-
-Check = Callable[[PlanView], Iterator[PlanViolation]]
+from solver.domain import DEFAULT_QUEUE, POWER, Job, JobAssignment, JobState, Problem
+from solver.mig import LayoutChange
+from solver.scoring import mig_checks
+from solver.scoring.view import POWER_TOLERANCE as POWER_TOLERANCE
+from solver.scoring.view import Check
+from solver.scoring.view import PlanView as PlanView
+from solver.scoring.view import PlanViolation as PlanViolation
+from solver.scoring.view import Running as Running
 
 
 def check_jobs_known_once(view: PlanView) -> Iterator[PlanViolation]:
@@ -203,7 +127,7 @@ def check_tensor_group_in_node(view: PlanView) -> Iterator[PlanViolation]:
 def check_gpu_capacity(view: PlanView) -> Iterator[PlanViolation]:
     """A GPU runs at most one job (and is listed once by it)."""
     owner: dict[tuple[str, int], str] = {}
-    for r in view.running:
+    for r in view.whole:  # (jobs on MIG instances: mig_checks.check_one_job_per_instance)
         for node, i in view.gpus(r):
             key = (node.name, i)
             if key in owner:
@@ -370,13 +294,19 @@ CHECKS: tuple[Check, ...] = (
     check_power_budget,
     check_rack_power_budget,
     check_queue_quotas,
+    *mig_checks.CHECKS,
 )
 """Every constraint family, in the order its violations are reported."""
 
 
-def check_plan(problem: Problem, assignments: Iterable[JobAssignment]) -> list[PlanViolation]:
-    """All the constraints the plan breaks; an empty list means the plan is valid."""
-    view = PlanView(problem, assignments)
+def check_plan(
+    problem: Problem,
+    assignments: Iterable[JobAssignment],
+    layout_changes: Sequence[LayoutChange] = (),
+) -> list[PlanViolation]:
+    """All the constraints the plan breaks (with the plan's MIG layout changes); an empty list
+    means the plan is valid."""
+    view = PlanView(problem, assignments, layout_changes)
     return [v for check in CHECKS for v in check(view)]
 
 

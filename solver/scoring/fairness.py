@@ -29,7 +29,7 @@ from solver.domain import (
     Job,
     Problem,
 )
-from solver.fairness import LEAST_ROW_MODES
+from solver.fairness import LEAST_ROW_MODES, fair_entitlements
 
 SUM_LOG_MODES = frozenset({FairnessMode.PROPORTIONAL})
 """Modes whose F is a weighted sum of logs; the others take the least row."""
@@ -77,6 +77,13 @@ class FairnessTerms:
         weights = {e: self._entity_weight(e, members, problem) for e, members in groups.items()}
         total_weight = sum(weights.values()) or 1.0
         mean_entity_weight = total_weight / max(len(weights), 1)
+        entitled = fair_entitlements(
+            {
+                e: min(1.0, sum(j.max_gpus for j in members) / self._gpus)
+                for e, members in groups.items()
+            },
+            weights,
+        )
         self.rows: list[Row] = []
         self._scale: dict[str, float] = {}
         """Per entity: the factor of its jobs' terms."""
@@ -85,10 +92,8 @@ class FairnessTerms:
             attained = self._attained(e, members, problem)
             if self.mode is FairnessMode.MAX_MIN:
                 scale, intercept = 1.0 / w, attained.normalized_seconds / (self.horizon * w)
-            elif self.mode is FairnessMode.DRF:
-                entitlement = w / total_weight
-                scale = 1.0 / entitlement
-                intercept = attained.gpu_seconds / (self.horizon * self._gpus) * scale
+            elif self.mode is FairnessMode.DRF:  # this plan's share over the fair one
+                scale, intercept = 1.0 / entitled[e], 0.0
             elif self.mode is FairnessMode.FINISH_TIME:
                 scale = -(w / mean_entity_weight) / len(members)
                 intercept = scale * sum(self._rho(j, None) for j in members)
@@ -186,6 +191,8 @@ class FairnessTerms:
         if self.mode in SUM_LOG_MODES:
             return sum(r.weight * math.log1p(max(values[r.entity], 0.0)) for r in self.rows)
         least = min(values.values())
+        if self.mode is FairnessMode.DRF:  # at its fair share, an entity asks no more
+            least = min(least, 1.0)
         if not self.mean_weight:
             return least
         return least + self.mean_weight * sum(values.values()) / len(values)

@@ -19,6 +19,7 @@ from solver.domain import (
     ObjectiveWeights,
     Problem,
 )
+from solver.mig import LayoutChange
 from solver.scoring.fairness import fairness_value
 
 AGING_SECONDS = 3600.0
@@ -126,13 +127,31 @@ def migration_cost(job: Job, weights: ObjectiveWeights) -> float:
     return weights.migration * job.weight if job.current is not None else 0.0
 
 
+def reconfiguration_cost(weights: ObjectiveWeights) -> float:
+    """What changing one GPU's MIG layout costs: a migration of weight 1 (the GPU is drained
+    and its instances made anew; docs/objective.md)."""
+    return weights.migration
+
+
+def reconfigured_gpus(cluster: Cluster, changes: Iterable[LayoutChange]) -> int:
+    """GPUs whose layout the plan changes: a change to the layout a GPU has is none."""
+    count = 0
+    for change in changes:
+        node = cluster.node(change.node)
+        now = next((x for x in node.mig_layouts if x.gpu_index == change.layout.gpu_index), None)
+        if (now.places() if now is not None else frozenset()) != change.layout.places():
+            count += 1
+    return count
+
+
 def is_migrated(job: Job, assignment: JobAssignment) -> bool:
-    """A running job moved, changed shape, or stopped; clock changes alone are free."""
+    """A running job moved (to another GPU or MIG instance), changed shape, or stopped; clock
+    changes alone are free."""
     if job.current is None:
         return False
     if assignment.state is not JobState.RUNNING or assignment.config is None:
         return True
-    if assignment.config.shape != job.current.shape:
+    if assignment.config.shape != job.current.shape or assignment.mig != job.current.mig:
         return True
     old = {(s.node, i) for s in job.current.placement for i in s.gpu_indices}
     new = {(s.node, i) for s in assignment.placement for i in s.gpu_indices}
@@ -145,16 +164,26 @@ def nodes_and_racks(cluster: Cluster, assignment: JobAssignment) -> tuple[int, i
     return len(nodes), len(racks)
 
 
+def partitioned_idle_watts(cluster: Cluster, gpus: Iterable[tuple[str, int]]) -> float:
+    """The idle power of GPUs whose MIG instances run jobs, once per GPU: their jobs' slice
+    configurations count only what each adds above it (docs/objective.md, energy)."""
+    types = cluster.gpu_types
+    return sum(types[cluster.node(node).gpu_type].idle_watts for node, _ in sorted(gpus))
+
+
 def score_plan(
     problem: Problem,
     assignments: Iterable[JobAssignment],
     best: Mapping[str, float],
+    layout_changes: Sequence[LayoutChange] = (),
 ) -> ObjectiveBreakdown:
-    """The plan's objective and its terms, recomputed from the request and the plan alone."""
+    """The plan's objective and its terms, recomputed from the request and the plan alone
+    (with its MIG layout changes: each changed GPU counts as a migration of weight 1)."""
     jobs = {j.name: j for j in problem.jobs}
     max_watts = problem.cluster.max_gpu_watts()
     throughput = energy = migration = locality = deadline = waiting = 0.0
     chosen: list[tuple[str, Config]] = []
+    partitioned: set[tuple[str, int]] = set()
     for a in assignments:
         job = jobs[a.job]
         running = a.state is JobState.RUNNING and a.config is not None
@@ -163,6 +192,8 @@ def score_plan(
             chosen.append((job.name, config))
             throughput += job.weight * utility(config, best.get(job.name, 0.0))
             energy += config.watts / max_watts
+            if a.mig is not None:
+                partitioned.update((s.node, i) for s in a.placement for i in s.gpu_indices)
             nodes, racks = nodes_and_racks(problem.cluster, a)
             locality += (nodes - config.min_nodes) + (racks - config.min_racks)
         else:
@@ -170,6 +201,8 @@ def score_plan(
         deadline += job.weight * deadline_shortfall(job, config)
         if is_migrated(job, a):
             migration += job.weight
+    energy += partitioned_idle_watts(problem.cluster, partitioned) / max_watts
+    migration += reconfigured_gpus(problem.cluster, layout_changes)
     w = problem.weights
     fairness = fairness_value(problem, best, chosen)
     total = (

@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from solver.fairness import fair_entitlements
 from solver.simulate.core import JobRecord, SimulationLog
 
 SECONDS_PER_HOUR = 3600.0
@@ -126,29 +127,6 @@ def tenant_summaries(log: SimulationLog) -> dict[str, TenantSummary]:
 
 
 DRF_TOLERANCE = 0.05
-
-
-def fair_entitlements(demand: Mapping[str, float], weight: Mapping[str, float]) -> dict[str, float]:
-    """Weighted max-min fair shares of one resource (capacity 1) among tenants demanding
-    `demand` (shares of it): progressive filling, so a tenant asking less than its weighted
-    share gets what it asks and the rest is shared by the others in proportion to weight."""
-    out: dict[str, float] = {}
-    left, active = 1.0, dict(demand)
-    while active and left > 1e-12:
-        total = sum(weight.get(t, 1.0) for t in active)
-        level = left / total
-        capped = {t: d for t, d in active.items() if d <= level * weight.get(t, 1.0)}
-        if not capped:
-            for t in active:
-                out[t] = level * weight.get(t, 1.0)
-            return out
-        for t, d in capped.items():
-            out[t] = d
-            left -= d
-            del active[t]
-    for t in active:
-        out[t] = 0.0
-    return out
 
 
 def drf_deviations(log: SimulationLog) -> dict[str, tuple[float, float]]:

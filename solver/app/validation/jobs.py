@@ -114,7 +114,7 @@ def _check_profile(
             f"{len(prof.points)} points exceed the limit of "
             f"{limits.max_profile_points_per_job} (max_profile_points_per_job)",
         )
-    first: dict[tuple[str, int, int, int, int], tuple[int, tuple[float, float, float]]] = {}
+    first: dict[tuple[str, int, int, int, int, str], tuple[int, tuple[float, float, float]]] = {}
     for k, pt in enumerate(prof.points):
         pp = f"{p}.points[{k}]"
         gpu = types.get(pt.gpu_type)
@@ -136,13 +136,14 @@ def _check_profile(
         c.positive(f"{pp}.watts", pt.watts, MAX_POWER_WATTS)
         c.positive(f"{pp}.memory_per_gpu_gib", pt.memory_per_gpu_gib, MAX_GPU_MEMORY_GIB)
         key = (pt.gpu_type, pt.num_gpus, pt.tensor_parallel, pt.pipeline_parallel, pt.sm_clock_mhz)
+        key_mig = (*key, pt.mig_profile)
         values = (pt.samples_per_second, pt.watts, pt.memory_per_gpu_gib)
-        if key not in first:
-            first[key] = (k, values)
-        elif first[key][1] != values:
+        if key_mig not in first:
+            first[key_mig] = (k, values)
+        elif first[key_mig][1] != values:
             c.add(
                 pp,
-                f"contradicts points[{first[key][0]}]: same gpu_type, num_gpus, "
+                f"contradicts points[{first[key_mig][0]}]: same gpu_type, num_gpus, "
                 "tensor_parallel, pipeline_parallel and sm_clock_mhz, different values",
             )
 
@@ -175,7 +176,9 @@ def check_kept_shape_profiled(c: Collector, i: int, job: pb.Job) -> None:
         a.pipeline_parallel,
     )
     measured = {
-        (q.gpu_type, q.num_gpus, q.tensor_parallel, q.pipeline_parallel) for q in job.profile.points
+        (q.gpu_type, q.num_gpus, q.tensor_parallel, q.pipeline_parallel)
+        for q in job.profile.points
+        if not q.mig_profile
     }
     if shape not in measured:
         c.add(
@@ -242,6 +245,8 @@ def check_allocation(
                 continue
             mine.add((s.node, idx))
             other = claims.get((s.node, idx))
+            if a.HasField("mig_instance"):
+                continue  # slices share GPUs: validation.mig checks them against the layouts
             if other is not None:
                 c.add(
                     ip,

@@ -29,6 +29,7 @@ from solver.app.validation.common import (
     quoted,
 )
 from solver.app.validation.jobs import check_allocation, check_job, check_kept_shape_profiled
+from solver.app.validation.mig import check_mig
 from solver.app.validation.queues import check_job_queue, check_queues
 
 
@@ -60,6 +61,8 @@ def validate_request(req: pb.SolveRequest, limits: Limits) -> list[FieldViolatio
         if job.HasField("current_allocation"):
             check_allocation(c, i, job, types, nodes, claims, limits)
             check_kept_shape_profiled(c, i, job)
+    if nodes:
+        check_mig(c, req, nodes, claims)
     _check_weights(c, req)
     _check_fairness(c, req)
     _check_options(c, req, limits)

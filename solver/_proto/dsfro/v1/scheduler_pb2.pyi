@@ -107,20 +107,40 @@ class GpuType(_message.Message):
     def __init__(self, name: _Optional[str] = ..., memory_gib: _Optional[float] = ..., peak_tflops: _Optional[float] = ..., memory_bandwidth_gbps: _Optional[float] = ..., intra_node_bandwidth_gbps: _Optional[float] = ..., tdp_watts: _Optional[float] = ..., idle_watts: _Optional[float] = ..., sm_clocks_mhz: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class Node(_message.Message):
-    __slots__ = ("name", "gpu_type", "gpu_count", "unavailable_gpu_indices", "rack", "network_bandwidth_gbps")
+    __slots__ = ("name", "gpu_type", "gpu_count", "unavailable_gpu_indices", "rack", "network_bandwidth_gbps", "mig_layouts")
     NAME_FIELD_NUMBER: _ClassVar[int]
     GPU_TYPE_FIELD_NUMBER: _ClassVar[int]
     GPU_COUNT_FIELD_NUMBER: _ClassVar[int]
     UNAVAILABLE_GPU_INDICES_FIELD_NUMBER: _ClassVar[int]
     RACK_FIELD_NUMBER: _ClassVar[int]
     NETWORK_BANDWIDTH_GBPS_FIELD_NUMBER: _ClassVar[int]
+    MIG_LAYOUTS_FIELD_NUMBER: _ClassVar[int]
     name: str
     gpu_type: str
     gpu_count: int
     unavailable_gpu_indices: _containers.RepeatedScalarFieldContainer[int]
     rack: str
     network_bandwidth_gbps: float
-    def __init__(self, name: _Optional[str] = ..., gpu_type: _Optional[str] = ..., gpu_count: _Optional[int] = ..., unavailable_gpu_indices: _Optional[_Iterable[int]] = ..., rack: _Optional[str] = ..., network_bandwidth_gbps: _Optional[float] = ...) -> None: ...
+    mig_layouts: _containers.RepeatedCompositeFieldContainer[MigLayout]
+    def __init__(self, name: _Optional[str] = ..., gpu_type: _Optional[str] = ..., gpu_count: _Optional[int] = ..., unavailable_gpu_indices: _Optional[_Iterable[int]] = ..., rack: _Optional[str] = ..., network_bandwidth_gbps: _Optional[float] = ..., mig_layouts: _Optional[_Iterable[_Union[MigLayout, _Mapping]]] = ...) -> None: ...
+
+class MigInstance(_message.Message):
+    __slots__ = ("profile", "start", "job")
+    PROFILE_FIELD_NUMBER: _ClassVar[int]
+    START_FIELD_NUMBER: _ClassVar[int]
+    JOB_FIELD_NUMBER: _ClassVar[int]
+    profile: str
+    start: int
+    job: str
+    def __init__(self, profile: _Optional[str] = ..., start: _Optional[int] = ..., job: _Optional[str] = ...) -> None: ...
+
+class MigLayout(_message.Message):
+    __slots__ = ("gpu_index", "instances")
+    GPU_INDEX_FIELD_NUMBER: _ClassVar[int]
+    INSTANCES_FIELD_NUMBER: _ClassVar[int]
+    gpu_index: int
+    instances: _containers.RepeatedCompositeFieldContainer[MigInstance]
+    def __init__(self, gpu_index: _Optional[int] = ..., instances: _Optional[_Iterable[_Union[MigInstance, _Mapping]]] = ...) -> None: ...
 
 class RackPowerBudget(_message.Message):
     __slots__ = ("rack", "watts")
@@ -195,7 +215,7 @@ class ModelSpec(_message.Message):
     def __init__(self, parameters: _Optional[float] = ..., layers: _Optional[int] = ..., hidden_size: _Optional[int] = ..., attention_heads: _Optional[int] = ..., sequence_length: _Optional[int] = ..., global_batch_size: _Optional[int] = ...) -> None: ...
 
 class ProfilePoint(_message.Message):
-    __slots__ = ("gpu_type", "num_gpus", "tensor_parallel", "pipeline_parallel", "sm_clock_mhz", "samples_per_second", "watts", "memory_per_gpu_gib")
+    __slots__ = ("gpu_type", "num_gpus", "tensor_parallel", "pipeline_parallel", "sm_clock_mhz", "samples_per_second", "watts", "memory_per_gpu_gib", "mig_profile")
     GPU_TYPE_FIELD_NUMBER: _ClassVar[int]
     NUM_GPUS_FIELD_NUMBER: _ClassVar[int]
     TENSOR_PARALLEL_FIELD_NUMBER: _ClassVar[int]
@@ -204,6 +224,7 @@ class ProfilePoint(_message.Message):
     SAMPLES_PER_SECOND_FIELD_NUMBER: _ClassVar[int]
     WATTS_FIELD_NUMBER: _ClassVar[int]
     MEMORY_PER_GPU_GIB_FIELD_NUMBER: _ClassVar[int]
+    MIG_PROFILE_FIELD_NUMBER: _ClassVar[int]
     gpu_type: str
     num_gpus: int
     tensor_parallel: int
@@ -212,7 +233,8 @@ class ProfilePoint(_message.Message):
     samples_per_second: float
     watts: float
     memory_per_gpu_gib: float
-    def __init__(self, gpu_type: _Optional[str] = ..., num_gpus: _Optional[int] = ..., tensor_parallel: _Optional[int] = ..., pipeline_parallel: _Optional[int] = ..., sm_clock_mhz: _Optional[int] = ..., samples_per_second: _Optional[float] = ..., watts: _Optional[float] = ..., memory_per_gpu_gib: _Optional[float] = ...) -> None: ...
+    mig_profile: str
+    def __init__(self, gpu_type: _Optional[str] = ..., num_gpus: _Optional[int] = ..., tensor_parallel: _Optional[int] = ..., pipeline_parallel: _Optional[int] = ..., sm_clock_mhz: _Optional[int] = ..., samples_per_second: _Optional[float] = ..., watts: _Optional[float] = ..., memory_per_gpu_gib: _Optional[float] = ..., mig_profile: _Optional[str] = ...) -> None: ...
 
 class ThroughputProfile(_message.Message):
     __slots__ = ("points",)
@@ -229,23 +251,35 @@ class GpuSlice(_message.Message):
     def __init__(self, node: _Optional[str] = ..., gpu_indices: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class Allocation(_message.Message):
-    __slots__ = ("gpu_type", "data_parallel", "tensor_parallel", "pipeline_parallel", "sm_clock_mhz", "placement")
+    __slots__ = ("gpu_type", "data_parallel", "tensor_parallel", "pipeline_parallel", "sm_clock_mhz", "placement", "mig_instance")
     GPU_TYPE_FIELD_NUMBER: _ClassVar[int]
     DATA_PARALLEL_FIELD_NUMBER: _ClassVar[int]
     TENSOR_PARALLEL_FIELD_NUMBER: _ClassVar[int]
     PIPELINE_PARALLEL_FIELD_NUMBER: _ClassVar[int]
     SM_CLOCK_MHZ_FIELD_NUMBER: _ClassVar[int]
     PLACEMENT_FIELD_NUMBER: _ClassVar[int]
+    MIG_INSTANCE_FIELD_NUMBER: _ClassVar[int]
     gpu_type: str
     data_parallel: int
     tensor_parallel: int
     pipeline_parallel: int
     sm_clock_mhz: int
     placement: _containers.RepeatedCompositeFieldContainer[GpuSlice]
-    def __init__(self, gpu_type: _Optional[str] = ..., data_parallel: _Optional[int] = ..., tensor_parallel: _Optional[int] = ..., pipeline_parallel: _Optional[int] = ..., sm_clock_mhz: _Optional[int] = ..., placement: _Optional[_Iterable[_Union[GpuSlice, _Mapping]]] = ...) -> None: ...
+    mig_instance: MigInstance
+    def __init__(self, gpu_type: _Optional[str] = ..., data_parallel: _Optional[int] = ..., tensor_parallel: _Optional[int] = ..., pipeline_parallel: _Optional[int] = ..., sm_clock_mhz: _Optional[int] = ..., placement: _Optional[_Iterable[_Union[GpuSlice, _Mapping]]] = ..., mig_instance: _Optional[_Union[MigInstance, _Mapping]] = ...) -> None: ...
+
+class SliceRequest(_message.Message):
+    __slots__ = ("allow", "smallest_profile", "largest_profile")
+    ALLOW_FIELD_NUMBER: _ClassVar[int]
+    SMALLEST_PROFILE_FIELD_NUMBER: _ClassVar[int]
+    LARGEST_PROFILE_FIELD_NUMBER: _ClassVar[int]
+    allow: bool
+    smallest_profile: str
+    largest_profile: str
+    def __init__(self, allow: _Optional[bool] = ..., smallest_profile: _Optional[str] = ..., largest_profile: _Optional[str] = ...) -> None: ...
 
 class Job(_message.Message):
-    __slots__ = ("name", "tenant", "weight", "model", "profile", "min_gpus", "max_gpus", "allowed_gpu_types", "remaining_samples", "time_to_deadline", "current_allocation", "preemptible", "attained", "age")
+    __slots__ = ("name", "tenant", "weight", "model", "profile", "min_gpus", "max_gpus", "allowed_gpu_types", "remaining_samples", "time_to_deadline", "current_allocation", "preemptible", "attained", "age", "slices")
     NAME_FIELD_NUMBER: _ClassVar[int]
     TENANT_FIELD_NUMBER: _ClassVar[int]
     WEIGHT_FIELD_NUMBER: _ClassVar[int]
@@ -260,6 +294,7 @@ class Job(_message.Message):
     PREEMPTIBLE_FIELD_NUMBER: _ClassVar[int]
     ATTAINED_FIELD_NUMBER: _ClassVar[int]
     AGE_FIELD_NUMBER: _ClassVar[int]
+    SLICES_FIELD_NUMBER: _ClassVar[int]
     name: str
     tenant: str
     weight: float
@@ -274,7 +309,8 @@ class Job(_message.Message):
     preemptible: bool
     attained: AttainedService
     age: _duration_pb2.Duration
-    def __init__(self, name: _Optional[str] = ..., tenant: _Optional[str] = ..., weight: _Optional[float] = ..., model: _Optional[_Union[ModelSpec, _Mapping]] = ..., profile: _Optional[_Union[ThroughputProfile, _Mapping]] = ..., min_gpus: _Optional[int] = ..., max_gpus: _Optional[int] = ..., allowed_gpu_types: _Optional[_Iterable[str]] = ..., remaining_samples: _Optional[float] = ..., time_to_deadline: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., current_allocation: _Optional[_Union[Allocation, _Mapping]] = ..., preemptible: _Optional[bool] = ..., attained: _Optional[_Union[AttainedService, _Mapping]] = ..., age: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
+    slices: SliceRequest
+    def __init__(self, name: _Optional[str] = ..., tenant: _Optional[str] = ..., weight: _Optional[float] = ..., model: _Optional[_Union[ModelSpec, _Mapping]] = ..., profile: _Optional[_Union[ThroughputProfile, _Mapping]] = ..., min_gpus: _Optional[int] = ..., max_gpus: _Optional[int] = ..., allowed_gpu_types: _Optional[_Iterable[str]] = ..., remaining_samples: _Optional[float] = ..., time_to_deadline: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., current_allocation: _Optional[_Union[Allocation, _Mapping]] = ..., preemptible: _Optional[bool] = ..., attained: _Optional[_Union[AttainedService, _Mapping]] = ..., age: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., slices: _Optional[_Union[SliceRequest, _Mapping]] = ...) -> None: ...
 
 class ObjectiveWeights(_message.Message):
     __slots__ = ("throughput", "energy", "migration", "locality", "deadline", "fairness")
@@ -335,7 +371,7 @@ class SolveRequest(_message.Message):
     def __init__(self, cluster: _Optional[_Union[ClusterSnapshot, _Mapping]] = ..., jobs: _Optional[_Iterable[_Union[Job, _Mapping]]] = ..., weights: _Optional[_Union[ObjectiveWeights, _Mapping]] = ..., options: _Optional[_Union[SolveOptions, _Mapping]] = ..., fairness: _Optional[_Union[Fairness, _Mapping]] = ...) -> None: ...
 
 class JobAssignment(_message.Message):
-    __slots__ = ("job", "state", "queue_reason", "queue_detail", "gpu_type", "num_gpus", "data_parallel", "tensor_parallel", "pipeline_parallel", "sm_clock_mhz", "placement", "samples_per_second", "watts", "memory_per_gpu_gib", "migrated", "borrowed")
+    __slots__ = ("job", "state", "queue_reason", "queue_detail", "gpu_type", "num_gpus", "data_parallel", "tensor_parallel", "pipeline_parallel", "sm_clock_mhz", "placement", "samples_per_second", "watts", "memory_per_gpu_gib", "migrated", "borrowed", "mig_instance", "mig_resource", "slurm_gres")
     JOB_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
     QUEUE_REASON_FIELD_NUMBER: _ClassVar[int]
@@ -352,6 +388,9 @@ class JobAssignment(_message.Message):
     MEMORY_PER_GPU_GIB_FIELD_NUMBER: _ClassVar[int]
     MIGRATED_FIELD_NUMBER: _ClassVar[int]
     BORROWED_FIELD_NUMBER: _ClassVar[int]
+    MIG_INSTANCE_FIELD_NUMBER: _ClassVar[int]
+    MIG_RESOURCE_FIELD_NUMBER: _ClassVar[int]
+    SLURM_GRES_FIELD_NUMBER: _ClassVar[int]
     job: str
     state: JobState
     queue_reason: QueueReason
@@ -368,7 +407,18 @@ class JobAssignment(_message.Message):
     memory_per_gpu_gib: float
     migrated: bool
     borrowed: bool
-    def __init__(self, job: _Optional[str] = ..., state: _Optional[_Union[JobState, str]] = ..., queue_reason: _Optional[_Union[QueueReason, str]] = ..., queue_detail: _Optional[str] = ..., gpu_type: _Optional[str] = ..., num_gpus: _Optional[int] = ..., data_parallel: _Optional[int] = ..., tensor_parallel: _Optional[int] = ..., pipeline_parallel: _Optional[int] = ..., sm_clock_mhz: _Optional[int] = ..., placement: _Optional[_Iterable[_Union[GpuSlice, _Mapping]]] = ..., samples_per_second: _Optional[float] = ..., watts: _Optional[float] = ..., memory_per_gpu_gib: _Optional[float] = ..., migrated: _Optional[bool] = ..., borrowed: _Optional[bool] = ...) -> None: ...
+    mig_instance: MigInstance
+    mig_resource: str
+    slurm_gres: str
+    def __init__(self, job: _Optional[str] = ..., state: _Optional[_Union[JobState, str]] = ..., queue_reason: _Optional[_Union[QueueReason, str]] = ..., queue_detail: _Optional[str] = ..., gpu_type: _Optional[str] = ..., num_gpus: _Optional[int] = ..., data_parallel: _Optional[int] = ..., tensor_parallel: _Optional[int] = ..., pipeline_parallel: _Optional[int] = ..., sm_clock_mhz: _Optional[int] = ..., placement: _Optional[_Iterable[_Union[GpuSlice, _Mapping]]] = ..., samples_per_second: _Optional[float] = ..., watts: _Optional[float] = ..., memory_per_gpu_gib: _Optional[float] = ..., migrated: _Optional[bool] = ..., borrowed: _Optional[bool] = ..., mig_instance: _Optional[_Union[MigInstance, _Mapping]] = ..., mig_resource: _Optional[str] = ..., slurm_gres: _Optional[str] = ...) -> None: ...
+
+class MigLayoutChange(_message.Message):
+    __slots__ = ("node", "layout")
+    NODE_FIELD_NUMBER: _ClassVar[int]
+    LAYOUT_FIELD_NUMBER: _ClassVar[int]
+    node: str
+    layout: MigLayout
+    def __init__(self, node: _Optional[str] = ..., layout: _Optional[_Union[MigLayout, _Mapping]] = ...) -> None: ...
 
 class ObjectiveBreakdown(_message.Message):
     __slots__ = ("total", "throughput", "energy", "migration", "locality", "deadline", "fairness", "aging")
@@ -411,14 +461,16 @@ class QueueUsage(_message.Message):
     def __init__(self, queue: _Optional[str] = ..., resources: _Optional[_Iterable[_Union[ResourceUsage, _Mapping]]] = ...) -> None: ...
 
 class Plan(_message.Message):
-    __slots__ = ("assignments", "objective", "queues")
+    __slots__ = ("assignments", "objective", "queues", "layout_changes")
     ASSIGNMENTS_FIELD_NUMBER: _ClassVar[int]
     OBJECTIVE_FIELD_NUMBER: _ClassVar[int]
     QUEUES_FIELD_NUMBER: _ClassVar[int]
+    LAYOUT_CHANGES_FIELD_NUMBER: _ClassVar[int]
     assignments: _containers.RepeatedCompositeFieldContainer[JobAssignment]
     objective: ObjectiveBreakdown
     queues: _containers.RepeatedCompositeFieldContainer[QueueUsage]
-    def __init__(self, assignments: _Optional[_Iterable[_Union[JobAssignment, _Mapping]]] = ..., objective: _Optional[_Union[ObjectiveBreakdown, _Mapping]] = ..., queues: _Optional[_Iterable[_Union[QueueUsage, _Mapping]]] = ...) -> None: ...
+    layout_changes: _containers.RepeatedCompositeFieldContainer[MigLayoutChange]
+    def __init__(self, assignments: _Optional[_Iterable[_Union[JobAssignment, _Mapping]]] = ..., objective: _Optional[_Union[ObjectiveBreakdown, _Mapping]] = ..., queues: _Optional[_Iterable[_Union[QueueUsage, _Mapping]]] = ..., layout_changes: _Optional[_Iterable[_Union[MigLayoutChange, _Mapping]]] = ...) -> None: ...
 
 class SolveStats(_message.Message):
     __slots__ = ("termination", "backend_used", "objective", "best_bound", "relative_gap", "wall_time", "time_to_first_plan", "num_configurations", "num_configurations_enumerated", "detail")

@@ -1,0 +1,242 @@
+"""MIG in a solve: slice jobs packed around the whole-GPU paths' plan (docs/mig.md, "What each
+path does with slices").
+
+The whole-GPU paths (heuristic, aggregated bound, full model, LNS, decomposition, quick plan)
+do not model MIG. They solve `whole_problem`: the snapshot with every partitioned GPU
+unavailable (the stop-gap, kept explicitly for them: their plans never touch a partitioned GPU
+nor change a layout), without the non-preemptible slice jobs, which stay on their instances,
+and with the power and quota those draw taken from the budgets. `solve_with_slices` then packs
+the slice jobs into that plan (solver.search.slices), checks the result against the snapshot
+and labels it: the whole-GPU paths' bound is not a bound of the snapshot with slices, so none
+is reported and nothing is called optimal.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+from collections.abc import Callable, Mapping
+
+from solver.core.incumbent import infeasible
+from solver.domain import (
+    POWER,
+    Config,
+    Plan,
+    Problem,
+    SolveResult,
+    TenantQueue,
+    Termination,
+)
+from solver.perfmodel.configs import ConfigSet, build_config_set
+from solver.perfmodel.quotas import demand
+from solver.scoring.checker import check_plan
+from solver.scoring.objective import running_gain
+from solver.search.slices import KeptSlice, pack_slices
+
+log = logging.getLogger(__name__)
+
+WholeSolve = Callable[[Problem, Callable[[Plan], None] | None], SolveResult]
+"""A whole-GPU solve of a problem, telling its first plan to the callback when given one."""
+
+
+def uses_mig(problem: Problem) -> bool:
+    """Whether the snapshot has a MIG layout or a slice job on a type with a geometry."""
+    return bool(problem.cluster.mig) and (
+        any(n.mig_layouts for n in problem.cluster.nodes)
+        or any(j.slices is not None for j in problem.jobs)
+    )
+
+
+def whole_gpus_only(problem: Problem) -> Problem:
+    """The problem with every partitioned GPU unavailable; the same object without MIG."""
+    if not any(n.mig_layouts for n in problem.cluster.nodes):
+        return problem
+    nodes = tuple(
+        dataclasses.replace(
+            n,
+            unavailable_gpu_indices=n.unavailable_gpu_indices
+            | {x.gpu_index for x in n.mig_layouts if x.instances},
+        )
+        if n.mig_layouts
+        else n
+        for n in problem.cluster.nodes
+    )
+    return dataclasses.replace(problem, cluster=dataclasses.replace(problem.cluster, nodes=nodes))
+
+
+def kept_slices(problem: Problem, configs: ConfigSet) -> tuple[dict[str, KeptSlice], list[str]]:
+    """Non-preemptible jobs on an instance, on it at one clock per GPU (the clock of most
+    value common to the GPU's kept jobs); and the jobs with no estimate there (blocked)."""
+    by_gpu: dict[tuple[str, int], list[str]] = {}
+    jobs = {j.name: j for j in problem.jobs}
+    blocked: list[str] = []
+    for job in problem.jobs:
+        cur = job.current
+        if job.preemptible or cur is None or cur.mig is None:
+            continue
+        gpus = [(s.node, i) for s in cur.placement for i in s.gpu_indices]
+        if len(gpus) != 1 or not _on_layout(problem, gpus[0], cur.mig.place):
+            blocked.append(job.name)
+            continue
+        by_gpu.setdefault(gpus[0], []).append(job.name)
+    out: dict[str, KeptSlice] = {}
+    w, max_watts = problem.weights, problem.cluster.max_gpu_watts()
+    for gpu, names in by_gpu.items():
+        options: dict[str, dict[int, Config]] = {}
+        for name in names:
+            cur = jobs[name].current
+            assert cur is not None and cur.mig is not None
+            options[name] = {
+                c.sm_clock_mhz: c
+                for c in configs.slices.get(name, ())
+                if c.mig_profile == cur.mig.profile and c.gpu_type == cur.shape.gpu_type
+            }
+        common = set.intersection(*(set(o) for o in options.values()))
+        if not common:
+            blocked.extend(names)
+            continue
+
+        def value(
+            clock: int, names: list[str] = names, options: dict[str, dict[int, Config]] = options
+        ) -> tuple[float, int]:
+            total = 0.0
+            for name in names:
+                best = configs.best_samples_per_second[name]
+                total += running_gain(jobs[name], options[name][clock], best, w, max_watts)
+            return (total, clock)
+
+        clock = max(common, key=value)
+        for name in names:
+            cur = jobs[name].current
+            assert cur is not None and cur.mig is not None
+            out[name] = (options[name][clock], gpu, cur.mig)
+    return out, sorted(blocked)
+
+
+def _on_layout(problem: Problem, gpu: tuple[str, int], place: tuple[str, int]) -> bool:
+    """Whether the snapshot's layout of the (available) GPU has an instance at `place`."""
+    node = next((n for n in problem.cluster.nodes if n.name == gpu[0]), None)
+    if node is None or gpu[1] not in node.available_gpu_indices:
+        return False
+    return any(x.gpu_index == gpu[1] and place in x.places() for x in node.mig_layouts)
+
+
+def whole_problem(problem: Problem, kept: Mapping[str, KeptSlice]) -> Problem:
+    """What the whole-GPU paths solve: partitioned GPUs unavailable, the kept slice jobs
+    gone, and the power and quota they draw taken from the budgets."""
+    rest = whole_gpus_only(problem)
+    if not kept:
+        return rest
+    cluster = rest.cluster
+    power = cluster.power_budget_watts
+    racks = dict(cluster.rack_power_budgets_watts)
+    queues = {q.name: q for q in cluster.queues}
+    for name, (config, (node, _), _) in kept.items():
+        if power is not None:
+            power -= config.watts
+        rack = cluster.node(node).rack
+        if rack in racks:
+            racks[rack] -= config.watts
+        job = next(j for j in problem.jobs if j.name == name)
+        queue = cluster.queue_of(job.tenant)
+        if queue is not None:
+            queues[queue.name] = _less_quota(queues[queue.name], config)
+    cluster = dataclasses.replace(
+        cluster,
+        power_budget_watts=power,
+        rack_power_budgets_watts=racks,
+        queues=tuple(queues[q.name] for q in cluster.queues),
+    )
+    jobs = tuple(j for j in problem.jobs if j.name not in kept)
+    return dataclasses.replace(rest, cluster=cluster, jobs=jobs)
+
+
+def _less_quota(queue: TenantQueue, config: Config) -> TenantQueue:
+    """The queue with what `config` uses taken from its nominal quotas (lending limits stay:
+    what each queue keeps unlent drops by as much, so the cohort's rule is unchanged)."""
+    quotas = dict(queue.quotas)
+    for resource, amount in demand(config).items():
+        q = queue.quota(resource)
+        if q is None and resource == POWER:
+            continue
+        assert q is not None
+        quotas[resource] = dataclasses.replace(q, nominal=q.nominal - amount)
+    return dataclasses.replace(queue, quotas=quotas)
+
+
+def solve_with_slices(
+    problem: Problem, solve_whole: WholeSolve, on_first: Callable[[Plan], None] | None = None
+) -> SolveResult:
+    """`solve_whole` on `whole_problem`, then the slice jobs packed into its plan; the same
+    solve, untouched, for a snapshot without MIG."""
+    if not uses_mig(problem):
+        return solve_whole(whole_gpus_only(problem), on_first)
+    started = time.monotonic()
+    configs = build_config_set(problem)
+    kept, blocked = kept_slices(problem, configs)
+    if blocked:
+        return infeasible(
+            problem,
+            "non-preemptible jobs with no estimate of their MIG instance at one clock of its "
+            "GPU: " + ", ".join(blocked),
+            wall_seconds=time.monotonic() - started,
+            configs=configs,
+        )
+    rest = whole_problem(problem, kept)
+
+    def first(plan: Plan) -> None:
+        assert on_first is not None
+        full = pack_slices(problem, configs, plan.assignments, kept, pack=False)
+        if not check_plan(problem, full.assignments, full.layout_changes):
+            on_first(full)
+
+    result = solve_whole(rest, first if on_first is not None else None)
+    if result.stats.termination is Termination.INFEASIBLE:
+        return result
+    return _label(problem, result, _packed(problem, configs, result.plan, kept), started)
+
+
+def _packed(
+    problem: Problem, configs: ConfigSet, base: Plan, kept: Mapping[str, KeptSlice]
+) -> tuple[Plan | None, str]:
+    """The packed plan if it passes the checker, else the kept slices only; why."""
+    alone = pack_slices(problem, configs, base.assignments, kept, pack=False)
+    packed = pack_slices(problem, configs, base.assignments, kept)
+    violations = check_plan(problem, packed.assignments, packed.layout_changes)
+    if violations:
+        log.error("packed MIG plan rejected by the checker: %s", violations[0])
+        why = f"the packed slices failed the checker ({violations[0].constraint})"
+    elif packed.objective.total + 1e-9 < alone.objective.total:
+        why = "packing slices lowered the objective"
+    else:
+        return packed, ""
+    if check_plan(problem, alone.assignments, alone.layout_changes):
+        return None, why
+    return alone, why
+
+
+def _label(
+    problem: Problem, result: SolveResult, got: tuple[Plan | None, str], started: float
+) -> SolveResult:
+    plan, why = got
+    s = result.stats
+    wall = s.wall_seconds + (time.monotonic() - started)
+    if plan is None:
+        return infeasible(problem, f"MIG: {why}", wall_seconds=wall)
+    on = sum(1 for a in plan.assignments if a.mig is not None)
+    note = (
+        f"MIG: {on} jobs on instances, {len(plan.layout_changes)} layout changes (slices "
+        "packed after the whole-GPU solve; its bound covers whole GPUs only)"
+    )
+    degraded = s.termination is Termination.FALLBACK or bool(why)
+    stats = dataclasses.replace(
+        s,
+        termination=Termination.FALLBACK if degraded else Termination.FEASIBLE,
+        objective=plan.objective.total,
+        best_bound=None,
+        relative_gap=None,
+        wall_seconds=wall,
+        detail="; ".join(x for x in (why, s.detail, note) if x),
+    )
+    return SolveResult(plan, stats)

@@ -1,0 +1,111 @@
+"""The MIG catalog, ``models/mig_profiles.json``: each MIG-capable GPU type's geometry.
+
+Entries are checked field by field, and every profile's starts against the geometry, so that a
+bad figure fails loudly with the file, entry and field instead of allowing a layout that cannot
+exist.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+
+from solver.mig import MigGeometry, MigProfile
+from solver.perfmodel.catalog import CatalogError, models_dir, read_json
+
+FILE = "mig_profiles.json"
+_GEOMETRY_FIELDS = {"gpu_type", "compute_slices", "memory_slices", "profiles"}
+_PROFILE_FIELDS = {
+    "name",
+    "compute_slices",
+    "memory_slices",
+    "memory_gib",
+    "max_count",
+    "starts",
+    "media_extensions",
+}
+
+
+def _int(where: str, raw: dict[str, object], key: str) -> int:
+    v = raw[key]
+    if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
+        raise CatalogError(f"{where}: field {key!r} must be a positive integer, got {v!r}")
+    return v
+
+
+def _fields(where: str, raw: object, expected: set[str]) -> dict[str, object]:
+    if not isinstance(raw, dict):
+        raise CatalogError(f"{where}: expected an object, got {type(raw).__name__}")
+    missing = sorted(expected - set(raw))
+    unknown = sorted(set(raw) - expected)
+    if missing or unknown:
+        raise CatalogError(f"{where}: missing {missing} / unknown {unknown} field(s)")
+    return raw
+
+
+def _profile(where: str, raw: object, compute: int, memory: int) -> MigProfile:
+    d = _fields(where, raw, _PROFILE_FIELDS)
+    name = d["name"]
+    if not isinstance(name, str) or not name:
+        raise CatalogError(f"{where}: field 'name' must be a non-empty string")
+    where = f"{where} ({name!r})"
+    c, m, n = (
+        _int(where, d, "compute_slices"),
+        _int(where, d, "memory_slices"),
+        _int(where, d, "max_count"),
+    )
+    gib = d["memory_gib"]
+    if isinstance(gib, bool) or not isinstance(gib, int | float) or gib <= 0:
+        raise CatalogError(f"{where}: field 'memory_gib' must be a positive number, got {gib!r}")
+    starts = d["starts"]
+    if (
+        not isinstance(starts, list)
+        or not starts
+        or any(isinstance(s, bool) or not isinstance(s, int) for s in starts)
+    ):
+        raise CatalogError(f"{where}: field 'starts' must be a non-empty list of integers")
+    if c > compute or m > memory:
+        raise CatalogError(
+            f"{where}: {c} SM / {m} memory slices exceed the GPU's {compute}/{memory}"
+        )
+    for s in starts:
+        if s < 0 or s + m > memory:
+            raise CatalogError(f"{where}: start {s} + {m} slices leave the GPU's {memory}")
+    me = d["media_extensions"]
+    if not isinstance(me, bool):
+        raise CatalogError(f"{where}: field 'media_extensions' must be true or false")
+    return MigProfile(name, c, m, float(gib), n, tuple(sorted(set(starts))), me)
+
+
+def parse_mig_catalog(doc: object, where: str) -> dict[str, MigGeometry]:
+    """Geometries by GPU type name from the parsed JSON document."""
+    if not isinstance(doc, dict) or not isinstance(doc.get("gpus"), list):
+        raise CatalogError(f"{where}: expected an object with a list 'gpus'")
+    out: dict[str, MigGeometry] = {}
+    for i, raw in enumerate(doc["gpus"]):
+        at = f"{where}: entry {i}"
+        d = _fields(at, raw, _GEOMETRY_FIELDS)
+        name = d["gpu_type"]
+        if not isinstance(name, str) or not name or name in out:
+            raise CatalogError(f"{at}: 'gpu_type' must be a unique non-empty string, got {name!r}")
+        compute, memory = _int(at, d, "compute_slices"), _int(at, d, "memory_slices")
+        rows = d["profiles"]
+        if not isinstance(rows, list) or not rows:
+            raise CatalogError(f"{at}: 'profiles' must be a non-empty list")
+        profiles: dict[str, MigProfile] = {}
+        for k, row in enumerate(rows):
+            p = _profile(f"{at} ({name}) profile {k}", row, compute, memory)
+            if p.name in profiles:
+                raise CatalogError(f"{at}: duplicate profile {p.name!r}")
+            profiles[p.name] = p
+        out[name] = MigGeometry(name, compute, memory, profiles)
+    return out
+
+
+@cache
+def _cached(folder: str) -> dict[str, MigGeometry]:
+    return parse_mig_catalog(read_json(FILE), f"{folder}/{FILE}")
+
+
+def load_mig_catalog() -> dict[str, MigGeometry]:
+    """MIG geometries of ``models/mig_profiles.json`` by GPU type name (read once per folder)."""
+    return dict(_cached(str(models_dir())))

@@ -1,0 +1,175 @@
+"""Configurations of slice jobs: one job on one MIG instance, its throughput and power.
+
+The rule (docs/mig.md, "Performance of a slice"): an instance of profile p has the share
+
+    s(p) = min(SM slices of p / the GPU's, memory slices of p / the GPU's)
+
+of its GPU, and a job on it trains at s(p) times its one-GPU rate at the same clock, with the
+instance's memory as the limit on its micro-batch; it draws s(p) times the one-GPU power above
+idle (the GPU's idle power is drawn once, whatever its instances do). The smaller share is
+taken because the analytic model does not split a step into SM-bound and bandwidth-bound time:
+an instance has its share of the SMs and, with its memory slices, its share of the L2 cache
+and memory bandwidth, and is as fast as the scarcer of the two allows, never more; the power
+follows the work done (the same energy per sample as the whole GPU). A point measured on an
+instance of the profile (``ProfilePoint.mig_profile``) wins over the scaled estimate; its
+watts are already above idle, and it is used only between its measured clocks.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from collections.abc import Mapping, Sequence
+
+from solver.domain import (
+    Config,
+    GpuType,
+    Job,
+    ModelSpec,
+    ProfilePoint,
+    Shape,
+    ThroughputProfile,
+)
+from solver.mig import MigGeometry, MigProfile
+from solver.perfmodel import throughput
+from solver.perfmodel.enumeration import profile_operating_points
+from solver.perfmodel.facts import TypeFacts
+
+_Point = tuple[int, float, float, float]
+"""(clock, samples/s, watts above idle, memory) of one instance."""
+
+
+def slice_share(geometry: MigGeometry, profile: str) -> float:
+    """The instance's share of its GPU: the smaller of its SM and memory shares."""
+    return min(geometry.compute_share(profile), geometry.memory_share(profile))
+
+
+def slice_profiles(job: Job, geometry: MigGeometry) -> list[MigProfile]:
+    """The profiles the job may get on this type (its bounds), and the one it runs on now."""
+    if job.slices is None:
+        return []
+    out = [p for p in geometry.plannable() if job.slices.allows(geometry, p.name)]
+    cur = job.current.mig if job.current is not None else None
+    if (
+        cur is not None
+        and job.current is not None
+        and job.current.shape.gpu_type == geometry.gpu_type
+        and cur.profile in geometry.profiles
+        and all(p.name != cur.profile for p in out)
+    ):
+        out.append(geometry.profiles[cur.profile])
+    return out
+
+
+@functools.lru_cache(maxsize=65536)
+def _model_point(
+    spec: ModelSpec, gpu: GpuType, clock: int, facts: tuple[int, float], check: bool
+) -> throughput.Estimate | None:
+    """The one-GPU estimate with `gpu`'s memory (an instance's) as the limit."""
+    return throughput.estimate(
+        spec,
+        gpu,
+        Shape(gpu.name, 1, 1, 1),
+        clock,
+        gpus_per_node=facts[0],
+        network_bandwidth_gbps=facts[1],
+        check_memory=check,
+    )
+
+
+def _scaled(points: Sequence[_Point], share: float, idle: float) -> list[_Point]:
+    """Whole-GPU points (watts of the GPU) as an instance's (watts above idle)."""
+    return [(c, s * share, max(w - idle, 0.0) * share, m) for c, s, w, m in points]
+
+
+def _profile_points(
+    job: Job, f: TypeFacts, geometry: MigGeometry, p: MigProfile
+) -> tuple[list[_Point], bool]:
+    """Operating points of a profiled job on the instance, and whether they were measured."""
+    assert isinstance(job.workload, ThroughputProfile)
+    gpu = f.gpu
+    mine = [q for q in job.workload.points if q.gpu_type == gpu.name and q.mig_profile == p.name]
+    if mine:
+        lo = min(q.sm_clock_mhz for q in mine)
+        hi = max(q.sm_clock_mhz for q in mine)
+        clocks = [c for c in f.clocks_mhz if lo <= c <= hi]
+        return list(profile_operating_points(mine, gpu, clocks)), True
+    whole: list[ProfilePoint] = [
+        q
+        for q in job.workload.points
+        if q.gpu_type == gpu.name and not q.mig_profile and q.num_gpus == 1
+    ]
+    if not whole:
+        return [], False
+    points = profile_operating_points(whole, gpu, f.clocks_mhz)
+    return _scaled(points, slice_share(geometry, p.name), gpu.idle_watts), False
+
+
+def _model_points(
+    spec: ModelSpec, f: TypeFacts, geometry: MigGeometry, p: MigProfile, check: bool
+) -> list[_Point]:
+    gpu = dataclasses.replace(f.gpu, memory_gib=p.memory_gib)
+    out: list[_Point] = []
+    for clock in f.clocks_mhz:
+        est = _model_point(spec, gpu, clock, (f.gpus_per_node, f.network_bandwidth_gbps), check)
+        if est is not None:
+            out.append((clock, est.samples_per_second, est.watts, est.memory_per_gpu_gib))
+    return _scaled(out, slice_share(geometry, p.name), f.gpu.idle_watts)
+
+
+def slice_configs(
+    job: Job, facts: Mapping[str, TypeFacts], geometries: Mapping[str, MigGeometry]
+) -> list[Config]:
+    """The job's configurations on one instance of each profile it may use, on every GPU
+    type it allows that has a MIG geometry, at the type's offered clocks (a measured profile:
+    its measured clock range). Its running instance is always offered, even where its memory
+    is over the profile's (`kept_only`: it demonstrably runs there)."""
+    if job.slices is None or job.min_gpus > 1 or job.max_gpus < 1:
+        return []
+    cur = job.current.mig if job.current is not None else None
+    out: list[Config] = []
+    for name, geometry in geometries.items():
+        f = facts.get(name)
+        if f is None or not job.allows(name):
+            continue
+        for p in slice_profiles(job, geometry):
+            running = cur is not None and cur.profile == p.name
+            measured = False
+            if isinstance(job.workload, ModelSpec):
+                points = _model_points(job.workload, f, geometry, p, check=not running)
+            else:
+                points, measured = _profile_points(job, f, geometry, p)
+            for clock, sps, watts, memory in points:
+                over = memory > p.memory_gib
+                if sps <= 0 or (over and not running):
+                    continue
+                out.append(
+                    Config(
+                        job.name,
+                        Shape(name, 1, 1, 1),
+                        clock,
+                        sps,
+                        watts,
+                        memory,
+                        1,
+                        1,
+                        measured,
+                        over,
+                        p.name,
+                    )
+                )
+    return out
+
+
+def build_slice_configs(
+    jobs: Sequence[Job], facts: Mapping[str, TypeFacts], geometries: Mapping[str, MigGeometry]
+) -> dict[str, tuple[Config, ...]]:
+    """Every slice job's slice configurations (jobs without slices: none)."""
+    if not geometries:
+        return {}
+    out: dict[str, tuple[Config, ...]] = {}
+    for job in jobs:
+        configs = slice_configs(job, facts, geometries)
+        if configs:
+            out[job.name] = tuple(configs)
+    return out

@@ -1,0 +1,113 @@
+"""One GPU's MIG layout while slice jobs are packed onto it (solver.search.slices).
+
+A `MigGpu` holds the layout the plan gives the GPU so far: its instances, each with the job the
+plan puts on it ("" = free), the GPU's one SM clock once a job runs on it, and the layout it has
+in the snapshot. New instances go where the catalog geometry allows (``solver.mig``): free
+instances the plan does not use may be dropped to make room, instances with a job never.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from solver.mig import GpuLayout, LayoutChange, MigGeometry, MigInstance, layout_problems
+
+
+@dataclass
+class MigGpu:
+    """A GPU that holds or may hold MIG instances in the plan."""
+
+    node: str
+    index: int
+    rack: str
+    geometry: MigGeometry
+    current: tuple[MigInstance, ...]
+    """Its layout in the snapshot (empty: whole)."""
+    instances: list[MigInstance] = field(default_factory=list)
+    """Its layout after the plan so far; `job` is the plan's job on each ("" = free)."""
+    clock: int | None = None
+    """The SM clock of every instance's job (None: no job on it yet)."""
+
+    @classmethod
+    def of(
+        cls, node: str, index: int, rack: str, geometry: MigGeometry, current: Sequence[MigInstance]
+    ) -> MigGpu:
+        """The GPU as the snapshot has it, every instance free for the plan."""
+        now = tuple(current)
+        free = [MigInstance(i.profile, i.start) for i in now]
+        return cls(node, index, rack, geometry, now, free)
+
+    @property
+    def key(self) -> tuple[str, int]:
+        return (self.node, self.index)
+
+    @property
+    def whole(self) -> bool:
+        """Whole in the snapshot."""
+        return not self.current
+
+    def free_instances(self) -> list[MigInstance]:
+        return [i for i in self.instances if not i.job]
+
+    def jobs(self) -> list[str]:
+        return [i.job for i in self.instances if i.job]
+
+    def assign(self, job: str, place: tuple[str, int]) -> MigInstance:
+        """Put `job` on the free instance at `place`."""
+        for k, inst in enumerate(self.instances):
+            if inst.place == place and not inst.job:
+                self.instances[k] = MigInstance(inst.profile, inst.start, job)
+                return self.instances[k]
+        raise ValueError(f"no free instance {place} on GPU {self.node}/{self.index}")
+
+    def new_layout(self, profile: str) -> tuple[list[MigInstance], MigInstance] | None:
+        """The layout with a new free instance of `profile`, and that instance: instances
+        with jobs stay, free ones stay where they leave room for it. Of the valid starts, the
+        one that drops the fewest free instances, then leaves the most places for later
+        instances (a 3g.40gb goes to 4, leaving 4g.40gb@0), then the lowest."""
+        p = self.geometry.profiles.get(profile)
+        if p is None:
+            return None
+        busy = [i for i in self.instances if i.job]
+        free = self.free_instances()
+        best: tuple[tuple[int, int, int], list[MigInstance], MigInstance] | None = None
+        for start in p.starts:
+            new = MigInstance(profile, start)
+            layout = [*busy, new]
+            if layout_problems(self.geometry, layout):
+                continue
+            dropped = 0
+            for inst in free:
+                if layout_problems(self.geometry, [*layout, inst]):
+                    dropped += 1
+                else:
+                    layout.append(inst)
+            score = (dropped, -_room(self.geometry, layout), start)
+            if best is None or score < best[0]:
+                best = (score, sorted(layout, key=lambda i: (i.start, i.profile)), new)
+        return None if best is None else (best[1], best[2])
+
+    def changed(self) -> bool:
+        """Whether the plan changes its layout (which instances exist, not who runs on them)."""
+        return {i.place for i in self.instances} != {i.place for i in self.current}
+
+    def change(self) -> LayoutChange | None:
+        """Its layout change (instances without jobs), or None when it keeps its layout."""
+        if not self.changed():
+            return None
+        layout = tuple(
+            MigInstance(i.profile, i.start)
+            for i in sorted(self.instances, key=lambda i: (i.start, i.profile))
+        )
+        return LayoutChange(self.node, GpuLayout(self.index, layout))
+
+
+def _room(geometry: MigGeometry, layout: Sequence[MigInstance]) -> int:
+    """How many single instances (plannable profile and start) could still be added."""
+    return sum(
+        1
+        for p in geometry.plannable()
+        for s in p.starts
+        if not layout_problems(geometry, [*layout, MigInstance(p.name, s)])
+    )

@@ -1,0 +1,239 @@
+"""A plan -> one decision per job, with its reason: what the adapter will do in Slurm.
+
+Pure: no Slurm call, no clock of its own. The round applies the decisions (solver.slurm.apply)
+or, under ``--dry-run``, prints them.
+
+What is decided:
+- a waiting (held) job the plan runs is placed (node list, GPUs per node, clock, then
+  released) if it fits now: nodes still up and not drained (read again just before), the same
+  GPU count on each node (Slurm's GRES is per node); else it waits for the next round;
+- a running job the plan keeps stays; one it moves, reshapes or stops is requeued, only if
+  Slurm may requeue it and its demand allows it, after the checkpoint signal and grace;
+- a job released but not started whose nodes went down or drained, or that has waited longer
+  than ``replan_after``, is held again, to be planned anew.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from enum import StrEnum
+
+from solver.slurm.record import Record, Target, decode
+from solver.slurm.snapshot import Snapshot, Tracked
+from solver.slurm.state import SlurmJob, SlurmNode
+from solver.wire import JobAssignment, JobState, Plan, QueueReason
+
+
+class Action(StrEnum):
+    PLACE = "place"
+    """Held job: node list, GRES, clock and plan file set, then released."""
+    WAIT = "wait"
+    """Held job stays held."""
+    KEEP = "keep"
+    """Running job stays as it is."""
+    RECLOCK = "reclock"
+    """Running job stays, at another SM clock: its TresFreq and plan file change (Slurm
+    applies a job's --gpu-freq when a step starts)."""
+    CHECKPOINT = "checkpoint"
+    """Running job asked to checkpoint (the signal) before a move."""
+    REQUEUE = "requeue"
+    """Running job requeued held; with a target, placed there and released at once."""
+    REHOLD = "rehold"
+    """Released job not yet started: held again, to be planned anew."""
+    FALLBACK = "fallback"
+    """Held job given back to Slurm as it was submitted (DSFRO out of reach too long)."""
+    SKIP = "skip"
+    """Job with a demand the adapter or DSFRO rejects: reported, left held."""
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What to do with one job, and why."""
+
+    job: SlurmJob
+    action: Action
+    reason: str
+    """A short code: planned, queued, node_unavailable, uneven_placement, ..."""
+    detail: str = ""
+    target: Target | None = None
+    record: Record | None = None
+
+    @property
+    def job_id(self) -> int:
+        return self.job.job_id
+
+
+@dataclass(frozen=True)
+class Rules:
+    """The round's settings that decisions depend on."""
+
+    checkpoint_grace: float = 0.0
+    """Seconds between the checkpoint signal and the requeue; 0: requeue at once."""
+    replan_after: float = 300.0
+    """A released job that has not started after this long is held again and re-planned."""
+
+
+def target_of(a: JobAssignment, snapshot: Snapshot) -> Target | str:
+    """The Target of a running assignment, or why Slurm can't express it."""
+    per_node: dict[str, int] = {}
+    for s in a.placement:
+        per_node[s.node] = per_node.get(s.node, 0) + len(s.gpu_indices)
+    counts = set(per_node.values())
+    if len(counts) != 1:
+        shape = " + ".join(f"{n}:{c}" for n, c in per_node.items())
+        return f"uneven GPUs per node ({shape}); Slurm gives each node the same GRES count"
+    return Target(
+        gpu_type=a.gpu_type,
+        gres_type=snapshot.gres_types.get(a.gpu_type, ""),
+        nodes=tuple(per_node),
+        gpus_per_node=counts.pop(),
+        data_parallel=a.data_parallel,
+        tensor_parallel=a.tensor_parallel,
+        pipeline_parallel=a.pipeline_parallel,
+        sm_clock_mhz=a.sm_clock_mhz,
+    )
+
+
+def _unusable(nodes: tuple[str, ...], fresh: Mapping[str, SlurmNode]) -> list[str]:
+    return [n for n in nodes if n not in fresh or not fresh[n].usable]
+
+
+def _same(a: Target, b: Target) -> bool:
+    return (
+        set(a.nodes) == set(b.nodes)
+        and (a.gpu_type, a.gpus_per_node) == (b.gpu_type, b.gpus_per_node)
+        and (a.data_parallel, a.tensor_parallel, a.pipeline_parallel)
+        == (b.data_parallel, b.tensor_parallel, b.pipeline_parallel)
+    )
+
+
+def _waiting(
+    t: Tracked, a: JobAssignment | None, snap: Snapshot, fresh: Mapping[str, SlurmNode]
+) -> Decision:
+    job, record = t.job, t.record
+    if a is None:
+        return Decision(job, Action.WAIT, "not_in_plan", record=record)
+    if a.state != JobState.JOB_STATE_RUNNING:
+        reason = QueueReason.Name(a.queue_reason).removeprefix("QUEUE_REASON_").lower()
+        if t.evacuating:
+            return Decision(job, Action.KEEP, "evacuation_queued", a.queue_detail, record=record)
+        return Decision(job, Action.WAIT, "queued", f"{reason}: {a.queue_detail}", record=record)
+    target = target_of(a, snap)
+    keep = Action.KEEP if t.evacuating else Action.WAIT
+    if isinstance(target, str):
+        return Decision(job, keep, "uneven_placement", target, record=record)
+    gone = _unusable(target.nodes, fresh)
+    if gone:
+        detail = f"{', '.join(gone)} no longer usable; the job waits for the next round"
+        return Decision(job, keep, "node_unavailable", detail, target, record)
+    if t.evacuating:
+        return Decision(job, Action.REQUEUE, "evacuate_drained", target.describe(), target, record)
+    return Decision(job, Action.PLACE, "planned", target.describe(), target, record)
+
+
+def _running(
+    t: Tracked,
+    a: JobAssignment | None,
+    snap: Snapshot,
+    fresh: Mapping[str, SlurmNode],
+    rules: Rules,
+    now: float,
+) -> Decision:
+    job, record, current = t.job, t.record, t.running
+    assert current is not None
+    if a is None:
+        return Decision(job, Action.KEEP, "not_in_plan", record=record)
+    target: Target | None = None
+    if a.state == JobState.JOB_STATE_RUNNING:
+        found = target_of(a, snap)
+        if isinstance(found, str):
+            return Decision(job, Action.KEEP, "uneven_placement", found, record=record)
+        if _same(found, current):
+            if found.sm_clock_mhz != current.sm_clock_mhz:
+                detail = f"{current.sm_clock_mhz} -> {found.sm_clock_mhz} MHz"
+                reclocked = replace(current, sm_clock_mhz=found.sm_clock_mhz)
+                return Decision(job, Action.RECLOCK, "clock_changed", detail, reclocked, record)
+            return Decision(job, Action.KEEP, "planned", current.describe(), record=record)
+        gone = _unusable(found.nodes, fresh)
+        if gone:
+            return Decision(job, Action.KEEP, "node_unavailable", ", ".join(gone), record=record)
+        target = found
+    if not job.requeue or t.demand.preemptible is False:
+        return Decision(job, Action.KEEP, "not_requeueable", record=record)
+    why = "moved" if target is not None else "preempted"
+    detail = f"{current.describe()} -> {target.describe() if target else 'queued'}"
+    if rules.checkpoint_grace > 0:
+        if record.checkpoint_at is None:
+            return Decision(job, Action.CHECKPOINT, why, detail, target, record)
+        if now < record.checkpoint_at + rules.checkpoint_grace:
+            left = record.checkpoint_at + rules.checkpoint_grace - now
+            return Decision(
+                job, Action.KEEP, "checkpoint_grace", f"{left:.0f} s left", record=record
+            )
+    return Decision(job, Action.REQUEUE, why, detail, target, record)
+
+
+def decide(
+    snap: Snapshot,
+    plan: Plan,
+    fresh: Mapping[str, SlurmNode],
+    rules: Rules,
+    now: float,
+) -> list[Decision]:
+    """Every job's decision under `plan`; `fresh`: the nodes read just before applying."""
+    by_name = {a.job: a for a in plan.assignments}
+    out = []
+    for name, t in snap.tracked.items():
+        a = by_name.get(name)
+        if t.running is None:
+            out.append(_waiting(t, a, snap, fresh))
+        else:
+            out.append(_running(t, a, snap, fresh, rules, now))
+    out.extend(reserved(snap, fresh, rules, now))
+    out.extend(reported(snap))
+    return out
+
+
+def reserved(
+    snap: Snapshot, fresh: Mapping[str, SlurmNode], rules: Rules, now: float
+) -> list[Decision]:
+    """Released jobs not started yet that can't start where they were sent, or have waited
+    past ``replan_after``: held again (with or without a plan this round)."""
+    out = []
+    for job, record in snap.reserved:
+        target = record.target
+        gone = _unusable(target.nodes, fresh) if target is not None else []
+        if gone:
+            detail = f"released to {', '.join(gone)}, which can't run it now"
+            out.append(Decision(job, Action.REHOLD, "node_unavailable", detail, record=record))
+        elif now - record.at > rules.replan_after:
+            detail = f"released {now - record.at:.0f} s ago, not started ({job.reason})"
+            out.append(Decision(job, Action.REHOLD, "placement_stale", detail, record=record))
+    return out
+
+
+def reported(snap: Snapshot) -> list[Decision]:
+    """Decisions of the jobs that are not in the request: malformed or unplaceable demands."""
+    out = [
+        Decision(j, Action.SKIP, "malformed_demand", e, record=decode(j.admin_comment))
+        for j, e in snap.malformed
+    ]
+    out.extend(Decision(j, Action.WAIT, "no_gpu_type", e) for j, e in snap.unplaceable)
+    return out
+
+
+def fallback(snap: Snapshot, why: str, release: bool) -> list[Decision]:
+    """Decisions of a round without a plan: held jobs are given back to Slurm unchanged when
+    `release` (DSFRO out of reach for longer than the fallback time), else they wait; running
+    jobs stay as they are (released ones: see ``reserved``)."""
+    out = []
+    for t in snap.tracked.values():
+        if t.running is not None or t.evacuating:
+            out.append(Decision(t.job, Action.KEEP, "no_plan", why, record=t.record))
+        elif release:
+            out.append(Decision(t.job, Action.FALLBACK, "dsfro_unavailable", why, record=t.record))
+        else:
+            out.append(Decision(t.job, Action.WAIT, "dsfro_unavailable", why, record=t.record))
+    out.extend(reported(snap))
+    return out

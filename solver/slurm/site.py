@@ -1,0 +1,213 @@
+"""What the adapter knows beyond Slurm: GPU datasheets per GRES type, named models, racks,
+power budgets and objective settings.
+
+Defaults come from the package's own catalogs (``models/gpus.json`` and
+``models/architectures.json``, read as data files): GRES type ``h100`` is the catalog's
+``H100-80GB``, a demand may name ``gpt3-1.3b``. A site file (``--site FILE``, JSON) adds or
+overrides any of it:
+
+    {"gpu_types": {"h100": "H100-80GB", "mi300": {"name": "MI300X", "memoryGib": 192, ...}},
+     "models": {"my-7b": {"parameters": 7e9, "layers": 32, ...}},
+     "racks": {"node[1-16]": "r1", "node[17-32]": "r2"},
+     "network_bandwidth_gbps": 400, "power_budget_watts": 60000,
+     "rack_power_budgets": {"r1": 30000}, "weights": {"energy": 0.2}, "fairness": {...}}
+
+Messages (a GPU type, a model, weights, fairness) are in the wire's protobuf JSON form.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from importlib.resources import files
+from pathlib import Path
+from typing import Any
+
+from solver.slurm.hostlist import HostlistError, expand
+from solver.wire import Fairness, GpuType, ModelSpec, ObjectiveWeights, message_from_dict
+
+GRES_ALIASES = {
+    "h100": "H100-80GB",
+    "h200": "H200",
+    "a100": "A100-80GB",
+    "v100": "V100-32GB",
+    "l40s": "L40S",
+    "a10": "A10",
+    "t4": "T4",
+    "k80": "K80",
+    "p100": "P100-16GB",
+}
+"""Common GRES type names -> GPU types of the catalog (each catalog name, lower-cased, works
+too: ``a100-40gb``)."""
+DEFAULT_RACK = "rack0"
+"""Rack of a node the site file places in none."""
+_SITE_KEYS = {
+    "gpu_types",
+    "models",
+    "racks",
+    "network_bandwidth_gbps",
+    "power_budget_watts",
+    "rack_power_budgets",
+    "weights",
+    "fairness",
+}
+
+
+class SiteError(ValueError):
+    """A site file or catalog entry that can't be used; the message names the field."""
+
+
+def _catalog(name: str, key: str) -> list[dict[str, Any]]:
+    """Entries of a bundled catalog file (data only: no solver module is imported)."""
+    path = files("solver").joinpath("_bundled", "models", name)
+    data = json.loads(path.read_text(encoding="utf-8"))
+    return [{k: v for k, v in e.items() if k != "source"} for e in data[key]]
+
+
+def catalog_gpu_types() -> dict[str, GpuType]:
+    """The catalog's GPU types by lower-case name, and by the GRES_ALIASES."""
+    types = {
+        e["name"]: message_from_dict(e, GpuType, f"gpus.json {e['name']}")
+        for e in _catalog("gpus.json", "gpus")
+    }
+    out = {name.lower(): t for name, t in types.items()}
+    out.update({alias: types[name] for alias, name in GRES_ALIASES.items() if name in types})
+    return out
+
+
+def catalog_models() -> dict[str, dict[str, Any]]:
+    """The catalog's model architectures by name, as ModelSpec JSON."""
+    out = {}
+    for e in _catalog("architectures.json", "architectures"):
+        name = e.pop("name")
+        out[name] = e
+    return out
+
+
+@dataclass(frozen=True)
+class Site:
+    """Everything the snapshot needs that Slurm does not say."""
+
+    gpu_types: Mapping[str, GpuType] = field(default_factory=catalog_gpu_types)
+    """GRES type (lower-case) -> the GPU type DSFRO plans with."""
+    models: Mapping[str, Mapping[str, Any]] = field(default_factory=catalog_models)
+    """Model name -> ModelSpec JSON, for demands that name their model."""
+    racks: Mapping[str, str] = field(default_factory=dict)
+    """Node -> rack."""
+    network_bandwidth_gbps: float = 400.0
+    power_budget_watts: float | None = None
+    rack_power_budgets: Mapping[str, float] = field(default_factory=dict)
+    weights: ObjectiveWeights | None = None
+    fairness: Fairness | None = None
+
+    def gpu_type(self, gres_type: str) -> GpuType | None:
+        """The GPU type of a GRES type, None if the site does not know it."""
+        return self.gpu_types.get(gres_type.lower())
+
+    def rack(self, node: str) -> str:
+        return self.racks.get(node, DEFAULT_RACK)
+
+
+def _number(value: Any, where: str, *, positive: bool = True) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise SiteError(f"{where}: expected a number, got {value!r}")
+    if positive and not value > 0:
+        raise SiteError(f"{where}: must be > 0, got {value!r}")
+    return float(value)
+
+
+def _object(value: Any, where: str) -> Mapping[str, Any]:
+    if not isinstance(value, Mapping):
+        raise SiteError(f"{where}: expected an object, got {type(value).__name__}")
+    return value
+
+
+def _gpu_types(data: Mapping[str, Any], where: str) -> dict[str, GpuType]:
+    known = catalog_gpu_types()
+    out = dict(known)
+    for gres, value in data.items():
+        w = f"{where}.{gres}"
+        if isinstance(value, str):
+            if value.lower() not in known:
+                raise SiteError(f"{w}: unknown GPU type {value!r} (not in the catalog)")
+            out[gres.lower()] = known[value.lower()]
+        else:
+            try:
+                out[gres.lower()] = message_from_dict(_object(value, w), GpuType, w)
+            except ValueError as e:
+                raise SiteError(str(e)) from None
+    return out
+
+
+def _models(data: Mapping[str, Any], where: str) -> dict[str, Mapping[str, Any]]:
+    out: dict[str, Mapping[str, Any]] = dict(catalog_models())
+    for name, value in data.items():
+        w = f"{where}.{name}"
+        try:
+            message_from_dict(_object(value, w), ModelSpec, w)  # checked here, used as JSON
+        except ValueError as e:
+            raise SiteError(str(e)) from None
+        out[name] = value
+    return out
+
+
+def _racks(data: Mapping[str, Any], where: str) -> dict[str, str]:
+    out = {}
+    for hosts, rack in data.items():
+        if not isinstance(rack, str) or not rack:
+            raise SiteError(f"{where}.{hosts}: expected a rack name, got {rack!r}")
+        try:
+            out.update(dict.fromkeys(expand(hosts), rack))
+        except HostlistError as e:
+            raise SiteError(f"{where}.{hosts}: {e}") from None
+    return out
+
+
+def site_from_dict(data: Mapping[str, Any], where: str = "site") -> Site:
+    """A Site from the site file's JSON; SiteError names the field."""
+    data = _object(data, where)
+    unknown = set(data) - _SITE_KEYS
+    if unknown:
+        raise SiteError(f"{where}: unknown keys {sorted(unknown)} (known: {sorted(_SITE_KEYS)})")
+    kwargs: dict[str, Any] = {}
+    if "gpu_types" in data:
+        kwargs["gpu_types"] = _gpu_types(
+            _object(data["gpu_types"], f"{where}.gpu_types"), f"{where}.gpu_types"
+        )
+    if "models" in data:
+        kwargs["models"] = _models(_object(data["models"], f"{where}.models"), f"{where}.models")
+    if "racks" in data:
+        kwargs["racks"] = _racks(_object(data["racks"], f"{where}.racks"), f"{where}.racks")
+    if "network_bandwidth_gbps" in data:
+        w = f"{where}.network_bandwidth_gbps"
+        kwargs["network_bandwidth_gbps"] = _number(data["network_bandwidth_gbps"], w)
+    if "power_budget_watts" in data:
+        w = f"{where}.power_budget_watts"
+        kwargs["power_budget_watts"] = _number(data["power_budget_watts"], w)
+    if "rack_power_budgets" in data:
+        w = f"{where}.rack_power_budgets"
+        budgets = _object(data["rack_power_budgets"], w)
+        kwargs["rack_power_budgets"] = {r: _number(v, f"{w}.{r}") for r, v in budgets.items()}
+    for key, message in (("weights", ObjectiveWeights), ("fairness", Fairness)):
+        if key in data:
+            try:
+                kwargs[key] = message_from_dict(
+                    _object(data[key], f"{where}.{key}"), message, f"{where}.{key}"
+                )
+            except ValueError as e:
+                raise SiteError(str(e)) from None
+    return Site(**kwargs)
+
+
+def load_site(path: str | Path | None) -> Site:
+    """The site file at `path` (the catalog defaults for None)."""
+    if path is None:
+        return Site()
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except OSError as e:
+        raise SiteError(f"{path}: cannot read: {e}") from None
+    except ValueError as e:
+        raise SiteError(f"{path}: malformed JSON: {e}") from None
+    return site_from_dict(data, str(path))

@@ -1,0 +1,270 @@
+"""Slurm's state -> a DSFRO SolveRequest, and the index back from the request's jobs to
+Slurm's.
+
+- Nodes: those of the partition with one known GPU GRES type that are up; a drained node is
+  in the snapshot with its free GPUs unavailable (its running jobs may stay), a down one is
+  left out. GPUs in use by anything but a DSFRO job the adapter placed are unavailable.
+- Waiting jobs: pending, held, with a demand. Running jobs: with a demand and placed by the
+  adapter (their record says the shape), on nodes in the snapshot; DSFRO may keep or move
+  them. A job DSFRO released and Slurm has not started yet holds its planned GPUs (marked
+  unavailable). Everything else is Slurm's: its GPUs count as taken.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from solver.slurm.demand import Demand, DemandError, parse_demand
+from solver.slurm.record import Record, Target, decode
+from solver.slurm.site import Site
+from solver.slurm.state import SlurmJob, SlurmNode, in_partition
+from solver.wire import (
+    Allocation,
+    ClusterSnapshot,
+    GpuSlice,
+    GpuType,
+    Job,
+    ModelSpec,
+    Node,
+    RackPowerBudget,
+    SolveRequest,
+    ThroughputProfile,
+    duration_to_proto,
+    message_from_dict,
+)
+
+
+@dataclass(frozen=True)
+class Tracked:
+    """A DSFRO job in the request (its name there is the Slurm job id)."""
+
+    job: SlurmJob
+    demand: Demand
+    record: Record
+    running: Target | None = None
+    """Where it runs now (None: waiting)."""
+    evacuating: bool = False
+    """Running on a drained node and planned as if waiting (``--evacuate-drained``)."""
+
+
+@dataclass
+class Snapshot:
+    """One round's request and what each of its jobs is in Slurm."""
+
+    request: SolveRequest
+    tracked: dict[str, Tracked] = field(default_factory=dict)
+    reserved: list[tuple[SlurmJob, Record]] = field(default_factory=list)
+    """Released by the adapter, not started yet: their planned GPUs are held for them."""
+    malformed: list[tuple[SlurmJob, str]] = field(default_factory=list)
+    unplaceable: list[tuple[SlurmJob, str]] = field(default_factory=list)
+    """Waiting DSFRO jobs not sent: no node of a GPU type they allow."""
+    nodes: dict[str, SlurmNode] = field(default_factory=dict)
+    gres_types: dict[str, str] = field(default_factory=dict)
+    """DSFRO GPU type -> the GRES type of its nodes."""
+    node_types: dict[str, str] = field(default_factory=dict)
+    """Node -> its DSFRO GPU type."""
+    ignored_nodes: dict[str, str] = field(default_factory=dict)
+    """Nodes left out, and why."""
+
+    @property
+    def waiting(self) -> list[Tracked]:
+        return [t for t in self.tracked.values() if t.running is None]
+
+
+def _current_target(job: SlurmJob, record: Record, nodes: dict[str, SlurmNode]) -> Target | None:
+    """Where a placed, running job runs, if it is as its record says (else None: it is
+    left to Slurm, its GPUs taken)."""
+    planned = record.target
+    if planned is None or not job.allocation:
+        return None
+    counts = set()
+    for name, gres in job.allocation:
+        node = nodes.get(name)
+        if node is None or gres is None or node.gpu_type != planned.gres_type:
+            return None
+        counts.add(len(gres.indices) or gres.count)
+    if len(counts) != 1:
+        return None
+    per_node = counts.pop()
+    shape = planned.data_parallel * planned.tensor_parallel * planned.pipeline_parallel
+    if per_node * len(job.allocation) != shape:
+        return None
+    return Target(
+        gpu_type=planned.gpu_type,
+        gres_type=planned.gres_type,
+        nodes=tuple(n for n, _ in job.allocation),
+        gpus_per_node=per_node,
+        data_parallel=planned.data_parallel,
+        tensor_parallel=planned.tensor_parallel,
+        pipeline_parallel=planned.pipeline_parallel,
+        sm_clock_mhz=planned.sm_clock_mhz,
+    )
+
+
+def _job(t: Tracked, site: Site, types: dict[str, GpuType], now: float) -> Job:
+    job, d = t.job, t.demand
+    out = Job(name=str(job.job_id), tenant=d.tenant if d.tenant is not None else job.account)
+    if d.workload == "model":
+        out.model.CopyFrom(message_from_dict(d.spec, ModelSpec, "model"))
+    else:
+        out.profile.CopyFrom(message_from_dict(d.spec, ThroughputProfile, "profile"))
+    asked = max(job.requested_gpus_per_node() * max(job.node_count, 1), 1)
+    out.min_gpus = d.min_gpus or 1
+    out.max_gpus = d.max_gpus or max(out.min_gpus, asked)
+    if d.weight is not None:
+        out.weight = d.weight
+    out.allowed_gpu_types.extend(g for g in allowed_types(d, job, site) if g in types)
+    if d.remaining_samples is not None:
+        out.remaining_samples = d.remaining_samples
+    deadline = job.submit_time + d.deadline_seconds if d.deadline_seconds else job.deadline
+    if deadline:
+        out.time_to_deadline.CopyFrom(duration_to_proto(max(deadline - now, 1.0)))
+    out.preemptible = (d.preemptible is not False) and job.requeue
+    out.age.CopyFrom(duration_to_proto(max(now - job.submit_time, 0.0)))
+    if t.running is not None:
+        out.current_allocation.CopyFrom(_allocation(t.job, t.running, types))
+    return out
+
+
+def allowed_types(demand: Demand, job: SlurmJob, site: Site) -> tuple[str, ...]:
+    """The GPU types a job may run on: its demand's, else the type its ``--gres`` names,
+    else () (any)."""
+    if demand.allowed_gpu_types:
+        return demand.allowed_gpu_types
+    for entry in job.tres_per_node.split(","):
+        parts = entry.removeprefix("gres:").removeprefix("gres/").split(":")
+        if len(parts) == 3 and parts[0] == "gpu":
+            gpu = site.gpu_type(parts[1])
+            return (gpu.name,) if gpu is not None else (parts[1],)
+    return ()
+
+
+def _allocation(job: SlurmJob, target: Target, types: dict[str, GpuType]) -> Allocation:
+    clocks = list(types[target.gpu_type].sm_clocks_mhz)
+    mhz = target.sm_clock_mhz if target.sm_clock_mhz in clocks else max(clocks)
+    return Allocation(
+        gpu_type=target.gpu_type,
+        data_parallel=target.data_parallel,
+        tensor_parallel=target.tensor_parallel,
+        pipeline_parallel=target.pipeline_parallel,
+        sm_clock_mhz=mhz,
+        placement=[
+            GpuSlice(node=name, gpu_indices=sorted(gres.indices))
+            for name, gres in job.allocation
+            if gres is not None
+        ],
+    )
+
+
+def _nodes(
+    nodes: Iterable[SlurmNode], site: Site, partition: str | None, out: Snapshot
+) -> dict[str, GpuType]:
+    types: dict[str, GpuType] = {}
+    for node in nodes:
+        if partition is not None and partition not in node.partitions:
+            continue
+        if node.gpu_type is None or node.gpu_count == 0:
+            out.ignored_nodes[node.name] = "no GPUs of one GRES type"
+            continue
+        gpu = site.gpu_type(node.gpu_type)
+        if gpu is None:
+            out.ignored_nodes[node.name] = f"GRES type {node.gpu_type!r} is not in the site file"
+            continue
+        if not (node.usable or node.draining):
+            out.ignored_nodes[node.name] = f"{node.state} {'+'.join(sorted(node.flags))}".strip()
+            continue
+        out.nodes[node.name] = node
+        types[gpu.name] = gpu
+        out.gres_types[gpu.name] = node.gpu_type
+        out.node_types[node.name] = gpu.name
+    return types
+
+
+def build_snapshot(
+    nodes: Sequence[SlurmNode],
+    jobs: Sequence[SlurmJob],
+    site: Site,
+    *,
+    now: float,
+    budget_seconds: float,
+    partition: str | None = None,
+    evacuate_drained: bool = False,
+    seed: int = 0,
+) -> Snapshot:
+    """The request of one round and the index of its jobs."""
+    out = Snapshot(request=SolveRequest())
+    types = _nodes(nodes, site, partition, out)
+    used: dict[str, set[int]] = {n: set(node.used_indices) for n, node in out.nodes.items()}
+    for job in jobs:  # any partition: a job elsewhere may share the nodes
+        if job.active:
+            for name, gres in job.allocation:
+                if gres is not None and name in used:
+                    used[name].update(gres.indices)
+    mine: dict[str, set[int]] = {n: set() for n in out.nodes}
+    for job in in_partition(jobs, partition):
+        if not (job.pending or job.state in ("RUNNING", "CONFIGURING")):
+            continue
+        try:
+            demand = parse_demand(job.comment, site)
+        except DemandError as e:
+            out.malformed.append((job, str(e)))
+            continue
+        if demand is None:
+            continue
+        record = decode(job.admin_comment)
+        if job.pending:
+            allowed = allowed_types(demand, job, site)
+            if job.held and allowed and not set(allowed) & set(types):
+                out.unplaceable.append((job, f"no node in the snapshot has {', '.join(allowed)}"))
+            elif job.held:
+                out.tracked[str(job.job_id)] = Tracked(job, demand, record)
+            elif record.state == "placed":
+                out.reserved.append((job, record))
+            continue
+        current = _current_target(job, record, out.nodes) if record.state == "placed" else None
+        if current is None:
+            continue
+        if evacuate_drained and any(out.nodes[n].draining for n in current.nodes):
+            out.tracked[str(job.job_id)] = Tracked(job, demand, record, evacuating=True)
+            continue
+        out.tracked[str(job.job_id)] = Tracked(job, demand, record, running=current)
+        for name, gres in job.allocation:
+            if gres is not None:
+                mine[name].update(gres.indices)
+    cluster = ClusterSnapshot(gpu_types=[types[k] for k in sorted(types)])
+    for name, node in out.nodes.items():
+        everything = set(range(node.gpu_count))
+        taken = (everything - mine[name]) if node.draining else (used[name] - mine[name])
+        free = sorted(everything - taken - mine[name])
+        for _, record in out.reserved:
+            if record.target is not None and name in record.target.nodes:
+                k = record.target.gpus_per_node
+                taken.update(free[:k])
+                free = free[k:]
+        cluster.nodes.append(
+            Node(
+                name=name,
+                gpu_type=out.node_types[name],
+                gpu_count=node.gpu_count,
+                unavailable_gpu_indices=sorted(taken),
+                rack=site.rack(name),
+                network_bandwidth_gbps=site.network_bandwidth_gbps,
+            )
+        )
+    if site.power_budget_watts is not None:
+        cluster.power_budget_watts = site.power_budget_watts
+    racks = {n.rack for n in cluster.nodes}
+    for rack, watts in sorted(site.rack_power_budgets.items()):
+        if rack in racks:
+            cluster.rack_power_budgets.append(RackPowerBudget(rack=rack, watts=watts))
+    out.request.cluster.CopyFrom(cluster)
+    for t in out.tracked.values():
+        out.request.jobs.append(_job(t, site, types, now))
+    out.request.options.time_budget.CopyFrom(duration_to_proto(budget_seconds))
+    out.request.options.seed = seed
+    if site.weights is not None:
+        out.request.weights.CopyFrom(site.weights)
+    if site.fairness is not None:
+        out.request.fairness.CopyFrom(site.fairness)
+    return out

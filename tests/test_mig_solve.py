@@ -1,0 +1,169 @@
+"""Slice jobs through the real entry point (Solver.solve, and Solve over gRPC on loopback), on
+small snapshots whose right answer is known."""
+
+from __future__ import annotations
+
+import pytest
+
+from solver._proto.dsfro.v1 import scheduler_pb2 as pb
+from solver.core.solver import Solver
+from solver.domain import Backend, JobState, Plan, Problem, SolveResult, Termination
+from solver.mig import GpuLayout, MigInstance
+from solver.scoring.checker import check_plan
+from tests.factories import A100_80GB, solve
+from tests.mig_cases import ONE_G, on_instance, problem, small
+from tests.service_helpers import serving
+
+
+def solved(p: Problem) -> SolveResult:
+    result = solve(p)
+    assert check_plan(p, result.plan.assignments, result.plan.layout_changes) == []
+    return result
+
+
+def instances(result: SolveResult) -> dict[str, tuple[str, int, str, int]]:
+    """Job -> (node, GPU, profile, start) of the jobs on instances."""
+    out = {}
+    for a in result.plan.assignments:
+        if a.mig is not None:
+            [s] = a.placement
+            out[a.job] = (s.node, s.gpu_indices[0], a.mig.profile, a.mig.start)
+    return out
+
+
+def test_seven_1g_jobs_fill_one_a100() -> None:
+    result = solved(problem(*(small(f"j{k}") for k in range(7))))
+    on = instances(result)
+    assert sorted(on) == [f"j{k}" for k in range(7)]
+    assert sorted(v[3] for v in on.values()) == list(range(7))
+    assert {v[:3] for v in on.values()} == {("n0", 0, ONE_G)}
+    [change] = result.plan.layout_changes
+    assert change.node == "n0" and [i.place for i in change.layout.instances] == [
+        (ONE_G, s) for s in range(7)
+    ]
+    assert {a.config.sm_clock_mhz for a in result.plan.assignments if a.config} == {1410}
+    assert result.plan.objective.migration == 1.0  # the one reconfiguration
+    assert result.stats.termination is Termination.FEASIBLE and result.stats.best_bound is None
+
+
+def test_on_the_scaled_model_alone_one_whole_job_beats_seven_slices() -> None:
+    """s(1g.10gb) = 1/8: seven slices are worth 7/8 of the GPU, less a reconfiguration."""
+    result = solved(problem(*(small(f"j{k}", measured=None) for k in range(7))))
+    assert instances(result) == {} and result.plan.layout_changes == ()
+    states = [a.state for a in result.plan.assignments]
+    assert states.count(JobState.RUNNING) == 1
+
+
+def test_a_job_that_needs_the_whole_memory_keeps_a_whole_gpu() -> None:
+    big = small("big", measured=None, memory=60.0)  # fits only 7g.80gb: nothing to gain there
+    result = solved(problem(big, *(small(f"j{k}") for k in range(6)), gpus=2))
+    a = result.plan.assignment("big")
+    assert a.state is JobState.RUNNING and a.mig is None
+    [s] = a.placement
+    on = instances(result)
+    assert sorted(on) == [f"j{k}" for k in range(6)]
+    assert {(v[0], v[1]) for v in on.values()} == {("n0", 1 - s.gpu_indices[0])}
+    assert [c.layout.gpu_index for c in result.plan.layout_changes] == [1 - s.gpu_indices[0]]
+
+
+def test_a_busy_instance_blocks_a_layout_change() -> None:
+    busy = small("busy", current=on_instance("n0", 0, "7g.80gb", 0), preemptible=False)
+    layout = GpuLayout(0, (MigInstance("7g.80gb", 0, "busy"),))
+    result = solved(problem(busy, small("new"), layouts=(layout,)))
+    assert instances(result) == {"busy": ("n0", 0, "7g.80gb", 0)}
+    assert result.plan.assignment("new").state is JobState.QUEUED
+    assert result.plan.layout_changes == ()
+
+
+def test_a_layout_change_keeps_the_busy_instance_beside_the_new_one() -> None:
+    busy = small("busy", current=on_instance("n0", 0, "4g.40gb", 0), preemptible=False)
+    layout = GpuLayout(0, (MigInstance("4g.40gb", 0, "busy"),))
+    result = solved(problem(busy, small("new"), layouts=(layout,)))
+    on = instances(result)
+    assert on["busy"] == ("n0", 0, "4g.40gb", 0)
+    assert on["new"][:2] == ("n0", 0) and on["new"][3] >= 4  # in the free memory slices 4-7
+    [change] = result.plan.layout_changes
+    assert ("4g.40gb", 0) in change.layout.places()
+    clocks = {a.config.sm_clock_mhz for a in result.plan.assignments if a.config}
+    assert len(clocks) == 1  # one clock per GPU
+
+
+def test_free_instances_are_used_before_any_layout_change() -> None:
+    runs = small("runs", current=on_instance("n0", 0, "3g.40gb", 0))
+    layout = GpuLayout(0, (MigInstance("3g.40gb", 0, "runs"), MigInstance(ONE_G, 4)))
+    result = solved(problem(runs, small("new"), layouts=(layout,)))
+    on = instances(result)
+    assert on == {"runs": ("n0", 0, "3g.40gb", 0), "new": ("n0", 0, ONE_G, 4)}
+    assert result.plan.layout_changes == ()
+    assert result.plan.assignment("runs").migrated is False
+
+
+@pytest.mark.parametrize("backend", [Backend.HIGHS, Backend.AUTO])
+def test_exact_backends_solve_whole_gpus_and_the_heuristic_packs_slices(backend: Backend) -> None:
+    """The full model has no slices: its plan is on whole GPUs, the slices are packed after
+    it, and no bound is claimed for the snapshot."""
+    p = problem(*(small(f"j{k}") for k in range(7)), backend=backend)
+    result = solved(p)
+    assert len(instances(result)) == 7
+    assert result.stats.best_bound is None
+    assert result.stats.termination in (Termination.FEASIBLE, Termination.FALLBACK)
+    assert "MIG: 7 jobs on instances" in result.stats.detail
+
+
+def test_the_quick_plan_packs_slices_too() -> None:
+    from solver.core.deadline import Clock, Deadline
+
+    p = problem(*(small(f"j{k}") for k in range(7)))
+    solver = Solver()
+    result = solver.quick(p, Clock(Deadline.after(2.0, solver.settings, 7)), "test")
+    assert check_plan(p, result.plan.assignments, result.plan.layout_changes) == []
+    assert len(instances(result)) == 7 and result.stats.termination is Termination.FALLBACK
+
+
+def test_the_first_plan_told_early_is_valid_with_kept_slices() -> None:
+    busy = small("busy", current=on_instance("n0", 0, "3g.40gb", 0), preemptible=False)
+    layout = GpuLayout(0, (MigInstance("3g.40gb", 0, "busy"),))
+    p = problem(busy, small("other", measured=None), gpus=2, layouts=(layout,))
+    told: list[Plan] = []
+    result = Solver().solve(p, on_first_plan=told.append)
+    [first] = told
+    assert check_plan(p, first.assignments, first.layout_changes) == []
+    assert first.assignment("busy").mig == MigInstance("3g.40gb", 0)
+    assert result.plan.assignment("busy").mig == MigInstance("3g.40gb", 0)
+
+
+def seven_small_request() -> pb.SolveRequest:
+    req = pb.SolveRequest()
+    req.cluster.gpu_types.add(
+        name=A100_80GB, memory_gib=80, peak_tflops=312, memory_bandwidth_gbps=2039,
+        intra_node_bandwidth_gbps=600, tdp_watts=400, idle_watts=50, sm_clocks_mhz=[1410, 1275],
+    )  # fmt: skip
+    req.cluster.nodes.add(name="m0", gpu_type=A100_80GB, gpu_count=1, rack="r0",
+                          network_bandwidth_gbps=100)  # fmt: skip
+    for k in range(7):
+        j = req.jobs.add(name=f"s{k}", min_gpus=1, max_gpus=1)
+        j.slices.allow = True
+        j.profile.points.add(gpu_type=A100_80GB, num_gpus=1, tensor_parallel=1,
+                             pipeline_parallel=1, sm_clock_mhz=1410, samples_per_second=100.0,
+                             watts=300.0, memory_per_gpu_gib=8.0)  # fmt: skip
+        j.profile.points.add(gpu_type=A100_80GB, num_gpus=1, tensor_parallel=1,
+                             pipeline_parallel=1, sm_clock_mhz=1410, samples_per_second=40.0,
+                             watts=40.0, memory_per_gpu_gib=8.0, mig_profile=ONE_G)  # fmt: skip
+    req.options.backend = pb.BACKEND_HEURISTIC
+    req.options.time_budget.FromSeconds(2)
+    return req
+
+
+def test_over_grpc_the_plan_names_slices_for_kubernetes_and_slurm() -> None:
+    with serving() as (_, stub):
+        response = stub.Solve(seven_small_request(), timeout=30)
+    plan = response.plan
+    assert len(plan.assignments) == 7
+    for a in plan.assignments:
+        assert a.placement[0].node == "m0" and list(a.placement[0].gpu_indices) == [0]
+        assert a.mig_instance.profile == ONE_G
+        assert a.mig_resource == "nvidia.com/mig-1g.10gb" and a.slurm_gres == "gpu:1g.10gb"
+    assert sorted(a.mig_instance.start for a in plan.assignments) == list(range(7))
+    [change] = plan.layout_changes
+    assert change.node == "m0" and len(change.layout.instances) == 7
+    assert not response.stats.HasField("best_bound")

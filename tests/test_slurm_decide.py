@@ -1,0 +1,153 @@
+"""A plan -> one decision per job, with its reason (pure: the captured ``placed`` state, plans
+written by hand)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+from solver.slurm.decide import Action, Decision, Rules, decide, fallback
+from solver.slurm.record import Target
+from solver.slurm.snapshot import Snapshot
+from solver.slurm.state import SlurmNode, parse_sinfo
+from solver.wire import GpuSlice, JobAssignment, JobState, Plan, QueueReason
+from tests.slurm_helpers import captured
+from tests.test_slurm_snapshot import NOW, snapshot
+
+RUN, QUEUED = JobState.JOB_STATE_RUNNING, JobState.JOB_STATE_QUEUED
+DEFAULT_RULES = Rules()
+
+
+def running(
+    job: str, slices: dict[str, int], dp: int = 1, tp: int = 1, pp: int = 1, mhz: int = 1605
+) -> JobAssignment:
+    return JobAssignment(
+        job=job,
+        state=RUN,
+        gpu_type="H100-80GB",
+        num_gpus=sum(slices.values()),
+        data_parallel=dp,
+        tensor_parallel=tp,
+        pipeline_parallel=pp,
+        sm_clock_mhz=mhz,
+        placement=[GpuSlice(node=n, gpu_indices=list(range(k))) for n, k in slices.items()],
+    )
+
+
+def queued(job: str) -> JobAssignment:
+    return JobAssignment(
+        job=job,
+        state=QUEUED,
+        queue_reason=QueueReason.QUEUE_REASON_INSUFFICIENT_RESOURCES,
+        queue_detail="its GPUs went to jobs of more value",
+    )
+
+
+def fresh(*drained: str) -> dict[str, SlurmNode]:
+    sinfo = json.loads(captured("placed", "sinfo"))
+    for node in sinfo["nodes"]:
+        node["state_flags"] = ["DRAIN"] if node["name"] in drained else []
+    return {n.name: n for n in parse_sinfo(json.dumps(sinfo))}
+
+
+def by_job(decisions: list[Decision]) -> dict[int, Decision]:
+    return {d.job_id: d for d in decisions}
+
+
+def run(
+    plan: list[JobAssignment],
+    snap: Snapshot | None = None,
+    rules: Rules = DEFAULT_RULES,
+    drained: tuple[str, ...] = (),
+    now: float = NOW,
+) -> dict[int, Decision]:
+    snap = snap or snapshot("placed")
+    return by_job(decide(snap, Plan(assignments=plan), fresh(*drained), rules, now))
+
+
+def test_a_waiting_job_is_placed_as_planned() -> None:
+    d = run([running("8", {"node4": 4}, dp=2, tp=2)])[8]
+    assert (d.action, d.reason) == (Action.PLACE, "planned")
+    assert d.target == Target("H100-80GB", "h100", ("node4",), 4, 2, 2, 1, 1605)
+    assert d.target.gres() == "gpu:h100:4" and d.target.num_gpus == 4
+
+
+def test_a_plan_slurm_cant_express_or_that_no_longer_fits_waits() -> None:
+    got = run(
+        [running("8", {"node3": 4, "node4": 2}, dp=6), running("11", {"node4": 2}), queued("12")],
+        drained=("node4",),
+    )
+    assert (got[8].action, got[8].reason) == (Action.WAIT, "uneven_placement")
+    assert "node3:4 + node4:2" in got[8].detail
+    assert (got[11].action, got[11].reason) == (Action.WAIT, "node_unavailable")
+    assert got[11].detail.startswith("node4 no longer usable")
+    assert (got[12].action, got[12].reason) == (Action.WAIT, "queued")
+    assert got[12].detail.startswith("insufficient_resources: its GPUs went")
+
+
+def test_running_jobs_kept_reclocked_moved_or_stopped() -> None:
+    got = run(
+        [
+            running("9", {"node1": 4}, pp=4, mhz=1785),  # as it runs
+            running("10", {"node1": 4}, tp=2, pp=2, mhz=1605),  # same shape, lower clock
+            running("13", {"node4": 8}, tp=4, pp=2, mhz=1785),  # moved
+            queued("14"),  # stopped
+        ]
+    )
+    assert (got[9].action, got[9].reason) == (Action.KEEP, "planned")
+    assert (got[10].action, got[10].reason, got[10].detail) == (
+        Action.RECLOCK,
+        "clock_changed",
+        "1785 -> 1605 MHz",
+    )
+    assert got[10].target is not None and got[10].target.nodes == ("node1",)
+    assert (got[13].action, got[13].reason) == (Action.REQUEUE, "moved")
+    assert got[13].target is not None and got[13].target.nodes == ("node4",)
+    assert (got[14].action, got[14].reason, got[14].target) == (Action.REQUEUE, "preempted", None)
+    assert got[8].action is Action.WAIT and got[8].reason == "not_in_plan"
+
+
+def test_a_job_slurm_may_not_requeue_is_never_moved() -> None:
+    snap = snapshot("placed")
+    t = snap.tracked["13"]
+    snap.tracked["13"] = replace(t, job=replace(t.job, requeue=False))
+    d = run([running("13", {"node4": 8}, tp=4, pp=2)], snap)[13]
+    assert (d.action, d.reason) == (Action.KEEP, "not_requeueable")
+
+
+def test_a_move_waits_for_the_checkpoint_grace() -> None:
+    plan = [running("13", {"node4": 8}, tp=4, pp=2, mhz=1785)]
+    rules = Rules(checkpoint_grace=30)
+    assert run(plan, rules=rules)[13].action is Action.CHECKPOINT
+    snap = snapshot("placed")
+    t = snap.tracked["13"]
+    snap.tracked["13"] = replace(t, record=t.record.with_(checkpoint_at=NOW - 10))
+    d = run(plan, snap, rules)[13]
+    assert (d.action, d.reason, d.detail) == (Action.KEEP, "checkpoint_grace", "20 s left")
+    assert run(plan, snap, rules, now=NOW + 25)[13].action is Action.REQUEUE
+
+
+def test_a_released_job_whose_node_drained_or_that_waited_too_long_is_held_again() -> None:
+    got = run([], drained=("node1",))
+    assert (got[7].action, got[7].reason) == (Action.REHOLD, "node_unavailable")
+    assert 7 not in run([])  # released 25 s before NOW: it may still start
+    late = run([], rules=Rules(replan_after=10))
+    assert (late[7].action, late[7].reason) == (Action.REHOLD, "placement_stale")
+
+
+def test_malformed_demands_are_reported() -> None:
+    d = run([])[15]
+    assert (d.action, d.reason) == (Action.SKIP, "malformed_demand")
+    assert d.detail == 'comment: max_gpus: expected an integer >= 1, got "eight"'
+
+
+def test_without_a_plan_held_jobs_wait_then_fall_back_to_slurm() -> None:
+    snap = snapshot("placed")
+    waiting = by_job(fallback(snap, "UNAVAILABLE: connection refused", release=False))
+    assert {waiting[j].action for j in (8, 11, 12)} == {Action.WAIT}
+    assert waiting[8].reason == "dsfro_unavailable"
+    assert {waiting[j].action for j in (9, 10, 13, 14)} == {Action.KEEP}
+    released = by_job(fallback(snap, "UNAVAILABLE", release=True))
+    assert {released[j].action for j in (8, 11, 12)} == {Action.FALLBACK}
+    assert {released[j].action for j in (9, 10, 13, 14)} == {Action.KEEP}
+    assert released[15].action is Action.SKIP and 7 not in released

@@ -1,0 +1,119 @@
+"""Slurm's state -> the SolveRequest: which nodes and GPUs, which jobs, in which shape; the
+request passes the service's own validation."""
+
+from __future__ import annotations
+
+import json
+
+from solver.app.limits import Limits
+from solver.app.validation import validate_request
+from solver.slurm.site import Site
+from solver.slurm.snapshot import Snapshot, build_snapshot
+from solver.slurm.state import parse_sinfo, parse_squeue
+from tests.slurm_helpers import captured
+
+NOW = 1796230800.0
+"""A little after the captures."""
+
+
+def snapshot(state: str, sinfo: str | None = None, **kwargs: object) -> Snapshot:
+    nodes = parse_sinfo(sinfo or captured(state, "sinfo"))
+    jobs = parse_squeue(captured(state, "squeue"))
+    return build_snapshot(nodes, jobs, Site(), now=NOW, budget_seconds=2, **kwargs)  # type: ignore[arg-type]
+
+
+def unavailable(snap: Snapshot) -> dict[str, list[int]]:
+    return {n.name: list(n.unavailable_gpu_indices) for n in snap.request.cluster.nodes}
+
+
+def test_jobs_without_demand_hold_their_gpus_and_held_jobs_wait() -> None:
+    snap = snapshot("mixed")
+    assert validate_request(snap.request, Limits()) == []
+    assert unavailable(snap) == {
+        "node1": list(range(7)),  # jobs 1 and 2, Slurm's
+        "node2": [0, 1, 2, 3],
+        "node3": [],
+        "node4": list(range(8)),  # drained: nothing new starts there
+    }
+    [gpu] = snap.request.cluster.gpu_types
+    assert gpu.name == "H100-80GB" and list(gpu.sm_clocks_mhz)[-1] == 1785
+    assert {n.gpu_type for n in snap.request.cluster.nodes} == {"H100-80GB"}
+    jobs = {j.name: j for j in snap.request.jobs}
+    assert sorted(jobs) == ["3", "4"] and [t.running for t in snap.tracked.values()] == [None] * 2
+    three, four = jobs["3"], jobs["4"]
+    assert (three.min_gpus, three.max_gpus) == (1, 4)
+    assert list(three.allowed_gpu_types) == ["H100-80GB"]  # it asked for gpu:h100
+    assert three.model.hidden_size == 2048 and three.preemptible
+    assert (four.min_gpus, four.max_gpus, four.tenant, four.weight) == (1, 1, "team-a", 2.0)
+    assert not four.preemptible  # sbatch --no-requeue
+    assert not three.HasField("current_allocation")
+    assert three.age.seconds == NOW - 1796230393
+    assert snap.request.options.time_budget.seconds == 2
+
+
+def test_placed_jobs_run_where_slurm_put_them_in_the_recorded_shape() -> None:
+    snap = snapshot("placed")
+    assert validate_request(snap.request, Limits()) == []
+    jobs = {j.name: j for j in snap.request.jobs}
+    assert sorted(jobs, key=int) == ["8", "9", "10", "11", "12", "13", "14"]
+    ten = jobs["10"].current_allocation
+    assert (ten.gpu_type, ten.data_parallel, ten.tensor_parallel, ten.pipeline_parallel) == (
+        "H100-80GB",
+        1,
+        2,
+        2,
+    )
+    assert [(s.node, list(s.gpu_indices)) for s in ten.placement] == [("node1", [4, 5, 6, 7])]
+    assert ten.sm_clock_mhz == 1785
+    assert not jobs["8"].HasField("current_allocation")
+    # node1 is full of DSFRO's own jobs, which it may move: nothing is unavailable there.
+    assert unavailable(snap)["node1"] == [] and unavailable(snap)["node4"] == list(range(8))
+    [(seven, record)] = snap.reserved
+    assert seven.job_id == 7 and record.target is not None and record.target.nodes == ("node1",)
+    [(fifteen, error)] = snap.malformed
+    assert fifteen.job_id == 15 and "max_gpus" in error
+
+
+def test_a_released_job_holds_its_planned_gpus() -> None:
+    data = json.loads(captured("placed", "squeue"))
+    for job in data["jobs"]:  # job 10 ended: node1 has 4 free GPUs, 2 of them promised to 7
+        if job["job_id"] == 10:
+            job["job_state"] = "COMPLETED"
+    sinfo = json.loads(captured("placed", "sinfo"))
+    sinfo["nodes"][0]["gres_used"] = "gpu:h100:4(IDX:0-3)"
+    nodes = parse_sinfo(json.dumps(sinfo))
+    snap = build_snapshot(nodes, parse_squeue(json.dumps(data)), Site(), now=NOW, budget_seconds=2)
+    assert unavailable(snap)["node1"] == [4, 5]
+
+
+def test_a_drained_node_keeps_its_running_jobs_unless_evacuating() -> None:
+    sinfo = json.loads(captured("placed", "sinfo"))
+    sinfo["nodes"][2]["state_flags"] = ["DRAIN"]  # node3, where job 14 runs
+    text = json.dumps(sinfo)
+    kept = snapshot("placed", text)
+    assert kept.tracked["14"].running is not None and unavailable(kept)["node3"] == []
+    moved = snapshot("placed", text, evacuate_drained=True)
+    assert moved.tracked["14"].evacuating and moved.tracked["14"].running is None
+    assert unavailable(moved)["node3"] == list(range(8))
+    assert not {j.name: j for j in moved.request.jobs}["14"].HasField("current_allocation")
+
+
+def test_down_nodes_and_other_partitions_are_left_out() -> None:
+    sinfo = json.loads(captured("mixed", "sinfo"))
+    sinfo["nodes"][2]["state"] = "down"
+    snap = snapshot("mixed", json.dumps(sinfo))
+    assert "node3" not in unavailable(snap) and snap.ignored_nodes == {"node3": "down"}
+    other = snapshot("mixed", partition="other")
+    assert other.request.jobs == [] and other.request.cluster.nodes == []
+
+
+def test_a_job_asking_for_a_gpu_type_without_nodes_is_not_sent() -> None:
+    data = json.loads(captured("mixed", "squeue"))
+    data["jobs"][2]["tres_per_node"] = "gres:gpu:a100:2"
+    jobs = parse_squeue(json.dumps(data))
+    snap = build_snapshot(
+        parse_sinfo(captured("mixed", "sinfo")), jobs, Site(), now=NOW, budget_seconds=2
+    )
+    [(job, why)] = snap.unplaceable
+    assert job.job_id == 3 and why == "no node in the snapshot has A100-80GB"
+    assert [j.name for j in snap.request.jobs] == ["4"]
