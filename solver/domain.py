@@ -401,7 +401,8 @@ class ObjectiveBreakdown:
     fairness: float = 0.0
     """The fairness mode's value F, before its weight (0 under WEIGHTED_SUM)."""
     aging: float = 0.0
-    """A: the queued jobs' aging, sum of min(1, age / 3600 s), weighted by the energy weight."""
+    """A: the queued jobs' aging, sum of min(1, age in whole 300 s steps / 3600 s), charged at
+    the energy weight (docs/objective.md, "Aging")."""
 
 
 @dataclass(frozen=True)

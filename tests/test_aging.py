@@ -1,11 +1,13 @@
-"""Aging (docs/objective.md, "Aging"): leaving a job queued costs l_E min(1, age / 3600 s), so a
-job the energy weight prices out runs once it has waited long enough, and from 3,600 s on
-whatever the weights. In every path (the score, the heuristic, the quick plan's gains, the full
-model, the aggregated LP and MIP, the Lagrangian dual) with the bounds still above the exact
-optimum; and in the simulator, where every job finishes across a sweep of the energy weight."""
+"""Aging (docs/objective.md, "Aging"): leaving a job queued costs l_E min(1, age / 3600 s), the
+age in whole steps of 300 s, so a job the energy weight prices out runs once it has waited long
+enough, and from 3,600 s on whatever the weights. In every path (the score, the heuristic, the
+quick plan's gains, the full model, the aggregated LP and MIP, the Lagrangian dual) with the
+bounds still above the exact optimum; and in the simulator, where every job finishes across a
+sweep of the energy weight."""
 
 from __future__ import annotations
 
+import math
 import random
 from dataclasses import replace
 from pathlib import Path
@@ -23,7 +25,13 @@ from solver.domain import (
 from solver.exact import formulation
 from solver.exact.backends import SolverStatus
 from solver.perfmodel.configs import ConfigSet, build_config_set
-from solver.scoring.objective import AGING_SECONDS, aging, running_gain, score_plan
+from solver.scoring.objective import (
+    AGING_SECONDS,
+    AGING_STEP_SECONDS,
+    aging,
+    running_gain,
+    score_plan,
+)
 from solver.search import quick
 from solver.search.bound import solve_aggregate
 from solver.search.lagrangian import solve_lagrangian
@@ -45,26 +53,28 @@ def starving(age: float, weights: ObjectiveWeights | None = None) -> Problem:
 
 
 def threshold(p: Problem) -> float:
-    """The age from which some configuration's gain is positive: the least over them of
-    AGING_SECONDS x (l_E E_c - l_T u_c) / l_E (one node: no locality spread)."""
+    """The first age (a whole step) at which some configuration's gain is positive: a_j must
+    exceed the least over them of (l_E E_c - l_T u_c) / l_E (one node: no locality spread)."""
     configs = build_config_set(p)
     (j,) = p.jobs
     w, best, peak = p.weights, configs.best_samples_per_second[j.name], 3200.0
-    return min(
-        AGING_SECONDS
-        * (w.energy * c.watts / peak - w.throughput * c.samples_per_second / best)
-        / w.energy
+    deficit = min(
+        (w.energy * c.watts / peak - w.throughput * c.samples_per_second / best) / w.energy
         for c in configs.by_job[j.name]
     )
+    steps = math.floor(deficit * AGING_SECONDS / AGING_STEP_SECONDS) + 1
+    return steps * AGING_STEP_SECONDS
 
 
 def test_score_charges_the_aging_of_queued_jobs_at_the_energy_weight() -> None:
-    p = starving(age=900.0)  # a = 0.25
+    p = starving(age=1199.0)  # three whole steps of 300 s: a = 0.25
     configs = build_config_set(p)
     got = score_plan(p, [JobAssignment("big", JobState.QUEUED)], configs.best_samples_per_second)
     assert aging(p.jobs[0]) == 0.25 and got.aging == 0.25
     assert got.total == pytest.approx(-10.0 * 0.25)
-    assert aging(replace(p.jobs[0], age_seconds=1e9)) == 1.0  # at most 1
+    ages = {0.0: 0.0, 299.0: 0.0, 300.0: 1 / 12, 3599.0: 11 / 12, 3600.0: 1.0, 1e9: 1.0}
+    for age, a in ages.items():  # in steps, at most 1
+        assert aging(replace(p.jobs[0], age_seconds=age)) == pytest.approx(a), age
     c = configs.by_job["big"][0]
     queued = score_plan(p, [JobAssignment("big", JobState.QUEUED)], {"big": 800.0}).total
     gain = running_gain(p.jobs[0], c, 800.0, p.weights, 3200.0)
@@ -75,8 +85,8 @@ def test_score_charges_the_aging_of_queued_jobs_at_the_energy_weight() -> None:
 @pytest.mark.parametrize("backend", [Backend.HEURISTIC, Backend.AUTO, Backend.AGGREGATE])
 def test_a_job_the_energy_weight_prices_out_runs_past_its_age(backend: Backend) -> None:
     at = threshold(starving(0.0))
-    assert 0.0 < at < AGING_SECONDS  # 6.5 / 10 of an hour at the top clock, less lower down
-    for age, runs in ((0.0, False), (at - 60.0, False), (at + 60.0, True), (3600.0, True)):
+    assert 0.0 < at <= AGING_SECONDS  # 6.5 / 10 of an hour at the top clock, less lower down
+    for age, runs in ((0.0, False), (at - 1.0, False), (at, True), (3600.0, True)):
         p = replace(starving(age), options=replace(starving(age).options, backend=backend))
         r = solve(p)
         (a,) = r.plan.assignments

@@ -7,6 +7,7 @@ value from scratch, independently of how the plan was found.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping, Sequence
 
 from solver.domain import (
@@ -26,11 +27,16 @@ AGING_SECONDS = 3600.0
 """tau: the age (``Job.age``) at which leaving a job queued costs as much as the energy term can
 ever charge a running job (docs/objective.md, "Aging": from then on every job is worth running,
 whatever the weights)."""
+AGING_STEP_SECONDS = 300.0
+"""Aging grows in whole steps of this (a scheduling round at the default interval): jobs that
+arrived within one step are not ranked by seconds of age, and a round redone within a step (a
+restarted scheduler) sees the same values."""
 
 
 def aging(job: Job) -> float:
-    """a_j in [0, 1]: the job's age over AGING_SECONDS, at most 1."""
-    return min(1.0, max(job.age_seconds, 0.0) / AGING_SECONDS)
+    """a_j in [0, 1]: the job's age in whole AGING_STEP_SECONDS over AGING_SECONDS, at most 1."""
+    steps = math.floor(max(job.age_seconds, 0.0) / AGING_STEP_SECONDS)
+    return min(1.0, steps * AGING_STEP_SECONDS / AGING_SECONDS)
 
 
 def utility(config: Config, best_samples_per_second: float) -> float:
