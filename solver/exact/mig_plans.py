@@ -11,8 +11,6 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 
-import numpy as np
-
 from solver.domain import GpuSlice, JobAssignment, JobState, Plan, Problem
 from solver.exact import formulation
 from solver.exact.budgets import add_power_budget
@@ -147,7 +145,7 @@ def _instances(
 def hint_mig(f: MigFormulation, plan: Plan) -> Values:
     """A plan with slices as values of every variable (a warm start): a changed layout goes
     to the first candidate that contains it."""
-    out = np.asarray(formulation.hint(f, plan), dtype=float)
+    out = dense(formulation.hint(f, plan), f.num_variables).copy()
     layouts: dict[tuple[str, int], Layout] = {g.key: g.now for g in f.mig.gpus}
     for c in plan.layout_changes:
         layouts[c.node, c.layout.gpu_index] = c.layout.places()
