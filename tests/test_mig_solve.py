@@ -98,16 +98,24 @@ def test_free_instances_are_used_before_any_layout_change() -> None:
     assert result.plan.assignment("runs").migrated is False
 
 
-@pytest.mark.parametrize("backend", [Backend.HIGHS, Backend.AUTO])
-def test_exact_backends_solve_whole_gpus_and_the_heuristic_packs_slices(backend: Backend) -> None:
-    """The full model has no slices: its plan is on whole GPUs, the slices are packed after
-    it, and no bound is claimed for the snapshot."""
-    p = problem(*(small(f"j{k}") for k in range(7)), backend=backend)
-    result = solved(p)
+def test_auto_packs_slices_after_whole_gpus_and_claims_no_bound() -> None:
+    """AUTO does not run the joint model: slices are packed after the whole-GPU plan, and no
+    bound is claimed for the snapshot."""
+    result = solved(problem(*(small(f"j{k}") for k in range(7)), backend=Backend.AUTO))
     assert len(instances(result)) == 7
     assert result.stats.best_bound is None
     assert result.stats.termination in (Termination.FEASIBLE, Termination.FALLBACK)
     assert "MIG: 7 jobs on instances" in result.stats.detail
+
+
+def test_highs_proves_the_packed_plan_optimal_with_the_joint_model() -> None:
+    result = solved(problem(*(small(f"j{k}") for k in range(7)), backend=Backend.HIGHS))
+    assert len(instances(result)) == 7
+    s = result.stats
+    assert s.termination is Termination.OPTIMAL
+    assert s.best_bound is not None and s.best_bound >= s.objective
+    assert s.best_bound == pytest.approx(s.objective, rel=1e-6)
+    assert "joint MIG model" in s.detail
 
 
 def test_the_quick_plan_packs_slices_too() -> None:

@@ -18,7 +18,8 @@ import logging
 import time
 from collections.abc import Callable, Mapping
 
-from solver.core.incumbent import infeasible
+from solver.core.incumbent import infeasible, relative_gap, termination
+from solver.core.mig_exact import Joint, joint_solve
 from solver.domain import (
     POWER,
     Config,
@@ -35,6 +36,9 @@ from solver.scoring.objective import running_gain
 from solver.search.slices import KeptSlice, pack_slices
 
 log = logging.getLogger(__name__)
+
+JOINT_MARGIN_SECONDS = 0.2
+"""Left after the joint model for extraction, checking and the answer."""
 
 WholeSolve = Callable[[Problem, Callable[[Plan], None] | None], SolveResult]
 """A whole-GPU solve of a problem, telling its first plan to the callback when given one."""
@@ -166,9 +170,13 @@ def _less_quota(queue: TenantQueue, config: Config) -> TenantQueue:
 
 
 def solve_with_slices(
-    problem: Problem, solve_whole: WholeSolve, on_first: Callable[[Plan], None] | None = None
+    problem: Problem,
+    solve_whole: WholeSolve,
+    on_first: Callable[[Plan], None] | None = None,
+    time_left: Callable[[], float] | None = None,
 ) -> SolveResult:
-    """`solve_whole` on `whole_problem`, then the slice jobs packed into its plan; the same
+    """`solve_whole` on `whole_problem`, then the slice jobs packed into its plan, then (with
+    `time_left`, seconds) the joint model where it applies (solver.core.mig_exact); the same
     solve, untouched, for a snapshot without MIG."""
     if not uses_mig(problem):
         return solve_whole(whole_gpus_only(problem), on_first)
@@ -194,7 +202,13 @@ def solve_with_slices(
     result = solve_whole(rest, first if on_first is not None else None)
     if result.stats.termination is Termination.INFEASIBLE:
         return result
-    return _label(problem, result, _packed(problem, configs, result.plan, kept), started)
+    plan, why = _packed(problem, configs, result.plan, kept)
+    if plan is None or time_left is None:
+        return _label(problem, result, (plan, why), started)
+    joint = joint_solve(problem, configs, plan, time_left() - JOINT_MARGIN_SECONDS)
+    if joint is None:
+        return _label(problem, result, (plan, why), started)
+    return _label(problem, result, (joint.plan, why), started, joint)
 
 
 def _packed(
@@ -217,7 +231,11 @@ def _packed(
 
 
 def _label(
-    problem: Problem, result: SolveResult, got: tuple[Plan | None, str], started: float
+    problem: Problem,
+    result: SolveResult,
+    got: tuple[Plan | None, str],
+    started: float,
+    joint: Joint | None = None,
 ) -> SolveResult:
     plan, why = got
     s = result.stats
@@ -225,17 +243,21 @@ def _label(
     if plan is None:
         return infeasible(problem, f"MIG: {why}", wall_seconds=wall)
     on = sum(1 for a in plan.assignments if a.mig is not None)
-    note = (
-        f"MIG: {on} jobs on instances, {len(plan.layout_changes)} layout changes (slices "
-        "packed after the whole-GPU solve; its bound covers whole GPUs only)"
+    how = (
+        joint.detail + ", its bound covers slices"
+        if joint is not None
+        else "slices packed after the whole-GPU solve; its bound covers whole GPUs only"
     )
+    note = f"MIG: {on} jobs on instances, {len(plan.layout_changes)} layout changes ({how})"
     degraded = s.termination is Termination.FALLBACK or bool(why)
+    bound = joint.bound if joint is not None else None
+    value = plan.objective.total
     stats = dataclasses.replace(
         s,
-        termination=Termination.FALLBACK if degraded else Termination.FEASIBLE,
-        objective=plan.objective.total,
-        best_bound=None,
-        relative_gap=None,
+        termination=termination(value, bound, degraded=degraded),
+        objective=value,
+        best_bound=None if bound is None else max(bound, value),
+        relative_gap=relative_gap(value, bound),
         wall_seconds=wall,
         detail="; ".join(x for x in (why, s.detail, note) if x),
     )

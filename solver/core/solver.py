@@ -17,13 +17,16 @@ Every plan that leaves has passed the checker; the incumbent labels it (docs/obj
 
 from __future__ import annotations
 
+import dataclasses
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
 from solver.core.deadline import Clock, Deadline
 from solver.core.incumbent import Incumbent, infeasible
-from solver.core.mig import solve_with_slices
+from solver.core.mig import solve_with_slices, uses_mig
+from solver.core.mig_exact import EXACT
 from solver.core.settings import SolverSettings
 from solver.core.steps import SolveRun
 from solver.core.steps.bound import aggregate_bound, aggregate_fits, aggregate_is_slow
@@ -35,6 +38,7 @@ from solver.core.steps.portfolio import improve
 from solver.core.steps.quick import solve_quick
 from solver.domain import Backend, Plan, Problem, SolveResult
 from solver.exact import isolated
+from solver.exact.mig_model import supports
 from solver.perfmodel.configs import ConfigSet, build_config_set
 from solver.runtime.cores import available_cores
 from solver.runtime.executors import LazyExecutor
@@ -96,8 +100,13 @@ class Solver:
         if deadline is None:
             deadline = Deadline.after(problem.options.time_budget_seconds, s, len(problem.jobs))
         when = deadline
+        clock = Clock(when, stop)
+        if uses_mig(problem) and problem.options.backend in EXACT and not supports(problem):
+            # The joint MIG model gets the second half (solver.core.mig_exact).
+            half = (deadline.end - time.monotonic()) / 2
+            when = dataclasses.replace(deadline, end=deadline.end - max(half, 0.0))
         return solve_with_slices(
-            problem, lambda p, first: self._whole(p, when, stop, first), on_first_plan
+            problem, lambda p, first: self._whole(p, when, stop, first), on_first_plan, clock.left
         )
 
     def quick(self, problem: Problem, clock: Clock, why: str) -> SolveResult:

@@ -278,8 +278,8 @@ def add_migration(f: Formulation) -> None:
     node_index = {n: k for k, n in enumerate(lay.node_names)}
     running, same, kept, current_job, current_node, current_count = [], [], [], [], [], []
     for j, job in enumerate(lay.jobs):
-        if job.current is None:
-            continue
+        if job.current is None or job.current.mig is not None:
+            continue  # a job on a MIG instance stays only on it (solver.exact.mig_model)
         running.append(j)
         a, b = int(lay.cfg_start[j]), int(lay.cfg_start[j + 1])
         same.append([k for k in range(a, b) if lay.configs[k].shape == job.current.shape])
