@@ -151,3 +151,18 @@ def test_a_mig_snapshot_gets_a_checked_plan_on_whole_gpus() -> None:
     }
     assert ("a100-1", 5) not in placed
     assert result.plan.assignment("tiny").state.name == "RUNNING"
+
+
+def test_the_example_request_is_the_tests_request_and_valid() -> None:
+    """examples/mig-slices.json is make_mig_request() as protobuf JSON (regenerate it from
+    there when the request changes), and it validates."""
+    from pathlib import Path
+
+    from google.protobuf import json_format
+
+    from tests.mig_helpers import make_mig_request
+
+    path = Path(__file__).resolve().parent.parent / "examples" / "mig-slices.json"
+    sent = json_format.Parse(path.read_text(), pb.SolveRequest())
+    assert sent == make_mig_request()
+    assert validate_request(sent, Limits()) == []
