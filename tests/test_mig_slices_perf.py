@@ -27,14 +27,10 @@ from solver.mig import MigInstance, SliceRequest
 from solver.perfmodel import budgets, throughput
 from solver.perfmodel.configs import build_config_set
 from solver.perfmodel.facts import type_facts
-from solver.perfmodel.mig_catalog import load_mig_catalog
 from solver.perfmodel.slices import build_slice_configs, slice_configs, slice_profiles, slice_share
 from solver.scoring.objective import partitioned_idle_watts, score_plan
-from tests.factories import A100
+from tests.mig_cases import GEOMETRY, GPU, T
 
-T = "A100-80GB"
-GPU = dataclasses.replace(A100, name=T)
-GEOMETRY = load_mig_catalog()[T]
 SMALL = ModelSpec(125e6, 12, 768, 12, 1024, 32)
 
 
