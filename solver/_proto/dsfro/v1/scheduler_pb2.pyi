@@ -251,7 +251,7 @@ class GpuSlice(_message.Message):
     def __init__(self, node: _Optional[str] = ..., gpu_indices: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class Allocation(_message.Message):
-    __slots__ = ("gpu_type", "data_parallel", "tensor_parallel", "pipeline_parallel", "sm_clock_mhz", "placement", "mig_instance")
+    __slots__ = ("gpu_type", "data_parallel", "tensor_parallel", "pipeline_parallel", "sm_clock_mhz", "placement", "mig_instance", "observed_watts")
     GPU_TYPE_FIELD_NUMBER: _ClassVar[int]
     DATA_PARALLEL_FIELD_NUMBER: _ClassVar[int]
     TENSOR_PARALLEL_FIELD_NUMBER: _ClassVar[int]
@@ -259,6 +259,7 @@ class Allocation(_message.Message):
     SM_CLOCK_MHZ_FIELD_NUMBER: _ClassVar[int]
     PLACEMENT_FIELD_NUMBER: _ClassVar[int]
     MIG_INSTANCE_FIELD_NUMBER: _ClassVar[int]
+    OBSERVED_WATTS_FIELD_NUMBER: _ClassVar[int]
     gpu_type: str
     data_parallel: int
     tensor_parallel: int
@@ -266,7 +267,8 @@ class Allocation(_message.Message):
     sm_clock_mhz: int
     placement: _containers.RepeatedCompositeFieldContainer[GpuSlice]
     mig_instance: MigInstance
-    def __init__(self, gpu_type: _Optional[str] = ..., data_parallel: _Optional[int] = ..., tensor_parallel: _Optional[int] = ..., pipeline_parallel: _Optional[int] = ..., sm_clock_mhz: _Optional[int] = ..., placement: _Optional[_Iterable[_Union[GpuSlice, _Mapping]]] = ..., mig_instance: _Optional[_Union[MigInstance, _Mapping]] = ...) -> None: ...
+    observed_watts: float
+    def __init__(self, gpu_type: _Optional[str] = ..., data_parallel: _Optional[int] = ..., tensor_parallel: _Optional[int] = ..., pipeline_parallel: _Optional[int] = ..., sm_clock_mhz: _Optional[int] = ..., placement: _Optional[_Iterable[_Union[GpuSlice, _Mapping]]] = ..., mig_instance: _Optional[_Union[MigInstance, _Mapping]] = ..., observed_watts: _Optional[float] = ...) -> None: ...
 
 class SliceRequest(_message.Message):
     __slots__ = ("allow", "smallest_profile", "largest_profile")
@@ -371,7 +373,7 @@ class SolveRequest(_message.Message):
     def __init__(self, cluster: _Optional[_Union[ClusterSnapshot, _Mapping]] = ..., jobs: _Optional[_Iterable[_Union[Job, _Mapping]]] = ..., weights: _Optional[_Union[ObjectiveWeights, _Mapping]] = ..., options: _Optional[_Union[SolveOptions, _Mapping]] = ..., fairness: _Optional[_Union[Fairness, _Mapping]] = ...) -> None: ...
 
 class JobAssignment(_message.Message):
-    __slots__ = ("job", "state", "queue_reason", "queue_detail", "gpu_type", "num_gpus", "data_parallel", "tensor_parallel", "pipeline_parallel", "sm_clock_mhz", "placement", "samples_per_second", "watts", "memory_per_gpu_gib", "migrated", "borrowed", "mig_instance", "mig_resource", "slurm_gres")
+    __slots__ = ("job", "state", "queue_reason", "queue_detail", "gpu_type", "num_gpus", "data_parallel", "tensor_parallel", "pipeline_parallel", "sm_clock_mhz", "placement", "samples_per_second", "watts", "memory_per_gpu_gib", "migrated", "borrowed", "mig_instance", "mig_resource", "slurm_gres", "power_limit_watts")
     JOB_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
     QUEUE_REASON_FIELD_NUMBER: _ClassVar[int]
@@ -391,6 +393,7 @@ class JobAssignment(_message.Message):
     MIG_INSTANCE_FIELD_NUMBER: _ClassVar[int]
     MIG_RESOURCE_FIELD_NUMBER: _ClassVar[int]
     SLURM_GRES_FIELD_NUMBER: _ClassVar[int]
+    POWER_LIMIT_WATTS_FIELD_NUMBER: _ClassVar[int]
     job: str
     state: JobState
     queue_reason: QueueReason
@@ -410,7 +413,8 @@ class JobAssignment(_message.Message):
     mig_instance: MigInstance
     mig_resource: str
     slurm_gres: str
-    def __init__(self, job: _Optional[str] = ..., state: _Optional[_Union[JobState, str]] = ..., queue_reason: _Optional[_Union[QueueReason, str]] = ..., queue_detail: _Optional[str] = ..., gpu_type: _Optional[str] = ..., num_gpus: _Optional[int] = ..., data_parallel: _Optional[int] = ..., tensor_parallel: _Optional[int] = ..., pipeline_parallel: _Optional[int] = ..., sm_clock_mhz: _Optional[int] = ..., placement: _Optional[_Iterable[_Union[GpuSlice, _Mapping]]] = ..., samples_per_second: _Optional[float] = ..., watts: _Optional[float] = ..., memory_per_gpu_gib: _Optional[float] = ..., migrated: _Optional[bool] = ..., borrowed: _Optional[bool] = ..., mig_instance: _Optional[_Union[MigInstance, _Mapping]] = ..., mig_resource: _Optional[str] = ..., slurm_gres: _Optional[str] = ...) -> None: ...
+    power_limit_watts: float
+    def __init__(self, job: _Optional[str] = ..., state: _Optional[_Union[JobState, str]] = ..., queue_reason: _Optional[_Union[QueueReason, str]] = ..., queue_detail: _Optional[str] = ..., gpu_type: _Optional[str] = ..., num_gpus: _Optional[int] = ..., data_parallel: _Optional[int] = ..., tensor_parallel: _Optional[int] = ..., pipeline_parallel: _Optional[int] = ..., sm_clock_mhz: _Optional[int] = ..., placement: _Optional[_Iterable[_Union[GpuSlice, _Mapping]]] = ..., samples_per_second: _Optional[float] = ..., watts: _Optional[float] = ..., memory_per_gpu_gib: _Optional[float] = ..., migrated: _Optional[bool] = ..., borrowed: _Optional[bool] = ..., mig_instance: _Optional[_Union[MigInstance, _Mapping]] = ..., mig_resource: _Optional[str] = ..., slurm_gres: _Optional[str] = ..., power_limit_watts: _Optional[float] = ...) -> None: ...
 
 class MigLayoutChange(_message.Message):
     __slots__ = ("node", "layout")
@@ -460,17 +464,35 @@ class QueueUsage(_message.Message):
     resources: _containers.RepeatedCompositeFieldContainer[ResourceUsage]
     def __init__(self, queue: _Optional[str] = ..., resources: _Optional[_Iterable[_Union[ResourceUsage, _Mapping]]] = ...) -> None: ...
 
+class PowerMargin(_message.Message):
+    __slots__ = ("budget_watts", "predicted_watts", "margin_watts", "slack_watts", "limited_watts", "z")
+    BUDGET_WATTS_FIELD_NUMBER: _ClassVar[int]
+    PREDICTED_WATTS_FIELD_NUMBER: _ClassVar[int]
+    MARGIN_WATTS_FIELD_NUMBER: _ClassVar[int]
+    SLACK_WATTS_FIELD_NUMBER: _ClassVar[int]
+    LIMITED_WATTS_FIELD_NUMBER: _ClassVar[int]
+    Z_FIELD_NUMBER: _ClassVar[int]
+    budget_watts: float
+    predicted_watts: float
+    margin_watts: float
+    slack_watts: float
+    limited_watts: float
+    z: float
+    def __init__(self, budget_watts: _Optional[float] = ..., predicted_watts: _Optional[float] = ..., margin_watts: _Optional[float] = ..., slack_watts: _Optional[float] = ..., limited_watts: _Optional[float] = ..., z: _Optional[float] = ...) -> None: ...
+
 class Plan(_message.Message):
-    __slots__ = ("assignments", "objective", "queues", "layout_changes")
+    __slots__ = ("assignments", "objective", "queues", "layout_changes", "power_margin")
     ASSIGNMENTS_FIELD_NUMBER: _ClassVar[int]
     OBJECTIVE_FIELD_NUMBER: _ClassVar[int]
     QUEUES_FIELD_NUMBER: _ClassVar[int]
     LAYOUT_CHANGES_FIELD_NUMBER: _ClassVar[int]
+    POWER_MARGIN_FIELD_NUMBER: _ClassVar[int]
     assignments: _containers.RepeatedCompositeFieldContainer[JobAssignment]
     objective: ObjectiveBreakdown
     queues: _containers.RepeatedCompositeFieldContainer[QueueUsage]
     layout_changes: _containers.RepeatedCompositeFieldContainer[MigLayoutChange]
-    def __init__(self, assignments: _Optional[_Iterable[_Union[JobAssignment, _Mapping]]] = ..., objective: _Optional[_Union[ObjectiveBreakdown, _Mapping]] = ..., queues: _Optional[_Iterable[_Union[QueueUsage, _Mapping]]] = ..., layout_changes: _Optional[_Iterable[_Union[MigLayoutChange, _Mapping]]] = ...) -> None: ...
+    power_margin: PowerMargin
+    def __init__(self, assignments: _Optional[_Iterable[_Union[JobAssignment, _Mapping]]] = ..., objective: _Optional[_Union[ObjectiveBreakdown, _Mapping]] = ..., queues: _Optional[_Iterable[_Union[QueueUsage, _Mapping]]] = ..., layout_changes: _Optional[_Iterable[_Union[MigLayoutChange, _Mapping]]] = ..., power_margin: _Optional[_Union[PowerMargin, _Mapping]] = ...) -> None: ...
 
 class SolveStats(_message.Message):
     __slots__ = ("termination", "backend_used", "objective", "best_bound", "relative_gap", "wall_time", "time_to_first_plan", "num_configurations", "num_configurations_enumerated", "detail")
@@ -557,14 +579,16 @@ class PlanViolation(_message.Message):
     def __init__(self, constraint: _Optional[str] = ..., job: _Optional[str] = ..., message: _Optional[str] = ...) -> None: ...
 
 class EvaluatePlanResponse(_message.Message):
-    __slots__ = ("valid", "violations", "objective")
+    __slots__ = ("valid", "violations", "objective", "power_margin")
     VALID_FIELD_NUMBER: _ClassVar[int]
     VIOLATIONS_FIELD_NUMBER: _ClassVar[int]
     OBJECTIVE_FIELD_NUMBER: _ClassVar[int]
+    POWER_MARGIN_FIELD_NUMBER: _ClassVar[int]
     valid: bool
     violations: _containers.RepeatedCompositeFieldContainer[PlanViolation]
     objective: ObjectiveBreakdown
-    def __init__(self, valid: _Optional[bool] = ..., violations: _Optional[_Iterable[_Union[PlanViolation, _Mapping]]] = ..., objective: _Optional[_Union[ObjectiveBreakdown, _Mapping]] = ...) -> None: ...
+    power_margin: PowerMargin
+    def __init__(self, valid: _Optional[bool] = ..., violations: _Optional[_Iterable[_Union[PlanViolation, _Mapping]]] = ..., objective: _Optional[_Union[ObjectiveBreakdown, _Mapping]] = ..., power_margin: _Optional[_Union[PowerMargin, _Mapping]] = ...) -> None: ...
 
 class GetServerInfoRequest(_message.Message):
     __slots__ = ()
