@@ -232,6 +232,7 @@ class Allocation:
     placement: tuple[GpuSlice, ...]
     mig: MigInstance | None = None
     """Set: on this MIG instance of its one GPU."""
+    observed_watts: float | None = None  # measured draw of all its GPUs (input only)
 
     def gpus_per_node(self) -> dict[str, int]:
         return gpus_per_node(self.placement)
@@ -385,6 +386,7 @@ class JobAssignment:
     queue_detail: str = ""
     mig: MigInstance | None = None
     """Set: the MIG instance (profile, start) on the placement's one GPU."""
+    power_limit_watts: float | None = None  # per GPU (solver.perfmodel.guard)
 
     def gpus_per_node(self) -> dict[str, int]:
         return gpus_per_node(self.placement)

@@ -52,6 +52,8 @@ from solver.domain import (
     Workload,
 )
 from solver.perfmodel import quotas
+from solver.perfmodel.guard import GuardParams
+from solver.scoring.power import PowerMarginReport, power_margin
 from solver.wire import RequestFileError as RequestFileError
 from solver.wire import duration_to_proto as duration_to_proto
 from solver.wire import load_request_json as load_request_json
@@ -172,6 +174,7 @@ def allocation_to_proto(a: Allocation) -> pb.Allocation:
         sm_clock_mhz=a.sm_clock_mhz,
         placement=[pb.GpuSlice(node=g.node, gpu_indices=g.gpu_indices) for g in a.placement],
         mig_instance=convert_mig.instance_to_proto(a.mig) if a.mig is not None else None,
+        observed_watts=a.observed_watts,
     )
 
 
@@ -247,7 +250,8 @@ def _slices(placement: Any) -> tuple[GpuSlice, ...]:
 def allocation_from_proto(a: pb.Allocation) -> Allocation:
     shape = Shape(a.gpu_type, a.data_parallel, a.tensor_parallel, a.pipeline_parallel)
     mig = convert_mig.instance_from_proto(a.mig_instance) if a.HasField("mig_instance") else None
-    return Allocation(shape, a.sm_clock_mhz, _slices(a.placement), mig)
+    observed = a.observed_watts if a.HasField("observed_watts") else None
+    return Allocation(shape, a.sm_clock_mhz, _slices(a.placement), mig, observed)
 
 
 def _weights(w: pb.ObjectiveWeights) -> ObjectiveWeights:
@@ -341,6 +345,8 @@ def assignment_to_proto(a: JobAssignment) -> pb.JobAssignment:
         out.samples_per_second = c.samples_per_second
         out.watts = c.watts
         out.memory_per_gpu_gib = c.memory_per_gpu_gib
+        if a.power_limit_watts is not None:
+            out.power_limit_watts = a.power_limit_watts
     for s in a.placement:
         out.placement.add(node=s.node, gpu_indices=s.gpu_indices)
     if a.state is JobState.RUNNING:
@@ -348,14 +354,19 @@ def assignment_to_proto(a: JobAssignment) -> pb.JobAssignment:
     return out
 
 
-def plan_to_proto(plan: Plan, problem: Problem | None = None) -> pb.Plan:
-    """The plan on the wire; with its `problem`, what each declared queue uses and which jobs
-    run on borrowed quota."""
+def plan_to_proto(
+    plan: Plan, problem: Problem | None = None, guard: GuardParams | None = None
+) -> pb.Plan:
+    """The plan on the wire; with its `problem`, its power margin (the checker's, sized by
+    `guard`, default parameters when None), what each declared queue uses and which jobs run
+    on borrowed quota."""
     out = pb.Plan(
         assignments=[assignment_to_proto(a) for a in plan.assignments],
         objective=objective_to_proto(plan.objective),
         layout_changes=convert_mig.changes_to_proto(plan.layout_changes),
     )
+    if problem is not None and (m := power_margin(problem, plan.assignments, guard)) is not None:
+        out.power_margin.CopyFrom(margin_to_proto(m))
     if problem is None or not problem.cluster.queues:
         return out
     cluster = problem.cluster
@@ -393,8 +404,22 @@ def stats_to_proto(s: SolveStats) -> pb.SolveStats:
     return out
 
 
-def result_to_proto(result: SolveResult, problem: Problem | None = None) -> pb.SolveResponse:
-    """The response; with the `problem`, the plan's queue usage and borrowed jobs too."""
+def result_to_proto(
+    result: SolveResult, problem: Problem | None = None, guard: GuardParams | None = None
+) -> pb.SolveResponse:
+    """The response; with the `problem`, the plan's power margin, queue usage and borrowed
+    jobs too."""
     return pb.SolveResponse(
-        plan=plan_to_proto(result.plan, problem), stats=stats_to_proto(result.stats)
+        plan=plan_to_proto(result.plan, problem, guard), stats=stats_to_proto(result.stats)
+    )
+
+
+def margin_to_proto(m: PowerMarginReport) -> pb.PowerMargin:
+    return pb.PowerMargin(
+        budget_watts=m.budget,
+        predicted_watts=m.predicted,
+        margin_watts=m.margin,
+        slack_watts=m.slack,
+        limited_watts=m.limited,
+        z=m.z,
     )

@@ -27,6 +27,7 @@ from solver.core.deadline import Deadline
 from solver.core.solver import Solver
 from solver.domain import Problem, SolveResult
 from solver.perfmodel.configs import build_config_set
+from solver.perfmodel.guard import GuardParams
 
 
 class InvalidRequest(ValueError):
@@ -71,9 +72,11 @@ def deadline_of(
 class Solved:
     problem: Problem
     result: SolveResult
+    guard: GuardParams | None = None
+    """The solver's power-margin parameters (the plan's PowerMargin is sized by them)."""
 
     def response(self) -> pb.SolveResponse:
-        return result_to_proto(self.result, self.problem)
+        return result_to_proto(self.result, self.problem, self.guard)
 
 
 def solve_request(
@@ -91,7 +94,7 @@ def solve_request(
     arrival = time.monotonic() if arrival is None else arrival
     problem = to_problem(prepare(request, profile, overrides), limits or Limits())
     deadline = deadline_of(solver, problem, arrival=arrival)
-    return Solved(problem, solver.solve(problem, deadline, stop))
+    return Solved(problem, solver.solve(problem, deadline, stop), solver.settings.guard_params())
 
 
 def validate_snapshot(

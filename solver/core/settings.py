@@ -19,6 +19,8 @@ from typing import Any, Literal
 from pydantic import Field, ValidationError
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
+from solver.perfmodel.guard import GuardParams
+
 ENV_PREFIX = "DSFRO_TUNING_"
 TABLE = "tuning"
 """The profile table that holds these settings."""
@@ -156,6 +158,40 @@ class SolverSettings(BaseSettings):
 
     threads: int = Field(0, ge=0, le=256)
     """Solver threads when the request sets none; 0: the cores this process may use."""
+
+    # ------------------------------------------------------------ the power margin
+    # docs/objective.md, "Power margin"; solver.perfmodel.guard.GuardParams has the same defaults.
+    power_margin_z: float = Field(2.5, ge=0.0, le=10.0)
+    """Standard deviations of the planned draw kept below the cluster budget: expected draw +
+    z * sqrt(sum of per-job variances) <= budget (2.5: a one-sided normal tail of 0.6 %; a design
+    choice, measured against the simulator's truth in docs/evaluation.md); 0: off."""
+    power_model_uncertainty: float = Field(0.15, ge=0.0, le=2.0)
+    """Relative standard deviation of a model-only power prediction: the simulator truth's
+    per-job error (solver/simulate/truth.py); the clock model's worst power error on the Zeus
+    sweeps is 18.2 % (docs/calibration.md)."""
+    power_measured_uncertainty: float = Field(0.05, ge=0.0, le=2.0)
+    """... of a measured profile's watts (twice the clock model's 2.5 % median error on the
+    Zeus sweeps, for run-to-run variation; an assumption)."""
+    power_observed_uncertainty: float = Field(0.03, ge=0.0, le=2.0)
+    """... of a job whose current allocation carries its observed watts (the mean over an
+    interval repeats within a few percent; an assumption above the simulator's 2 % round noise)."""
+    power_limit_z: float = Field(2.0, ge=0.0, le=10.0)
+    """A job's per-GPU power limit sits this many of its standard deviations above its mean."""
+    power_margin_solves: int = Field(3, ge=1, le=10)
+    """Solves at most per request while the plan breaks the margin (each with the budget
+    tightened by the excess); then jobs are queued until it holds."""
+    power_margin_first_share: float = Field(0.7, gt=0.0, le=1.0)
+    """Share of the time left the first solve gets when more may follow."""
+
+    def guard_params(self) -> GuardParams:
+        """The margin and limit parameters as the perfmodel takes them."""
+        return GuardParams(
+            z=self.power_margin_z,
+            model_uncertainty=self.power_model_uncertainty,
+            measured_uncertainty=self.power_measured_uncertainty,
+            observed_uncertainty=self.power_observed_uncertainty,
+            limit_z=self.power_limit_z,
+        )
 
     @classmethod
     def settings_customise_sources(

@@ -27,6 +27,7 @@ from solver.core.deadline import Clock, Deadline
 from solver.core.incumbent import Incumbent, infeasible
 from solver.core.mig import solve_with_slices, uses_mig
 from solver.core.mig_exact import EXACT
+from solver.core.power_guard import solve_within_margin
 from solver.core.settings import SolverSettings
 from solver.core.steps import SolveRun
 from solver.core.steps.bound import aggregate_bound, aggregate_fits, aggregate_is_slow
@@ -99,6 +100,20 @@ class Solver:
         s = self.settings
         if deadline is None:
             deadline = Deadline.after(problem.options.time_budget_seconds, s, len(problem.jobs))
+
+        def once(p: Problem, d: Deadline, first: bool) -> SolveResult:
+            return self._solve_once(p, d, stop, on_first_plan if first else None)
+
+        return solve_within_margin(problem, deadline, once, s, stop)
+
+    def _solve_once(
+        self,
+        problem: Problem,
+        deadline: Deadline,
+        stop: threading.Event | None,
+        on_first_plan: Callable[[Plan], None] | None,
+    ) -> SolveResult:
+        """One solve of `problem` as it is (the power margin is ``solve_within_margin``'s)."""
         when = deadline
         clock = Clock(when, stop)
         if uses_mig(problem) and problem.options.backend in EXACT and not supports(problem):

@@ -24,6 +24,7 @@ from solver.app import pipeline
 from solver.app.convert import (
     allocations_from_proto,
     duration_to_proto,
+    margin_to_proto,
     objective_to_proto,
     problem_from_proto,
 )
@@ -32,6 +33,7 @@ from solver.core.solver import Solver
 from solver.runtime import crashes
 from solver.runtime.workerpool import WorkerPool
 from solver.scoring import evaluation
+from solver.scoring.power import power_margin
 from solver.service import head, logs, tracing
 from solver.service.admission import Admission, Refused
 from solver.service.config import ServerConfig
@@ -218,6 +220,9 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
             )
             if response.valid and ev.plan is not None:
                 response.objective.CopyFrom(objective_to_proto(ev.plan.objective))
+                params = self.solver.settings.guard_params()
+                if (m := power_margin(problem, ev.plan.assignments, params)) is not None:
+                    response.power_margin.CopyFrom(margin_to_proto(m))
             return response
 
     @contextmanager

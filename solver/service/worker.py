@@ -123,7 +123,8 @@ def _solve(call: SolveCall, ctx: CallContext) -> Answer:
     ctx.report(Due(deadline.end))
     first = FirstReport(call, ctx, problem)
     result = call.solver.solve(problem, deadline, ctx.stop, on_first_plan=first)
-    response = result_to_proto(result, problem).SerializeToString()
+    guard = call.solver.settings.guard_params()
+    response = result_to_proto(result, problem, guard).SerializeToString()
     return Answer(response=response, summary=summary(result, problem))
 
 

@@ -212,6 +212,8 @@ def check_allocation(
     ok = c.at_least(f"{p}.pipeline_parallel", a.pipeline_parallel, 1) and ok
     if gpu is not None and a.sm_clock_mhz not in gpu.sm_clocks_mhz:
         c.add(f"{p}.sm_clock_mhz", unsupported_clock(gpu, a.sm_clock_mhz))
+    if a.HasField("observed_watts"):
+        c.positive(f"{p}.observed_watts", a.observed_watts)
     per_node: dict[str, tuple[int, int]] = {}  # node -> (first slice index, GPU count)
     mine: set[tuple[str, int]] = set()
     if not placement_sizes(c, p, a.placement, limits):

@@ -1,0 +1,164 @@
+"""Every solver path honours the power margin without a formulation of its own: the solve runs on
+the cluster budget tightened by an estimate of the margin, the plan's margin is checked, and
+while it is broken the budget is tightened by the excess and the problem solved again (at most
+``power_margin_solves`` times, within the deadline); a plan still over it has jobs queued
+(new starts first, largest uncertainty first) until it holds. Every running job then gets its
+per-GPU power limit. docs/objective.md, "Power margin", says why this and not a model row.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+import time
+from collections.abc import Callable
+
+from solver.core.deadline import Deadline
+from solver.core.settings import SolverSettings
+from solver.domain import (
+    JobAssignment,
+    JobState,
+    Problem,
+    QueueReason,
+    SolveResult,
+    Termination,
+)
+from solver.perfmodel.budgets import idle_watts
+from solver.perfmodel.configs import build_config_set, resolve_config, type_facts
+from solver.perfmodel.guard import GuardParams, job_draw, margin_of, plan_draws, to_shed
+from solver.scoring.objective import score_plan
+
+SHED_DETAIL = "queued to keep the power margin (docs/objective.md, Power margin)"
+SolveOnce = Callable[[Problem, Deadline, bool], SolveResult]
+"""Solves a problem by a deadline; the flag: whether this is the first solve of the request."""
+
+
+def solve_within_margin(
+    problem: Problem,
+    deadline: Deadline,
+    solve_once: SolveOnce,
+    settings: SolverSettings,
+    stop: threading.Event | None = None,
+) -> SolveResult:
+    """The best plan `solve_once` finds that satisfies the margin, with power limits."""
+    params = settings.guard_params()
+    budget = problem.cluster.power_budget_watts
+    if budget is None or params.z <= 0:
+        return with_limits(problem, solve_once(problem, deadline, True), params)
+    floor = idle_watts(problem.cluster)
+    target = budget - current_margin(problem, params)
+    result: SolveResult | None = None
+    tightened = False
+    for attempt in range(settings.power_margin_solves):
+        last = attempt == settings.power_margin_solves - 1
+        left = deadline.end - time.monotonic()
+        share = 1.0 if last else settings.power_margin_first_share if attempt == 0 else 0.5
+        when = dataclasses.replace(deadline, end=time.monotonic() + max(left, 0.0) * share)
+        run_budget = max(min(target, budget), floor)
+        tightened = tightened or run_budget < budget
+        attempt_result = solve_once(_with_budget(problem, run_budget), when, attempt == 0)
+        if attempt_result.stats.termination is Termination.INFEASIBLE:
+            if result is None and run_budget < budget:
+                result = solve_once(problem, deadline, False)  # the budget alone, as asked
+            break
+        result = attempt_result
+        margin = margin_of(problem, plan_draws(problem, result.plan.assignments, params), params)
+        assert margin is not None
+        if margin.slack >= 0 or (stop is not None and stop.is_set()) or run_budget <= floor:
+            break
+        target = run_budget + margin.slack - 1.0  # 1 W below: floors of the model's rows
+    assert result is not None
+    if result.stats.termination is not Termination.INFEASIBLE:
+        result = shed_until_margin(problem, result, params)
+    if tightened:
+        result = _without_bound(result)
+    return with_limits(problem, result, params)
+
+
+def current_margin(problem: Problem, params: GuardParams) -> float:
+    """The margin of the running jobs as they run now: the first solve's estimate of its own."""
+    facts = type_facts(problem.cluster)
+    variance = 0.0
+    for job in problem.jobs:
+        cur = job.current
+        if cur is None:
+            continue
+        config = resolve_config(problem, job, cur.shape, cur.sm_clock_mhz, facts)
+        if config is not None:
+            variance += job_draw(problem, job, config, params, facts).sd ** 2
+    return float(params.z * variance**0.5)
+
+
+def shed_until_margin(problem: Problem, result: SolveResult, params: GuardParams) -> SolveResult:
+    """The plan with jobs queued until the margin holds (none if it holds), rescored."""
+    draws = plan_draws(problem, result.plan.assignments, params)
+    margin = margin_of(problem, draws, params)
+    if margin is None or margin.slack >= 0:
+        return result
+    jobs = {j.name: j for j in problem.jobs}
+    keep = [j.name for j in problem.jobs if not j.preemptible and j.current is not None]
+    first = [d.job for d in draws if jobs[d.job].current is None]
+    shed = set(to_shed(margin, draws, keep, first))
+    if not shed:
+        return result
+    assignments = tuple(
+        JobAssignment(
+            job=a.job,
+            state=JobState.QUEUED,
+            migrated=jobs[a.job].current is not None,
+            queue_reason=QueueReason.INSUFFICIENT_RESOURCES,
+            queue_detail=SHED_DETAIL,
+        )
+        if a.job in shed
+        else a
+        for a in result.plan.assignments
+    )
+    best = build_config_set(problem).best_samples_per_second
+    objective = score_plan(problem, assignments, best, result.plan.layout_changes)
+    plan = dataclasses.replace(result.plan, assignments=assignments, objective=objective)
+    note = f"{len(shed)} jobs queued to keep the power margin"
+    stats = dataclasses.replace(
+        result.stats,
+        objective=objective.total,
+        detail=f"{result.stats.detail}; {note}" if result.stats.detail else note,
+    )
+    return SolveResult(plan=plan, stats=stats)
+
+
+def with_limits(problem: Problem, result: SolveResult, params: GuardParams) -> SolveResult:
+    """Every running whole-GPU job of the plan with its per-GPU power limit."""
+    draws = {d.job: d for d in plan_draws(problem, result.plan.assignments, params)}
+    assignments = tuple(
+        dataclasses.replace(a, power_limit_watts=draws[a.job].limit_per_gpu)
+        if a.job in draws
+        else a
+        for a in result.plan.assignments
+    )
+    return dataclasses.replace(
+        result, plan=dataclasses.replace(result.plan, assignments=assignments)
+    )
+
+
+def _with_budget(problem: Problem, watts: float) -> Problem:
+    if watts == problem.cluster.power_budget_watts:
+        return problem
+    cluster = dataclasses.replace(problem.cluster, power_budget_watts=watts)
+    return dataclasses.replace(problem, cluster=cluster)
+
+
+def _without_bound(result: SolveResult) -> SolveResult:
+    """A bound proved under a tightened budget bounds nothing of the request: dropped."""
+    s = result.stats
+    termination = Termination.FEASIBLE if s.termination is Termination.OPTIMAL else s.termination
+    note = "budget tightened for the power margin: no bound"
+    stats = dataclasses.replace(
+        s,
+        termination=termination,
+        best_bound=None,
+        relative_gap=None,
+        detail=f"{s.detail}; {note}" if s.detail else note,
+    )
+    return SolveResult(plan=result.plan, stats=stats)
+
+
+__all__ = ["current_margin", "shed_until_margin", "solve_within_margin", "with_limits"]
