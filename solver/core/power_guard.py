@@ -1,9 +1,10 @@
 """Every solver path honours the power margin without a formulation of its own: the solve runs on
 the cluster budget tightened by an estimate of the margin, the plan's margin is checked, and
 while it is broken the budget is tightened by the excess and the problem solved again (at most
-``power_margin_solves`` times, within the deadline); a plan still over it has jobs queued
-(new starts first, largest uncertainty first) until it holds. Every running job then gets its
-per-GPU power limit. docs/objective.md, "Power margin", says why this and not a model row.
+``power_margin_solves`` times, within the deadline); a plan still over it has its power limits
+lowered until their sum fits the budget, or failing that jobs queued (``settle``). Every
+running job gets its per-GPU power limit. docs/objective.md, "Power margin", says why this
+and not a model row.
 """
 
 from __future__ import annotations
@@ -24,8 +25,8 @@ from solver.domain import (
     Termination,
 )
 from solver.perfmodel.budgets import idle_watts
-from solver.perfmodel.configs import build_config_set, resolve_config, type_facts
-from solver.perfmodel.guard import GuardParams, job_draw, margin_of, plan_draws, to_shed
+from solver.perfmodel.configs import build_config_set
+from solver.perfmodel.guard import GuardParams, expected_margin, margin_of, plan_draws, settle
 from solver.scoring.objective import score_plan
 
 SHED_DETAIL = "queued to keep the power margin (docs/objective.md, Power margin)"
@@ -44,9 +45,9 @@ def solve_within_margin(
     params = settings.guard_params()
     budget = problem.cluster.power_budget_watts
     if budget is None or params.z <= 0:
-        return with_limits(problem, solve_once(problem, deadline, True), params)
+        return settle_plan(problem, solve_once(problem, deadline, True), params)
     floor = idle_watts(problem.cluster)
-    target = budget - current_margin(problem, params)
+    target = budget - expected_margin(problem, params)
     result: SolveResult | None = None
     tightened = False
     for attempt in range(settings.power_margin_solves):
@@ -68,39 +69,22 @@ def solve_within_margin(
             break
         target = run_budget + margin.slack - 1.0  # 1 W below: floors of the model's rows
     assert result is not None
-    if result.stats.termination is not Termination.INFEASIBLE:
-        result = shed_until_margin(problem, result, params)
     if tightened:
         result = _without_bound(result)
-    return with_limits(problem, result, params)
-
-
-def current_margin(problem: Problem, params: GuardParams) -> float:
-    """The margin of the running jobs as they run now: the first solve's estimate of its own."""
-    facts = type_facts(problem.cluster)
-    variance = 0.0
-    for job in problem.jobs:
-        cur = job.current
-        if cur is None:
-            continue
-        config = resolve_config(problem, job, cur.shape, cur.sm_clock_mhz, facts)
-        if config is not None:
-            variance += job_draw(problem, job, config, params, facts).sd ** 2
-    return float(params.z * variance**0.5)
-
-
-def shed_until_margin(problem: Problem, result: SolveResult, params: GuardParams) -> SolveResult:
-    """The plan with jobs queued until the margin holds (none if it holds), rescored."""
-    draws = plan_draws(problem, result.plan.assignments, params)
-    margin = margin_of(problem, draws, params)
-    if margin is None or margin.slack >= 0:
+    if result.stats.termination is Termination.INFEASIBLE:
         return result
+    return settle_plan(problem, result, params)
+
+
+def settle_plan(problem: Problem, result: SolveResult, params: GuardParams) -> SolveResult:
+    """The plan with its power limits, lowered (and jobs queued) as ``settle`` says when it
+    breaks the margin; rescored when jobs were queued."""
+    draws = plan_draws(problem, result.plan.assignments, params)
     jobs = {j.name: j for j in problem.jobs}
     keep = [j.name for j in problem.jobs if not j.preemptible and j.current is not None]
     first = [d.job for d in draws if jobs[d.job].current is None]
-    shed = set(to_shed(margin, draws, keep, first))
-    if not shed:
-        return result
+    s = settle(problem, draws, params, keep, first)
+    shed = set(s.shed)
     assignments = tuple(
         JobAssignment(
             job=a.job,
@@ -110,12 +94,17 @@ def shed_until_margin(problem: Problem, result: SolveResult, params: GuardParams
             queue_detail=SHED_DETAIL,
         )
         if a.job in shed
+        else dataclasses.replace(a, power_limit_watts=s.limits[a.job])
+        if a.job in s.limits
         else a
         for a in result.plan.assignments
     )
+    plan = dataclasses.replace(result.plan, assignments=assignments)
+    if not shed:
+        return dataclasses.replace(result, plan=plan)
     best = build_config_set(problem).best_samples_per_second
     objective = score_plan(problem, assignments, best, result.plan.layout_changes)
-    plan = dataclasses.replace(result.plan, assignments=assignments, objective=objective)
+    plan = dataclasses.replace(plan, objective=objective)
     note = f"{len(shed)} jobs queued to keep the power margin"
     stats = dataclasses.replace(
         result.stats,
@@ -123,20 +112,6 @@ def shed_until_margin(problem: Problem, result: SolveResult, params: GuardParams
         detail=f"{result.stats.detail}; {note}" if result.stats.detail else note,
     )
     return SolveResult(plan=plan, stats=stats)
-
-
-def with_limits(problem: Problem, result: SolveResult, params: GuardParams) -> SolveResult:
-    """Every running whole-GPU job of the plan with its per-GPU power limit."""
-    draws = {d.job: d for d in plan_draws(problem, result.plan.assignments, params)}
-    assignments = tuple(
-        dataclasses.replace(a, power_limit_watts=draws[a.job].limit_per_gpu)
-        if a.job in draws
-        else a
-        for a in result.plan.assignments
-    )
-    return dataclasses.replace(
-        result, plan=dataclasses.replace(result.plan, assignments=assignments)
-    )
 
 
 def _with_budget(problem: Problem, watts: float) -> Problem:
@@ -161,4 +136,4 @@ def _without_bound(result: SolveResult) -> SolveResult:
     return SolveResult(plan=result.plan, stats=stats)
 
 
-__all__ = ["current_margin", "shed_until_margin", "solve_within_margin", "with_limits"]
+__all__ = ["settle_plan", "solve_within_margin"]

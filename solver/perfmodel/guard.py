@@ -15,6 +15,7 @@ docs/objective.md, "Power margin", says why and how every solver path honours it
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -60,6 +61,16 @@ class JobDraw:
     """Whole GPUs it holds (0 on a MIG instance)."""
     limit_per_gpu: float | None
     """The power limit of each of its GPUs; None on a MIG instance."""
+    floor_per_gpu: float = 0.0
+    """The lowest limit its GPUs support."""
+
+    @property
+    def headroom(self) -> float:
+        """How far above its mean the job may draw with its limits set (W, all its GPUs);
+        infinite on a MIG instance (no limit of its own)."""
+        if self.limit_per_gpu is None:
+            return math.inf
+        return self.limit_per_gpu * self.gpus - self.mean
 
 
 @dataclass(frozen=True)
@@ -127,7 +138,8 @@ def job_draw(
     gpu = problem.cluster.gpu_types[config.gpu_type]
     n = config.num_gpus
     limit = power_limit(gpu, mean / n, sd / n, params.limit_z)
-    return JobDraw(job.name, mean, sd, gpu.idle_watts * n, n, limit)
+    floor = power_limit_range(gpu)[0]
+    return JobDraw(job.name, mean, sd, gpu.idle_watts * n, n, limit, floor)
 
 
 def plan_draws(
@@ -144,41 +156,99 @@ def plan_draws(
 
 
 def margin_of(problem: Problem, draws: Iterable[JobDraw], params: GuardParams) -> Margin | None:
-    """The margin of a plan's running jobs; None without a cluster budget."""
+    """The margin of a plan's running jobs; None without a cluster budget. The margin is the
+    smaller of z standard deviations of the draw and the sum of the jobs' headrooms under
+    their limits (the most they can draw above their means: a hard bound)."""
     budget = problem.cluster.power_budget_watts
     if budget is None:
         return None
-    base = idle_watts(problem.cluster)
-    predicted = limited = base
-    variance = 0.0
+    predicted = idle_watts(problem.cluster)
+    variance = headroom = 0.0
     for d in draws:
         predicted += d.mean - d.idle
         variance += d.sd * d.sd
-        capped = d.limit_per_gpu * d.gpus if d.limit_per_gpu is not None else d.mean
-        limited += capped - d.idle
-    return Margin(budget, predicted, params.z * math.sqrt(variance), limited, params.z)
+        headroom += max(d.headroom, 0.0)
+    margin = min(params.z * math.sqrt(variance), headroom)
+    return Margin(budget, predicted, margin, predicted + headroom, params.z)
 
 
-def to_shed(
-    margin: Margin, draws: Iterable[JobDraw], keep: Iterable[str], first: Iterable[str]
-) -> list[str]:
-    """Jobs to queue so that the margin holds: those in `first` (jobs that did not run before)
-    then the others, each by decreasing standard deviation, never those in `keep`
-    (non-preemptible); stops as soon as the margin holds. May not reach it (all kept)."""
+@dataclass(frozen=True)
+class Settlement:
+    """What makes a plan keep its margin: jobs to queue and each running job's power limit."""
+
+    shed: tuple[str, ...]
+    limits: dict[str, float | None]
+    margin: Margin | None
+    """The margin of the running jobs with these limits (None without a budget)."""
+
+
+def settle(
+    problem: Problem,
+    draws: Iterable[JobDraw],
+    params: GuardParams,
+    keep: Iterable[str] = (),
+    first: Iterable[str] = (),
+) -> Settlement:
+    """The limits (and, failing them, the jobs to queue) that keep the margin: while the plan
+    breaks it, the limits come down towards the jobs' means, every job's headroom by the same
+    factor (never below its GPUs' lowest limit), until the sum of limits plus idle power of
+    the other GPUs fits the budget: the cap is then hard. When even the lowest limits do not
+    fit, jobs are queued (those in `first`, the new starts, then the others, each by
+    decreasing standard deviation; never those in `keep`), one at a time."""
+    running = list(draws)
     kept, early = set(keep), set(first)
     order = sorted(
-        (d for d in draws if d.job not in kept), key=lambda d: (d.job not in early, -d.sd, d.job)
+        (d for d in running if d.job not in kept), key=lambda d: (d.job not in early, -d.sd, d.job)
     )
-    predicted = margin.predicted
-    variance = (margin.margin / margin.z) ** 2 if margin.z > 0 else 0.0
-    out: list[str] = []
-    for d in order:
-        if predicted + margin.z * math.sqrt(max(variance, 0.0)) <= margin.budget:
-            break
-        out.append(d.job)
-        predicted -= d.mean - d.idle
-        variance -= d.sd * d.sd
-    return out
+    shed: list[str] = []
+    while True:
+        margin = margin_of(problem, running, params)
+        limits = {d.job: d.limit_per_gpu for d in running}
+        if margin is None or margin.slack >= 0:
+            return Settlement(tuple(shed), limits, margin)
+        room = margin.budget - margin.predicted
+        whole = [d for d in running if d.limit_per_gpu is not None]
+        low = sum(max(d.floor_per_gpu * d.gpus - d.mean, 0.0) for d in whole)
+        high = sum(max(d.headroom, 0.0) for d in whole)
+        fixed = sum(max(d.headroom, 0.0) for d in running if d.limit_per_gpu is None)
+        if room - fixed >= low:
+            f = (room - fixed - low) / (high - low) if high > low else 0.0
+            for d in whole:
+                assert d.limit_per_gpu is not None
+                floor = max(d.floor_per_gpu * d.gpus - d.mean, 0.0)
+                lowered = floor + f * (max(d.headroom, 0.0) - floor)
+                limits[d.job] = min(d.limit_per_gpu, (d.mean + lowered) / d.gpus)
+            capped = dataclasses.replace(margin, margin=room, limited=margin.predicted + room)
+            return Settlement(tuple(shed), limits, capped)
+        if not order:
+            return Settlement(tuple(shed), limits, margin)
+        out = order.pop(0)
+        shed.append(out.job)
+        running = [d for d in running if d.job != out.job]
+
+
+def expected_margin(problem: Problem, params: GuardParams, *, waiting: bool = False) -> float:
+    """z x the standard deviation of the running jobs' draw as they run now: what a plan that
+    keeps them will need. With `waiting`, also the variance of the largest waiting job at its
+    upper draw (its GPU limit of its allowed types at their TDP), so that room is kept for it
+    to start: the estimate a single-call rule must make (solver/simulate/guard.py)."""
+    facts = type_facts(problem.cluster)
+    variance = largest = 0.0
+    installed: dict[str, int] = {}
+    for node in problem.cluster.nodes:
+        installed[node.gpu_type] = installed.get(node.gpu_type, 0) + node.gpu_count
+    for job in problem.jobs:
+        cur = job.current
+        if cur is not None:
+            config = resolve_config(problem, job, cur.shape, cur.sm_clock_mhz, facts)
+            if config is not None:
+                variance += job_draw(problem, job, config, params, facts).sd ** 2
+        elif waiting:
+            types = job.allowed_gpu_types or frozenset(installed)
+            tdp = max((problem.cluster.gpu_types[t].tdp_watts for t in types), default=0.0)
+            gpus = min(job.max_gpus, sum(installed.get(t, 0) for t in types))
+            largest = max(largest, relative_uncertainty(job, params) * tdp * gpus)
+    return params.z * math.sqrt(variance + largest * largest)
 
 
 __all__ = [
@@ -186,6 +256,8 @@ __all__ = [
     "GuardParams",
     "JobDraw",
     "Margin",
+    "Settlement",
+    "expected_margin",
     "job_draw",
     "margin_of",
     "observed_ratio",
@@ -193,5 +265,5 @@ __all__ = [
     "power_limit",
     "power_limit_range",
     "relative_uncertainty",
-    "to_shed",
+    "settle",
 ]

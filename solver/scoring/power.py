@@ -26,10 +26,11 @@ class PowerMarginReport:
     predicted: float
     """Idle power of every installed GPU, plus each running job's mean above its GPUs' idle."""
     margin: float
-    """z times the standard deviation of the draw."""
+    """The smaller of z standard deviations of the draw and ``limited - predicted``."""
     limited: float
-    """Each running job's power limits over its GPUs (its mean where it has none), plus idle
-    power of every other GPU: the most the cluster draws with the limits set."""
+    """Each running job's power limits over its GPUs, plus idle power of every other GPU: the
+    most the cluster draws with the limits set (infinite when a running job has no limit,
+    e.g. on a MIG instance, or when the plan carries none)."""
     z: float
 
     @property
@@ -82,13 +83,13 @@ def power_margin(
         held = 0.0 if c.mig_profile else c.num_gpus * cluster.gpu_types[c.gpu_type].idle_watts
         predicted += mean - held
         if a.power_limit_watts is not None and not c.mig_profile:
-            limited += a.power_limit_watts * c.num_gpus - held
+            limited += max(a.power_limit_watts * c.num_gpus, mean) - held
         else:
-            limited += mean - held
+            limited = math.inf  # no limit: no hard bound
     return PowerMarginReport(
         budget=cluster.power_budget_watts,
         predicted=predicted,
-        margin=g.z * math.sqrt(variance),
+        margin=min(g.z * math.sqrt(variance), limited - predicted),
         limited=limited,
         z=g.z,
     )

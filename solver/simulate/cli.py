@@ -104,6 +104,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "(default: the scenario's)",
     )
     how.add_argument(
+        "--power-guard",
+        choices=("on", "off"),
+        default="on",
+        help="on (default): every policy's plan held to the power margin and its jobs to "
+        "power limits (solver/simulate/guard.py); off: the budget less --power-headroom alone",
+    )
+    how.add_argument(
         "--no-restart-cost",
         action="store_true",
         help="jobs (re)start without delay, as in Gavel's simulator (default: checkpoint "
@@ -158,8 +165,10 @@ def command(args: argparse.Namespace) -> int:
             print("dsfro simulate: --power-headroom must be in [0, 1)", file=sys.stderr)
             return 2
         overrides["power_headroom"] = args.power_headroom
-    try:
-        args.settings = solver_settings(args.profile)
+    if args.power_guard == "off":
+        overrides["power_guard"] = None
+    try:  # DSFRO's own margin loop off: the simulator holds every policy to the same rule
+        args.settings = solver_settings(args.profile).model_copy(update={"power_margin_z": 0.0})
     except SettingsError as e:
         print(f"dsfro simulate: error: {e}", file=sys.stderr)
         return 2

@@ -6,10 +6,9 @@ force changes. With ``fixed_rounds`` (Gavel's simulator's rule, opt-in) arrivals
 wait for the next round instead, which comes early only when every running job has finished or
 nothing runs and a job arrives. Each round builds the real ``SolveRequest`` a scheduler would
 send (available GPUs, current allocations, remaining samples, deadlines, the budget in force),
-asks the policy, checks its plan with the independent checker, and applies it: a job that starts
-again after a stop, or that moves or changes shape, first spends a restart delay (checkpoint
-save and load, scaled by model size) holding its GPUs without progress; a clock change costs
-nothing. Between events every running job trains at its true rate and draws its true power.
+asks the policy, holds its plan to the power margin (``guard``), checks it with the checker and
+applies it: a restart (after a stop, a move, a reshape) first holds the job's GPUs for a
+checkpoint save and load; between events jobs train at their true rate, capped at their limit.
 """
 
 from __future__ import annotations
@@ -35,6 +34,7 @@ from solver.simulate.core import (
     SimulationLog,
 )
 from solver.simulate.failures import NodeFailures
+from solver.simulate.guard import RoundGuard
 from solver.simulate.preflight import budget_problems, scenario_problem, unrunnable_problems
 from solver.simulate.rounds import LiveJob, Requests, check_decision, tenant_shares
 from solver.simulate.settings import SAME_INSTANT_S as _EPS
@@ -86,6 +86,7 @@ class Simulation:
         self._requests.know(self.problem)
         self._share = EqualShare(self.problem, {j.name: j.trace.num_gpus for j in jobs})
         self.truth = Truth(self.problem, self._sims, self.settings.truth, seed)
+        self._guard = RoundGuard(self.settings.power_guard)
         reference = self.settings.reference_gpu_type or _most_numerous_type(cluster)
         self._jobs: dict[str, LiveJob] = {}
         for sim in jobs:
@@ -196,7 +197,7 @@ class Simulation:
     def _round(self, t: float, active: list[LiveJob]) -> None:
         cluster = self._requests.cluster_now(t, self._failures.down_until)
         request = self._requests.request(t, active, cluster, self._jobs.values())
-        problem = pipeline.to_problem(request, self.limits)  # validated once, for all
+        request, problem = self._guard.tell(request, pipeline.to_problem(request, self.limits))
         round_input = RoundInput(
             request=request,
             problem=problem,
@@ -208,6 +209,7 @@ class Simulation:
         started = time.perf_counter()
         decision = self.policy.decide(round_input)
         wall = time.perf_counter() - started
+        decision = self._guard.enforce(decision)  # the same margin rule for every policy
         checked = check_decision(problem, decision, self.policy.name, t)
         available_types = available_by_type(cluster)
         starts = migrations = preemptions = 0
@@ -246,8 +248,7 @@ class Simulation:
             j.allocation = new
             j.rounds_run += 1
             base = self.truth.base_rate(j.name, new.shape, new.sm_clock_mhz)
-            speed, power = self.truth.round_noise()
-            j.rate = Rate(base.samples_per_second * speed, base.watts * power)
+            j.rate = self._guard.rate(j.name, base, self.truth.round_noise(), j.gpus())
             j.predicted_watts = checked.watts[j.name]
             j.borrowed = j.name in checked.borrowed
             model = self.truth.predicted(j.name, new.shape, new.sm_clock_mhz)

@@ -199,6 +199,8 @@ class Requests:
                 job.time_to_deadline.CopyFrom(duration_to_proto(max(left, 1.0)))
             if j.allocation is not None:
                 job.current_allocation.CopyFrom(allocation_to_proto(j.allocation))
+                if j.rate.watts > 0:  # what its GPUs drew last round (a DCGM reading)
+                    job.current_allocation.observed_watts = j.rate.watts
         return req
 
     def _observed_profile(self, j: LiveJob) -> pb.ThroughputProfile:

@@ -275,11 +275,12 @@ LLM_NODES = (NodeKind("A100-80GB", 8, 192.0), NodeKind("H100-80GB", 8, 64.0))
 512 H100-80GB, in 8-GPU servers."""
 LLM_REFERENCE = "A100-80GB"
 
-POWER_HEADROOM = 0.07
-"""Share of the budget the scheduler keeps back, the same for every policy: the truth's per-job
-power error (sigma 0.15, truth.DEFAULT_POWER_SIGMA) over the ~30 jobs that share a budget
-leaves the cluster's draw within 2.33 sigma / sqrt(30) = 6.4 % of the prediction 99 % of the
-time (independent errors); rounded up. A choice derived from the truth model's settings."""
+POWER_HEADROOM = 0.0
+"""Flat share of the budget the scheduler keeps back, the same for every policy and the same as
+for runs from files: none, the power margin (EngineSettings.power_guard) sizes the headroom by
+the planned draw's uncertainty instead. Before it: 0.07, from the truth's per-job power error
+(sigma 0.15) over ~30 jobs (2.33 sigma / sqrt(30) = 6.4 %, rounded up); ``--power-guard off
+--power-headroom 0.07`` reproduces it (docs/evaluation.md, "Power cap")."""
 
 
 def build_cluster(kinds: Sequence[NodeKind]) -> pb.ClusterSnapshot:

@@ -6,7 +6,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from solver.simulate.truth import TruthSettings
+from solver.perfmodel.guard import GuardParams
+from solver.simulate.truth import DEFAULT_POWER_SIGMA, TruthSettings
+
+SIMULATED_GUARD = GuardParams(
+    model_uncertainty=DEFAULT_POWER_SIGMA, measured_uncertainty=DEFAULT_POWER_SIGMA
+)
+"""The power margin and limits of a simulation: the product's z and limit_z, and measured profiles
+as uncertain as model predictions, because a simulated profile's watts are the model's
+(solver/simulate/truth.py: no public table gives a job's watts per configuration)."""
 
 CHECKPOINT_BYTES_PER_PARAMETER = 14
 """Mixed-precision Adam: fp16 weights (2 bytes) and fp32 weights, momentum and variance (12)
@@ -71,7 +79,11 @@ class EngineSettings:
     predicted throughput and power so far (the same for every policy)."""
     power_headroom: float = 0.0
     """Share of the power budget the scheduler keeps back for prediction error: every policy is
-    told budget x (1 - headroom); exceedance is measured against the whole budget."""
+    told budget x (1 - headroom); exceedance is measured against the whole budget. The same
+    default (0) for scenarios and runs from files: ``power_guard`` sizes the headroom."""
+    power_guard: GuardParams | None = SIMULATED_GUARD
+    """The power margin rule and power limits for every policy (solver/simulate/guard.py);
+    None: neither (the flat headroom alone, as before)."""
     truth: TruthSettings = field(default_factory=TruthSettings)
     weights: Mapping[str, float] | None = None
     """Objective weights DSFRO's requests set (by ``ObjectiveWeights`` field name); None: the

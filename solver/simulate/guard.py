@@ -1,0 +1,87 @@
+"""The power margin and the power limits in the simulator: one rule for every policy.
+
+Each round the policy is told the budget less the expected margin of the running jobs
+(``solver.perfmodel.guard.expected_margin``, the product's first estimate too), asked once
+(baselines keep state per round, so they are never asked twice), and its plan is checked
+against the whole budget by ``solver.perfmodel.guard.settle``, the product's last step: when the
+margin breaks, the jobs' power limits come down until their sum fits (the cap is then hard),
+failing that jobs are queued. Every running job gets its per-GPU power limit from the same
+function the product uses, and the truth caps it there (``solver.simulate.power_cap``).
+DSFRO's own margin loop is off in the simulator (its solver's ``power_margin_z`` is 0 there),
+so that it gets exactly this rule too.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from solver._proto.dsfro.v1 import scheduler_pb2 as pb
+from solver.domain import JobAssignment, JobState, Problem
+from solver.perfmodel.budgets import idle_watts
+from solver.perfmodel.configs import resolve_config, type_facts
+from solver.perfmodel.guard import GuardParams, expected_margin, plan_draws, settle
+from solver.simulate.core import Decision
+from solver.simulate.power_cap import capped
+from solver.simulate.truth import Rate
+
+
+class RoundGuard:
+    """The margin rule and the power limits of one simulation (``params`` None: neither)."""
+
+    def __init__(self, params: GuardParams | None) -> None:
+        self.params = params
+        self.limits: dict[str, float | None] = {}
+        """This round's per-GPU power limit of each running job."""
+        self.shed = 0
+        """Jobs queued by the rule over the run."""
+        self._whole: Problem | None = None
+
+    def tell(self, request: pb.SolveRequest, problem: Problem) -> tuple[pb.SolveRequest, Problem]:
+        """The round's request and problem with the budget less the expected margin."""
+        self._whole = problem
+        budget = problem.cluster.power_budget_watts
+        if self.params is None or budget is None:
+            return request, problem
+        floor = idle_watts(problem.cluster)
+        told = max(budget - expected_margin(problem, self.params), floor)
+        told = min(told, budget)
+        request.cluster.power_budget_watts = told
+        cluster = dataclasses.replace(problem.cluster, power_budget_watts=told)
+        return request, dataclasses.replace(problem, cluster=cluster)
+
+    def enforce(self, decision: Decision) -> Decision:
+        """The decision held to the margin on the whole budget (``settle``: limits lowered,
+        failing that jobs queued); sets the running jobs' power limits."""
+        self.limits = {}
+        problem = self._whole
+        if self.params is None or problem is None:
+            return decision
+        jobs = {j.name: j for j in problem.jobs}
+        facts = type_facts(problem.cluster)
+        assignments = []
+        for name, a in decision.allocations.items():
+            config = resolve_config(problem, jobs[name], a.shape, a.sm_clock_mhz, facts)
+            if config is not None:
+                assignments.append(JobAssignment(name, JobState.RUNNING, config, a.placement))
+        draws = plan_draws(problem, assignments, self.params)
+        keep = [n for n, j in jobs.items() if not j.preemptible and j.current is not None]
+        first = [n for n in decision.allocations if jobs[n].current is None]
+        settled = settle(problem, draws, self.params, keep, first)
+        self.limits = dict(settled.limits)
+        if settled.shed:
+            self.shed += len(settled.shed)
+            kept = {n: a for n, a in decision.allocations.items() if n not in settled.shed}
+            note = f"{len(settled.shed)} queued for the power margin"
+            detail = f"{decision.detail}; {note}" if decision.detail else note
+            decision = dataclasses.replace(decision, allocations=kept, detail=detail)
+        return decision
+
+    def rate(self, job: str, base: Rate, noise: tuple[float, float], gpus: int) -> Rate:
+        """The job's true rate this round (its base rate times the round's (speed, power)
+        noise), held to its power limit."""
+        speed, power = noise
+        rate = Rate(base.samples_per_second * speed, base.watts * power)
+        return capped(rate, gpus, self.limits.get(job))
+
+
+__all__ = ["RoundGuard"]
