@@ -1,0 +1,181 @@
+"""The power margin and the power limits (solver.perfmodel.guard), the checker's report of them
+(solver.scoring.power) and the solver's margin loop (solver.core.power_guard), on hand-computed
+values."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import pytest
+
+from solver.core.settings import SolverSettings
+from solver.core.solver import Solver
+from solver.domain import (
+    Backend,
+    Config,
+    Job,
+    JobAssignment,
+    JobState,
+    ModelSpec,
+    Problem,
+    Shape,
+)
+from solver.perfmodel.configs import resolve_config
+from solver.perfmodel.guard import (
+    MIN_POWER_LIMIT_FRACTION,
+    GuardParams,
+    expected_margin,
+    job_draw,
+    margin_of,
+    plan_draws,
+    power_limit,
+    power_limit_range,
+    relative_uncertainty,
+    settle,
+)
+from solver.scoring.power import power_margin
+from tests.factories import A100, cluster, job, node, point, problem, running
+
+IDLE = 16 * A100.idle_watts  # two 8-GPU nodes: 800 W
+
+
+def two_jobs(budget: float) -> tuple[Problem, list[JobAssignment]]:
+    """j1 on 2 GPUs and j2 on 4, both measured at 300 W per GPU (A100: TDP 400, idle 50)."""
+    j1 = job("j1", point(2, 20.0))
+    j2 = job("j2", point(4, 40.0))
+    p = problem(cluster(node("n0"), node("n1"), power=budget), j1, j2)
+    return p, [run_as(p, j1, 2), run_as(p, j2, 4)]
+
+
+def run_as(p: Problem, j: Job, gpus: int) -> JobAssignment:
+    config = resolve_config(p, j, Shape(A100.name, gpus, 1, 1), A100.max_clock_mhz)
+    assert config is not None
+    return JobAssignment(j.name, JobState.RUNNING, config)
+
+
+def test_relative_uncertainty_is_model_then_measured_then_observed() -> None:
+    g = GuardParams(model_uncertainty=0.2, measured_uncertainty=0.07, observed_uncertainty=0.01)
+    spec = ModelSpec(1e9, 24, 2048, 16, 2048, 64)
+    model = Job("m", "t", 1.0, spec, 1, 8, frozenset())
+    measured = job("p", point(1, 10.0))
+    observed = job("o", point(1, 10.0), current=running(A100.name, {"n0": (0,)}))
+    observed = dataclasses.replace(
+        observed, current=dataclasses.replace(observed.current, observed_watts=330.0)
+    )
+    assert relative_uncertainty(model, g) == 0.2
+    assert relative_uncertainty(measured, g) == 0.07
+    assert relative_uncertainty(observed, g) == 0.01
+
+
+def test_power_limit_range_is_tdp_and_the_zeus_fraction() -> None:
+    assert pytest.approx(0.3923, abs=1e-4) == MIN_POWER_LIMIT_FRACTION
+    low, high = power_limit_range(A100)
+    assert (low, high) == (pytest.approx(0.3923 * 400), 400.0)
+    assert power_limit(A100, 300.0, 15.0, 2.0) == 330.0  # mean + 2 sd
+    assert power_limit(A100, 380.0, 19.0, 2.0) == 400.0  # capped at TDP
+    assert power_limit(A100, 100.0, 5.0, 2.0) == pytest.approx(156.92)  # raised to the floor
+
+
+def test_job_draw_mean_sd_and_limit_by_hand() -> None:
+    p, plan = two_jobs(10_000.0)
+    d = job_draw(p, p.jobs[1], plan[1].config or _no(), GuardParams())
+    # 4 GPUs x 300 W measured: sd 5 % = 60 W, per GPU 15 W; limit 300 + 2 x 15.
+    assert (d.mean, d.sd, d.idle, d.gpus) == (1200.0, pytest.approx(60.0), 200.0, 4)
+    assert d.limit_per_gpu == pytest.approx(330.0)
+    assert d.headroom == pytest.approx(120.0)
+
+
+def test_observed_watts_scale_the_mean_and_narrow_the_sd() -> None:
+    j = job("j1", point(2, 20.0), current=running(A100.name, {"n0": (0, 1)}))
+    j = dataclasses.replace(j, current=dataclasses.replace(j.current, observed_watts=660.0))
+    p = problem(cluster(node("n0"), node("n1"), power=5000.0), j)
+    d = job_draw(p, j, run_as(p, j, 2).config or _no(), GuardParams())
+    assert d.mean == pytest.approx(660.0)  # 600 W predicted x 1.1 observed
+    assert d.sd == pytest.approx(0.03 * 660.0)
+    # The running job's margin is the first solve's estimate: z x its sd.
+    assert expected_margin(p, GuardParams()) == pytest.approx(2.5 * 0.03 * 660.0)
+
+
+def test_margin_is_the_smaller_of_z_sd_and_the_limits_headroom() -> None:
+    p, plan = two_jobs(2400.0)
+    m = margin_of(p, plan_draws(p, plan, GuardParams()), GuardParams())
+    assert m is not None
+    # predicted: 800 idle + (600 - 100) + (1200 - 200); sd sqrt(30^2 + 60^2) = 67.08.
+    assert m.predicted == pytest.approx(2300.0)
+    assert m.margin == pytest.approx(2.5 * math.sqrt(30**2 + 60**2))
+    assert m.limited == pytest.approx(2300.0 + 60.0 + 120.0)
+    assert m.slack == pytest.approx(2400.0 - 2300.0 - 167.705, abs=1e-3)
+    tight = margin_of(p, plan_draws(p, plan, GuardParams(z=3.0)), GuardParams(z=3.0))
+    assert tight is not None and tight.margin == pytest.approx(180.0)  # 3 sd > headroom
+
+
+def test_settle_lowers_every_limit_by_the_same_factor_until_the_sum_fits() -> None:
+    p, plan = two_jobs(2400.0)
+    s = settle(p, plan_draws(p, plan, GuardParams()), GuardParams())
+    assert s.shed == ()
+    # Room 100 W of 180 W headroom: each headroom x 100/180, per GPU 300 + 16.67 W.
+    assert s.limits == {
+        "j1": pytest.approx(316.667, abs=1e-3),
+        "j2": pytest.approx(316.667, abs=1e-3),
+    }
+    assert s.margin is not None and s.margin.limited == pytest.approx(2400.0)
+
+
+def test_settle_sheds_the_largest_new_job_when_even_the_means_do_not_fit() -> None:
+    p, plan = two_jobs(2250.0)  # below the predicted 2,300 W
+    s = settle(p, plan_draws(p, plan, GuardParams()), GuardParams(), first=["j1", "j2"])
+    assert s.shed == ("j2",)
+    assert s.limits == {"j1": pytest.approx(330.0)}  # the margin holds again: limits unchanged
+    kept = settle(p, plan_draws(p, plan, GuardParams()), GuardParams(), keep=["j2"])
+    assert kept.shed == ("j1",)
+
+
+def test_checker_report_agrees_with_the_solver_and_reads_the_plan_limits() -> None:
+    p, plan = two_jobs(2400.0)
+    s = settle(p, plan_draws(p, plan, GuardParams()), GuardParams())
+    limited = [dataclasses.replace(a, power_limit_watts=s.limits[a.job]) for a in plan]
+    report = power_margin(p, limited, GuardParams())
+    assert report is not None
+    assert report.predicted == pytest.approx(2300.0)
+    assert report.limited == pytest.approx(2400.0)
+    assert report.margin == pytest.approx(100.0)  # the limits' headroom, below 2.5 sd
+    assert report.slack == pytest.approx(0.0, abs=1e-6)
+    unlimited = power_margin(p, plan, GuardParams())
+    assert unlimited is not None and math.isinf(unlimited.limited)
+    assert unlimited.margin == pytest.approx(2.5 * math.sqrt(30**2 + 60**2))
+    assert power_margin(problem(cluster(node("n0"))), plan) is None  # no budget, no report
+
+
+def four_equal_jobs(budget: float) -> Problem:
+    jobs = [job(f"j{i}", point(4, 40.0), min_gpus=4, max_gpus=4) for i in range(4)]
+    return problem(
+        cluster(node("n0"), node("n1"), power=budget), *jobs, backend=Backend.HEURISTIC, budget=2.0
+    )
+
+
+def test_solver_tightens_and_resolves_until_the_margin_holds() -> None:
+    # Without the margin the plan fills the budget (z = 0); with it the solver re-solves under a
+    # tighter budget, and the plan it returns keeps expected draw + 2.5 sd within the budget.
+    p = four_equal_jobs(3850.0)
+    plain = Solver(SolverSettings(power_margin_z=0.0)).solve(p)
+    before = power_margin(
+        p, [dataclasses.replace(a, power_limit_watts=None) for a in plain.plan.assignments]
+    )
+    assert before is not None and before.slack < 0
+    result = Solver(SolverSettings()).solve(p)
+    report = power_margin(p, result.plan.assignments)
+    assert report is not None and report.slack >= -1e-6
+    assert "tightened for the power margin" in result.stats.detail
+    assert result.stats.best_bound is None  # a bound of the tightened problem bounds nothing
+    runs = [a for a in result.plan.assignments if a.state is JobState.RUNNING]
+    assert runs
+    for a in runs:  # each limit: its mean plus at most 2 sd (5 %: measured), within the range
+        assert a.config is not None and a.power_limit_watts is not None
+        mean = a.config.watts / a.config.num_gpus
+        assert max(mean, power_limit_range(A100)[0]) - 1e-9 <= a.power_limit_watts
+        assert a.power_limit_watts <= max(mean * 1.1, power_limit_range(A100)[0]) + 1e-9
+
+
+def _no() -> Config:
+    raise AssertionError("no configuration")
