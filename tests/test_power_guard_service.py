@@ -1,0 +1,75 @@
+"""End to end over a real gRPC server on loopback: the plan carries each running job's GPU power
+limit and keeps its power margin, EvaluatePlan reports the margin, and a bad observed power is
+named."""
+
+from __future__ import annotations
+
+import grpc
+import pytest
+
+from solver._proto.dsfro.v1 import scheduler_pb2 as pb
+from solver._proto.dsfro.v1 import scheduler_pb2_grpc
+from solver.perfmodel.guard import MIN_POWER_LIMIT_FRACTION
+from tests.factories import make_request
+
+WAIT = 60.0
+
+
+def tight_request() -> pb.SolveRequest:
+    """make_request's cluster with a budget the margin binds on, resnet's draw observed."""
+    req = make_request()
+    req.cluster.power_budget_watts = 4500.0
+    del req.cluster.rack_power_budgets[:]
+    resnet = next(j for j in req.jobs if j.name == "resnet")
+    resnet.current_allocation.observed_watts = 900.0
+    req.options.time_budget.FromSeconds(2)
+    return req
+
+
+def test_plan_carries_power_limits_and_keeps_the_margin(
+    stub: scheduler_pb2_grpc.SchedulerServiceStub,
+) -> None:
+    req = tight_request()
+    response = stub.Solve(req, timeout=WAIT)
+    types = {t.name: t for t in req.cluster.gpu_types}
+    runs = [a for a in response.plan.assignments if a.state == pb.JOB_STATE_RUNNING]
+    assert runs
+    for a in runs:
+        assert a.HasField("power_limit_watts")
+        tdp = types[a.gpu_type].tdp_watts
+        low = max(types[a.gpu_type].idle_watts, MIN_POWER_LIMIT_FRACTION * tdp)
+        assert low - 1e-9 <= a.power_limit_watts <= tdp + 1e-9
+    for a in response.plan.assignments:
+        if a.state != pb.JOB_STATE_RUNNING:
+            assert not a.HasField("power_limit_watts")
+    m = response.plan.power_margin
+    assert m.budget_watts == 4500.0 and m.z == 2.5
+    assert m.margin_watts > 0
+    assert m.predicted_watts + m.margin_watts <= m.budget_watts + 1e-6
+    assert m.slack_watts == pytest.approx(m.budget_watts - m.predicted_watts - m.margin_watts)
+    # The limits' sum plus idle GPUs bounds the draw; the margin is at most that headroom.
+    assert m.margin_watts <= m.limited_watts - m.predicted_watts + 1e-6
+
+
+def test_evaluate_plan_reports_the_margin_of_the_callers_plan(
+    stub: scheduler_pb2_grpc.SchedulerServiceStub,
+) -> None:
+    req = tight_request()
+    plan = stub.Solve(req, timeout=WAIT).plan
+    ev = stub.EvaluatePlan(pb.EvaluatePlanRequest(request=req, plan=plan), timeout=WAIT)
+    assert ev.valid
+    assert ev.power_margin.budget_watts == 4500.0
+    assert ev.power_margin.predicted_watts == pytest.approx(plan.power_margin.predicted_watts)
+    assert ev.power_margin.margin_watts > 0
+
+
+def test_a_negative_observed_power_is_named(
+    stub: scheduler_pb2_grpc.SchedulerServiceStub,
+) -> None:
+    req = tight_request()
+    resnet = next(i for i, j in enumerate(req.jobs) if j.name == "resnet")
+    req.jobs[resnet].current_allocation.observed_watts = -5.0
+    with pytest.raises(grpc.RpcError) as e:
+        stub.Solve(req, timeout=WAIT)
+    assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert f"jobs[{resnet}].current_allocation.observed_watts" in str(e.value.details())
