@@ -1,6 +1,6 @@
 """Every solver path honours the power margin without a formulation of its own: the solve runs on
-the cluster budget tightened by an estimate of the margin, the plan's margin is checked, and
-while it is broken the budget is tightened by the excess and the problem solved again (at most
+the request's budget, the plan's margin is checked, and while it is broken the budget is
+tightened by the excess and the problem solved again (at most
 ``power_margin_solves`` times, within the deadline); a plan still over it has its power limits
 lowered until their sum fits the budget, or failing that jobs queued (``settle``). Every
 running job gets its per-GPU power limit. docs/objective.md, "Power margin", says why this
@@ -15,6 +15,8 @@ import time
 from collections.abc import Callable
 
 from solver.core.deadline import Deadline
+from solver.core.incumbent import relative_gap
+from solver.core.incumbent import termination as termination_of
 from solver.core.settings import SolverSettings
 from solver.domain import (
     JobAssignment,
@@ -26,7 +28,7 @@ from solver.domain import (
 )
 from solver.perfmodel.budgets import idle_watts
 from solver.perfmodel.configs import build_config_set
-from solver.perfmodel.guard import GuardParams, expected_margin, margin_of, plan_draws, settle
+from solver.perfmodel.guard import GuardParams, margin_of, plan_draws, settle
 from solver.scoring.objective import score_plan
 
 SHED_DETAIL = "queued to keep the power margin (docs/objective.md, Power margin)"
@@ -47,33 +49,40 @@ def solve_within_margin(
     if budget is None or params.z <= 0:
         return settle_plan(problem, solve_once(problem, deadline, True), params)
     floor = idle_watts(problem.cluster)
-    target = budget - expected_margin(problem, params)
+    target = budget  # first the request's budget: its bound then bounds the margin's problem
     result: SolveResult | None = None
     tightened = False
+    bound: float | None = None  # of an untightened solve: it bounds the margin's problem too
     for attempt in range(settings.power_margin_solves):
         last = attempt == settings.power_margin_solves - 1
         left = deadline.end - time.monotonic()
         share = 1.0 if last else settings.power_margin_first_share if attempt == 0 else 0.5
         when = dataclasses.replace(deadline, end=time.monotonic() + max(left, 0.0) * share)
         run_budget = max(min(target, budget), floor)
-        tightened = tightened or run_budget < budget
         attempt_result = solve_once(_with_budget(problem, run_budget), when, attempt == 0)
+        if run_budget >= budget:
+            bound = attempt_result.stats.best_bound
         if attempt_result.stats.termination is Termination.INFEASIBLE:
-            if result is None and run_budget < budget:
-                result = solve_once(problem, deadline, False)  # the budget alone, as asked
+            if result is None:  # nothing feasible yet: the budget alone, as asked
+                full = run_budget >= budget
+                result = attempt_result if full else solve_once(problem, deadline, False)
             break
         result = attempt_result
+        tightened = run_budget < budget
         margin = margin_of(problem, plan_draws(problem, result.plan.assignments, params), params)
         assert margin is not None
         if margin.slack >= 0 or (stop is not None and stop.is_set()) or run_budget <= floor:
             break
         target = run_budget + margin.slack - 1.0  # 1 W below: floors of the model's rows
     assert result is not None
-    if tightened:
-        result = _without_bound(result)
     if result.stats.termination is Termination.INFEASIBLE:
         return result
-    return settle_plan(problem, result, params)
+    if tightened:
+        result = _rebound(result, bound, "budget tightened for the power margin")
+    settled = settle_plan(problem, result, params)
+    if settled.stats.objective != result.stats.objective:
+        settled = _rebound(settled, settled.stats.best_bound, "")
+    return settled
 
 
 def settle_plan(problem: Problem, result: SolveResult, params: GuardParams) -> SolveResult:
@@ -121,17 +130,17 @@ def _with_budget(problem: Problem, watts: float) -> Problem:
     return dataclasses.replace(problem, cluster=cluster)
 
 
-def _without_bound(result: SolveResult) -> SolveResult:
-    """A bound proved under a tightened budget bounds nothing of the request: dropped."""
+def _rebound(result: SolveResult, bound: float | None, note: str) -> SolveResult:
+    """The result with `bound` (one proven for a problem at least as loose: the request's
+    budget) and the gap and termination it gives; a bound proven under a tightened budget
+    bounds nothing of the request's and is never passed here."""
     s = result.stats
-    termination = Termination.FEASIBLE if s.termination is Termination.OPTIMAL else s.termination
-    note = "budget tightened for the power margin: no bound"
+    gap = relative_gap(s.objective, bound)
+    degraded = s.termination is Termination.FALLBACK
+    termination = termination_of(s.objective, bound, degraded=degraded)
+    detail = f"{s.detail}; {note}" if s.detail and note else s.detail or note
     stats = dataclasses.replace(
-        s,
-        termination=termination,
-        best_bound=None,
-        relative_gap=None,
-        detail=f"{s.detail}; {note}" if s.detail else note,
+        s, termination=termination, best_bound=bound, relative_gap=gap, detail=detail
     )
     return SolveResult(plan=result.plan, stats=stats)
 
