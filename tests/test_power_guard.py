@@ -166,7 +166,9 @@ def test_solver_tightens_and_resolves_until_the_margin_holds() -> None:
     result = Solver(SolverSettings()).solve(p)
     report = power_margin(p, result.plan.assignments)
     assert report is not None and report.slack >= -1e-6
-    assert "tightened for the power margin" in result.stats.detail
+    assert "tightened for the power margin" in result.stats.detail or (
+        "power limits lowered" in result.stats.detail
+    )
     # The bound is the first solve's, on the request's budget: it bounds the plan without the
     # margin too; the margin costs objective.
     assert result.stats.best_bound is not None
@@ -183,3 +185,19 @@ def test_solver_tightens_and_resolves_until_the_margin_holds() -> None:
 
 def _no() -> Config:
     raise AssertionError("no configuration")
+
+
+def test_a_lone_job_runs_under_lowered_limits_rather_than_not_at_all() -> None:
+    # One 4-GPU job, 1,000 W above idle, budget 50 W above that: no tighter budget runs it, its
+    # margin (2.5 x 60 W) does not fit, but limits lowered to 312.5 W per GPU do (a hard cap).
+    p = four_equal_jobs(800.0 + 1000.0 + 50.0)
+    p = dataclasses.replace(p, jobs=p.jobs[:1])
+    result = Solver(SolverSettings()).solve(p)
+    (a,) = result.plan.assignments
+    assert a.state is JobState.RUNNING and a.config is not None
+    assert a.config.watts == pytest.approx(1200.0)
+    assert a.power_limit_watts == pytest.approx(300.0 + 50.0 / 4)
+    report = power_margin(p, result.plan.assignments)
+    assert report is not None and report.limited == pytest.approx(1850.0)
+    assert report.slack == pytest.approx(0.0, abs=1e-6)
+    assert "power limits lowered" in result.stats.detail

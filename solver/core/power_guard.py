@@ -32,6 +32,10 @@ from solver.perfmodel.guard import GuardParams, margin_of, plan_draws, settle
 from solver.scoring.objective import score_plan
 
 SHED_DETAIL = "queued to keep the power margin (docs/objective.md, Power margin)"
+CAP_DISCOUNT = 0.06
+"""The first plan with lowered limits is taken over a tightened solve's only when worth more than
+it by this share of its objective, which does not see the throughput a lowered limit may cost:
+the Zeus sweeps' median slowdown at 86 % of a job's free draw (solver/simulate/power_cap.py)."""
 SolveOnce = Callable[[Problem, Deadline, bool], SolveResult]
 """Solves a problem by a deadline; the flag: whether this is the first solve of the request."""
 
@@ -53,6 +57,7 @@ def solve_within_margin(
     result: SolveResult | None = None
     tightened = False
     bound: float | None = None  # of an untightened solve: it bounds the margin's problem too
+    untightened: SolveResult | None = None
     for attempt in range(settings.power_margin_solves):
         last = attempt == settings.power_margin_solves - 1
         left = deadline.end - time.monotonic()
@@ -69,6 +74,8 @@ def solve_within_margin(
             break
         result = attempt_result
         tightened = run_budget < budget
+        if not tightened:
+            untightened = result
         margin = margin_of(problem, plan_draws(problem, result.plan.assignments, params), params)
         assert margin is not None
         if margin.slack >= 0 or (stop is not None and stop.is_set()) or run_budget <= floor:
@@ -82,6 +89,15 @@ def solve_within_margin(
     settled = settle_plan(problem, result, params)
     if settled.stats.objective != result.stats.objective:
         settled = _rebound(settled, settled.stats.best_bound, "")
+    if untightened is not None and untightened is not result:
+        # The first plan with its limits lowered to fit (a hard cap), if it queues no job and
+        # is worth more than what the tightened solves found.
+        capped = settle_plan(problem, untightened, params)
+        unchanged = capped.stats.objective == untightened.stats.objective
+        value = capped.stats.objective - CAP_DISCOUNT * abs(capped.stats.objective)
+        if unchanged and value > settled.stats.objective:
+            note = "power limits lowered to fit the margin (worth more than a tightened solve)"
+            return _rebound(capped, bound, note)
     return settled
 
 
