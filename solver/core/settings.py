@@ -118,6 +118,12 @@ class SolverSettings(BaseSettings):
     kept_exact_workers: int = Field(4, ge=0)
     """Isolated full-model workers kept idle between solves."""
 
+    mig_seconds_per_slice_job: float = Field(1.5e-3, ge=0.0)
+    """Kept back from the whole-GPU paths of a snapshot with MIG, per slice job (beside the
+    0.2 s margin for the answer), to pack the slices and bound the snapshot with them
+    (solver.core.mig): 0.16 s and 0.30 s for 500 slice jobs beside 500 others on 1,024 GPUs
+    on the 2-core machine, with half again for load. At most half the time left."""
+
     # ------------------------------------------------------------ decomposition
     decompose_min_jobs: int = Field(8_192, ge=1)
     """AUTO decomposes snapshots with this many jobs ..."""

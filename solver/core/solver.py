@@ -25,7 +25,7 @@ from typing import Any
 
 from solver.core.deadline import Clock, Deadline
 from solver.core.incumbent import Incumbent, infeasible
-from solver.core.mig import solve_with_slices, uses_mig
+from solver.core.mig import JOINT_MARGIN_SECONDS, solve_with_slices, uses_mig
 from solver.core.mig_exact import EXACT
 from solver.core.settings import SolverSettings
 from solver.core.steps import SolveRun
@@ -101,18 +101,26 @@ class Solver:
             deadline = Deadline.after(problem.options.time_budget_seconds, s, len(problem.jobs))
         when = deadline
         clock = Clock(when, stop)
-        if uses_mig(problem) and problem.options.backend in EXACT and not supports(problem):
-            # The joint MIG model gets the second half (solver.core.mig_exact).
-            half = (deadline.end - time.monotonic()) / 2
-            when = dataclasses.replace(deadline, end=deadline.end - max(half, 0.0))
+        if uses_mig(problem):
+            left = max(deadline.end - time.monotonic(), 0.0)
+            if problem.options.backend in EXACT and not supports(problem):
+                keep = left / 2  # the joint MIG model gets the second half (solver.core.mig_exact)
+            else:  # packing and the slice bound (solver.core.mig.slice_bound)
+                slice_jobs = sum(1 for j in problem.jobs if j.slices is not None)
+                need = JOINT_MARGIN_SECONDS + s.mig_seconds_per_slice_job * slice_jobs
+                keep = min(need, left / 2)
+            when = dataclasses.replace(deadline, end=deadline.end - keep)
         return solve_with_slices(
-            problem, lambda p, first: self._whole(p, when, stop, first), on_first_plan, clock.left
+            problem,
+            lambda p, first, configs: self._whole(p, when, stop, first, configs),
+            on_first_plan,
+            clock.left,
         )
 
     def quick(self, problem: Problem, clock: Clock, why: str) -> SolveResult:
         """The quick plan within the clock, as a fallback for `why` (also the service's answer
         when a solve's worker died); MIG slices packed after it (solver.core.mig)."""
-        return solve_with_slices(problem, lambda p, _: self._quick(p, clock, why))
+        return solve_with_slices(problem, lambda p, _, __: self._quick(p, clock, why))
 
     def _quick(self, problem: Problem, clock: Clock, why: str) -> SolveResult:
         return solve_quick(problem, self.settings, clock, why)
@@ -123,15 +131,17 @@ class Solver:
         deadline: Deadline,
         stop: threading.Event | None,
         on_first_plan: Callable[[Plan], None] | None,
+        configs: ConfigSet | None = None,
     ) -> SolveResult:
-        """The whole-GPU paths on `problem` (partitioned GPUs already left out)."""
+        """The whole-GPU paths on `problem` (partitioned GPUs already left out; `configs`:
+        its configurations, when already built)."""
         clock = Clock(deadline, stop)
         estimate = self.first_plan_estimate(problem)
         if clock.left() < estimate:
             return self._quick(problem, clock, self._short(clock, estimate))
         if self.decomposes(problem):
             return self._decomposed(problem, clock, on_first_plan)
-        return self._here(problem, clock, estimate, on_first=on_first_plan)
+        return self._here(problem, clock, estimate, on_first=on_first_plan, configs=configs)
 
     def decomposes(self, problem: Problem) -> bool:
         """Whether the solve of `problem` is decomposed."""
@@ -186,12 +196,13 @@ class Solver:
         *,
         fallback_for: str = "",
         on_first: Callable[[Plan], None] | None = None,
+        configs: ConfigSet | None = None,
     ) -> SolveResult:
         """The heuristic's plan, improved by the backend's steps, in this process; the quick
         plan if enumeration leaves too little time. With `fallback_for` (why the path that
         should have answered failed), the heuristic's plan alone, as a fallback."""
         s = self.settings
-        configs = build_config_set(problem)
+        configs = build_config_set(problem) if configs is None else configs
         after = s.after_enumeration_share * estimate
         if clock.left() < after:  # a machine slower than estimated
             why = self._short(clock, after, "after enumeration")
