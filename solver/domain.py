@@ -127,6 +127,8 @@ class Cluster:
     """The energy term's denominator when this is a part of a larger cluster (decomposition)."""
     mig: Mapping[str, MigGeometry] = field(default_factory=dict)
     """MIG geometry of GPU types (from models/); filled only for snapshots with slices."""
+    energy_cap_watts: float | None = None
+    """The round's cap of an energy budget; power_budget_watts is already at most it."""
 
     @property
     def racks(self) -> tuple[str, ...]:

@@ -18,6 +18,7 @@ from google.protobuf.internal.enum_type_wrapper import EnumTypeWrapper
 
 from solver._proto.dsfro.v1 import scheduler_pb2 as pb
 from solver.app import convert_mig
+from solver.app.energy_budget import capped_budget
 from solver.app.limits import Limits
 from solver.app.validation.common import duration_seconds
 from solver.domain import (
@@ -87,10 +88,12 @@ def enum_label(enum_type: EnumTypeWrapper, number: int) -> str:
 def problem_from_proto(req: pb.SolveRequest, limits: Limits) -> Problem:
     """The domain problem of a validated request, with every default applied."""
     c = req.cluster
+    budget, energy_cap = capped_budget(req)
     cluster = Cluster(
         gpu_types={t.name: _gpu_type(t) for t in c.gpu_types},
         nodes=tuple(_node(n) for n in c.nodes),
-        power_budget_watts=c.power_budget_watts if c.HasField("power_budget_watts") else None,
+        power_budget_watts=budget,
+        energy_cap_watts=energy_cap,
         rack_power_budgets_watts={b.rack: b.watts for b in c.rack_power_budgets},
         queues=tuple(_queue(q) for q in c.queues),
         mig=convert_mig.geometries(req),

@@ -110,12 +110,18 @@ class Solver:
                 need = JOINT_MARGIN_SECONDS + s.mig_seconds_per_slice_job * slice_jobs
                 keep = min(need, left / 2)
             when = dataclasses.replace(deadline, end=deadline.end - keep)
-        return solve_with_slices(
+        result = solve_with_slices(
             problem,
             lambda p, first, configs: self._whole(p, when, stop, first, configs),
             on_first_plan,
             clock.left,
         )
+        cap = problem.cluster.energy_cap_watts
+        if cap is None:
+            return result
+        note = f"energy budget: this round's cap {cap:.0f} W"
+        stats = dataclasses.replace(result.stats, detail=f"{note}; {result.stats.detail}")
+        return dataclasses.replace(result, stats=stats)
 
     def quick(self, problem: Problem, clock: Clock, why: str) -> SolveResult:
         """The quick plan within the clock, as a fallback for `why` (also the service's answer

@@ -151,18 +151,28 @@ class RackPowerBudget(_message.Message):
     def __init__(self, rack: _Optional[str] = ..., watts: _Optional[float] = ...) -> None: ...
 
 class ClusterSnapshot(_message.Message):
-    __slots__ = ("gpu_types", "nodes", "power_budget_watts", "rack_power_budgets", "queues")
+    __slots__ = ("gpu_types", "nodes", "power_budget_watts", "rack_power_budgets", "queues", "energy_budget")
     GPU_TYPES_FIELD_NUMBER: _ClassVar[int]
     NODES_FIELD_NUMBER: _ClassVar[int]
     POWER_BUDGET_WATTS_FIELD_NUMBER: _ClassVar[int]
     RACK_POWER_BUDGETS_FIELD_NUMBER: _ClassVar[int]
     QUEUES_FIELD_NUMBER: _ClassVar[int]
+    ENERGY_BUDGET_FIELD_NUMBER: _ClassVar[int]
     gpu_types: _containers.RepeatedCompositeFieldContainer[GpuType]
     nodes: _containers.RepeatedCompositeFieldContainer[Node]
     power_budget_watts: float
     rack_power_budgets: _containers.RepeatedCompositeFieldContainer[RackPowerBudget]
     queues: _containers.RepeatedCompositeFieldContainer[TenantQueue]
-    def __init__(self, gpu_types: _Optional[_Iterable[_Union[GpuType, _Mapping]]] = ..., nodes: _Optional[_Iterable[_Union[Node, _Mapping]]] = ..., power_budget_watts: _Optional[float] = ..., rack_power_budgets: _Optional[_Iterable[_Union[RackPowerBudget, _Mapping]]] = ..., queues: _Optional[_Iterable[_Union[TenantQueue, _Mapping]]] = ...) -> None: ...
+    energy_budget: EnergyBudget
+    def __init__(self, gpu_types: _Optional[_Iterable[_Union[GpuType, _Mapping]]] = ..., nodes: _Optional[_Iterable[_Union[Node, _Mapping]]] = ..., power_budget_watts: _Optional[float] = ..., rack_power_budgets: _Optional[_Iterable[_Union[RackPowerBudget, _Mapping]]] = ..., queues: _Optional[_Iterable[_Union[TenantQueue, _Mapping]]] = ..., energy_budget: _Optional[_Union[EnergyBudget, _Mapping]] = ...) -> None: ...
+
+class EnergyBudget(_message.Message):
+    __slots__ = ("remaining_joules", "horizon_left")
+    REMAINING_JOULES_FIELD_NUMBER: _ClassVar[int]
+    HORIZON_LEFT_FIELD_NUMBER: _ClassVar[int]
+    remaining_joules: float
+    horizon_left: _duration_pb2.Duration
+    def __init__(self, remaining_joules: _Optional[float] = ..., horizon_left: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
 
 class ResourceQuota(_message.Message):
     __slots__ = ("resource", "nominal", "borrowing_limit", "lending_limit")
