@@ -166,11 +166,11 @@ def test_slice_share_makes_one_gpu_slice_jobs_on_mig_types() -> None:
     without = g.generate(g.spec_from_args(args.replace("0.5", "0").split()))
     assert not any(j.slices.allow for j in without.jobs)
     assert g.to_json(without) == g.to_json(g.generate(g.spec_from_args(
-        "--mix modern --profile-share 0 --nodes 8 --jobs 40 --seed 3".split())))  # fmt: skip
+        shlex.split("--mix modern --profile-share 0 --nodes 8 --jobs 40 --seed 3"))))  # fmt: skip
 
 
 def test_slice_jobs_need_a_mig_type() -> None:
-    spec = g.spec_from_args("--mix pai --nodes 8 --jobs 8 --slice-share 0.5".split())
+    spec = g.spec_from_args(shlex.split("--mix pai --nodes 8 --jobs 8 --slice-share 0.5"))
     with pytest.raises(ValueError, match="MIG geometry"):
         g.generate(spec)
 
