@@ -19,6 +19,7 @@ from solver.fairness import Fairness as Fairness
 from solver.fairness import FairnessMode as FairnessMode
 from solver.fairness import FairnessScope as FairnessScope
 from solver.mig import GpuLayout, LayoutChange, MigGeometry, MigInstance, SliceRequest
+from solver.power_states import NodePower, PowerAction, PowerSaving
 from solver.queues import DEFAULT_QUEUE as DEFAULT_QUEUE
 from solver.queues import POWER as POWER
 from solver.queues import AttainedService as AttainedService
@@ -56,6 +57,8 @@ class Node:
     network_bandwidth_gbps: float
     mig_layouts: tuple[GpuLayout, ...] = ()
     """MIG layouts (solver.mig); a GPU not listed is whole."""
+    power: NodePower = field(default_factory=NodePower)
+    """Up or suspended, idle time, base draw (solver.power_states)."""
 
     @property
     def available_gpu_indices(self) -> tuple[int, ...]:
@@ -78,6 +81,8 @@ class Cluster:
     """The energy term's denominator when this is a part of a larger cluster (decomposition)."""
     mig: Mapping[str, MigGeometry] = field(default_factory=dict)
     """MIG geometry of GPU types (from models/); filled only for snapshots with slices."""
+    power_saving: PowerSaving = field(default_factory=PowerSaving)
+    """Which idle nodes may be suspended (solver.power_states); off by default."""
     energy_cap_watts: float | None = None
     """The round's cap of an energy budget; power_budget_watts is already at most it."""
 
@@ -364,6 +369,8 @@ class Plan:
     objective: ObjectiveBreakdown
     layout_changes: tuple[LayoutChange, ...] = ()
     """Every GPU whose MIG layout changes, with its new layout."""
+    power_actions: tuple[PowerAction, ...] = ()
+    """Nodes the plan suspends or resumes (solver.power_states)."""
 
     def assignment(self, job: str) -> JobAssignment:
         for a in self.assignments:

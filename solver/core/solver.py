@@ -27,6 +27,7 @@ from solver.core.deadline import Clock, Deadline
 from solver.core.incumbent import Incumbent, infeasible
 from solver.core.mig import JOINT_MARGIN_SECONDS, solve_with_slices, uses_mig
 from solver.core.mig_exact import EXACT
+from solver.core.power_states import awake_problem, uses_power_states, with_power_actions
 from solver.core.settings import SolverSettings
 from solver.core.steps import SolveRun
 from solver.core.steps.bound import aggregate_bound, aggregate_fits, aggregate_is_slow
@@ -99,23 +100,36 @@ class Solver:
         s = self.settings
         if deadline is None:
             deadline = Deadline.after(problem.options.time_budget_seconds, s, len(problem.jobs))
-        when = deadline
-        clock = Clock(when, stop)
-        if uses_mig(problem):
-            left = max(deadline.end - time.monotonic(), 0.0)
-            if problem.options.backend in EXACT and not supports(problem):
-                keep = left / 2  # the joint MIG model gets the second half (solver.core.mig_exact)
+        clock = Clock(deadline, stop)
+        power_states = uses_power_states(problem)
+        target = awake_problem(problem) if power_states else problem
+        left = max(deadline.end - time.monotonic(), 0.0)
+        power_keep = 0.0
+        if power_states:  # waking, suspending and the bound over every node (core.power_states)
+            need = JOINT_MARGIN_SECONDS + s.power_states_seconds_per_job * len(problem.jobs)
+            power_keep = min(need, left / 4)
+        mig_end = deadline.end - power_keep
+        mig_keep = 0.0
+        if uses_mig(target):
+            mig_left = max(mig_end - time.monotonic(), 0.0)
+            if target.options.backend in EXACT and not supports(target):
+                mig_keep = mig_left / 2  # the joint MIG model gets the second half (core.mig_exact)
             else:  # packing and the slice bound (solver.core.mig.slice_bound)
-                slice_jobs = sum(1 for j in problem.jobs if j.slices is not None)
+                slice_jobs = sum(1 for j in target.jobs if j.slices is not None)
                 need = JOINT_MARGIN_SECONDS + s.mig_seconds_per_slice_job * slice_jobs
-                keep = min(need, left / 2)
-            when = dataclasses.replace(deadline, end=deadline.end - keep)
+                mig_keep = min(need, mig_left / 2)
+        when = deadline
+        if power_keep or mig_keep:
+            when = dataclasses.replace(deadline, end=mig_end - mig_keep)
+        mig_clock = Clock(dataclasses.replace(deadline, end=mig_end), stop)
         result = solve_with_slices(
-            problem,
+            target,
             lambda p, first, configs: self._whole(p, when, stop, first, configs),
             on_first_plan,
-            clock.left,
+            mig_clock.left,
         )
+        if power_states:
+            result = with_power_actions(problem, result, clock.left() - JOINT_MARGIN_SECONDS)
         cap = problem.cluster.energy_cap_watts
         if cap is None:
             return result
@@ -126,7 +140,12 @@ class Solver:
     def quick(self, problem: Problem, clock: Clock, why: str) -> SolveResult:
         """The quick plan within the clock, as a fallback for `why` (also the service's answer
         when a solve's worker died); MIG slices packed after it (solver.core.mig)."""
-        return solve_with_slices(problem, lambda p, _, __: self._quick(p, clock, why))
+        if not uses_power_states(problem):
+            return solve_with_slices(problem, lambda p, _, __: self._quick(p, clock, why))
+        result = solve_with_slices(
+            awake_problem(problem), lambda p, _, __: self._quick(p, clock, why)
+        )
+        return with_power_actions(problem, result, 0.0)
 
     def _quick(self, problem: Problem, clock: Clock, why: str) -> SolveResult:
         return solve_quick(problem, self.settings, clock, why)

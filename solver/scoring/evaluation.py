@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from solver.domain import Allocation, Config, Job, JobAssignment, JobState, Plan, Problem
 from solver.mig import LayoutChange, MigInstance
 from solver.perfmodel.configs import ConfigSet, build_config_set, resolve_config, type_facts
+from solver.power_states import PowerAction
 from solver.scoring.checker import PlanViolation, check_plan
 from solver.scoring.objective import is_migrated, score_plan
 from solver.scoring.plans import queued_assignment
@@ -24,6 +25,7 @@ def evaluate_allocations(
     problem: Problem,
     allocations: Mapping[str, Allocation | None],
     layout_changes: Sequence[LayoutChange] = (),
+    power_actions: Sequence[PowerAction] = (),
 ) -> Evaluation:
     """Check and score job -> allocation (None: queued) and the plan's MIG layout changes with
     the solver's own checker and objective.
@@ -76,11 +78,12 @@ def evaluate_allocations(
             )
         assignments.append(a)
     changes = tuple(layout_changes)
-    violations.extend(check_plan(problem, assignments, changes))
+    actions = tuple(power_actions)
+    violations.extend(check_plan(problem, assignments, changes, actions))
     if violations:
         return Evaluation(tuple(violations), None)
     objective = score_plan(problem, assignments, configs.best_samples_per_second, changes)
-    return Evaluation((), Plan(tuple(assignments), objective, changes))
+    return Evaluation((), Plan(tuple(assignments), objective, changes, actions))
 
 
 def _slice_config(configs: ConfigSet, job: Job, alloc: Allocation) -> Config | None:

@@ -28,6 +28,7 @@ from solver.app.convert import (
     problem_from_proto,
 )
 from solver.app.convert_mig import changes_from_proto
+from solver.app.convert_power import actions_from_proto
 from solver.app.validation import FieldViolation, validate_plan, validate_request
 from solver.core.solver import Solver
 from solver.runtime import crashes
@@ -206,10 +207,11 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
             )
             allocations = allocations_from_proto(request.plan)
             changes = changes_from_proto(request.plan)
+            actions = actions_from_proto(request.plan)
             ev = guard(
                 context,
                 "evaluating the plan",
-                lambda: evaluation.evaluate_allocations(problem, allocations, changes),
+                lambda: evaluation.evaluate_allocations(problem, allocations, changes, actions),
             )
             response = pb.EvaluatePlanResponse(
                 valid=not ev.violations and ev.plan is not None,

@@ -50,6 +50,11 @@ def validate_plan(
         if j.name and j.name not in seen:
             c.add("plan.assignments", f"no assignment for job {quoted(j.name)}")
     check_plan_mig(c, plan, nodes)
+    for k, action in enumerate(plan.power_actions):
+        if action.node not in nodes:
+            c.add(f"plan.power_actions[{k}].node", f"unknown node {quoted(action.node)}")
+        if action.kind not in (pb.POWER_ACTION_KIND_SUSPEND, pb.POWER_ACTION_KIND_RESUME):
+            c.add(f"plan.power_actions[{k}].kind", f"must be SUSPEND or RESUME, got {action.kind}")
     return c.out
 
 

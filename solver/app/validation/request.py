@@ -32,6 +32,10 @@ from solver.app.validation.common import (
 )
 from solver.app.validation.jobs import check_allocation, check_job, check_kept_shape_profiled
 from solver.app.validation.mig import check_mig
+from solver.app.validation.power_states import (
+    check_power_states,
+    check_running_on_suspended,
+)
 from solver.app.validation.queues import check_job_queue, check_queues
 
 
@@ -49,6 +53,8 @@ def validate_request(req: pb.SolveRequest, limits: Limits) -> list[FieldViolatio
         racks = {n.rack for n in nodes.values()} if nodes else None
         _check_power(c, req.cluster, racks, limits)
         _check_power_above_idle(c, req.cluster, types, nodes)
+        check_power_states(c, req.cluster)
+        check_running_on_suspended(c, req)
         queues = check_queues(c, req.cluster, types, limits)
     jobs: Sequence[pb.Job] = req.jobs
     if len(jobs) > limits.max_jobs:
