@@ -19,6 +19,12 @@ from solver.fairness import Fairness as Fairness
 from solver.fairness import FairnessMode as FairnessMode
 from solver.fairness import FairnessScope as FairnessScope
 from solver.mig import GpuLayout, LayoutChange, MigGeometry, MigInstance, SliceRequest
+from solver.power_states import NodePower, PowerAction, PowerSaving
+from solver.queues import DEFAULT_QUEUE as DEFAULT_QUEUE
+from solver.queues import POWER as POWER
+from solver.queues import AttainedService as AttainedService
+from solver.queues import Quota as Quota
+from solver.queues import TenantQueue as TenantQueue
 
 # ---------------------------------------------------------------- cluster
 
@@ -51,6 +57,8 @@ class Node:
     network_bandwidth_gbps: float
     mig_layouts: tuple[GpuLayout, ...] = ()
     """MIG layouts (solver.mig); a GPU not listed is whole."""
+    power: NodePower = field(default_factory=NodePower)
+    """Up or suspended, idle time, base draw (solver.power_states)."""
 
     @property
     def available_gpu_indices(self) -> tuple[int, ...]:
@@ -59,60 +67,6 @@ class Node:
     @property
     def available_gpus(self) -> int:
         return self.gpu_count - len(self.unavailable_gpu_indices)
-
-
-POWER = "power"
-"""The resource of a quota on watts; every other quota resource is a GPU type."""
-DEFAULT_QUEUE = "default"
-"""The queue of jobs without a tenant, when the snapshot declares one of that name."""
-
-
-@dataclass(frozen=True)
-class Quota:
-    """One resource of a tenant queue's quota, in Kueue's meaning (GPUs, or W for POWER)."""
-
-    nominal: float
-    borrowing_limit: float | None = None
-    """How far above nominal the queue may go on its cohort's idle quota; None: no limit but
-    the cohort's."""
-    lending_limit: float | None = None
-    """How much of nominal the queue lends to its cohort; None: all of it."""
-
-    @property
-    def guaranteed(self) -> float:
-        """The part of nominal never lent: the cohort cannot use it, even idle."""
-        if self.lending_limit is None:
-            return 0.0
-        return max(self.nominal - self.lending_limit, 0.0)
-
-
-@dataclass(frozen=True)
-class AttainedService:
-    """Service received so far (fairness over rounds is judged on it)."""
-
-    gpu_seconds: float = 0.0
-    normalized_seconds: float = 0.0
-
-
-@dataclass(frozen=True)
-class TenantQueue:
-    """A tenant's queue: Kueue's ClusterQueue, Volcano's queue, a Slurm account's GrpTRES.
-
-    A GPU type the queue lists no quota for has nominal 0 (it may still borrow it within a
-    cohort); watts without a POWER quota are not limited."""
-
-    name: str
-    cohort: str = ""
-    weight: float = 1.0
-    quotas: Mapping[str, Quota] = field(default_factory=dict)
-    attained: AttainedService = AttainedService()
-
-    def quota(self, resource: str) -> Quota | None:
-        """The quota on `resource`: None when it is not limited (watts without a quota)."""
-        q = self.quotas.get(resource)
-        if q is None and resource != POWER:
-            return Quota(0.0)
-        return q
 
 
 @dataclass(frozen=True)
@@ -127,6 +81,10 @@ class Cluster:
     """The energy term's denominator when this is a part of a larger cluster (decomposition)."""
     mig: Mapping[str, MigGeometry] = field(default_factory=dict)
     """MIG geometry of GPU types (from models/); filled only for snapshots with slices."""
+    power_saving: PowerSaving = field(default_factory=PowerSaving)
+    """Which idle nodes may be suspended (solver.power_states); off by default."""
+    energy_cap_watts: float | None = None
+    """The round's cap of an energy budget; power_budget_watts is already at most it."""
 
     @property
     def racks(self) -> tuple[str, ...]:
@@ -252,7 +210,7 @@ class Job:
     deadline_seconds: float | None = None
     current: Allocation | None = None
     preemptible: bool = True
-    attained: AttainedService = AttainedService()
+    attained: AttainedService = field(default_factory=AttainedService)
     age_seconds: float = 0.0
     """Seconds since submission (finish-time fairness); 0: unknown or just submitted."""
     slices: SliceRequest | None = None
@@ -413,6 +371,8 @@ class Plan:
     objective: ObjectiveBreakdown
     layout_changes: tuple[LayoutChange, ...] = ()
     """Every GPU whose MIG layout changes, with its new layout."""
+    power_actions: tuple[PowerAction, ...] = ()
+    """Nodes the plan suspends or resumes (solver.power_states)."""
 
     def assignment(self, job: str) -> JobAssignment:
         for a in self.assignments:

@@ -153,6 +153,28 @@ def test_profiles_need_measured_types() -> None:
         g.generate(spec)
 
 
+def test_slice_share_makes_one_gpu_slice_jobs_on_mig_types() -> None:
+    args = "--mix modern --profile-share 0 --nodes 8 --jobs 40 --slice-share 0.5 --seed 3"
+    r = g.generate(g.spec_from_args(args.split()))
+    check_valid(r)
+    sliced = [j for j in r.jobs if j.slices.allow]
+    assert len(sliced) == 20
+    mig = {"A100-80GB", "H100-80GB", "H200"}  # the modern mix's types with a MIG geometry
+    for j in sliced:
+        assert (j.min_gpus, j.max_gpus) == (1, 1) and set(j.allowed_gpu_types) == mig
+        assert j.model.parameters <= 1.5e9 and j.name.endswith("-slice")
+    without = g.generate(g.spec_from_args(args.replace("0.5", "0").split()))
+    assert not any(j.slices.allow for j in without.jobs)
+    assert g.to_json(without) == g.to_json(g.generate(g.spec_from_args(
+        shlex.split("--mix modern --profile-share 0 --nodes 8 --jobs 40 --seed 3"))))  # fmt: skip
+
+
+def test_slice_jobs_need_a_mig_type() -> None:
+    spec = g.spec_from_args(shlex.split("--mix pai --nodes 8 --jobs 8 --slice-share 0.5"))
+    with pytest.raises(ValueError, match="MIG geometry"):
+        g.generate(spec)
+
+
 def test_gavel_point_is_the_measured_value(medium: pb.SolveRequest) -> None:
     steps = {}
     with (ROOT / "data" / "gavel" / "isolated_throughputs.csv").open() as f:

@@ -118,6 +118,21 @@ def test_a_conversion_that_does_not_pay_is_undone() -> None:
     assert check_plan(p, plan.assignments, plan.layout_changes) == []
 
 
+def test_a_conversion_that_pays_is_made_unless_the_time_is_up() -> None:
+    """Seven measured slice jobs are worth 7 x 40 % of the one on the whole GPU; past
+    `stop_at` no GPU is converted (the plan is still whole and valid)."""
+    p = problem(*(small(f"j{k}") for k in range(7)))
+    configs = build_config_set(p)
+    [c] = [c for c in configs.by_job["j0"] if c.sm_clock_mhz == 1410]
+    base = [JobAssignment("j0", JobState.RUNNING, c, (GpuSlice("n0", (0,)),)),
+            *(a for k in range(1, 7) for a in queued(f"j{k}"))]  # fmt: skip
+    plan = pack_slices(p, configs, base, {})
+    assert len(plan.layout_changes) == 1 and plan.assignment("j0").mig is not None
+    late = pack_slices(p, configs, base, {}, stop_at=0.0)
+    assert late.layout_changes == () and late.assignment("j0").config == c
+    assert check_plan(p, late.assignments, late.layout_changes) == []
+
+
 def test_a_running_slice_job_goes_back_to_its_own_instance() -> None:
     runs = small("runs", current=on_instance("n0", 0, "2g.20gb", 2))
     layout = GpuLayout(0, (MigInstance(ONE_G, 0), MigInstance("2g.20gb", 2, "runs")))

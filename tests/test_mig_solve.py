@@ -43,7 +43,10 @@ def test_seven_1g_jobs_fill_one_a100() -> None:
     ]
     assert {a.config.sm_clock_mhz for a in result.plan.assignments if a.config} == {1410}
     assert result.plan.objective.migration == 1.0  # the one reconfiguration
-    assert result.stats.termination is Termination.FEASIBLE and result.stats.best_bound is None
+    s = result.stats
+    # The slice aggregate's bound leaves the reconfiguration and the idle power out: not tight.
+    assert s.termination is Termination.FEASIBLE
+    assert s.best_bound is not None and s.best_bound > s.objective
 
 
 def test_on_the_scaled_model_alone_one_whole_job_beats_seven_slices() -> None:
@@ -98,12 +101,15 @@ def test_free_instances_are_used_before_any_layout_change() -> None:
     assert result.plan.assignment("runs").migrated is False
 
 
-def test_auto_packs_slices_after_whole_gpus_and_claims_no_bound() -> None:
-    """AUTO does not run the joint model: slices are packed after the whole-GPU plan, and no
-    bound is claimed for the snapshot."""
+def test_auto_packs_slices_after_whole_gpus_and_bounds_them_by_the_slice_aggregate() -> None:
+    """AUTO does not run the joint model: slices are packed after the whole-GPU plan, and the
+    bound is the aggregated model's with slice configurations (solver.core.mig.slice_bound)."""
     result = solved(problem(*(small(f"j{k}") for k in range(7)), backend=Backend.AUTO))
     assert len(instances(result)) == 7
-    assert result.stats.best_bound is None
+    s = result.stats
+    assert s.best_bound is not None and s.best_bound >= s.objective
+    assert s.relative_gap == pytest.approx((s.best_bound - s.objective) / s.objective)
+    assert "slice bound" in s.detail
     assert result.stats.termination in (Termination.FEASIBLE, Termination.FALLBACK)
     assert "MIG: 7 jobs on instances" in result.stats.detail
 
@@ -174,4 +180,5 @@ def test_over_grpc_the_plan_names_slices_for_kubernetes_and_slurm() -> None:
     assert sorted(a.mig_instance.start for a in plan.assignments) == list(range(7))
     [change] = plan.layout_changes
     assert change.node == "m0" and len(change.layout.instances) == 7
-    assert not response.stats.HasField("best_bound")
+    assert response.stats.HasField("best_bound")
+    assert response.stats.best_bound >= response.stats.objective

@@ -15,6 +15,8 @@ from scripts.fuzz.corpus import Case
 from scripts.fuzz.server import Server
 from solver._proto.dsfro.v1 import scheduler_pb2 as pb
 from solver.app.convert import allocations_from_proto, problem_from_proto
+from solver.app.convert_mig import changes_from_proto
+from solver.app.convert_power import actions_from_proto
 from solver.app.limits import Limits
 from solver.app.validation import validate_request
 from solver.scoring.evaluation import evaluate_allocations
@@ -138,7 +140,12 @@ class Checker:
             o.problems.append(("local-validation-disagrees", f"{v.field}: {v.description}"))
             return
         problem = problem_from_proto(req, self.limits)
-        local = evaluate_allocations(problem, allocations_from_proto(response.plan))
+        local = evaluate_allocations(
+            problem,
+            allocations_from_proto(response.plan),
+            changes_from_proto(response.plan),
+            actions_from_proto(response.plan),
+        )
         if local.violations:
             text = "; ".join(f"{v.constraint}: {v.message}" for v in local.violations[:3])
             o.problems.append(("invalid-plan-local", text))

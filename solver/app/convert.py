@@ -17,7 +17,8 @@ from typing import Any, TypeVar, cast
 from google.protobuf.internal.enum_type_wrapper import EnumTypeWrapper
 
 from solver._proto.dsfro.v1 import scheduler_pb2 as pb
-from solver.app import convert_mig
+from solver.app import convert_mig, convert_power
+from solver.app.energy_budget import capped_budget
 from solver.app.limits import Limits
 from solver.app.validation.common import duration_seconds
 from solver.domain import (
@@ -89,10 +90,13 @@ def enum_label(enum_type: EnumTypeWrapper, number: int) -> str:
 def problem_from_proto(req: pb.SolveRequest, limits: Limits) -> Problem:
     """The domain problem of a validated request, with every default applied."""
     c = req.cluster
+    budget, energy_cap = capped_budget(req)
     cluster = Cluster(
         gpu_types={t.name: _gpu_type(t) for t in c.gpu_types},
         nodes=tuple(_node(n) for n in c.nodes),
-        power_budget_watts=c.power_budget_watts if c.HasField("power_budget_watts") else None,
+        power_budget_watts=budget,
+        energy_cap_watts=energy_cap,
+        power_saving=convert_power.power_saving_from_proto(c),
         rack_power_budgets_watts={b.rack: b.watts for b in c.rack_power_budgets},
         queues=tuple(_queue(q) for q in c.queues),
         mig=convert_mig.geometries(req),
@@ -187,6 +191,7 @@ def _node(n: pb.Node) -> Node:
         rack=n.rack,
         network_bandwidth_gbps=n.network_bandwidth_gbps,
         mig_layouts=convert_mig.layouts_from_proto(n),
+        power=convert_power.node_power_from_proto(n),
     )
 
 
@@ -364,6 +369,7 @@ def plan_to_proto(
         assignments=[assignment_to_proto(a) for a in plan.assignments],
         objective=objective_to_proto(plan.objective),
         layout_changes=convert_mig.changes_to_proto(plan.layout_changes),
+        power_actions=convert_power.actions_to_proto(plan.power_actions),
     )
     if problem is not None and (m := power_margin(problem, plan.assignments, guard)) is not None:
         out.power_margin.CopyFrom(margin_to_proto(m))

@@ -66,6 +66,10 @@ analytic model's compute time underflow to 0, so a one-GPU step took no time: in
 throughput, NaN objective coefficients, and a HiGHS bound LP that ignored its time limit."""
 MAX_DEADLINE_SECONDS = 10 * 365 * 86400.0
 """Time to a job's deadline: ten years."""
+MAX_ENERGY_JOULES = 1e17
+"""An energy budget: 10 GW for a year (3.2e17 J) rounded down to 1e17 J."""
+MAX_ENERGY_HORIZON_SECONDS = 10 * 365 * 86400.0
+"""An energy budget's horizon: ten years."""
 MAX_JOB_AGE_SECONDS = 10 * 365 * 86400.0
 """Time since a job was submitted: ten years."""
 MAX_FAIRNESS_HORIZON_SECONDS = 7 * 86400.0

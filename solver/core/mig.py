@@ -18,7 +18,7 @@ import logging
 import time
 from collections.abc import Callable, Mapping
 
-from solver.core.incumbent import infeasible, relative_gap, termination
+from solver.core.incumbent import infeasible, proven_optimal, relative_gap, termination
 from solver.core.mig_exact import Joint, joint_solve
 from solver.domain import (
     POWER,
@@ -32,7 +32,9 @@ from solver.domain import (
 from solver.perfmodel.configs import ConfigSet, build_config_set
 from solver.perfmodel.quotas import demand
 from solver.scoring.checker import check_plan
+from solver.scoring.fairness import fairness_headroom
 from solver.scoring.objective import running_gain
+from solver.search.bound import solve_aggregate
 from solver.search.slices import KeptSlice, pack_slices
 
 log = logging.getLogger(__name__)
@@ -40,8 +42,13 @@ log = logging.getLogger(__name__)
 JOINT_MARGIN_SECONDS = 0.2
 """Left after the joint model for extraction, checking and the answer."""
 
-WholeSolve = Callable[[Problem, Callable[[Plan], None] | None], SolveResult]
-"""A whole-GPU solve of a problem, telling its first plan to the callback when given one."""
+MIP_TIME_SHARE = 0.7
+"""The slice aggregate's MIP gets this share of the time left as HiGHS's limit (and is
+interrupted at the end): at 1,000 jobs it answered up to 0.2 s past its limit."""
+
+WholeSolve = Callable[[Problem, Callable[[Plan], None] | None, ConfigSet | None], SolveResult]
+"""A whole-GPU solve of a problem, telling its first plan to the callback when given one; the
+problem's configurations when they are already built."""
 
 
 def uses_mig(problem: Problem) -> bool:
@@ -179,7 +186,7 @@ def solve_with_slices(
     `time_left`, seconds) the joint model where it applies (solver.core.mig_exact); the same
     solve, untouched, for a snapshot without MIG."""
     if not uses_mig(problem):
-        return solve_whole(whole_gpus_only(problem), on_first)
+        return solve_whole(whole_gpus_only(problem), on_first, None)
     started = time.monotonic()
     configs = build_config_set(problem)
     kept, blocked = kept_slices(problem, configs)
@@ -199,24 +206,66 @@ def solve_with_slices(
         if not check_plan(problem, full.assignments, full.layout_changes):
             on_first(full)
 
-    result = solve_whole(rest, first if on_first is not None else None)
+    same = rest is problem  # no partitioned GPU, no kept slice: the same configurations
+    result = solve_whole(rest, first if on_first is not None else None, configs if same else None)
     if result.stats.termination is Termination.INFEASIBLE:
         return result
-    plan, why = _packed(problem, configs, result.plan, kept)
+    stop_at = None if time_left is None else time.monotonic() + time_left() - JOINT_MARGIN_SECONDS
+    plan, why = _packed(problem, configs, result.plan, kept, stop_at)
     if plan is None or time_left is None:
         return _label(problem, result, (plan, why), started)
     joint = joint_solve(problem, configs, plan, time_left() - JOINT_MARGIN_SECONDS)
-    if joint is None:
-        return _label(problem, result, (plan, why), started)
-    return _label(problem, result, (joint.plan, why), started, joint)
+    if joint is not None:
+        plan = joint.plan
+    bound = slice_bound(problem, configs, plan.objective.total, time_left() - JOINT_MARGIN_SECONDS)
+    return _label(problem, result, (plan, why), started, joint, bound)
+
+
+def slice_bound(
+    problem: Problem, configs: ConfigSet, value: float, seconds: float
+) -> tuple[float | None, str]:
+    """A proven bound of the snapshot with slices: the aggregated model with slice
+    configurations taking their instances' shares of a GPU (solver.search.bound), as an LP,
+    then with integral choices while `seconds` allow and the LP leaves a gap to `value` (the
+    plan's); the fairness term's bound added. None without the time."""
+    started = time.monotonic()
+    if seconds <= 0:
+        return None, ""
+    outcome = solve_aggregate(problem, configs, time_limit=seconds, slices=True)
+    if outcome.best_bound is None:
+        return None, f"slice bound: aggregate LP {outcome.status}"
+    options = {
+        j.name: (*configs.by_job[j.name], *configs.slices.get(j.name, ())) for j in problem.jobs
+    }
+    headroom = fairness_headroom(problem, options, configs.best_samples_per_second)
+    bound, how = outcome.best_bound + headroom, "LP"
+    lp_seconds = time.monotonic() - started
+    left = seconds - lp_seconds
+    if not proven_optimal(value, bound) and left > 2 * lp_seconds:
+        end = time.monotonic() + left
+        mip = solve_aggregate(
+            problem,
+            configs,
+            integer=True,
+            time_limit=MIP_TIME_SHARE * left,  # HiGHS overruns its limit at the root
+            stop=lambda: time.monotonic() > end,
+            slices=True,
+        )
+        if mip.best_bound is not None and mip.best_bound + headroom < bound:
+            bound, how = mip.best_bound + headroom, f"MIP {mip.status}"
+    return bound, f"slice bound ({how}) in {time.monotonic() - started:.2f} s"
 
 
 def _packed(
-    problem: Problem, configs: ConfigSet, base: Plan, kept: Mapping[str, KeptSlice]
+    problem: Problem,
+    configs: ConfigSet,
+    base: Plan,
+    kept: Mapping[str, KeptSlice],
+    stop_at: float | None = None,
 ) -> tuple[Plan | None, str]:
     """The packed plan if it passes the checker, else the kept slices only; why."""
     alone = pack_slices(problem, configs, base.assignments, kept, pack=False)
-    packed = pack_slices(problem, configs, base.assignments, kept)
+    packed = pack_slices(problem, configs, base.assignments, kept, stop_at=stop_at)
     violations = check_plan(problem, packed.assignments, packed.layout_changes)
     if violations:
         log.error("packed MIG plan rejected by the checker: %s", violations[0])
@@ -236,21 +285,30 @@ def _label(
     got: tuple[Plan | None, str],
     started: float,
     joint: Joint | None = None,
+    slice_bound: tuple[float | None, str] = (None, ""),
 ) -> SolveResult:
     plan, why = got
     s = result.stats
-    wall = s.wall_seconds + (time.monotonic() - started)
+    wall = max(s.wall_seconds, time.monotonic() - started)  # both count the whole-GPU solve
     if plan is None:
         return infeasible(problem, f"MIG: {why}", wall_seconds=wall)
     on = sum(1 for a in plan.assignments if a.mig is not None)
-    how = (
-        joint.detail + ", its bound covers slices"
-        if joint is not None
-        else "slices packed after the whole-GPU solve; its bound covers whole GPUs only"
+    aggregate, how_bound = slice_bound
+    how = "; ".join(
+        x
+        for x in (
+            joint.detail + ", its bound covers slices"
+            if joint is not None
+            else "slices packed "
+            "after the whole-GPU solve (the whole-GPU bound does not cover slices)",
+            how_bound,
+        )
+        if x
     )
     note = f"MIG: {on} jobs on instances, {len(plan.layout_changes)} layout changes ({how})"
     degraded = s.termination is Termination.FALLBACK or bool(why)
-    bound = joint.bound if joint is not None else None
+    bounds = [b for b in (joint.bound if joint is not None else None, aggregate) if b is not None]
+    bound = min(bounds) if bounds else None
     value = plan.objective.total
     stats = dataclasses.replace(
         s,

@@ -120,6 +120,19 @@ class SolverSettings(BaseSettings):
     kept_exact_workers: int = Field(4, ge=0)
     """Isolated full-model workers kept idle between solves."""
 
+    mig_seconds_per_slice_job: float = Field(1.5e-3, ge=0.0)
+    """Kept back from the whole-GPU paths of a snapshot with MIG, per slice job (beside the
+    0.2 s margin for the answer), to pack the slices and bound the snapshot with them
+    (solver.core.mig): 0.16 s and 0.30 s for 500 slice jobs beside 500 others on 1,024 GPUs
+    on the 2-core machine, with half again for load. At most half the time left."""
+
+    power_states_seconds_per_job: float = Field(2e-4, ge=0.0)
+    """Kept back from the solve of a snapshot with power saving or suspended nodes, per job
+    (beside 0.2 s), to wake nodes for queued jobs, suspend idle ones and bound the snapshot
+    over every node (solver.core.power_states): the configurations once more (45-70 us a job at
+    1,000 jobs) and the aggregated LP (0.1 s at 1,000 jobs on 1,024 GPUs). At most a quarter
+    of the time left."""
+
     # ------------------------------------------------------------ decomposition
     decompose_min_jobs: int = Field(8_192, ge=1)
     """AUTO decomposes snapshots with this many jobs ..."""

@@ -25,9 +25,10 @@ from typing import Any
 
 from solver.core.deadline import Clock, Deadline
 from solver.core.incumbent import Incumbent, infeasible
-from solver.core.mig import solve_with_slices, uses_mig
+from solver.core.mig import JOINT_MARGIN_SECONDS, solve_with_slices, uses_mig
 from solver.core.mig_exact import EXACT
 from solver.core.power_guard import solve_within_margin
+from solver.core.power_states import awake_problem, uses_power_states, with_power_actions
 from solver.core.settings import SolverSettings
 from solver.core.steps import SolveRun
 from solver.core.steps.bound import aggregate_bound, aggregate_fits, aggregate_is_slow
@@ -114,20 +115,53 @@ class Solver:
         on_first_plan: Callable[[Plan], None] | None,
     ) -> SolveResult:
         """One solve of `problem` as it is (the power margin is ``solve_within_margin``'s)."""
+        s = self.settings
+        clock = Clock(deadline, stop)
+        power_states = uses_power_states(problem)
+        target = awake_problem(problem) if power_states else problem
+        left = max(deadline.end - time.monotonic(), 0.0)
+        power_keep = 0.0
+        if power_states:  # waking, suspending and the bound over every node (core.power_states)
+            need = JOINT_MARGIN_SECONDS + s.power_states_seconds_per_job * len(problem.jobs)
+            power_keep = min(need, left / 4)
+        mig_end = deadline.end - power_keep
+        mig_keep = 0.0
+        if uses_mig(target):
+            mig_left = max(mig_end - time.monotonic(), 0.0)
+            if target.options.backend in EXACT and not supports(target):
+                mig_keep = mig_left / 2  # the joint MIG model gets the second half (core.mig_exact)
+            else:  # packing and the slice bound (solver.core.mig.slice_bound)
+                slice_jobs = sum(1 for j in target.jobs if j.slices is not None)
+                need = JOINT_MARGIN_SECONDS + s.mig_seconds_per_slice_job * slice_jobs
+                mig_keep = min(need, mig_left / 2)
         when = deadline
-        clock = Clock(when, stop)
-        if uses_mig(problem) and problem.options.backend in EXACT and not supports(problem):
-            # The joint MIG model gets the second half (solver.core.mig_exact).
-            half = (deadline.end - time.monotonic()) / 2
-            when = dataclasses.replace(deadline, end=deadline.end - max(half, 0.0))
-        return solve_with_slices(
-            problem, lambda p, first: self._whole(p, when, stop, first), on_first_plan, clock.left
+        if power_keep or mig_keep:
+            when = dataclasses.replace(deadline, end=mig_end - mig_keep)
+        mig_clock = Clock(dataclasses.replace(deadline, end=mig_end), stop)
+        result = solve_with_slices(
+            target,
+            lambda p, first, configs: self._whole(p, when, stop, first, configs),
+            on_first_plan,
+            mig_clock.left,
         )
+        if power_states:
+            result = with_power_actions(problem, result, clock.left() - JOINT_MARGIN_SECONDS)
+        cap = problem.cluster.energy_cap_watts
+        if cap is None:
+            return result
+        note = f"energy budget: this round's cap {cap:.0f} W"
+        stats = dataclasses.replace(result.stats, detail=f"{note}; {result.stats.detail}")
+        return dataclasses.replace(result, stats=stats)
 
     def quick(self, problem: Problem, clock: Clock, why: str) -> SolveResult:
         """The quick plan within the clock, as a fallback for `why` (also the service's answer
         when a solve's worker died); MIG slices packed after it (solver.core.mig)."""
-        return solve_with_slices(problem, lambda p, _: self._quick(p, clock, why))
+        if not uses_power_states(problem):
+            return solve_with_slices(problem, lambda p, _, __: self._quick(p, clock, why))
+        result = solve_with_slices(
+            awake_problem(problem), lambda p, _, __: self._quick(p, clock, why)
+        )
+        return with_power_actions(problem, result, 0.0)
 
     def _quick(self, problem: Problem, clock: Clock, why: str) -> SolveResult:
         return solve_quick(problem, self.settings, clock, why)
@@ -138,15 +172,17 @@ class Solver:
         deadline: Deadline,
         stop: threading.Event | None,
         on_first_plan: Callable[[Plan], None] | None,
+        configs: ConfigSet | None = None,
     ) -> SolveResult:
-        """The whole-GPU paths on `problem` (partitioned GPUs already left out)."""
+        """The whole-GPU paths on `problem` (partitioned GPUs already left out; `configs`:
+        its configurations, when already built)."""
         clock = Clock(deadline, stop)
         estimate = self.first_plan_estimate(problem)
         if clock.left() < estimate:
             return self._quick(problem, clock, self._short(clock, estimate))
         if self.decomposes(problem):
             return self._decomposed(problem, clock, on_first_plan)
-        return self._here(problem, clock, estimate, on_first=on_first_plan)
+        return self._here(problem, clock, estimate, on_first=on_first_plan, configs=configs)
 
     def decomposes(self, problem: Problem) -> bool:
         """Whether the solve of `problem` is decomposed."""
@@ -201,12 +237,13 @@ class Solver:
         *,
         fallback_for: str = "",
         on_first: Callable[[Plan], None] | None = None,
+        configs: ConfigSet | None = None,
     ) -> SolveResult:
         """The heuristic's plan, improved by the backend's steps, in this process; the quick
         plan if enumeration leaves too little time. With `fallback_for` (why the path that
         should have answered failed), the heuristic's plan alone, as a fallback."""
         s = self.settings
-        configs = build_config_set(problem)
+        configs = build_config_set(problem) if configs is None else configs
         after = s.after_enumeration_share * estimate
         if clock.left() < after:  # a machine slower than estimated
             why = self._short(clock, after, "after enumeration")

@@ -108,13 +108,28 @@ def _profile_points(
 def _model_points(
     spec: ModelSpec, f: TypeFacts, geometry: MigGeometry, p: MigProfile, check: bool
 ) -> list[_Point]:
-    gpu = dataclasses.replace(f.gpu, memory_gib=p.memory_gib)
+    share = slice_share(geometry, p.name)
+    key = (f.gpu, f.clocks_mhz, f.gpus_per_node, f.network_bandwidth_gbps)
+    return list(_instance_points(spec, key, p.memory_gib, share, check))
+
+
+@functools.lru_cache(maxsize=4096)
+def _instance_points(
+    spec: ModelSpec,
+    key: tuple[GpuType, tuple[int, ...], int, float],
+    memory_gib: float,
+    share: float,
+    check: bool,
+) -> tuple[_Point, ...]:
+    """An instance's points for a model (cached: many jobs train one architecture)."""
+    whole, clocks, gpus_per_node, bandwidth = key
+    gpu = dataclasses.replace(whole, memory_gib=memory_gib)
     out: list[_Point] = []
-    for clock in f.clocks_mhz:
-        est = _model_point(spec, gpu, clock, (f.gpus_per_node, f.network_bandwidth_gbps), check)
+    for clock in clocks:
+        est = _model_point(spec, gpu, clock, (gpus_per_node, bandwidth), check)
         if est is not None:
             out.append((clock, est.samples_per_second, est.watts, est.memory_per_gpu_gib))
-    return _scaled(out, slice_share(geometry, p.name), f.gpu.idle_watts)
+    return tuple(_scaled(out, share, whole.idle_watts))
 
 
 def slice_configs(

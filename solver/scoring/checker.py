@@ -14,7 +14,8 @@ from collections.abc import Iterable, Iterator, Sequence
 
 from solver.domain import DEFAULT_QUEUE, POWER, Job, JobAssignment, JobState, Problem
 from solver.mig import LayoutChange
-from solver.scoring import mig_checks
+from solver.power_states import PowerAction
+from solver.scoring import mig_checks, power_checks
 from solver.scoring.view import POWER_TOLERANCE as POWER_TOLERANCE
 from solver.scoring.view import Check
 from solver.scoring.view import PlanView as PlanView
@@ -295,6 +296,7 @@ CHECKS: tuple[Check, ...] = (
     check_rack_power_budget,
     check_queue_quotas,
     *mig_checks.CHECKS,
+    *power_checks.POWER_CHECKS,
 )
 """Every constraint family, in the order its violations are reported."""
 
@@ -303,10 +305,11 @@ def check_plan(
     problem: Problem,
     assignments: Iterable[JobAssignment],
     layout_changes: Sequence[LayoutChange] = (),
+    power_actions: Sequence[PowerAction] = (),
 ) -> list[PlanViolation]:
-    """All the constraints the plan breaks (with the plan's MIG layout changes); an empty list
-    means the plan is valid."""
-    view = PlanView(problem, assignments, layout_changes)
+    """All the constraints the plan breaks (with the plan's MIG layout changes and node power
+    actions); an empty list means the plan is valid."""
+    view = PlanView(problem, assignments, layout_changes, power_actions)
     return [v for check in CHECKS for v in check(view)]
 
 

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from solver.domain import Allocation, JobAssignment, JobState, Plan, Problem
-from solver.perfmodel.configs import build_config_set, resolve_config, type_facts
+from solver.domain import Allocation, Config, Job, JobAssignment, JobState, Plan, Problem
+from solver.mig import LayoutChange, MigInstance
+from solver.perfmodel.configs import ConfigSet, build_config_set, resolve_config, type_facts
+from solver.power_states import PowerAction
 from solver.scoring.checker import PlanViolation, check_plan
 from solver.scoring.objective import is_migrated, score_plan
 from solver.scoring.plans import queued_assignment
@@ -22,11 +24,15 @@ class Evaluation:
 def evaluate_allocations(
     problem: Problem,
     allocations: Mapping[str, Allocation | None],
+    layout_changes: Sequence[LayoutChange] = (),
+    power_actions: Sequence[PowerAction] = (),
 ) -> Evaluation:
-    """Check and score job -> allocation (None: queued) with the solver's own checker and objective.
+    """Check and score job -> allocation (None: queued) and the plan's MIG layout changes with
+    the solver's own checker and objective.
 
     Each allocation's performance comes from the unfiltered model or profile, so that shapes a
-    backend would have pruned can still be scored.
+    backend would have pruned can still be scored; a job on a MIG instance gets its slice
+    configuration of that profile and clock (docs/mig.md).
     """
     facts = type_facts(problem.cluster)
     configs = build_config_set(problem, facts)
@@ -40,6 +46,17 @@ def evaluate_allocations(
             continue
         if alloc is None:
             assignments.append(queued_assignment(problem, configs, job))
+            continue
+        if alloc.mig is not None:
+            config = _slice_config(configs, job, alloc)
+            if config is None:
+                violations.append(PlanViolation("configuration", name, _no_slice(job, alloc)))
+                continue
+            mig = MigInstance(alloc.mig.profile, alloc.mig.start)
+            a = JobAssignment(name, JobState.RUNNING, config, alloc.placement, mig=mig)
+            if is_migrated(job, a):
+                a = JobAssignment(name, a.state, config, alloc.placement, True, mig=mig)
+            assignments.append(a)
             continue
         config = resolve_config(problem, job, alloc.shape, alloc.sm_clock_mhz, facts)
         if config is None:
@@ -60,11 +77,37 @@ def evaluate_allocations(
                 job=name, state=a.state, config=config, placement=alloc.placement, migrated=True
             )
         assignments.append(a)
-    violations.extend(check_plan(problem, assignments))
+    changes = tuple(layout_changes)
+    actions = tuple(power_actions)
+    violations.extend(check_plan(problem, assignments, changes, actions))
     if violations:
         return Evaluation(tuple(violations), None)
-    objective = score_plan(problem, assignments, configs.best_samples_per_second)
-    return Evaluation((), Plan(tuple(assignments), objective))
+    objective = score_plan(problem, assignments, configs.best_samples_per_second, changes)
+    return Evaluation((), Plan(tuple(assignments), objective, changes, actions))
+
+
+def _slice_config(configs: ConfigSet, job: Job, alloc: Allocation) -> Config | None:
+    """The job's slice configuration on the allocation's profile, GPU type and clock."""
+    assert alloc.mig is not None
+    for c in configs.slices.get(job.name, ()):
+        if (c.mig_profile, c.gpu_type, c.sm_clock_mhz) == (
+            alloc.mig.profile,
+            alloc.shape.gpu_type,
+            alloc.sm_clock_mhz,
+        ):
+            return c
+    return None
+
+
+def _no_slice(job: Job, alloc: Allocation) -> str:
+    assert alloc.mig is not None
+    where = f"{alloc.mig.profile} on {alloc.shape.gpu_type} at {alloc.sm_clock_mhz} MHz"
+    if job.slices is None:
+        return f"{where}: the job does not allow slices (jobs[].slices.allow)"
+    return (
+        f"{where} cannot run: the profile is outside the job's bounds, its memory exceeds the "
+        "instance's, or the clock is not offered"
+    )
 
 
 def _describe(alloc: Allocation) -> str:

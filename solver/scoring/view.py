@@ -12,6 +12,7 @@ from functools import cached_property
 
 from solver.domain import Config, GpuType, Job, JobAssignment, JobState, Node, Problem
 from solver.mig import GpuLayout, LayoutChange
+from solver.power_states import PowerAction
 
 POWER_TOLERANCE = 1e-6
 """Relative slack on power budgets, for floating-point sums only."""
@@ -44,12 +45,14 @@ class PlanView:
         problem: Problem,
         assignments: Iterable[JobAssignment],
         layout_changes: Sequence[LayoutChange] = (),
+        power_actions: Sequence[PowerAction] = (),
     ) -> None:
         self.problem = problem
         self.jobs = {j.name: j for j in problem.jobs}
         self.nodes: dict[str, Node] = {n.name: n for n in problem.cluster.nodes}
         self.assignments = tuple(assignments)
         self.layout_changes = tuple(layout_changes)
+        self.power_actions = tuple(power_actions)
 
     @cached_property
     def unique(self) -> tuple[tuple[Job, JobAssignment], ...]:

@@ -161,8 +161,16 @@ def solve_aggregate(
     time_limit: float | None = None,
     stop: Callable[[], bool] | None = None,
     on_choice: Callable[[Guide, float], None] | None = None,
+    slices: bool = False,
 ) -> AggregateOutcome:
     """LP relaxation of the aggregated model: a bound in milliseconds, and a rounding.
+
+    With `slices`, each slice job may also take one of its slice configurations (docs/mig.md),
+    which uses its profile's share of a GPU's SM slices and of its memory slices: per MIG type,
+    whole GPUs plus SM shares, and whole GPUs plus memory shares, are within the type's GPUs.
+    A valid layout keeps both per GPU, so this relaxes the problem with slices (its rack rows,
+    reconfigurations and the idle power of partitioned GPUs left out: each only lowers the
+    objective), and its optimum bounds it.
 
     The multiple-choice knapsack behind it has an LP optimum with few fractional jobs, so
     rounding each job to its heaviest configuration is close to optimal. With `integer`, each
@@ -184,8 +192,10 @@ def solve_aggregate(
     classes: dict[PowerClass, list[tuple[str, int, int, float]]] = {}
     """(GPU type, extra watts per GPU) -> its (job, configuration index, column, GPUs)."""
     choice_columns: list[int] = []
+    opts = _options(problem, configs, slices)
+    memory: dict[str, list[tuple[int, float]]] = {}
     for job in problem.jobs:
-        options = configs.by_job[job.name]
+        options = opts[job.name]
         offset += queued_value(job, w) - migration_cost(job, w)
         best = configs.best_samples_per_second[job.name]
         same_shape: list[tuple[int, float]] = []
@@ -194,12 +204,15 @@ def solve_aggregate(
             # Placement terms dropped: w_L (nodes + racks - min) >= 0 only lowers the objective.
             col = lp.column(running_gain(job, c, best, w, max_watts))
             cols.append(col)
-            pools.setdefault(c.gpu_type, []).append((col, float(c.num_gpus)))
+            compute, memory_share = _gpu_shares(problem, c)
+            pools.setdefault(c.gpu_type, []).append((col, compute))
+            if slices and c.gpu_type in cluster.mig:
+                memory.setdefault(c.gpu_type, []).append((col, memory_share))
             extra_per_gpu = budgets.extra_watts_per_gpu(cluster, c)
             power.append((col, extra_per_gpu * c.num_gpus))
             if job.current is not None and c.shape == job.current.shape:
                 same_shape.append((col, -1.0))
-            if c.gpu_type in rack_pools:
+            if c.gpu_type in rack_pools and not c.mig_profile:
                 key = (c.gpu_type, extra_per_gpu)
                 classes.setdefault(key, []).append((job.name, i, col, float(c.num_gpus)))
         y[job.name] = cols
@@ -210,7 +223,7 @@ def solve_aggregate(
             forced = job.current is not None and not job.preemptible
             keep = lp.column(migration_cost(job, w), 1.0 if forced else 0.0, 1.0)
             lp.row([(keep, 1.0), *same_shape], hi=0.0)
-    _add_quota_rows(lp, problem, configs, y)
+    _add_quota_rows(lp, problem, opts, y)
     # The split over racks, per power class: configurations of one type that draw the same
     # watts per GPU weigh alike in every rack row, so splitting their sum is exact (any split
     # of the sum disaggregates in proportion) and the LP has a column per class and rack, not
@@ -226,7 +239,7 @@ def solve_aggregate(
             rack_gpus.setdefault((rack, gpu_type), []).append((z, 1.0))
             rack_power.setdefault(rack, []).append((z, extra_per_gpu))
         lp.row(split, 0.0, 0.0)
-    for gpu_type, terms in pools.items():
+    for gpu_type, terms in [*pools.items(), *memory.items()]:
         capacity = sum(n.available_gpus for n in cluster.nodes if n.gpu_type == gpu_type)
         lp.row(terms, hi=float(capacity))
     available: dict[tuple[str, str], int] = {}
@@ -248,7 +261,7 @@ def solve_aggregate(
 
     def improved(values: npt.NDArray[np.float64], objective: float) -> None:
         if on_choice is not None:
-            on_choice(_guide(problem, configs, y, classes, splits, values), objective + offset)
+            on_choice(_guide(problem, opts, y, classes, splits, values), objective + offset)
 
     status, objective, values = lp.solve(
         choice_columns if integer else None,
@@ -266,7 +279,7 @@ def solve_aggregate(
     bound = value + (MIP_SAFETY if integer else LP_SAFETY) * max(abs(value), 1.0)
     if values is None:
         return AggregateOutcome(name, bound, {}, elapsed)
-    guide = _guide(problem, configs, y, classes, splits, values)
+    guide = _guide(problem, opts, y, classes, splits, values)
     return AggregateOutcome(name, bound, guide.choice, elapsed, guide.racks)
 
 
@@ -280,7 +293,7 @@ class Guide:
 
 def _guide(
     problem: Problem,
-    configs: ConfigSet,
+    opts: Mapping[str, Sequence[Config]],
     y: Mapping[str, list[int]],
     classes: Mapping[PowerClass, list[tuple[str, int, int, float]]],
     splits: Mapping[PowerClass, list[tuple[str, int]]],
@@ -295,7 +308,7 @@ def _guide(
         if not weights or max(weights)[0] < 0.5 - 1e-9:
             continue
         chosen[j.name] = max(weights)[1]
-        choice[j.name] = configs.by_job[j.name][chosen[j.name]]
+        choice[j.name] = opts[j.name][chosen[j.name]]
     racks: dict[str, dict[str, float]] = {}
     for key, members in classes.items():
         left = {r: float(values[z]) for r, z in splits.get(key, ())}
@@ -322,7 +335,7 @@ def _guide(
 
 
 def _add_quota_rows(
-    lp: _Lp, problem: Problem, configs: ConfigSet, y: Mapping[str, list[int]]
+    lp: _Lp, problem: Problem, opts: Mapping[str, Sequence[Config]], y: Mapping[str, list[int]]
 ) -> None:
     """The queues' quotas over the choice columns (docs/fairness.md): each queue within its
     limit per resource; per cohort, claims (a column each, at least the queue's usage and what
@@ -335,7 +348,7 @@ def _add_quota_rows(
         queue = cluster.queue_of(job.tenant)
         if queue is None:
             continue
-        for c, col in zip(configs.by_job[job.name], y[job.name], strict=True):
+        for c, col in zip(opts[job.name], y[job.name], strict=True):
             for resource, amount in quotas.demand(c).items():
                 if queue.quota(resource) is not None:
                     terms.setdefault((queue.name, resource), []).append((col, amount))
@@ -357,6 +370,28 @@ def _add_quota_rows(
                 lp.row(usage, hi=quota.nominal + quota.borrowing_limit)
     for parts in cohorts.values():
         lp.row([(claim, 1.0) for claim, _ in parts], hi=sum(n for _, n in parts))
+
+
+def _options(problem: Problem, configs: ConfigSet, slices: bool) -> dict[str, Sequence[Config]]:
+    """Each job's configurations in the model: whole-GPU ones, and with `slices` its slice ones."""
+    if not slices:
+        return dict(configs.by_job)
+    return {
+        j.name: (*configs.by_job[j.name], *configs.slices.get(j.name, ())) for j in problem.jobs
+    }
+
+
+def _gpu_shares(problem: Problem, c: Config) -> tuple[float, float]:
+    """What a configuration takes of its type's GPUs, in SM slices and in memory slices:
+    its GPUs whole, or its instance's shares of one GPU."""
+    if not c.mig_profile:
+        return float(c.num_gpus), float(c.num_gpus)
+    geometry = problem.cluster.mig[c.gpu_type]
+    p = geometry.profiles[c.mig_profile]
+    return (
+        p.compute_slices / geometry.compute_slices,
+        p.memory_slices / geometry.memory_slices,
+    )
 
 
 def aggregate_columns(problem: Problem, configs: ConfigSet) -> int:

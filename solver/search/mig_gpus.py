@@ -66,27 +66,14 @@ class MigGpu:
         with jobs stay, free ones stay where they leave room for it. Of the valid starts, the
         one that drops the fewest free instances, then leaves the most places for later
         instances (a 3g.40gb goes to 4, leaving 4g.40gb@0), then the lowest."""
-        p = self.geometry.profiles.get(profile)
-        if p is None:
+        busy = {i.place: i for i in self.instances if i.job}
+        free = tuple(i.place for i in self.instances if not i.job)
+        got = _best_layout(self.geometry, tuple(sorted(busy)), free, profile)
+        if got is None:
             return None
-        busy = [i for i in self.instances if i.job]
-        free = self.free_instances()
-        best: tuple[tuple[int, int, int], list[MigInstance], MigInstance] | None = None
-        for start in p.starts:
-            new = MigInstance(profile, start)
-            layout = [*busy, new]
-            if layout_problems(self.geometry, layout):
-                continue
-            dropped = 0
-            for inst in free:
-                if layout_problems(self.geometry, [*layout, inst]):
-                    dropped += 1
-                else:
-                    layout.append(inst)
-            score = (dropped, -_room(self.geometry, layout), start)
-            if best is None or score < best[0]:
-                best = (score, sorted(layout, key=lambda i: (i.start, i.profile)), new)
-        return None if best is None else (best[1], best[2])
+        places, new = got
+        layout = [busy.get(x) or MigInstance(*x) for x in places]
+        return layout, MigInstance(*new)
 
     def changed(self) -> bool:
         """Whether the plan changes its layout (which instances exist, not who runs on them)."""
@@ -101,6 +88,52 @@ class MigGpu:
             for i in sorted(self.instances, key=lambda i: (i.start, i.profile))
         )
         return LayoutChange(self.node, GpuLayout(self.index, layout))
+
+
+Place = tuple[str, int]
+
+
+def _best_layout(
+    geometry: MigGeometry, busy: tuple[Place, ...], free: tuple[Place, ...], profile: str
+) -> tuple[tuple[Place, ...], Place] | None:
+    """`MigGpu.new_layout` by places (its layout sorted by start, and the new instance's
+    place), remembered per geometry: the same layouts recur on GPU after GPU."""
+    memo: dict[tuple[object, ...], tuple[tuple[Place, ...], Place] | None] | None
+    memo = geometry.__dict__.get("_new_layouts")
+    if memo is None:
+        memo = {}
+        object.__setattr__(geometry, "_new_layouts", memo)
+    key = (busy, free, profile)
+    if key not in memo:
+        memo[key] = _search_layout(geometry, busy, free, profile)
+    return memo[key]
+
+
+def _search_layout(
+    geometry: MigGeometry, busy: tuple[Place, ...], free: tuple[Place, ...], profile: str
+) -> tuple[tuple[Place, ...], Place] | None:
+    p = geometry.profiles.get(profile)
+    if p is None:
+        return None
+    fixed = [MigInstance(*x) for x in busy]
+    best: tuple[tuple[int, int, int], list[MigInstance], MigInstance] | None = None
+    for start in p.starts:
+        new = MigInstance(profile, start)
+        layout = [*fixed, new]
+        if layout_problems(geometry, layout):
+            continue
+        dropped = 0
+        for inst in (MigInstance(*x) for x in free):
+            if layout_problems(geometry, [*layout, inst]):
+                dropped += 1
+            else:
+                layout.append(inst)
+        score = (dropped, -_room(geometry, layout), start)
+        if best is None or score < best[0]:
+            best = (score, sorted(layout, key=lambda i: (i.start, i.profile)), new)
+    if best is None:
+        return None
+    return tuple(i.place for i in best[1]), best[2].place
 
 
 def _room(geometry: MigGeometry, layout: Sequence[MigInstance]) -> int:

@@ -28,6 +28,8 @@ from solver.app.convert import (
     objective_to_proto,
     problem_from_proto,
 )
+from solver.app.convert_mig import changes_from_proto
+from solver.app.convert_power import actions_from_proto
 from solver.app.validation import FieldViolation, validate_plan, validate_request
 from solver.core.solver import Solver
 from solver.runtime import crashes
@@ -206,10 +208,12 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
                 lambda: problem_from_proto(request.request, self._limits),
             )
             allocations = allocations_from_proto(request.plan)
+            changes = changes_from_proto(request.plan)
+            actions = actions_from_proto(request.plan)
             ev = guard(
                 context,
                 "evaluating the plan",
-                lambda: evaluation.evaluate_allocations(problem, allocations),
+                lambda: evaluation.evaluate_allocations(problem, allocations, changes, actions),
             )
             response = pb.EvaluatePlanResponse(
                 valid=not ev.violations and ev.plan is not None,

@@ -7,6 +7,7 @@ from solver._proto.dsfro.v1 import scheduler_pb2 as pb
 from solver.app.limits import Limits
 from solver.app.validation.common import Collector, FieldViolation, quoted
 from solver.app.validation.jobs import placement_sizes, unsupported_clock
+from solver.app.validation.plan_mig import check_plan_mig
 
 _DEFAULT_LIMITS = Limits()
 
@@ -48,6 +49,12 @@ def validate_plan(
     for j in req.jobs:
         if j.name and j.name not in seen:
             c.add("plan.assignments", f"no assignment for job {quoted(j.name)}")
+    check_plan_mig(c, plan, nodes)
+    for k, action in enumerate(plan.power_actions):
+        if action.node not in nodes:
+            c.add(f"plan.power_actions[{k}].node", f"unknown node {quoted(action.node)}")
+        if action.kind not in (pb.POWER_ACTION_KIND_SUSPEND, pb.POWER_ACTION_KIND_RESUME):
+            c.add(f"plan.power_actions[{k}].kind", f"must be SUSPEND or RESUME, got {action.kind}")
     return c.out
 
 

@@ -8,6 +8,8 @@ from collections.abc import Sequence
 from solver._proto.dsfro.v1 import scheduler_pb2 as pb
 from solver.app.limits import (
     MAX_BANDWIDTH_GBPS,
+    MAX_ENERGY_HORIZON_SECONDS,
+    MAX_ENERGY_JOULES,
     MAX_FAIRNESS_HORIZON_SECONDS,
     MAX_FAIRNESS_MEAN_WEIGHT,
     MAX_GPU_MEMORY_GIB,
@@ -30,6 +32,10 @@ from solver.app.validation.common import (
 )
 from solver.app.validation.jobs import check_allocation, check_job, check_kept_shape_profiled
 from solver.app.validation.mig import check_mig
+from solver.app.validation.power_states import (
+    check_power_states,
+    check_running_on_suspended,
+)
 from solver.app.validation.queues import check_job_queue, check_queues
 
 
@@ -47,6 +53,8 @@ def validate_request(req: pb.SolveRequest, limits: Limits) -> list[FieldViolatio
         racks = {n.rack for n in nodes.values()} if nodes else None
         _check_power(c, req.cluster, racks, limits)
         _check_power_above_idle(c, req.cluster, types, nodes)
+        check_power_states(c, req.cluster)
+        check_running_on_suspended(c, req)
         queues = check_queues(c, req.cluster, types, limits)
     jobs: Sequence[pb.Job] = req.jobs
     if len(jobs) > limits.max_jobs:
@@ -190,6 +198,8 @@ def _check_power(
     """Budgets in range, each for one rack of ``racks`` (None: the racks are not known)."""
     if cluster.HasField("power_budget_watts"):
         c.positive("cluster.power_budget_watts", cluster.power_budget_watts, MAX_POWER_WATTS)
+    if cluster.HasField("energy_budget"):
+        _check_energy_budget(c, cluster.energy_budget)
     seen: dict[str, str] = {}
     budgets = cluster.rack_power_budgets
     if not c.count(
@@ -209,6 +219,17 @@ def _check_power(
             c.add(f"{p}.rack", f"unknown rack {quoted(b.rack)}: no node is in it")
         seen.setdefault(b.rack, p)
         c.positive(f"{p}.watts", b.watts, MAX_POWER_WATTS)
+
+
+def _check_energy_budget(c: Collector, e: pb.EnergyBudget) -> None:
+    """A non-negative allowance over a positive, well-formed horizon."""
+    p = "cluster.energy_budget"
+    c.non_negative(f"{p}.remaining_joules", e.remaining_joules, MAX_ENERGY_JOULES)
+    secs = duration_seconds(e.horizon_left)
+    if not positive_duration(e.horizon_left):
+        c.add(f"{p}.horizon_left", f"must be > 0, got {secs:g}s")
+    elif secs > MAX_ENERGY_HORIZON_SECONDS:
+        c.add(f"{p}.horizon_left", f"must be <= {MAX_ENERGY_HORIZON_SECONDS:g}s, got {secs:g}s")
 
 
 def _check_power_above_idle(

@@ -77,6 +77,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--rack-power-budget-fraction", type=float, default=None)
     p.add_argument("--tight-rack-share", type=float, default=0.0)
     p.add_argument("--tight-rack-power-budget-fraction", type=float, default=None)
+    p.add_argument(
+        "--slice-share",
+        type=float,
+        default=0.0,
+        help="share of jobs that are one-GPU MIG slice jobs (docs/mig.md; needs a MIG GPU type)",
+    )
     p.add_argument("--philly-view", choices=["snapshot", "arrivals"], default="snapshot")
     p.add_argument("--time-budget", type=float, default=None, help="seconds (default 10)")
     p.add_argument("--out", type=Path, default=None, help="output file (default stdout)")
@@ -115,6 +121,7 @@ def spec_from_args(argv: Sequence[str]) -> InstanceSpec:
         tight_rack_power_budget_fraction=a.tight_rack_power_budget_fraction,
         time_budget_seconds=a.time_budget or budget,
         philly_view=a.philly_view,
+        slice_share=a.slice_share,
     )
 
 

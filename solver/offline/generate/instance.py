@@ -16,6 +16,7 @@ from solver.domain import GpuType
 from solver.offline.generate.cluster import build_instance_cluster
 from solver.offline.generate.data import gavel_workloads, load_philly, pollux_workloads
 from solver.offline.generate.jobs import _model_job, _profile_job
+from solver.offline.generate.slice_jobs import fill_slice_job
 from solver.offline.generate.spec import InstanceSpec
 from solver.perfmodel.catalog import load_gpu_catalog
 from solver.perfmodel.configs import build_config_set
@@ -42,6 +43,7 @@ def generate(spec: InstanceSpec) -> pb.SolveRequest:
     if num_profile and not workloads:
         raise ValueError(f"no measured profile exists for the cluster's GPU types {types}")
     is_profile = rng.permutation(spec.num_jobs) < num_profile
+    is_slice = _slice_jobs(spec)
 
     request = pb.SolveRequest()
     request.cluster.gpu_types.extend(gpu_type_to_proto(catalog[t]) for t in types)
@@ -55,7 +57,9 @@ def generate(spec: InstanceSpec) -> pb.SolveRequest:
         job.name = f"j{i:04d}"
         job.tenant = f"vc-{philly.draw_tenant(rng)}"
         job.weight = float(rng.integers(1, 5))
-        if is_profile[i]:
+        if i in is_slice:
+            rate = fill_slice_job(rng, spec.running_share, cluster, catalog, job)
+        elif is_profile[i]:
             rate = _profile_job(rng, spec, cluster, catalog, philly, workloads, job)
         else:
             rate = _model_job(rng, spec, cluster, catalog, philly, job)
@@ -73,6 +77,16 @@ def generate(spec: InstanceSpec) -> pb.SolveRequest:
     request.options.time_budget.FromNanoseconds(round(spec.time_budget_seconds * 1e9))
     request.options.seed = spec.seed
     return request
+
+
+def _slice_jobs(spec: InstanceSpec) -> frozenset[int]:
+    """Indices of the slice jobs, drawn apart from the main stream so that an instance without
+    slice jobs keeps its bytes."""
+    k = round(spec.slice_share * spec.num_jobs)
+    if k == 0:
+        return frozenset()
+    rng = np.random.default_rng([spec.seed, 20])
+    return frozenset(int(i) for i in rng.choice(spec.num_jobs, size=k, replace=False))
 
 
 def keep_fixed_jobs_feasible(request: pb.SolveRequest) -> None:

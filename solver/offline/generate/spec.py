@@ -47,6 +47,9 @@ class InstanceSpec:
     ``tight_rack_power_budget_fraction`` instead (drawn uniformly)."""
     tight_rack_power_budget_fraction: float | None = None
     time_budget_seconds: float = 10.0
+    slice_share: float = 0.0
+    """Share of jobs that are one-GPU slice jobs (docs/mig.md); they replace profile or model
+    jobs at the same positions."""
     philly_view: str = "snapshot"
     """How GPU counts are weighted: "snapshot" (by job duration: the jobs present at one
     moment) or "arrivals" (by job count: the jobs as submitted)."""
@@ -65,6 +68,7 @@ class InstanceSpec:
             self.restricted_share,
             self.unavailable_share,
             self.tight_rack_share,
+            self.slice_share,
         ):
             if not 0.0 <= share <= 1.0:
                 raise ValueError(f"share {share} not in [0, 1]")

@@ -10,6 +10,12 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
+class NodePowerState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    NODE_POWER_STATE_UNSPECIFIED: _ClassVar[NodePowerState]
+    NODE_POWER_STATE_UP: _ClassVar[NodePowerState]
+    NODE_POWER_STATE_SUSPENDED: _ClassVar[NodePowerState]
+
 class FairnessMode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     FAIRNESS_MODE_UNSPECIFIED: _ClassVar[FairnessMode]
@@ -49,6 +55,12 @@ class QueueReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     QUEUE_REASON_INSUFFICIENT_RESOURCES: _ClassVar[QueueReason]
     QUEUE_REASON_NOT_WORTH_RUNNING: _ClassVar[QueueReason]
 
+class PowerActionKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    POWER_ACTION_KIND_UNSPECIFIED: _ClassVar[PowerActionKind]
+    POWER_ACTION_KIND_SUSPEND: _ClassVar[PowerActionKind]
+    POWER_ACTION_KIND_RESUME: _ClassVar[PowerActionKind]
+
 class Termination(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     TERMINATION_UNSPECIFIED: _ClassVar[Termination]
@@ -56,6 +68,9 @@ class Termination(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     TERMINATION_FEASIBLE: _ClassVar[Termination]
     TERMINATION_FALLBACK: _ClassVar[Termination]
     TERMINATION_INFEASIBLE: _ClassVar[Termination]
+NODE_POWER_STATE_UNSPECIFIED: NodePowerState
+NODE_POWER_STATE_UP: NodePowerState
+NODE_POWER_STATE_SUSPENDED: NodePowerState
 FAIRNESS_MODE_UNSPECIFIED: FairnessMode
 FAIRNESS_MODE_WEIGHTED_SUM: FairnessMode
 FAIRNESS_MODE_MAX_MIN: FairnessMode
@@ -80,6 +95,9 @@ QUEUE_REASON_UNSPECIFIED: QueueReason
 QUEUE_REASON_NO_FEASIBLE_CONFIGURATION: QueueReason
 QUEUE_REASON_INSUFFICIENT_RESOURCES: QueueReason
 QUEUE_REASON_NOT_WORTH_RUNNING: QueueReason
+POWER_ACTION_KIND_UNSPECIFIED: PowerActionKind
+POWER_ACTION_KIND_SUSPEND: PowerActionKind
+POWER_ACTION_KIND_RESUME: PowerActionKind
 TERMINATION_UNSPECIFIED: Termination
 TERMINATION_OPTIMAL: Termination
 TERMINATION_FEASIBLE: Termination
@@ -107,7 +125,7 @@ class GpuType(_message.Message):
     def __init__(self, name: _Optional[str] = ..., memory_gib: _Optional[float] = ..., peak_tflops: _Optional[float] = ..., memory_bandwidth_gbps: _Optional[float] = ..., intra_node_bandwidth_gbps: _Optional[float] = ..., tdp_watts: _Optional[float] = ..., idle_watts: _Optional[float] = ..., sm_clocks_mhz: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class Node(_message.Message):
-    __slots__ = ("name", "gpu_type", "gpu_count", "unavailable_gpu_indices", "rack", "network_bandwidth_gbps", "mig_layouts")
+    __slots__ = ("name", "gpu_type", "gpu_count", "unavailable_gpu_indices", "rack", "network_bandwidth_gbps", "mig_layouts", "power_state", "idle_for", "base_watts")
     NAME_FIELD_NUMBER: _ClassVar[int]
     GPU_TYPE_FIELD_NUMBER: _ClassVar[int]
     GPU_COUNT_FIELD_NUMBER: _ClassVar[int]
@@ -115,6 +133,9 @@ class Node(_message.Message):
     RACK_FIELD_NUMBER: _ClassVar[int]
     NETWORK_BANDWIDTH_GBPS_FIELD_NUMBER: _ClassVar[int]
     MIG_LAYOUTS_FIELD_NUMBER: _ClassVar[int]
+    POWER_STATE_FIELD_NUMBER: _ClassVar[int]
+    IDLE_FOR_FIELD_NUMBER: _ClassVar[int]
+    BASE_WATTS_FIELD_NUMBER: _ClassVar[int]
     name: str
     gpu_type: str
     gpu_count: int
@@ -122,7 +143,26 @@ class Node(_message.Message):
     rack: str
     network_bandwidth_gbps: float
     mig_layouts: _containers.RepeatedCompositeFieldContainer[MigLayout]
-    def __init__(self, name: _Optional[str] = ..., gpu_type: _Optional[str] = ..., gpu_count: _Optional[int] = ..., unavailable_gpu_indices: _Optional[_Iterable[int]] = ..., rack: _Optional[str] = ..., network_bandwidth_gbps: _Optional[float] = ..., mig_layouts: _Optional[_Iterable[_Union[MigLayout, _Mapping]]] = ...) -> None: ...
+    power_state: NodePowerState
+    idle_for: _duration_pb2.Duration
+    base_watts: float
+    def __init__(self, name: _Optional[str] = ..., gpu_type: _Optional[str] = ..., gpu_count: _Optional[int] = ..., unavailable_gpu_indices: _Optional[_Iterable[int]] = ..., rack: _Optional[str] = ..., network_bandwidth_gbps: _Optional[float] = ..., mig_layouts: _Optional[_Iterable[_Union[MigLayout, _Mapping]]] = ..., power_state: _Optional[_Union[NodePowerState, str]] = ..., idle_for: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., base_watts: _Optional[float] = ...) -> None: ...
+
+class PowerSaving(_message.Message):
+    __slots__ = ("enabled", "exclude_nodes", "suspend_after", "resume_time", "suspended_node_watts", "spare_nodes_per_type")
+    ENABLED_FIELD_NUMBER: _ClassVar[int]
+    EXCLUDE_NODES_FIELD_NUMBER: _ClassVar[int]
+    SUSPEND_AFTER_FIELD_NUMBER: _ClassVar[int]
+    RESUME_TIME_FIELD_NUMBER: _ClassVar[int]
+    SUSPENDED_NODE_WATTS_FIELD_NUMBER: _ClassVar[int]
+    SPARE_NODES_PER_TYPE_FIELD_NUMBER: _ClassVar[int]
+    enabled: bool
+    exclude_nodes: _containers.RepeatedScalarFieldContainer[str]
+    suspend_after: _duration_pb2.Duration
+    resume_time: _duration_pb2.Duration
+    suspended_node_watts: float
+    spare_nodes_per_type: int
+    def __init__(self, enabled: _Optional[bool] = ..., exclude_nodes: _Optional[_Iterable[str]] = ..., suspend_after: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., resume_time: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., suspended_node_watts: _Optional[float] = ..., spare_nodes_per_type: _Optional[int] = ...) -> None: ...
 
 class MigInstance(_message.Message):
     __slots__ = ("profile", "start", "job")
@@ -151,18 +191,30 @@ class RackPowerBudget(_message.Message):
     def __init__(self, rack: _Optional[str] = ..., watts: _Optional[float] = ...) -> None: ...
 
 class ClusterSnapshot(_message.Message):
-    __slots__ = ("gpu_types", "nodes", "power_budget_watts", "rack_power_budgets", "queues")
+    __slots__ = ("gpu_types", "nodes", "power_budget_watts", "rack_power_budgets", "queues", "energy_budget", "power_saving")
     GPU_TYPES_FIELD_NUMBER: _ClassVar[int]
     NODES_FIELD_NUMBER: _ClassVar[int]
     POWER_BUDGET_WATTS_FIELD_NUMBER: _ClassVar[int]
     RACK_POWER_BUDGETS_FIELD_NUMBER: _ClassVar[int]
     QUEUES_FIELD_NUMBER: _ClassVar[int]
+    ENERGY_BUDGET_FIELD_NUMBER: _ClassVar[int]
+    POWER_SAVING_FIELD_NUMBER: _ClassVar[int]
     gpu_types: _containers.RepeatedCompositeFieldContainer[GpuType]
     nodes: _containers.RepeatedCompositeFieldContainer[Node]
     power_budget_watts: float
     rack_power_budgets: _containers.RepeatedCompositeFieldContainer[RackPowerBudget]
     queues: _containers.RepeatedCompositeFieldContainer[TenantQueue]
-    def __init__(self, gpu_types: _Optional[_Iterable[_Union[GpuType, _Mapping]]] = ..., nodes: _Optional[_Iterable[_Union[Node, _Mapping]]] = ..., power_budget_watts: _Optional[float] = ..., rack_power_budgets: _Optional[_Iterable[_Union[RackPowerBudget, _Mapping]]] = ..., queues: _Optional[_Iterable[_Union[TenantQueue, _Mapping]]] = ...) -> None: ...
+    energy_budget: EnergyBudget
+    power_saving: PowerSaving
+    def __init__(self, gpu_types: _Optional[_Iterable[_Union[GpuType, _Mapping]]] = ..., nodes: _Optional[_Iterable[_Union[Node, _Mapping]]] = ..., power_budget_watts: _Optional[float] = ..., rack_power_budgets: _Optional[_Iterable[_Union[RackPowerBudget, _Mapping]]] = ..., queues: _Optional[_Iterable[_Union[TenantQueue, _Mapping]]] = ..., energy_budget: _Optional[_Union[EnergyBudget, _Mapping]] = ..., power_saving: _Optional[_Union[PowerSaving, _Mapping]] = ...) -> None: ...
+
+class EnergyBudget(_message.Message):
+    __slots__ = ("remaining_joules", "horizon_left")
+    REMAINING_JOULES_FIELD_NUMBER: _ClassVar[int]
+    HORIZON_LEFT_FIELD_NUMBER: _ClassVar[int]
+    remaining_joules: float
+    horizon_left: _duration_pb2.Duration
+    def __init__(self, remaining_joules: _Optional[float] = ..., horizon_left: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
 
 class ResourceQuota(_message.Message):
     __slots__ = ("resource", "nominal", "borrowing_limit", "lending_limit")
@@ -481,18 +533,30 @@ class PowerMargin(_message.Message):
     def __init__(self, budget_watts: _Optional[float] = ..., predicted_watts: _Optional[float] = ..., margin_watts: _Optional[float] = ..., slack_watts: _Optional[float] = ..., limited_watts: _Optional[float] = ..., z: _Optional[float] = ...) -> None: ...
 
 class Plan(_message.Message):
-    __slots__ = ("assignments", "objective", "queues", "layout_changes", "power_margin")
+    __slots__ = ("assignments", "objective", "queues", "layout_changes", "power_margin", "power_actions")
     ASSIGNMENTS_FIELD_NUMBER: _ClassVar[int]
     OBJECTIVE_FIELD_NUMBER: _ClassVar[int]
     QUEUES_FIELD_NUMBER: _ClassVar[int]
     LAYOUT_CHANGES_FIELD_NUMBER: _ClassVar[int]
     POWER_MARGIN_FIELD_NUMBER: _ClassVar[int]
+    POWER_ACTIONS_FIELD_NUMBER: _ClassVar[int]
     assignments: _containers.RepeatedCompositeFieldContainer[JobAssignment]
     objective: ObjectiveBreakdown
     queues: _containers.RepeatedCompositeFieldContainer[QueueUsage]
     layout_changes: _containers.RepeatedCompositeFieldContainer[MigLayoutChange]
     power_margin: PowerMargin
-    def __init__(self, assignments: _Optional[_Iterable[_Union[JobAssignment, _Mapping]]] = ..., objective: _Optional[_Union[ObjectiveBreakdown, _Mapping]] = ..., queues: _Optional[_Iterable[_Union[QueueUsage, _Mapping]]] = ..., layout_changes: _Optional[_Iterable[_Union[MigLayoutChange, _Mapping]]] = ..., power_margin: _Optional[_Union[PowerMargin, _Mapping]] = ...) -> None: ...
+    power_actions: _containers.RepeatedCompositeFieldContainer[NodePowerAction]
+    def __init__(self, assignments: _Optional[_Iterable[_Union[JobAssignment, _Mapping]]] = ..., objective: _Optional[_Union[ObjectiveBreakdown, _Mapping]] = ..., queues: _Optional[_Iterable[_Union[QueueUsage, _Mapping]]] = ..., layout_changes: _Optional[_Iterable[_Union[MigLayoutChange, _Mapping]]] = ..., power_margin: _Optional[_Union[PowerMargin, _Mapping]] = ..., power_actions: _Optional[_Iterable[_Union[NodePowerAction, _Mapping]]] = ...) -> None: ...
+
+class NodePowerAction(_message.Message):
+    __slots__ = ("node", "kind", "reason")
+    NODE_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    node: str
+    kind: PowerActionKind
+    reason: str
+    def __init__(self, node: _Optional[str] = ..., kind: _Optional[_Union[PowerActionKind, str]] = ..., reason: _Optional[str] = ...) -> None: ...
 
 class SolveStats(_message.Message):
     __slots__ = ("termination", "backend_used", "objective", "best_bound", "relative_gap", "wall_time", "time_to_first_plan", "num_configurations", "num_configurations_enumerated", "detail")

@@ -1,0 +1,159 @@
+"""Suspended nodes woken for jobs the plan leaves waiting, and idle nodes suspended
+(docs/power-states.md).
+
+Every solver path plans the snapshot with suspended nodes left out, so a job goes to a node that
+is up whenever one holds it (a resume costs the job its resume time, and the node its draw). Then
+the jobs still queued, most valuable first, are placed best-fit on suspended nodes in their most
+valuable configuration that the budgets and quotas allow; each node so used is resumed. Last,
+the up nodes the plan leaves empty and the policy lets go are suspended, longest idle first,
+keeping `spare_nodes_per_type` empty nodes of each type up for arrivals.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+
+from solver.domain import Config, GpuSlice, Job, JobAssignment, JobState, Problem, gpus_per_node
+from solver.perfmodel import budgets
+from solver.perfmodel.configs import ConfigSet
+from solver.perfmodel.quotas import QuotaLedger
+from solver.power_states import NodePowerState, PowerAction, PowerActionKind, may_suspend
+from solver.scoring.objective import running_gain
+from solver.search.placement import Placer
+
+EPSILON = 1e-9
+
+
+def asleep(problem: Problem) -> list[str]:
+    """The suspended nodes with available GPUs, in cluster order."""
+    return [
+        n.name
+        for n in problem.cluster.nodes
+        if n.power.state is NodePowerState.SUSPENDED and n.available_gpus > 0
+    ]
+
+
+class _Ledger:
+    """Watts and quotas the plan draws, and what one more configuration would."""
+
+    def __init__(self, problem: Problem, assignments: Sequence[JobAssignment]) -> None:
+        self.problem = problem
+        cluster = problem.cluster
+        self.jobs = {j.name: j for j in problem.jobs}
+        self.room = budgets.power_room(cluster)
+        self.rack_room = dict(budgets.rack_power_room(cluster))
+        self.rack_of = {n.name: n.rack for n in cluster.nodes}
+        self.quotas = QuotaLedger(cluster)
+        for a in assignments:
+            if a.state is JobState.RUNNING and a.config is not None:
+                self.take(self.jobs[a.job], a.config, gpus_per_node(a.placement))
+
+    def take(self, job: Job, config: Config, counts: dict[str, int]) -> None:
+        cluster = self.problem.cluster
+        if self.room is not None:
+            self.room -= budgets.extra_watts(cluster, config)
+        per_gpu = budgets.extra_watts_per_gpu(cluster, config)
+        for node, k in counts.items():
+            rack = self.rack_of[node]
+            if rack in self.rack_room:
+                self.rack_room[rack] -= per_gpu * k
+        self.quotas.take(job, config)
+
+    def fits(self, job: Job, config: Config, counts: dict[str, int]) -> bool:
+        cluster = self.problem.cluster
+        if self.room is not None and budgets.extra_watts(cluster, config) > self.room + EPSILON:
+            return False
+        per_gpu = budgets.extra_watts_per_gpu(cluster, config)
+        need: dict[str, float] = {}
+        for node, k in counts.items():
+            need[self.rack_of[node]] = need.get(self.rack_of[node], 0.0) + per_gpu * k
+        if any(r in self.rack_room and w > self.rack_room[r] + EPSILON for r, w in need.items()):
+            return False
+        return not self.quotas.active or self.quotas.fits(job, config)
+
+
+def resume_for_queued(
+    problem: Problem, configs: ConfigSet, assignments: Sequence[JobAssignment]
+) -> tuple[list[JobAssignment], list[PowerAction]]:
+    """The plan with queued jobs placed on suspended nodes, and a RESUME for each node used."""
+    names = asleep(problem)
+    out = list(assignments)
+    if not names:
+        return out, []
+    cluster = problem.cluster
+    sleeping = set(names)
+    nodes = tuple(n for n in cluster.nodes if n.name in sleeping)
+    placer = Placer(dataclasses.replace(cluster, nodes=nodes))
+    free = {n.name: list(n.available_gpu_indices) for n in nodes}
+    ledger = _Ledger(problem, assignments)
+    w, max_watts = problem.weights, cluster.max_gpu_watts()
+    jobs = {j.name: j for j in problem.jobs}
+    waiting = []
+    for k, a in enumerate(out):
+        job = jobs.get(a.job)
+        if a.state is not JobState.QUEUED or job is None or not configs.by_job.get(job.name):
+            continue
+        best = configs.best_samples_per_second[job.name]
+        gains = sorted(
+            ((running_gain(job, c, best, w, max_watts), i) for i, c in
+             enumerate(configs.by_job[job.name])),
+            reverse=True,
+        )  # fmt: skip
+        waiting.append((gains[0][0], job.name, k, gains))
+    woken: list[str] = []
+    for _, name, k, gains in sorted(waiting, key=lambda x: (-x[0], x[1])):
+        for gain, i in gains:
+            if gain <= EPSILON:
+                break
+            config = configs.by_job[name][i]
+            counts = placer.place(config.gpu_type, config.num_gpus, config.tensor_parallel)
+            if counts is None or not ledger.fits(jobs[name], config, counts):
+                continue
+            placer.take(counts)
+            ledger.take(jobs[name], config, counts)
+            placement = []
+            for node, count in counts.items():
+                placement.append(GpuSlice(node, tuple(free[node][:count])))
+                del free[node][:count]
+                if node not in woken:
+                    woken.append(node)
+            out[k] = JobAssignment(name, JobState.RUNNING, config, tuple(placement))
+            break
+    actions = [
+        PowerAction(node, PowerActionKind.RESUME, "a job of the plan is placed on it")
+        for node in names
+        if node in woken
+    ]
+    return out, actions
+
+
+def suspend_idle(problem: Problem, assignments: Sequence[JobAssignment]) -> list[PowerAction]:
+    """A SUSPEND for each up node the plan leaves empty and the policy lets go, longest idle
+    first, keeping `spare_nodes_per_type` empty up nodes of each type."""
+    policy = problem.cluster.power_saving
+    if not policy.enabled:
+        return []
+    used = {
+        s.node
+        for a in assignments
+        if a.state is JobState.RUNNING
+        for s in a.placement
+        if s.gpu_indices
+    }
+    empty: dict[str, list[tuple[float, str, bool]]] = {}
+    for n in problem.cluster.nodes:
+        if n.power.state is NodePowerState.UP and n.name not in used:
+            eligible = may_suspend(policy, n.name, n.power)
+            empty.setdefault(n.gpu_type, []).append((n.power.idle_seconds, n.name, eligible))
+    actions = []
+    for _, nodes in sorted(empty.items()):
+        keep = min(policy.spare_nodes_per_type, len(nodes))
+        spare = len(nodes)
+        for idle, name, eligible in sorted(nodes, key=lambda x: (-x[0], x[1])):
+            if not eligible or spare <= keep:
+                continue
+            spare -= 1
+            reason = f"no job for {idle:.0f} s (suspend_after {policy.suspend_after_seconds:g} s)"
+            actions.append(PowerAction(name, PowerActionKind.SUSPEND, reason))
+    return sorted(actions, key=lambda a: a.node)
