@@ -101,3 +101,13 @@ def test_every_policy_is_held_to_the_margin_on_the_whole_budget() -> None:
     assert all(p.true_watts <= 230.0 + 1e-9 for p in log.power)
     both = run(jobs, FirstFit(), cluster=two_gpu_cluster(budget=230.0), power_guard=None)
     assert [j.first_start_s for j in both.jobs] == [0.0, 0.0]  # without the rule: together
+
+
+def test_scenarios_and_runs_from_files_share_the_power_rule() -> None:
+    from solver.simulate.scenarios import scenario_llm, scenario_philly
+
+    for scenario in (scenario_philly(0), scenario_llm(0)):
+        assert scenario.settings.power_headroom == EngineSettings().power_headroom == 0.0
+        assert scenario.settings.power_guard == EngineSettings().power_guard == SIMULATED_GUARD
+    # The simulator's measured profiles are the model's watts: as uncertain as predictions.
+    assert SIMULATED_GUARD.measured_uncertainty == SIMULATED_GUARD.model_uncertainty == 0.15
