@@ -59,6 +59,20 @@ def test_placing_sets_nodes_gres_clock_and_record_then_releases_all_at_once(
     )
     env = (tmp_path / "8.env").read_text().splitlines()
     assert "DSFRO_TENSOR_PARALLEL=2" in env and "DSFRO_NODES=node4" in env
+    assert "DSFRO_POWER_LIMIT_WATTS=0.0" in env  # the plan set no limit
+
+
+def test_the_plan_files_carry_the_power_limit_for_a_prolog(tmp_path: Path) -> None:
+    assignment = running("8", {"node4": 4}, dp=2, tp=2)
+    assignment.power_limit_watts = 612.5
+    got = run([assignment])
+    assert got[8].target is not None and got[8].target.power_limit_watts == 612.5
+    outcomes, runner = apply([got[8]], tmp_path)
+    assert outcomes[8].applied
+    assert json.loads((tmp_path / "8.json").read_text())["power_limit_watts"] == 612.5
+    assert "DSFRO_POWER_LIMIT_WATTS=612.5" in (tmp_path / "8.env").read_text().splitlines()
+    record = decode(runner.fields(8)["AdminComment"])  # kept in the record, read back
+    assert record.target == got[8].target
 
 
 def test_a_failed_update_leaves_the_job_held_and_the_others_go() -> None:

@@ -91,6 +91,7 @@ def plan_document(job_id: int, target: Target, at: float) -> dict[str, object]:
         "tensor_parallel": target.tensor_parallel,
         "pipeline_parallel": target.pipeline_parallel,
         "sm_clock_mhz": target.sm_clock_mhz,
+        "power_limit_watts": target.power_limit_watts,
         "planned_at": round(at, 3),
     }
 

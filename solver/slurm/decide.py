@@ -92,6 +92,7 @@ def target_of(a: JobAssignment, snapshot: Snapshot) -> Target | str:
         tensor_parallel=a.tensor_parallel,
         pipeline_parallel=a.pipeline_parallel,
         sm_clock_mhz=a.sm_clock_mhz,
+        power_limit_watts=a.power_limit_watts,
     )
 
 

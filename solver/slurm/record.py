@@ -35,6 +35,9 @@ class Target:
     tensor_parallel: int
     pipeline_parallel: int
     sm_clock_mhz: int
+    power_limit_watts: float = 0.0
+    """The plan's per-GPU power limit (``nvidia-smi -pl``), set by a Prolog at the job's start
+    from the plan file (docs/integrations.md); 0: none (records written before it: none)."""
 
     @property
     def num_gpus(self) -> int:

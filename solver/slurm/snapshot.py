@@ -99,6 +99,7 @@ def _current_target(job: SlurmJob, record: Record, nodes: dict[str, SlurmNode]) 
         tensor_parallel=planned.tensor_parallel,
         pipeline_parallel=planned.pipeline_parallel,
         sm_clock_mhz=planned.sm_clock_mhz,
+        power_limit_watts=planned.power_limit_watts,
     )
 
 
