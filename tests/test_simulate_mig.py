@@ -10,7 +10,7 @@ import pytest
 
 from solver._proto.dsfro.v1 import scheduler_pb2 as pb
 from solver.domain import Allocation, GpuSlice, Shape
-from solver.mig import GpuLayout, LayoutChange, MigInstance, layout_problems
+from solver.mig import GpuLayout, LayoutChange, layout_problems
 from solver.offline.generate.spec import NodeKind
 from solver.perfmodel.mig_catalog import load_mig_catalog
 from solver.perfmodel.slices import slice_share
@@ -22,6 +22,7 @@ from solver.simulate.mig_state import MigState
 from solver.simulate.policies import make_policy
 from solver.simulate.policies.static_mig import StaticMigPolicy, balanced_layout
 from solver.simulate.scenario import build_cluster
+from solver.simulate.scenarios import scenario_gavel_physical
 from solver.simulate.settings import EngineSettings
 from solver.simulate.slicing import (
     instance_configs,
@@ -241,7 +242,7 @@ def test_trace_slices_column_round_trips_and_is_checked(tmp_path: object) -> Non
 def test_dsfro_runs_small_jobs_on_instances_with_valid_layouts() -> None:
     cluster = a100_nodes()
     jobs = [small(f"s{i}", 0.0, 3600.0) for i in range(14)]
-    sim, log = simulate(cluster, realize(cluster, jobs), make_policy("dsfro"), max_time_s=1800.0)
+    _, log = simulate(cluster, realize(cluster, jobs), make_policy("dsfro"), max_time_s=1800.0)
     summary = summarize(log)
     assert summary.invalid_layouts == 0
     assert summary.reconfigurations > 0
@@ -252,3 +253,20 @@ def test_dsfro_runs_small_jobs_on_instances_with_valid_layouts() -> None:
         simulate(cluster, realize(cluster, jobs), make_policy("dsfro-whole"), max_time_s=1800.0)[1]
     )
     assert whole.reconfigurations == 0 and whole.small_on_slices == 0.0
+
+
+def test_a_scenario_without_slices_gives_the_results_it_gave_before_mig() -> None:
+    """gavel-physical, gavel, seed 1, six hours: the figures the simulator gave before slices
+    existed (main at 37b99c4), to the last bit."""
+    s = scenario_gavel_physical(1)
+    settings = dataclasses.replace(s.settings, max_time_s=6 * 3600.0)
+    sim = Simulation(s.cluster, s.sim_jobs(), make_policy("gavel"), settings=settings, seed=1)
+    m = summarize(sim.run())
+    assert (m.jct_mean_s, m.energy_kwh, m.jobs_finished, m.samples, m.utilisation_busy) == (
+        9879.831854582693,
+        56.07265013422605,
+        28,
+        8434600.635041034,
+        0.9919108637036955,
+    )
+    assert m.reconfigurations == 0 and m.invalid_layouts == 0 and m.jct_small_mean_s is None

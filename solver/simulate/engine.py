@@ -216,8 +216,8 @@ class Simulation:
         checked = check_decision(problem, decision, self.policy.name, t)
         available_types = available_by_type(cluster)
         changed = self.mig.apply(decision.layout_changes)
-        done = apply_plan(self._ctx, t, active, decision, checked, available_types, changed)
-        starts, migrations, preemptions = done.starts, done.migrations, done.preemptions
+        applied = apply_plan(self._ctx, t, active, decision, checked, available_types, changed)
+        starts, migrations, preemptions = applied.starts, applied.migrations, applied.preemptions
         busy = sum(j.gpus() for j in active if j.gpu_share == 1.0)
         busy += self.mig.partitioned_in_use(_running(active))
         available = sum(available_types.values())

@@ -7,9 +7,8 @@ GPUs, every one-GPU job a small job that may run on a MIG instance.
   architectures below 2 billion parameters; Philly's one-GPU jobs of 2017 were small networks);
   the others keep the ``philly`` class. Its fraction of a GPU comes from Gavel's colocation
   measurements (``solver.simulate.slicing``).
-- **Cluster**: 48 GPUs, three 8-GPU A100-80GB and three 8-GPU H100-80GB servers: the MIG
-  types of the catalog that the performance model knows (A100-40GB has no one-GPU room for the
-  larger jobs, H200 no node of the generator). Reference type A100-80GB. No power budget.
+- **Cluster**: 32 GPUs, two 8-GPU A100-80GB and two 8-GPU H100-80GB servers (MIG types of the
+  catalog with the performance model's figures). Reference type A100-80GB. No power budget.
 - **Size**: the solver's time per round is 0.5 s (``SOLVER_BUDGET_S``) so that a comparison of
   three policies for one seed runs in minutes on one core.
 """
@@ -39,8 +38,7 @@ SOLVER_BUDGET_S = 0.5
 def small_jobs(jobs: list[TraceJob]) -> list[TraceJob]:
     """Every one-GPU job a small job: it may use slices and trains a small model."""
     return [
-        dataclasses.replace(j, slices=True, workload=SMALL) if j.num_gpus == 1 else j
-        for j in jobs
+        dataclasses.replace(j, slices=True, workload=SMALL) if j.num_gpus == 1 else j for j in jobs
     ]
 
 
@@ -53,7 +51,7 @@ def mig_mix(seed: int) -> WorkloadMix:
 
 
 def mig_scenario(seed: int = 0) -> Scenario:
-    """(e) 160 Philly jobs, 136 of them small and allowed slices, on 48 MIG-capable GPUs. The
+    """(e) 160 Philly jobs, 136 of them small and allowed slices, on 32 MIG-capable GPUs. The
     trace is the same for every seed; the seed draws the workloads and the GPU fractions."""
     cluster = build_cluster(MIG_NODES)
     jobs = small_jobs(philly_trace(PHILLY_WINDOW, start=MIG_START, count=MIG_COUNT))

@@ -23,8 +23,7 @@ import grpc
 
 from solver._proto.dsfro.v1 import scheduler_pb2 as pb
 from solver._proto.dsfro.v1 import scheduler_pb2_grpc
-from solver.app import pipeline
-from solver.app import convert_mig
+from solver.app import convert_mig, pipeline
 from solver.app.convert import (
     allocations_from_proto,
     backend_to_proto,

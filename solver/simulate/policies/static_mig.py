@@ -3,8 +3,8 @@ partitioned once and never reconfigured; small jobs take free instances, large j
 
 - **Partitioned nodes**: of each GPU type with a MIG geometry, the first ``share`` of its nodes
   (by name, rounded up; default half, a choice), every GPU in NVIDIA's ``all-balanced`` layout
-  (NVIDIA/mig-parted ``examples/config.yaml`` as the GPU operator ships it as its default
-  ConfigMap: two 1g, one 2g and one 3g instance, e.g. A100-80GB 2 x 1g.10gb, 2g.20gb, 3g.40gb),
+  (the NVIDIA GPU operator's default mig-parted ConfigMap, ``default-mig-parted-config``: two
+  1g, one 2g and one 3g instance, e.g. A100-80GB and H100-80GB 2 x 1g.10gb, 2g.20gb, 3g.40gb),
   placed at the first valid starts the catalog gives. They are partitioned in the first round
   in which they are idle (at once: nothing runs yet) and never again.
 - **Small jobs** (those that allow slices), in submission order: a running one keeps its
@@ -139,7 +139,10 @@ class StaticMigPolicy:
             _, k, c = best
             node_name, i, m = free.pop(k)
             out[job.name] = Allocation(
-                c.shape, c.sm_clock_mhz, (GpuSlice(node_name, (i,)),), MigInstance(m.profile, m.start)
+                c.shape,
+                c.sm_clock_mhz,
+                (GpuSlice(node_name, (i,)),),
+                MigInstance(m.profile, m.start),
             )
         return out
 
