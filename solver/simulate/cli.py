@@ -338,6 +338,15 @@ def format_summary(s: Summary) -> str:
         "deadline_hit_rate",
         "solver_p99_s",
     )
+    if s.jct_small_mean_s is not None:  # a trace with small jobs (MIG slices)
+        keys += (
+            "jct_small_mean_s",
+            "jct_large_mean_s",
+            "gpu_work_per_gpu_hour",
+            "small_on_slices",
+            "reconfigurations",
+            "invalid_layouts",
+        )
     width = max(len(k) for k in keys)
     lines = [f"{s.scenario} / {s.policy} / seed {s.seed}"]
     for k in keys:
