@@ -81,7 +81,7 @@ def apply_plan(
                 j.restart_until = t + restart.seconds(j.sim.parameters, j.stopped_nodes, nodes(new))
                 j.pending_restart = False
                 j.restarts += 1
-        elif old.shape != new.shape or gpus(old) != gpus(new) or old.mig != new.mig:
+        elif old.shape != new.shape or gpus(old) != gpus(new) or _place(old) != _place(new):
             migrations += 1
             j.migrations += 1
             j.restarts += 1
@@ -118,6 +118,11 @@ def _rate(ctx: Context, j: LiveJob, a: Allocation) -> None:
         j.gpu_share = slice_share(truth.problem.cluster.mig[gpu_type], a.mig.profile)
     speed, power = truth.round_noise()
     j.rate = Rate(base.samples_per_second * speed, base.watts * power)
+
+
+def _place(a: Allocation) -> tuple[str, int] | None:
+    """The allocation's MIG instance (profile, start), None on whole GPUs."""
+    return None if a.mig is None else a.mig.place
 
 
 def nodes(a: Allocation) -> int:

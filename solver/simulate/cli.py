@@ -317,7 +317,7 @@ def _compare(specs: Sequence[RunSpec], scenario: str, args: argparse.Namespace) 
 def format_summary(s: Summary) -> str:
     """The headline metrics of one run, one per line."""
     d = s.to_dict()
-    keys = (
+    keys: tuple[str, ...] = (
         "jobs_finished",
         "jct_mean_s",
         "jct_p95_s",

@@ -218,7 +218,7 @@ class Simulation:
         changed = self.mig.apply(decision.layout_changes)
         applied = apply_plan(self._ctx, t, active, decision, checked, available_types, changed)
         starts, migrations, preemptions = applied.starts, applied.migrations, applied.preemptions
-        busy = sum(j.gpus() for j in active if j.gpu_share == 1.0)
+        busy = sum(j.gpus() for j in active if j.allocation is None or j.allocation.mig is None)
         busy += self.mig.partitioned_in_use(_running(active))
         available = sum(available_types.values())
         self._rounds.append(
