@@ -92,7 +92,9 @@ def test_a_layout_change_keeps_the_busy_instance_beside_the_new_one() -> None:
 
 
 def test_free_instances_are_used_before_any_layout_change() -> None:
-    runs = small("runs", current=on_instance("n0", 0, "3g.40gb", 0))
+    # Non-preemptible: a preemptible one would give its GPU to "new" whole (worth more by the
+    # objective, the consolidated variant finds it: tests/test_mig_consolidate.py).
+    runs = small("runs", current=on_instance("n0", 0, "3g.40gb", 0), preemptible=False)
     layout = GpuLayout(0, (MigInstance("3g.40gb", 0, "runs"), MigInstance(ONE_G, 4)))
     result = solved(problem(runs, small("new"), layouts=(layout,)))
     on = instances(result)

@@ -19,6 +19,7 @@ import time
 from collections.abc import Callable, Mapping
 
 from solver.core.incumbent import infeasible, proven_optimal, relative_gap, termination
+from solver.core.mig_consolidate import consolidated
 from solver.core.mig_exact import Joint, joint_solve
 from solver.domain import (
     POWER,
@@ -46,9 +47,11 @@ MIP_TIME_SHARE = 0.7
 """The slice aggregate's MIP gets this share of the time left as HiGHS's limit (and is
 interrupted at the end): at 1,000 jobs it answered up to 0.2 s past its limit."""
 
-WholeSolve = Callable[[Problem, Callable[[Plan], None] | None, ConfigSet | None], SolveResult]
+WholeSolve = Callable[
+    [Problem, Callable[[Plan], None] | None, ConfigSet | None, float | None], SolveResult
+]
 """A whole-GPU solve of a problem, telling its first plan to the callback when given one; the
-problem's configurations when they are already built."""
+problem's configurations when they are already built; an earlier end (time.monotonic())."""
 
 
 def uses_mig(problem: Problem) -> bool:
@@ -181,12 +184,15 @@ def solve_with_slices(
     solve_whole: WholeSolve,
     on_first: Callable[[Plan], None] | None = None,
     time_left: Callable[[], float] | None = None,
+    split_at: float | None = None,
 ) -> SolveResult:
     """`solve_whole` on `whole_problem`, then the slice jobs packed into its plan, then (with
     `time_left`, seconds) the joint model where it applies (solver.core.mig_exact); the same
-    solve, untouched, for a snapshot without MIG."""
+    solve, untouched, for a snapshot without MIG. With `split_at` (a time.monotonic() instant),
+    the first whole-GPU solve ends there and the consolidated variant (solver.core.
+    mig_consolidate) gets the time after it; the better checked plan answers."""
     if not uses_mig(problem):
-        return solve_whole(whole_gpus_only(problem), on_first, None)
+        return solve_whole(whole_gpus_only(problem), on_first, None, None)
     started = time.monotonic()
     configs = build_config_set(problem)
     kept, blocked = kept_slices(problem, configs)
@@ -207,11 +213,17 @@ def solve_with_slices(
             on_first(full)
 
     same = rest is problem  # no partitioned GPU, no kept slice: the same configurations
-    result = solve_whole(rest, first if on_first is not None else None, configs if same else None)
+    result = solve_whole(
+        rest, first if on_first is not None else None, configs if same else None, split_at
+    )
     if result.stats.termination is Termination.INFEASIBLE:
         return result
     stop_at = None if time_left is None else time.monotonic() + time_left() - JOINT_MARGIN_SECONDS
     plan, why = _packed(problem, configs, result.plan, kept, stop_at)
+    if plan is not None and split_at is not None:
+        plan, result = _better(problem, (plan, result), consolidated(
+            problem, configs, kept, whole_problem, lambda p: solve_whole(p, None, None, None)
+        ))  # fmt: skip
     if plan is None or time_left is None:
         return _label(problem, result, (plan, why), started)
     joint = joint_solve(problem, configs, plan, time_left() - JOINT_MARGIN_SECONDS)
@@ -219,6 +231,24 @@ def solve_with_slices(
         plan = joint.plan
     bound = slice_bound(problem, configs, plan.objective.total, time_left() - JOINT_MARGIN_SECONDS)
     return _label(problem, result, (plan, why), started, joint, bound)
+
+
+def _better(
+    problem: Problem, plain: tuple[Plan, SolveResult], other: tuple[Plan, SolveResult] | None
+) -> tuple[Plan, SolveResult]:
+    """The consolidated plan if it passes the checker and is worth more, else the plain one."""
+    if other is None or other[1].stats.termination is Termination.INFEASIBLE:
+        return plain
+    plan = other[0]
+    if check_plan(problem, plan.assignments, plan.layout_changes):
+        log.error("consolidated MIG plan rejected by the checker")
+        return plain
+    if plan.objective.total <= plain[0].objective.total + 1e-9:
+        return plain
+    stats = other[1].stats
+    note = "slices consolidated before the whole-GPU solve"
+    stats = dataclasses.replace(stats, detail=f"{stats.detail}; {note}" if stats.detail else note)
+    return plan, dataclasses.replace(other[1], stats=stats)
 
 
 def slice_bound(

@@ -26,6 +26,7 @@ from typing import Any
 from solver.core.deadline import Clock, Deadline
 from solver.core.incumbent import Incumbent, infeasible
 from solver.core.mig import JOINT_MARGIN_SECONDS, solve_with_slices, uses_mig
+from solver.core.mig_consolidate import short_of_gpus
 from solver.core.mig_exact import EXACT
 from solver.core.power_guard import solve_within_margin
 from solver.core.power_states import awake_problem, uses_power_states, with_power_actions
@@ -126,9 +127,10 @@ class Solver:
             power_keep = min(need, left / 4)
         mig_end = deadline.end - power_keep
         mig_keep = 0.0
+        joint = target.options.backend in EXACT and not supports(target)
         if uses_mig(target):
             mig_left = max(mig_end - time.monotonic(), 0.0)
-            if target.options.backend in EXACT and not supports(target):
+            if joint:
                 mig_keep = mig_left / 2  # the joint MIG model gets the second half (core.mig_exact)
             else:  # packing and the slice bound (solver.core.mig.slice_bound)
                 slice_jobs = sum(1 for j in target.jobs if j.slices is not None)
@@ -138,12 +140,18 @@ class Solver:
         if power_keep or mig_keep:
             when = dataclasses.replace(deadline, end=mig_end - mig_keep)
         mig_clock = Clock(dataclasses.replace(deadline, end=mig_end), stop)
-        result = solve_with_slices(
-            target,
-            lambda p, first, configs: self._whole(p, when, stop, first, configs),
-            on_first_plan,
-            mig_clock.left,
-        )
+        split_at = None
+        if uses_mig(target) and short_of_gpus(target) and mig_keep and not joint:
+            split_at = time.monotonic() + max(when.end - time.monotonic(), 0.0) / 2
+
+        def whole(
+            p: Problem, first: Callable[[Plan], None] | None, configs: ConfigSet | None,
+            end: float | None,
+        ) -> SolveResult:  # fmt: skip
+            at = when if end is None else dataclasses.replace(when, end=end)
+            return self._whole(p, at, stop, first, configs)
+
+        result = solve_with_slices(target, whole, on_first_plan, mig_clock.left, split_at)
         if power_states:
             result = with_power_actions(problem, result, clock.left() - JOINT_MARGIN_SECONDS)
         cap = problem.cluster.energy_cap_watts
@@ -157,9 +165,9 @@ class Solver:
         """The quick plan within the clock, as a fallback for `why` (also the service's answer
         when a solve's worker died); MIG slices packed after it (solver.core.mig)."""
         if not uses_power_states(problem):
-            return solve_with_slices(problem, lambda p, _, __: self._quick(p, clock, why))
+            return solve_with_slices(problem, lambda p, _, __, ___: self._quick(p, clock, why))
         result = solve_with_slices(
-            awake_problem(problem), lambda p, _, __: self._quick(p, clock, why)
+            awake_problem(problem), lambda p, _, __, ___: self._quick(p, clock, why)
         )
         return with_power_actions(problem, result, 0.0)
 

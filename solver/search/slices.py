@@ -114,7 +114,7 @@ class Packer:
             mig = self.gpus[gpu]
             mig.assign(name, inst.place)
             mig.clock = config.sm_clock_mhz
-            self._take_slice(name, config, gpu, inst)
+            self.take_slice(name, config, gpu, inst)
 
     # ------------------------------------------------------------ ledgers
 
@@ -142,7 +142,7 @@ class Packer:
         drawn = budgets.rack_idle_watts(cluster)[rack] + self.rack_watts.get(rack, 0.0)
         return drawn + config.watts <= budget
 
-    def _take_slice(
+    def take_slice(
         self, name: str, config: Config, gpu: tuple[str, int], inst: MigInstance
     ) -> None:
         self._draw(config, {gpu[0]: 1}, 1.0)
@@ -214,7 +214,7 @@ class Packer:
             gpu.instances = layout
         placed = gpu.assign(job.name, inst.place)
         gpu.clock = config.sm_clock_mhz
-        self._take_slice(job.name, config, gpu.key, placed)
+        self.take_slice(job.name, config, gpu.key, placed)
 
     def _profiles(self, job: Job, gpu_type: str) -> list[str]:
         """The job's profiles on a type, smallest first (best fit; remembered)."""

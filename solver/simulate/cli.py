@@ -326,7 +326,7 @@ def _compare(specs: Sequence[RunSpec], scenario: str, args: argparse.Namespace) 
 def format_summary(s: Summary) -> str:
     """The headline metrics of one run, one per line."""
     d = s.to_dict()
-    keys = (
+    keys: tuple[str, ...] = (
         "jobs_finished",
         "jct_mean_s",
         "jct_p95_s",
@@ -347,6 +347,15 @@ def format_summary(s: Summary) -> str:
         "deadline_hit_rate",
         "solver_p99_s",
     )
+    if s.jct_small_mean_s is not None:  # a trace with small jobs (MIG slices)
+        keys += (
+            "jct_small_mean_s",
+            "jct_large_mean_s",
+            "gpu_work_per_gpu_hour",
+            "small_on_slices",
+            "reconfigurations",
+            "invalid_layouts",
+        )
     width = max(len(k) for k in keys)
     lines = [f"{s.scenario} / {s.policy} / seed {s.seed}"]
     for k in keys:

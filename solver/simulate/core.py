@@ -15,6 +15,7 @@ from typing import Protocol
 
 from solver._proto.dsfro.v1 import scheduler_pb2 as pb
 from solver.domain import Allocation, ModelSpec, Problem, ThroughputProfile
+from solver.mig import LayoutChange
 
 
 class SimulationError(ValueError):
@@ -47,6 +48,8 @@ class TraceJob:
     """Seconds after submission by which the job should finish; None: no deadline."""
     weight: float = 1.0
     preemptible: bool = True
+    slices: bool = False
+    """The job may run on one MIG instance instead of a whole GPU (one-GPU jobs only)."""
     row: int = field(default=0, compare=False)
     """Line of the job in its trace file (header = 1), for error messages; 0: not from a file.
     Not part of equality: the same job read from two files is the same job."""
@@ -71,6 +74,13 @@ class SimJob:
     """Model parameters, for the checkpoint size of a restart."""
     measured: bool = False
     """Whether the workload is a measured profile (the truth is then the measurement)."""
+    slices: bool = False
+    """The job may run on one MIG instance (the trace's ``slices``)."""
+    gpu_fraction: float = 1.0
+    """The fraction of a whole GPU the job can use (its true slice speed, and the basis of
+    its predicted one: ``solver.simulate.slicing``); 1: it saturates a GPU."""
+    fraction_source: str = ""
+    """The measured job type the fraction comes from (Gavel's colocation data)."""
 
     @property
     def name(self) -> str:
@@ -156,6 +166,8 @@ class Decision:
     solver_seconds: float
     """Wall time the policy took to decide."""
     detail: str = ""
+    layout_changes: tuple[LayoutChange, ...] = ()
+    """Every GPU whose MIG layout the plan changes, with its new layout."""
 
 
 class Policy(Protocol):
@@ -208,6 +220,10 @@ class JobRecord:
     borrowed_gpu_seconds: float = 0.0
     """GPU-seconds run on quota its queue borrowed from its cohort (the plans' ``borrowed``
     jobs, ``solver.perfmodel.quotas.borrowed_jobs``)."""
+    slices: bool = False
+    """The job was allowed to run on a MIG instance (a small job)."""
+    slice_seconds: float = 0.0
+    """Seconds it ran on a MIG instance."""
 
 
 @dataclass(frozen=True)
@@ -230,6 +246,11 @@ class RoundRecord:
     tenant_shares: Mapping[str, tuple[float, float]] = field(default_factory=dict)
     """Per tenant with work after the round: (dominant share, demand share)
     (``solver.simulate.tenants.dominant_shares``)."""
+    reconfigurations: int = 0
+    """GPUs whose MIG layout the plan changed."""
+    invalid_layouts: int = 0
+    """GPUs whose layout after the plan cannot exist, or has two jobs on one instance
+    (``solver.simulate.mig_state``; must be 0)."""
 
 
 @dataclass(frozen=True)
@@ -246,6 +267,9 @@ class PowerSegment:
     gpus_computing: int
     """GPUs of jobs making progress (not restarting)."""
     gpus_available: int
+    work_gpu_s: float = 0.0
+    """Work done in the interval, in reference GPU-seconds: each running job's samples over
+    its total, times its trace GPUs times its trace duration."""
 
 
 @dataclass(frozen=True)

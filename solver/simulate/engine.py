@@ -22,6 +22,7 @@ from solver._proto.dsfro.v1 import scheduler_pb2 as pb
 from solver.app import pipeline
 from solver.app.limits import Limits
 from solver.domain import POWER, Allocation, Problem
+from solver.simulate.apply import Context, apply_plan, stop
 from solver.simulate.core import (
     Policy,
     PowerSchedule,
@@ -35,12 +36,13 @@ from solver.simulate.core import (
 )
 from solver.simulate.failures import NodeFailures
 from solver.simulate.guard import RoundGuard
+from solver.simulate.mig_state import MigState
 from solver.simulate.preflight import budget_problems, scenario_problem, unrunnable_problems
 from solver.simulate.rounds import LiveJob, Requests, check_decision, tenant_shares
 from solver.simulate.settings import SAME_INSTANT_S as _EPS
 from solver.simulate.settings import EngineSettings
 from solver.simulate.tenants import EqualShare, available_by_type
-from solver.simulate.truth import Rate, Truth, samples_to_train
+from solver.simulate.truth import Truth, samples_to_train
 
 STALL_ROUNDS = 288
 """Rounds (a day at 300 s) in which a policy runs nothing while jobs wait, no job is still to
@@ -87,6 +89,8 @@ class Simulation:
         self._share = EqualShare(self.problem, {j.name: j.trace.num_gpus for j in jobs})
         self.truth = Truth(self.problem, self._sims, self.settings.truth, seed)
         self._guard = RoundGuard(self.settings.power_guard)
+        self.mig = MigState(cluster)
+        self._ctx = Context(self.truth, self.settings, self._share, self.mig, self._guard)
         reference = self.settings.reference_gpu_type or _most_numerous_type(cluster)
         self._jobs: dict[str, LiveJob] = {}
         for sim in jobs:
@@ -196,6 +200,7 @@ class Simulation:
 
     def _round(self, t: float, active: list[LiveJob]) -> None:
         cluster = self._requests.cluster_now(t, self._failures.down_until)
+        self.mig.fill(cluster, _running(active))
         request = self._requests.request(t, active, cluster, self._jobs.values())
         request, problem = self._guard.tell(request, pipeline.to_problem(request, self.limits))
         round_input = RoundInput(
@@ -212,55 +217,11 @@ class Simulation:
         decision = self._guard.enforce(decision)  # the same margin rule for every policy
         checked = check_decision(problem, decision, self.policy.name, t)
         available_types = available_by_type(cluster)
-        starts = migrations = preemptions = 0
-        for j in active:
-            new = decision.allocations.get(j.name)
-            old = j.allocation
-            if new is None:
-                if old is not None:
-                    j.preemptions += 1
-                    preemptions += 1
-                    j.pending_restart = True
-                    j.stopped_nodes = _nodes(old)
-                    j.allocation = None
-                j.rate = Rate(0.0, 0.0)
-                j.predicted_watts = 0.0
-                j.normalized_rate = 0.0
-                j.borrowed = False
-                continue
-            if old is None:
-                starts += 1
-                if j.first_start is None:
-                    j.first_start = t
-                if j.pending_restart:
-                    j.restart_until = t + self.settings.restart.seconds(
-                        j.sim.parameters, j.stopped_nodes, _nodes(new)
-                    )
-                    j.pending_restart = False
-                    j.restarts += 1
-            elif old.shape != new.shape or _gpus(old) != _gpus(new):
-                migrations += 1
-                j.migrations += 1
-                j.restarts += 1
-                j.restart_until = t + self.settings.restart.seconds(
-                    j.sim.parameters, _nodes(old), _nodes(new)
-                )
-            j.allocation = new
-            j.rounds_run += 1
-            base = self.truth.base_rate(j.name, new.shape, new.sm_clock_mhz)
-            j.rate = self._guard.rate(j.name, base, self.truth.round_noise(), j.gpus())
-            j.predicted_watts = checked.watts[j.name]
-            j.borrowed = j.name in checked.borrowed
-            model = self.truth.predicted(j.name, new.shape, new.sm_clock_mhz)
-            equal = self._share.rate(j.name, available_types, len(active))
-            j.normalized_rate = 0.0
-            if model is not None and equal > 0:
-                j.normalized_rate = model.samples_per_second / equal
-            if model is not None:
-                j.observed_speed += j.rate.samples_per_second / model.samples_per_second
-                j.observed_power += j.rate.watts / model.watts
-                j.observations += 1
-        busy = sum(j.gpus() for j in active)
+        changed = self.mig.apply(decision.layout_changes)
+        applied = apply_plan(self._ctx, t, active, decision, checked, available_types, changed)
+        starts, migrations, preemptions = applied.starts, applied.migrations, applied.preemptions
+        busy = sum(j.gpus() for j in active if j.allocation is None or j.allocation.mig is None)
+        busy += self.mig.partitioned_in_use(_running(active))
         available = sum(available_types.values())
         self._rounds.append(
             RoundRecord(
@@ -279,6 +240,8 @@ class Simulation:
                 preemptions=preemptions,
                 detail=decision.detail,
                 tenant_shares=tenant_shares(active, available_types, self._budget(t)),
+                reconfigurations=len(changed),
+                invalid_layouts=self.mig.invalid(_running(active)),
             )
         )
         if self._progress is not None:
@@ -303,14 +266,20 @@ class Simulation:
         installed_idle = self._idle_watts(powered_only=False)
         for a, b in itertools.pairwise(cuts):
             dt = b - a
-            true_w = predicted_w = 0.0
+            true_w = predicted_w = work = 0.0
             busy = computing = 0
+            on_slices: set[tuple[str, int]] = set()
+            computing_slices: set[tuple[str, int]] = set()
             for j in active:
                 if j.allocation is None:
                     continue
-                n = j.gpus()
-                idle = self._idle_of(j) * n
-                busy += n
+                n = j.held()
+                idle = self._held_idle(j)
+                if j.allocation.mig is None:
+                    busy += j.gpus()
+                else:
+                    on_slices.add(_first_gpu(j))
+                    j.slice_seconds += dt
                 predicted_w += j.predicted_watts
                 j.gpu_seconds += n * dt
                 gpu_type = j.allocation.shape.gpu_type
@@ -322,14 +291,20 @@ class Simulation:
                     true_w += idle
                     j.energy_j += idle * dt
                     continue
-                computing += n
+                if j.allocation.mig is None:
+                    computing += j.gpus()
+                else:
+                    computing_slices.add(_first_gpu(j))
                 j.normalized_seconds += j.normalized_rate * dt
                 done = min(j.remaining, j.rate.samples_per_second * dt)
                 j.remaining -= done
                 j.samples += done
+                work += done / j.total_samples * j.sim.trace.num_gpus * j.sim.trace.duration_s
                 true_w += j.rate.watts
                 j.energy_j += j.rate.watts * dt
-            held = sum(self._idle_of(j) * j.gpus() for j in active if j.allocation is not None)
+            held = sum(self._held_idle(j) for j in active if j.allocation is not None)
+            busy += len(on_slices)
+            computing += len(computing_slices)
             self._power.append(
                 PowerSegment(
                     start_s=a,
@@ -340,6 +315,7 @@ class Simulation:
                     gpus_busy=busy,
                     gpus_computing=computing,
                     gpus_available=self._available_now(),
+                    work_gpu_s=work,
                 )
             )
 
@@ -362,14 +338,7 @@ class Simulation:
         for node in self._failures.fail(t):
             for j in active:
                 if j.allocation is not None and any(s.node == node for s in j.allocation.placement):
-                    j.stopped_nodes = _nodes(j.allocation)
-                    j.allocation = None
-                    j.preemptions += 1
-                    j.pending_restart = True
-                    j.rate = Rate(0.0, 0.0)
-                    j.predicted_watts = 0.0
-                    j.normalized_rate = 0.0
-                    j.borrowed = False
+                    stop(j)
 
     # ------------------------------------------------------------ the cluster
 
@@ -379,6 +348,12 @@ class Simulation:
     def _idle_of(self, j: LiveJob) -> float:
         assert j.allocation is not None
         return self.problem.cluster.gpu_types[j.allocation.shape.gpu_type].idle_watts
+
+    def _held_idle(self, j: LiveJob) -> float:
+        """The idle watts a running job's own draw includes: its GPUs', none on an instance
+        (a partitioned GPU's idle power is the cluster's, counted once, docs/mig.md)."""
+        assert j.allocation is not None
+        return 0.0 if j.allocation.mig is not None else self._idle_of(j) * j.gpus()
 
     def _idle_watts(self, *, powered_only: bool) -> float:
         """Idle watts of every GPU: as the checker counts them (every installed GPU, unavailable
@@ -399,7 +374,7 @@ class Simulation:
 
     def _predicted_draw(self, active: Sequence[LiveJob]) -> float:
         idle = self._idle_watts(powered_only=False) - sum(
-            self._idle_of(j) * j.gpus() for j in active if j.allocation
+            self._held_idle(j) for j in active if j.allocation
         )
         return idle + sum(j.predicted_watts for j in active if j.allocation is not None)
 
@@ -429,18 +404,19 @@ def _where(job: SimJob) -> str:
     return f"trace line {job.trace.row}" if job.trace.row else f"job {job.name}"
 
 
+def _running(active: Sequence[LiveJob]) -> list[tuple[str, Allocation]]:
+    return [(j.name, j.allocation) for j in active if j.allocation is not None]
+
+
+def _first_gpu(j: LiveJob) -> tuple[str, int]:
+    assert j.allocation is not None
+    s = next(s for s in j.allocation.placement if s.gpu_indices)
+    return (s.node, s.gpu_indices[0])
+
+
 def _done_at(j: LiveJob, t: float) -> float:
     """When a running job finishes at its current pace, from t."""
     return max(t, j.restart_until) + j.remaining / j.rate.samples_per_second
-
-
-def _nodes(a: Allocation) -> int:
-    """Nodes an allocation spans (each saves and loads its checkpoint shard)."""
-    return len({s.node for s in a.placement if s.gpu_indices})
-
-
-def _gpus(a: Allocation) -> list[tuple[str, int]]:
-    return sorted((s.node, i) for s in a.placement for i in s.gpu_indices)
 
 
 def _most_numerous_type(cluster: pb.ClusterSnapshot) -> str:

@@ -76,11 +76,8 @@ class RoundGuard:
             decision = dataclasses.replace(decision, allocations=kept, detail=detail)
         return decision
 
-    def rate(self, job: str, base: Rate, noise: tuple[float, float], gpus: int) -> Rate:
-        """The job's true rate this round (its base rate times the round's (speed, power)
-        noise), held to its power limit."""
-        speed, power = noise
-        rate = Rate(base.samples_per_second * speed, base.watts * power)
+    def hold(self, job: str, rate: Rate, gpus: int) -> Rate:
+        """The job's true rate this round held to its power limit."""
         return capped(rate, gpus, self.limits.get(job))
 
 

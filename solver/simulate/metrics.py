@@ -121,6 +121,21 @@ class Summary:
     """``energy_kwh`` plus ``idle_watts`` from ``span_s`` to ``horizon_s``."""
     jobs_energy_per_sample_j: float | None = None
     """The jobs' own energy (J) over all samples trained."""
+    jct_small_mean_s: float | None = None
+    """Mean JCT of the small jobs (those allowed MIG slices; None: the trace has none)."""
+    jct_large_mean_s: float | None = None
+    """Mean JCT of the other jobs, where the trace has small jobs."""
+    gpu_work_per_gpu_hour: float | None = None
+    """Work done per available GPU-hour while the trace arrives (first to last submission):
+    reference GPU-seconds of work (a job's trace GPUs x trace duration x share of its samples
+    done in the interval) over GPU-seconds available, x 3600 (1: as busy as the reference
+    GPUs; above 1 where faster GPUs or shared ones do more)."""
+    small_on_slices: float | None = None
+    """Share of the small jobs that ran on a MIG instance at some time."""
+    reconfigurations: int = 0
+    """GPUs whose MIG layout plans changed, over the run."""
+    invalid_layouts: int = 0
+    """GPUs with a layout that cannot exist, summed over rounds (must be 0)."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self) | {
@@ -313,4 +328,27 @@ def summarize(log: SimulationLog, horizon_s: float = 0.0) -> Summary:
         idle_watts=log.idle_watts,
         jobs_energy_per_sample_j=_share(jobs_energy_j, samples),
     )
+    summary = replace(summary, **mig_metrics(log))
     return summary.at_horizon(horizon_s)
+
+
+def mig_metrics(log: SimulationLog) -> dict[str, Any]:
+    """The MIG scenario's metrics (``Summary``'s fields from ``jct_small_mean_s``)."""
+    small = [j for j in log.jobs if j.slices]
+    out: dict[str, Any] = {
+        "reconfigurations": sum(r.reconfigurations for r in log.rounds),
+        "invalid_layouts": sum(r.invalid_layouts for r in log.rounds),
+    }
+    if small:
+        out["jct_small_mean_s"] = _mean([t for j in small if (t := jct(j)) is not None])
+        large = [t for j in log.jobs if not j.slices and (t := jct(j)) is not None]
+        out["jct_large_mean_s"] = _mean(large)
+        out["small_on_slices"] = _share(sum(1 for j in small if j.slice_seconds > 0), len(small))
+    if log.jobs:
+        first = min(j.submit_s for j in log.jobs)
+        last = max(j.submit_s for j in log.jobs)
+        window = [s for s in log.power if first <= s.start_s < last and _duration(s) > 0]
+        gpu_s = sum(s.gpus_available * _duration(s) for s in window)
+        work = sum(s.work_gpu_s for s in window)
+        out["gpu_work_per_gpu_hour"] = _share(work, gpu_s)
+    return out

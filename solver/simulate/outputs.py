@@ -92,7 +92,7 @@ def write_run(log: SimulationLog, summary: Summary, out_dir: Path, prefix: str) 
         write_csv(
             out_dir / f"{prefix}-rounds.csv",
             ROUND_COLUMNS,
-            (astuple(r)[: len(ROUND_COLUMNS)] for r in log.rounds),
+            ([getattr(r, c) for c in ROUND_COLUMNS] for r in log.rounds),
         ),
         write_csv(out_dir / f"{prefix}-power.csv", POWER_COLUMNS, map(astuple, log.power)),
         write_csv(
@@ -134,6 +134,12 @@ HEADLINE = (
     Metric("restart_gpu_share", "GPU time restarting", ".2%"),
     Metric("deadline_hit_rate", "deadline hits", ".1%"),
     Metric("solver_p99_budget_ratio", "solver p99/budget", ".3g"),
+    Metric("jct_small_mean_s", "small jobs' mean JCT (s)", ".4g"),
+    Metric("jct_large_mean_s", "large jobs' mean JCT (s)", ".4g"),
+    Metric("gpu_work_per_gpu_hour", "GPU-work per GPU-hour", ".4g"),
+    Metric("small_on_slices", "small jobs on slices", ".1%"),
+    Metric("reconfigurations", "reconfigurations", ".4g"),
+    Metric("invalid_layouts", "invalid layouts", ".3g"),
 )
 RATIO_METRICS = ("jct_mean_s", "energy_horizon_kwh")
 """Metrics given as ratios to each baseline policy: energy on the equal horizon, the fair

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 from solver._proto.dsfro.v1 import scheduler_pb2 as pb
 from solver.app.convert import allocation_to_proto, duration_to_proto, workload_to_proto
-from solver.domain import Allocation, Config, JobAssignment, JobState, Problem
+from solver.domain import Allocation, Config, Job, JobAssignment, JobState, Problem, Shape
 from solver.perfmodel.configs import TypeFacts, enumerate_configs, resolve_config, type_facts
 from solver.perfmodel.quotas import borrowed_jobs
 from solver.scoring.checker import check_plan
@@ -22,6 +22,7 @@ from solver.simulate.core import (
     SimulationError,
 )
 from solver.simulate.settings import EngineSettings
+from solver.simulate.slicing import instance_configs, predicted_fraction, slice_points
 from solver.simulate.tenants import dominant_shares, queue_attained
 from solver.simulate.truth import Rate
 
@@ -64,6 +65,10 @@ class LiveJob:
     borrowed: bool = False
     """Running on quota its queue borrowed from the cohort (this round's plan)."""
     borrowed_gpu_seconds: float = 0.0
+    gpu_share: float = 1.0
+    """Share of a GPU the job holds per GPU of its shape: 1 on whole GPUs, the instance's
+    share (``slice_share``) on a MIG instance."""
+    slice_seconds: float = 0.0
 
     @property
     def name(self) -> str:
@@ -71,6 +76,10 @@ class LiveJob:
 
     def gpus(self) -> int:
         return 0 if self.allocation is None else self.allocation.shape.num_gpus
+
+    def held(self) -> float:
+        """GPUs held: whole GPUs, or the share of one on a MIG instance."""
+        return self.gpus() * self.gpu_share
 
     def history(self) -> JobHistory:
         return JobHistory(
@@ -104,6 +113,8 @@ class LiveJob:
             restart_gpu_seconds=self.restart_gpu_seconds,
             normalized_s=self.normalized_seconds,
             borrowed_gpu_seconds=self.borrowed_gpu_seconds,
+            slices=self.sim.slices,
+            slice_seconds=self.slice_seconds,
         )
 
 
@@ -190,8 +201,12 @@ class Requests:
                 ),
             )
             job.age.CopyFrom(duration_to_proto(max(t - sim.trace.submit_time_s, 0.0)))
+            if sim.slices:
+                job.slices.allow = True
             if self.settings.feedback and j.observations:
                 job.profile.CopyFrom(self._observed_profile(j))
+            elif sim.slices and self._problem is not None:
+                job.profile.CopyFrom(self._profile(j, 1.0, 1.0))
             else:
                 workload_to_proto(job, sim.workload)
             if sim.trace.deadline_s is not None:
@@ -208,11 +223,40 @@ class Requests:
         the job has shown so far."""
         speed = j.observed_speed / j.observations
         power = j.observed_power / j.observations
+        return self._profile(j, speed, power)
+
+    def _job(self, name: str) -> Job:
+        assert self._problem is not None, "know() the scenario first"
+        return next(x for x in self._problem.jobs if x.name == name)
+
+    def _profile(self, j: LiveJob, speed: float, power: float) -> pb.ThroughputProfile:
+        """The model's predictions of the job's configurations as measured points, scaled by
+        ``speed`` and ``power``; a slice job's also on every instance it may use, at its
+        predicted fraction of a GPU (``solver.simulate.slicing``)."""
         configs = self._configs.get(j.name)
         if configs is None:
-            assert self._problem is not None, "know() the scenario before feedback rounds"
-            job = next(x for x in self._problem.jobs if x.name == j.name)
-            configs = self._configs[j.name] = enumerate_configs(job, self._facts)
+            job = self._job(j.name)
+            configs = enumerate_configs(job, self._facts)
+            if j.sim.slices:
+                assert self._problem is not None
+                sigma = self.settings.truth.throughput_sigma
+                used = predicted_fraction(self.seed, j.name, j.sim.gpu_fraction, sigma)
+                mig = self._problem.cluster.mig
+                configs += [
+                    Config(
+                        j.name,
+                        Shape(p.gpu_type, 1, 1, 1),
+                        p.sm_clock_mhz,
+                        p.samples_per_second,
+                        p.watts,
+                        p.memory_per_gpu_gib,
+                        1,
+                        1,
+                        mig_profile=p.mig_profile,
+                    )
+                    for p in slice_points(job, self._facts, mig, used)
+                ]
+            self._configs[j.name] = configs
         return pb.ThroughputProfile(
             points=[
                 pb.ProfilePoint(
@@ -224,6 +268,7 @@ class Requests:
                     samples_per_second=c.samples_per_second * speed,
                     watts=c.watts * power,
                     memory_per_gpu_gib=c.memory_per_gpu_gib,
+                    mig_profile=c.mig_profile,
                 )
                 for c in configs
             ]
@@ -256,18 +301,32 @@ def check_decision(problem: Problem, decision: Decision, policy: str, t: float) 
         if a is None:
             assignments.append(JobAssignment(job.name, JobState.QUEUED))
             continue
-        config = resolve_config(problem, job, a.shape, a.sm_clock_mhz, facts)
+        config = _config(problem, job, a, facts)
         if config is None:
-            problems.append(f"{job.name}: {a.shape} at {a.sm_clock_mhz} MHz cannot run")
+            on = f" on {a.mig.profile}" if a.mig is not None else ""
+            problems.append(f"{job.name}: {a.shape}{on} at {a.sm_clock_mhz} MHz cannot run")
             continue
         watts[job.name] = config.watts
-        assignments.append(JobAssignment(job.name, JobState.RUNNING, config, a.placement))
-    problems += [f"{v.constraint} {v.job}: {v.message}" for v in check_plan(problem, assignments)]
+        assignments.append(
+            JobAssignment(job.name, JobState.RUNNING, config, a.placement, mig=a.mig)
+        )
+    violations = check_plan(problem, assignments, decision.layout_changes)
+    problems += [f"{v.constraint} {v.job}: {v.message}" for v in violations]
     if problems:
         head = f"{policy} at {t:.0f} s made a plan the checker rejects"
         raise SimulationError([head, *problems[:20]])
     borrowed = borrowed_jobs(problem.cluster, problem.jobs, assignments)
     return CheckedPlan(watts, frozenset(borrowed))
+
+
+def _config(
+    problem: Problem, job: Job, a: Allocation, facts: Mapping[str, TypeFacts]
+) -> Config | None:
+    """The predicted configuration of an allocation: whole GPUs, or one MIG instance."""
+    if a.mig is None:
+        return resolve_config(problem, job, a.shape, a.sm_clock_mhz, facts)
+    found = instance_configs(job, facts, problem.cluster.mig)
+    return found.get((a.shape.gpu_type, a.mig.profile, a.sm_clock_mhz))
 
 
 def tenant_shares(

@@ -21,6 +21,13 @@ CHECKPOINT_BYTES_PER_PARAMETER = 14
 (Rajbhandari et al., ZeRO, SC'20, section 3.1); gradients are not checkpointed."""
 
 
+RECONFIGURATION_S = 60.0
+"""An assumption (no public figure found): destroying and creating GPU and compute instances
+(``nvidia-smi mig -dci/-dgi/-cgi``, the instances concerned idle, NVIDIA MIG user guide) and
+the device plugin advertising the new resources before a pod can bind one; twice the restart
+overhead below. Configurable."""
+
+
 @dataclass(frozen=True)
 class RestartCost:
     """Seconds a job holds its GPUs without progress when it (re)starts after a stop, a move
@@ -85,6 +92,9 @@ class EngineSettings:
     """The power margin rule and power limits for every policy (solver/simulate/guard.py);
     None: neither (the flat headroom alone, as before)."""
     truth: TruthSettings = field(default_factory=TruthSettings)
+    reconfiguration_s: float = RECONFIGURATION_S
+    """Seconds a GPU whose MIG layout a plan changes is unusable for the jobs that start on
+    its changed part (``solver.simulate.mig_state``)."""
     weights: Mapping[str, float] | None = None
     """Objective weights DSFRO's requests set (by ``ObjectiveWeights`` field name); None: the
     defaults. Plain data, so that settings pickle to the worker processes of ``--compare``."""

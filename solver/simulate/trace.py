@@ -32,6 +32,9 @@ REQUIRED = ("job_id", "submit_time_s", "tenant", "workload", "num_gpus", "durati
 OPTIONAL = ("deadline_s", "weight", "preemptible")
 COLUMNS = REQUIRED + OPTIONAL
 """The columns ``write_trace`` writes, in order. Other columns of a file are ignored."""
+SLICES = "slices"
+"""Optional: the job may run on one MIG instance (empty: false); written only for a trace
+with such a job, so traces without slices keep their nine columns."""
 
 MAX_DURATION_S = 365 * 86_400.0
 """Longest ``duration_s``: a year, 6.8 times the longest job of the whole Philly trace (4,628,226
@@ -93,12 +96,15 @@ class _Row:
             return None
         return self.number(column, lambda x: 0 < x <= most, rule)
 
-    def flag(self, column: str) -> bool:
+    def flag(self, column: str, default: bool = True) -> bool:
         raw = self.values.get(column, "").lower()
-        if raw in _TRUE or not raw:
+        if not raw:
+            return default
+        if raw in _TRUE:
             return True
         if raw not in _FALSE:
-            self.fail(column, f"must be empty (true), true, false, 1 or 0, got {raw!r}")
+            empty = "true" if default else "false"
+            self.fail(column, f"must be empty ({empty}), true, false, 1 or 0, got {raw!r}")
         return False
 
 
@@ -219,6 +225,7 @@ def _job(row: _Row) -> TraceJob:
         )
         or 1.0,
         preemptible=row.flag("preemptible"),
+        slices=row.flag(SLICES, default=False),
         row=row.line,
     )
 
@@ -247,8 +254,10 @@ def trace_text(jobs: Sequence[TraceJob]) -> str:
     """The trace file text of ``jobs``: all columns, in the given order."""
     out = io.StringIO()
     w = csv.writer(out, lineterminator="\n")
-    w.writerow(COLUMNS)
+    slices = any(j.slices for j in jobs)
+    w.writerow((*COLUMNS, SLICES) if slices else COLUMNS)
     for j in jobs:
+        extra = ["true" if j.slices else "false"] if slices else []
         w.writerow(
             [
                 j.job_id,
@@ -260,6 +269,7 @@ def trace_text(jobs: Sequence[TraceJob]) -> str:
                 "" if j.deadline_s is None else _number(j.deadline_s),
                 _number(j.weight),
                 "true" if j.preemptible else "false",
+                *extra,
             ]
         )
     return out.getvalue()
@@ -305,6 +315,11 @@ def check_trace_against(
             problems.append(
                 f"{where}:tenant: {j.tenant!r} names no queue of the cluster "
                 f"(its queues: {', '.join(queues)})"
+            )
+        if j.slices and "num_gpus" not in skip and j.num_gpus != 1:
+            problems.append(
+                f"{where}:{SLICES}: only a one-GPU job may run on a MIG instance, "
+                f"this one asks for {j.num_gpus} GPUs"
             )
         if "workload" in skip:
             continue

@@ -8,7 +8,9 @@ Policies see predictions only (the model spec or measured profile in the snapsho
   ``throughput_sigma``);
 - power: the prediction times a per-job error drawn once (lognormal, mean one, ``power_sigma``):
   no public table gives a job's watts per configuration, so even measured jobs carry it;
-- both times a per-round noise (lognormal, mean one, ``round_sigma``), drawn per job and round.
+- both times a per-round noise (lognormal, mean one, ``round_sigma``), drawn per job and round;
+- on a MIG instance, the job's measured fraction of a GPU bounds what the instance's share
+  gives it (``slice_rate``, ``solver.simulate.slicing``).
 
 Errors are mean-one (mu = -sigma^2 / 2) so that the truth is unbiased on average and a policy's
 exceedance of the power budget comes from spread, not from a skew built into the simulator.
@@ -24,6 +26,7 @@ import numpy as np
 from solver.domain import Config, Job, Problem, Shape
 from solver.perfmodel.configs import TypeFacts, resolve_config, type_facts
 from solver.simulate.core import SimJob
+from solver.simulate.slicing import at_fraction, instance_configs
 
 DEFAULT_THROUGHPUT_SIGMA = 0.15
 DEFAULT_POWER_SIGMA = 0.15
@@ -65,6 +68,8 @@ class Truth:
         self.settings = settings
         self._jobs = {j.name: j for j in problem.jobs}
         self._measured = {name: s.measured for name, s in jobs.items()}
+        self._fraction = {name: s.gpu_fraction for name, s in jobs.items()}
+        self._slices: dict[str, dict[tuple[str, str, int], Config]] = {}
         self._facts: dict[str, TypeFacts] = type_facts(problem.cluster)
         rng = np.random.default_rng([seed, 1])
         self._speed_error: dict[str, float] = {}
@@ -92,6 +97,20 @@ class Truth:
         if c is None:
             raise ValueError(f"{job}: {shape} at {clock} MHz cannot run")
         return Rate(c.samples_per_second * self._speed_error[job], c.watts * self._power_error[job])
+
+    def slice_rate(self, job: str, gpu_type: str, profile: str, clock: int) -> Rate:
+        """The true rate on one instance of ``profile``, without round noise: the model's
+        one-GPU rate within the instance's memory times ``min(1, share / fraction used)``,
+        times the job's errors; watts above the GPU's idle power."""
+        configs = self._slices.get(job)
+        if configs is None:
+            mig = self.problem.cluster.mig
+            configs = self._slices[job] = instance_configs(self._jobs[job], self._facts, mig)
+        c = configs.get((gpu_type, profile, clock))
+        if c is None:
+            raise ValueError(f"{job}: {profile} on {gpu_type} at {clock} MHz cannot run")
+        sps, watts = at_fraction(c, self.problem.cluster.mig[gpu_type], self._fraction[job])
+        return Rate(sps * self._speed_error[job], watts * self._power_error[job])
 
     def round_noise(self) -> tuple[float, float]:
         """Multipliers of throughput and power for one job in one round."""

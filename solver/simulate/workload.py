@@ -31,7 +31,7 @@ from __future__ import annotations
 import functools
 import zlib
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -50,6 +50,7 @@ from solver.perfmodel import throughput
 from solver.perfmodel.catalog import load_architectures
 from solver.perfmodel.configs import TypeFacts, type_facts
 from solver.simulate.core import SimJob, SimulationError, TraceJob
+from solver.simulate.slicing import draw_fraction
 
 PIPELINE_DEGREES = (1, 2, 4, 8)
 """Pipeline degrees a job may use to run at its requested count (those the truth model tries)."""
@@ -161,8 +162,20 @@ class WorkloadMix:
         if name in self.classes:
             name = self._draw(self.classes[name], job, view)
         if name in archs:
-            return self._model_job(job, name, archs[name], view)
-        return self._measured_job(job, view.measured[name], view)
+            sim = self._model_job(job, name, archs[name], view)
+        else:
+            sim = self._measured_job(job, view.measured[name], view)
+        if not job.slices:
+            return sim
+        source, fraction = draw_fraction(self.seed, job.job_id)  # a one-GPU job (the trace's)
+        return replace(
+            sim,
+            min_gpus=1,
+            max_gpus=1,
+            slices=True,
+            gpu_fraction=fraction,
+            fraction_source=source,
+        )
 
     def realize_all(self, jobs: Sequence[TraceJob], cluster: pb.ClusterSnapshot) -> list[SimJob]:
         """Every job realized, or one SimulationError listing every job that cannot run."""

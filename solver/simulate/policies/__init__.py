@@ -26,6 +26,7 @@ _BASELINES: dict[str, tuple[str, str]] = {
     "zeus": ("solver.simulate.policies.zeus", "ZeusPolicy"),
     "kueue": ("solver.simulate.policies.kueue", "KueuePolicy"),
     "themis": ("solver.simulate.policies.themis", "ThemisPolicy"),
+    "static-mig": ("solver.simulate.policies.static_mig", "StaticMigPolicy"),
 }
 
 _DSFRO: dict[str, Callable[[str | None], DsfroOptions]] = {
@@ -33,6 +34,7 @@ _DSFRO: dict[str, Callable[[str | None], DsfroOptions]] = {
     "dsfro-no-dvfs": lambda server: DsfroOptions(server=server, dvfs=False),
     "dsfro-fixed-shape": lambda server: DsfroOptions(server=server, adaptive_shape=False),
     "dsfro-heuristic": lambda server: DsfroOptions(server=server, backend=Backend.HEURISTIC),
+    "dsfro-whole": lambda server: DsfroOptions(server=server, slices=False),
     "dsfro-maxmin": lambda server: DsfroOptions(
         server=server, fairness=Fairness(FairnessMode.MAX_MIN, FairnessScope.TENANT)
     ),

@@ -4,7 +4,9 @@ scheduler calls it. Ablations change only what DSFRO may decide, through the req
 
 - ``dsfro-no-dvfs``: every GPU type offers only its top clock;
 - ``dsfro-fixed-shape``: each job gets exactly the GPUs it asked for (min = max = requested);
-- ``dsfro-heuristic``: the heuristic alone (``BACKEND_HEURISTIC``).
+- ``dsfro-heuristic``: the heuristic alone (``BACKEND_HEURISTIC``);
+- ``dsfro-whole``: whole GPUs only (no job may run on a MIG instance: the plan never
+  partitions a GPU). ``dsfro`` itself uses slices where the snapshot allows them.
 
 Fairness variants send the request with a fairness mode (docs/objective.md, "Fairness"), the
 round interval as its horizon: ``dsfro-maxmin`` (max-min by tenant), ``dsfro-prop``
@@ -21,7 +23,7 @@ import grpc
 
 from solver._proto.dsfro.v1 import scheduler_pb2 as pb
 from solver._proto.dsfro.v1 import scheduler_pb2_grpc
-from solver.app import pipeline
+from solver.app import convert_mig, pipeline
 from solver.app.convert import (
     allocations_from_proto,
     backend_to_proto,
@@ -51,6 +53,8 @@ class DsfroOptions:
     """The fairness mode and scope; the horizon is set to the round interval."""
     fairness_weight: float | None = None
     """The fairness term's weight; None: the request's (default 1)."""
+    slices: bool = True
+    """False: no job may run on a MIG instance (whole GPUs only)."""
 
 
 class DsfroPolicy:
@@ -82,22 +86,24 @@ class DsfroPolicy:
             deadline = pipeline.deadline_of(self.solver, problem, arrival=arrival)
             result = self.solver.solve(problem, deadline)
             allocations = {
-                a.job: Allocation(a.config.shape, a.config.sm_clock_mhz, a.placement)
+                a.job: Allocation(a.config.shape, a.config.sm_clock_mhz, a.placement, a.mig)
                 for a in result.plan.assignments
                 if a.state is JobState.RUNNING and a.config is not None
             }
+            changes = result.plan.layout_changes
             detail = f"{result.stats.termination.name} ({result.stats.backend_used.name})"
         else:
             response = self._call(self.adapt(round_input))
             allocations = {
                 name: a for name, a in allocations_from_proto(response.plan).items() if a
             }
+            changes = convert_mig.changes_from_proto(response.plan)
             s = response.stats
             detail = (
                 f"{enum_label(pb.Termination, s.termination)} "
                 f"({enum_label(pb.Backend, s.backend_used)})"
             )
-        return Decision(allocations, time.perf_counter() - started, detail)
+        return Decision(allocations, time.perf_counter() - started, detail, changes)
 
     def restricted(self, round_input: RoundInput) -> Problem:
         """The round's problem with this variant's backend and restrictions: the engine's
@@ -106,6 +112,8 @@ class DsfroPolicy:
         if o.dvfs and o.adaptive_shape:
             p = round_input.problem
             p = replace(p, options=replace(p.options, backend=o.backend))
+            if not o.slices:
+                p = replace(p, jobs=tuple(replace(j, slices=None) for j in p.jobs))
             if not o.fairness.active:
                 return p
             weights = p.weights
@@ -143,6 +151,9 @@ class DsfroPolicy:
             for job in request.jobs:
                 n = round_input.history[job.name].requested_gpus
                 job.min_gpus = job.max_gpus = n
+        if not o.slices:
+            for job in request.jobs:
+                job.ClearField("slices")
         return request
 
     def _call(self, request: pb.SolveRequest) -> pb.SolveResponse:

@@ -1,0 +1,179 @@
+"""Static MIG partitioning, as operators run MIG today: a fixed share of the nodes is
+partitioned once and never reconfigured; small jobs take free instances, large jobs whole GPUs.
+
+- **Partitioned nodes**: of each GPU type with a MIG geometry, the first ``share`` of its nodes
+  (by name, rounded up; default half, a choice), every GPU in NVIDIA's ``all-balanced`` layout
+  (the NVIDIA GPU operator's default mig-parted ConfigMap, ``default-mig-parted-config``: two
+  1g, one 2g and one 3g instance, e.g. A100-80GB and H100-80GB 2 x 1g.10gb, 2g.20gb, 3g.40gb),
+  placed at the first valid starts the catalog gives. They are partitioned in the first round
+  in which they are idle (at once: nothing runs yet) and never again.
+- **Small jobs** (those that allow slices), in submission order: a running one keeps its
+  instance; a waiting one takes the smallest free instance its memory fits (the performance
+  model's slice configuration at the top clock), else waits; no head-of-line blocking between
+  instance sizes. Only instances: a small job asks for ``nvidia.com/mig-<profile>``, not a GPU.
+- **Large jobs**: ``fifo``'s rules on the GPUs left whole.
+
+Every job sees the same predictions as DSFRO (the round's problem). Power is not admitted for
+instances (no scenario with slices has a budget; the checker would reject a plan over one).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import replace
+
+from solver.domain import Allocation, GpuSlice, Job, Node, Problem
+from solver.mig import GpuLayout, LayoutChange, MigGeometry, MigInstance, valid_layouts
+from solver.perfmodel.configs import type_facts
+from solver.simulate.core import Decision, RoundInput
+from solver.simulate.policies.fifo import FifoPolicy
+from solver.simulate.slicing import instance_configs
+
+BALANCED = (1, 1, 2, 3)
+"""SM slices of the ``all-balanced`` instances: 1g x 2, 2g x 1, 3g x 1."""
+STATIC_SHARE = 0.5
+"""Share of each MIG-capable type's nodes partitioned (a choice of the baseline)."""
+
+
+def balanced_layout(geometry: MigGeometry) -> tuple[MigInstance, ...]:
+    """The ``all-balanced`` layout: two 1g, one 2g, one 3g instance of the smallest memory each
+    (1g.10gb, not 1g.20gb), at the first valid starts (catalog order)."""
+    smallest: dict[int, str] = {}
+    for p in geometry.plannable():  # smallest first
+        smallest.setdefault(p.compute_slices, p.name)
+    wanted = sorted(smallest[c] for c in BALANCED)
+    chosen = [geometry.profiles[n] for n in sorted(set(wanted))]
+    for layout in valid_layouts(geometry, chosen):
+        if sorted(i.profile for i in layout) == wanted:
+            return layout
+    raise ValueError(f"{geometry.gpu_type}: no valid all-balanced layout")
+
+
+class StaticMigPolicy:
+    """A fixed share of the nodes partitioned once; small jobs on instances, large on FIFO."""
+
+    name = "static-mig"
+
+    def __init__(self, share: float = STATIC_SHARE) -> None:
+        if not 0 <= share <= 1:
+            raise ValueError(f"share must be in [0, 1], got {share}")
+        self.share = share
+        self._fifo = FifoPolicy()
+
+    def targets(self, problem: Problem) -> dict[str, tuple[MigInstance, ...]]:
+        """Partitioned nodes and the layout of each of their GPUs."""
+        mig = problem.cluster.mig
+        out: dict[str, tuple[MigInstance, ...]] = {}
+        for gpu_type, geometry in sorted(mig.items()):
+            nodes = sorted(n.name for n in problem.cluster.nodes if n.gpu_type == gpu_type)
+            layout = balanced_layout(geometry)
+            for name in nodes[: math.ceil(self.share * len(nodes))]:
+                out[name] = layout
+        return out
+
+    def decide(self, round_input: RoundInput) -> Decision:
+        started = time.perf_counter()
+        problem = round_input.problem
+        targets = self.targets(problem)
+        changes = _changes(problem, targets)
+        small = [j for j in problem.jobs if j.slices is not None]
+        large = tuple(j for j in problem.jobs if j.slices is None)
+        whole = replace(
+            problem,
+            jobs=large,
+            cluster=replace(
+                problem.cluster,
+                nodes=tuple(_without(n, n.name in targets) for n in problem.cluster.nodes),
+            ),
+        )
+        fifo = self._fifo.decide(replace(round_input, problem=whole))
+        allocations = dict(fifo.allocations)
+        placed = self._instances(round_input, problem, small, targets, changes)
+        allocations.update(placed)
+        detail = f"{len(fifo.allocations)} whole, {len(placed)} on instances"
+        return Decision(allocations, time.perf_counter() - started, detail, tuple(changes))
+
+    def _instances(
+        self,
+        round_input: RoundInput,
+        problem: Problem,
+        small: list[Job],
+        targets: dict[str, tuple[MigInstance, ...]],
+        changes: list[LayoutChange],
+    ) -> dict[str, Allocation]:
+        """Small jobs on free instances: running ones stay, waiting ones in submission order
+        take the smallest instance that fits."""
+        facts = type_facts(problem.cluster)
+        new = {(c.node, c.layout.gpu_index) for c in changes}
+        free: list[tuple[str, int, MigInstance]] = []
+        for node in problem.cluster.nodes:
+            if node.name not in targets:
+                continue
+            existing = {x.gpu_index: x for x in node.mig_layouts}
+            for i in node.available_gpu_indices:
+                if (node.name, i) in new:
+                    free += [(node.name, i, m) for m in targets[node.name]]
+                elif i in existing:
+                    free += [(node.name, i, m) for m in existing[i].instances if not m.job]
+        out: dict[str, Allocation] = {}
+        order = sorted(small, key=lambda j: (round_input.history[j.name].submit_time_s, j.name))
+        for job in order:
+            cur = job.current
+            if cur is not None and cur.mig is not None:
+                out[job.name] = cur
+                continue
+            fits = instance_configs(job, facts, problem.cluster.mig)
+            best = None
+            for k, (node_name, i, m) in enumerate(free):
+                gpu = problem.cluster.node(node_name).gpu_type
+                c = fits.get((gpu, m.profile, facts[gpu].gpu.max_clock_mhz))
+                if c is None:
+                    continue
+                geometry = problem.cluster.mig[gpu]
+                size = (geometry.profiles[m.profile].compute_slices, m.profile, node_name, i)
+                if best is None or size < best[0]:
+                    best = (size, k, c)
+            if best is None:
+                continue
+            _, k, c = best
+            node_name, i, m = free.pop(k)
+            out[job.name] = Allocation(
+                c.shape,
+                c.sm_clock_mhz,
+                (GpuSlice(node_name, (i,)),),
+                MigInstance(m.profile, m.start),
+            )
+        return out
+
+    def close(self) -> None:
+        """Nothing to release."""
+
+
+def _changes(problem: Problem, targets: dict[str, tuple[MigInstance, ...]]) -> list[LayoutChange]:
+    """The target GPUs not yet partitioned, idle and available: partition them now."""
+    out = []
+    for node in problem.cluster.nodes:
+        layout = targets.get(node.name)
+        if layout is None:
+            continue
+        existing = {x.gpu_index for x in node.mig_layouts if x.instances}
+        busy = {
+            i
+            for j in problem.jobs
+            if j.current is not None
+            for s in j.current.placement
+            if s.node == node.name
+            for i in s.gpu_indices
+        }
+        for i in node.available_gpu_indices:
+            if i not in existing and i not in busy:
+                out.append(LayoutChange(node.name, GpuLayout(i, layout)))
+    return out
+
+
+def _without(node: Node, partitioned: bool) -> Node:
+    """The node as FIFO sees it: its GPUs unavailable where it is partitioned."""
+    if not partitioned:
+        return node
+    return replace(node, unavailable_gpu_indices=frozenset(range(node.gpu_count)))

@@ -1,0 +1,65 @@
+"""Consolidating slices before the whole-GPU solve (solver.core.mig_consolidate,
+solver.search.slice_prepack): when whole GPUs are short, small jobs that lose little on an
+instance share one GPU and the GPUs they would hold go to a job that needs them."""
+
+from __future__ import annotations
+
+from solver.core.mig_consolidate import short_of_gpus
+from solver.domain import Job, JobAssignment, JobState, ProfilePoint, ThroughputProfile
+from solver.perfmodel.configs import build_config_set
+from solver.scoring.checker import check_plan
+from solver.search.slice_prepack import LOSSLESS_SHARE, LosslessPacker
+from tests.factories import solve
+from tests.mig_cases import ONE_G, T, problem, small
+
+
+def large(name: str = "large") -> Job:
+    """A two-GPU job (no slices): 180 samples/s on two GPUs, nothing on one."""
+    points = (ProfilePoint(T, 2, 1, 1, 1410, 180.0, 600.0, 10.0),)
+    return Job(name, "t", 1.0, ThroughputProfile(points), 2, 2, frozenset())
+
+
+def test_small_jobs_share_a_gpu_so_the_large_job_runs() -> None:
+    """Three GPUs: two small jobs that keep 95 % of their rate on a 1g.10gb instance and a
+    job that needs two GPUs. On whole GPUs the small jobs take two and the large job waits;
+    consolidated, both small jobs share one GPU and the large job runs on the other two."""
+    p = problem(small("a", measured=95.0), small("b", measured=95.0), large(), gpus=3)
+    assert short_of_gpus(p)
+    r = solve(p)
+    plan = r.plan
+    assert check_plan(p, plan.assignments, plan.layout_changes) == []
+    running = {a.job for a in plan.assignments if a.state is JobState.RUNNING}
+    assert running == {"a", "b", "large"}
+    on = {a.job: a.mig for a in plan.assignments if a.mig is not None}
+    assert set(on) == {"a", "b"} and {m.profile for m in on.values()} == {ONE_G}
+    gpus = {
+        (s.node, i) for a in plan.assignments if a.mig for s in a.placement for i in s.gpu_indices
+    }
+    assert len(gpus) == 1
+    assert "slices consolidated" in r.stats.detail
+
+
+def test_jobs_that_lose_much_on_an_instance_keep_whole_gpus() -> None:
+    """At 40 % of their rate on the instance the small jobs are worth more whole: the
+    consolidated variant is not taken, the plain plan (small jobs whole) answers."""
+    p = problem(small("a", measured=40.0), small("b", measured=40.0), large(), gpus=3)
+    r = solve(p)
+    assert all(a.mig is None for a in r.plan.assignments)
+    assert "slices consolidated" not in r.stats.detail
+
+
+def test_the_lossless_packer_skips_slow_instances() -> None:
+    p = problem(small("fast", measured=95.0), small("slow", measured=40.0), gpus=1)
+    configs = build_config_set(p)
+    packer = LosslessPacker(
+        p, configs, [JobAssignment(j.name, JobState.QUEUED) for j in p.jobs], {}
+    )
+    packer.pack()
+    assert set(packer.packed) == {"fast"}
+    config = packer.packed["fast"][0]
+    assert config.samples_per_second >= LOSSLESS_SHARE * configs.best_samples_per_second["fast"]
+
+
+def test_enough_gpus_no_split() -> None:
+    p = problem(small("a", measured=95.0), large(), gpus=3)
+    assert not short_of_gpus(p)
