@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-from typing import Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from google.protobuf.internal.enum_type_wrapper import EnumTypeWrapper
 
@@ -53,12 +53,14 @@ from solver.domain import (
     Workload,
 )
 from solver.perfmodel import quotas
-from solver.perfmodel.guard import GuardParams
-from solver.scoring.power import PowerMarginReport, power_margin
 from solver.wire import RequestFileError as RequestFileError
 from solver.wire import duration_to_proto as duration_to_proto
 from solver.wire import load_request_json as load_request_json
 from solver.wire import message_to_json as message_to_json
+
+if TYPE_CHECKING:
+    from solver.perfmodel.guard_params import GuardParams
+    from solver.scoring.power import PowerMarginReport
 
 T = TypeVar("T")
 
@@ -371,6 +373,9 @@ def plan_to_proto(
         layout_changes=convert_mig.changes_to_proto(plan.layout_changes),
         power_actions=convert_power.actions_to_proto(plan.power_actions),
     )
+    # Imported here: the client install reads plans without numpy, which the margin needs.
+    from solver.scoring.power import power_margin
+
     if problem is not None and (m := power_margin(problem, plan.assignments, guard)) is not None:
         out.power_margin.CopyFrom(margin_to_proto(m))
     if problem is None or not problem.cluster.queues:

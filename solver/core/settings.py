@@ -19,7 +19,7 @@ from typing import Any, Literal
 from pydantic import Field, ValidationError
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
-from solver.perfmodel.guard import GuardParams
+from solver.perfmodel.guard_params import GuardParams
 
 ENV_PREFIX = "DSFRO_TUNING_"
 TABLE = "tuning"

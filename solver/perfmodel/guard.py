@@ -23,28 +23,12 @@ from dataclasses import dataclass
 from solver.domain import Config, GpuType, Job, JobAssignment, JobState, Problem, ThroughputProfile
 from solver.perfmodel.budgets import idle_watts
 from solver.perfmodel.configs import TypeFacts, resolve_config, type_facts
+from solver.perfmodel.guard_params import GuardParams
 
 MIN_POWER_LIMIT_FRACTION = 0.3923
 """Lowest supported power limit over TDP, where the catalog has no figure: the median over the
 four GPUs of the Zeus sweeps (data/zeus) of the lowest limit swept over the highest (A40
 100/300 W, P100 125/250 W, RTX 6000 100/260 W, V100 100/250 W: 0.333, 0.5, 0.385, 0.4)."""
-
-
-@dataclass(frozen=True)
-class GuardParams:
-    """How the margin and the limits are sized (``SolverSettings.power_guard``)."""
-
-    z: float = 2.5
-    """Standard deviations of the planned draw kept below the budget (2.5: a one-sided normal
-    tail of 0.6 %); 0 turns the margin off (the budget alone binds)."""
-    model_uncertainty: float = 0.15
-    """Relative standard deviation of a model-only power prediction."""
-    measured_uncertainty: float = 0.05
-    """... of a measured profile's watts."""
-    observed_uncertainty: float = 0.03
-    """... of a job whose current allocation carries its observed watts."""
-    limit_z: float = 2.0
-    """A job's power limit sits this many of its standard deviations above its mean draw."""
 
 
 @dataclass(frozen=True)
