@@ -15,18 +15,28 @@ from solver.core.mig import (
     whole_gpus_only,
     whole_problem,
 )
-from solver.domain import POWER, GpuSlice, JobAssignment, JobState, Quota, TenantQueue
+from solver.domain import POWER, GpuSlice, JobAssignment, JobState, Problem, Quota, TenantQueue
 from solver.mig import GpuLayout, LayoutChange, MigInstance, SliceRequest
 from solver.perfmodel.configs import build_config_set
 from solver.scoring.checker import check_plan
 from solver.scoring.objective import reconfiguration_cost, reconfigured_gpus, score_plan
 from solver.search.mig_gpus import MigGpu
 from solver.search.slices import Packer, pack_slices
+from tests.factories import solve
 from tests.mig_cases import GEOMETRY, ONE_G, on_instance, problem, small
 
 
 def gpu(*instances: MigInstance) -> MigGpu:
     return MigGpu.of("n0", 0, "r0", GEOMETRY, instances)
+
+
+def _running(p: Problem, job: str, gpu_index: int) -> JobAssignment:
+    """`job` running whole on GPU `gpu_index` of n0 at its fastest one-GPU configuration."""
+    config = max(
+        (c for c in build_config_set(p).by_job[job] if c.num_gpus == 1 and not c.mig_profile),
+        key=lambda c: c.samples_per_second,
+    )
+    return JobAssignment(job, JobState.RUNNING, config, (GpuSlice("n0", (gpu_index,)),))
 
 
 # ---------------------------------------------------------------- MigGpu
@@ -146,12 +156,44 @@ def test_a_running_slice_job_goes_back_to_its_own_instance() -> None:
 
 
 def test_uses_mig_and_whole_gpus_only() -> None:
-    layout = GpuLayout(2, (MigInstance(ONE_G, 0),))
-    p = problem(small("a", slices=None), gpus=4, layouts=(layout,))
+    """Partitioned GPUs that hold a job (marked busy, or a job's current allocation) are left
+    out of the whole-GPU problem; a partitioned GPU no job is on stays in it."""
+    free = GpuLayout(1, (MigInstance(ONE_G, 0),))
+    busy = GpuLayout(2, (MigInstance(ONE_G, 0, "other"),))
+    held = GpuLayout(3, (MigInstance(ONE_G, 0),))
+    runs = small("runs", current=on_instance("n0", 3, ONE_G, 0))
+    p = problem(small("a", slices=None), runs, gpus=4, layouts=(free, busy, held))
     assert uses_mig(p)
-    assert whole_gpus_only(p).cluster.nodes[0].unavailable_gpu_indices == {2}
+    node = whole_gpus_only(p).cluster.nodes[0]
+    assert node.unavailable_gpu_indices == {2, 3}
+    assert {x.gpu_index for x in node.mig_layouts} == {2, 3}  # GPU 1 is whole to them
     plain = problem(small("a", slices=None), gpus=4)
     assert not uses_mig(plain) and whole_gpus_only(plain) is plain
+
+
+def test_a_partitioned_gpu_no_job_holds_goes_back_to_whole_for_a_whole_gpu_job() -> None:
+    """Small jobs that left a GPU partitioned do not keep it from a whole-GPU job: the plan runs
+    the job there and changes the GPU back to whole, at one reconfiguration."""
+    p = problem(small("big", slices=None), layouts=(GpuLayout(0, (MigInstance(ONE_G, 0),)),))
+    result = solve(p)
+    plan = result.plan
+    a = plan.assignment("big")
+    assert a.state is JobState.RUNNING and a.mig is None
+    assert a.placement == (GpuSlice("n0", (0,)),)
+    assert plan.layout_changes == (LayoutChange("n0", GpuLayout(0)),)
+    assert check_plan(p, plan.assignments, plan.layout_changes) == []
+    assert reconfigured_gpus(p.cluster, plan.layout_changes) == 1
+
+
+def test_the_packer_changes_back_to_whole_only_the_partitioned_gpus_a_whole_job_uses() -> None:
+    layouts = (GpuLayout(0, (MigInstance(ONE_G, 0),)), GpuLayout(1, (MigInstance(ONE_G, 0),)))
+    p = problem(small("big", slices=None), small("s"), gpus=2, layouts=layouts)
+    base = _running(p, "big", 1)
+    plan = pack_slices(p, build_config_set(p), [base, JobAssignment("s", JobState.QUEUED)], {})
+    assert plan.layout_changes == (LayoutChange("n0", GpuLayout(1)),)
+    assert plan.assignment("s").mig == MigInstance(ONE_G, 0)  # the free instance of GPU 0
+    assert plan.assignment("s").placement == (GpuSlice("n0", (0,)),)
+    assert check_plan(p, plan.assignments, plan.layout_changes) == []
 
 
 def test_kept_slices_share_the_clock_of_most_value_and_leave_the_rest() -> None:

@@ -2,9 +2,9 @@
 path does with slices").
 
 The whole-GPU paths (heuristic, aggregated bound, full model, LNS, decomposition, quick plan)
-do not model MIG. They solve `whole_problem`: the snapshot with every partitioned GPU
-unavailable (the stop-gap, kept explicitly for them: their plans never touch a partitioned GPU
-nor change a layout), without the non-preemptible slice jobs, which stay on their instances,
+do not model MIG. They solve `whole_problem`: the snapshot with every partitioned GPU that
+holds a job unavailable (a partitioned GPU no job is on is a whole GPU to them, changed back to
+whole when they use it), without the non-preemptible slice jobs, which stay on their instances,
 and with the power and quota those draw taken from the budgets. `solve_with_slices` then packs
 the slice jobs into that plan (solver.search.slices), checks the result against the snapshot
 and labels it: the whole-GPU paths' bound is not a bound of the snapshot with slices, so none
@@ -63,20 +63,47 @@ def uses_mig(problem: Problem) -> bool:
 
 
 def whole_gpus_only(problem: Problem) -> Problem:
-    """The problem with every partitioned GPU unavailable; the same object without MIG."""
-    if not any(n.mig_layouts for n in problem.cluster.nodes):
+    """The problem the whole-GPU paths see: every partitioned GPU that holds a job unavailable,
+    every other partitioned GPU whole (a whole-GPU job placed there changes it back to whole:
+    the packing adds that layout change, so GPUs partitioned for small jobs that have left
+    return to the large jobs); the same object without a partitioned GPU."""
+    if not any(x.instances for n in problem.cluster.nodes for x in n.mig_layouts):
         return problem
+    held = held_partitioned_gpus(problem)
     nodes = tuple(
         dataclasses.replace(
             n,
             unavailable_gpu_indices=n.unavailable_gpu_indices
-            | {x.gpu_index for x in n.mig_layouts if x.instances},
+            | {g for (node, g) in held if node == n.name},
+            mig_layouts=tuple(x for x in n.mig_layouts if (n.name, x.gpu_index) in held),
         )
         if n.mig_layouts
         else n
         for n in problem.cluster.nodes
     )
     return dataclasses.replace(problem, cluster=dataclasses.replace(problem.cluster, nodes=nodes))
+
+
+def held_partitioned_gpus(problem: Problem) -> frozenset[tuple[str, int]]:
+    """The partitioned GPUs (node, index) with an instance the snapshot marks busy or a job's
+    current allocation is on."""
+    partitioned = {
+        (n.name, x.gpu_index): x
+        for n in problem.cluster.nodes
+        for x in n.mig_layouts
+        if x.instances
+    }
+    if not partitioned:
+        return frozenset()
+    busy = {gpu for gpu, x in partitioned.items() if any(i.job for i in x.instances)}
+    current = {
+        (s.node, i)
+        for j in problem.jobs
+        if j.current is not None
+        for s in j.current.placement
+        for i in s.gpu_indices
+    }
+    return frozenset(busy | (current & partitioned.keys()))
 
 
 def kept_slices(problem: Problem, configs: ConfigSet) -> tuple[dict[str, KeptSlice], list[str]]:

@@ -8,9 +8,10 @@ instances the plan does not use may be dropped to make room, instances with a jo
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 
+from solver.domain import Cluster
 from solver.mig import GpuLayout, LayoutChange, MigGeometry, MigInstance, layout_problems
 
 
@@ -91,6 +92,38 @@ class MigGpu:
 
 
 Place = tuple[str, int]
+
+
+def cluster_mig_gpus(
+    cluster: Cluster, used: Collection[Place]
+) -> tuple[dict[Place, MigGpu], dict[str, list[Place]], list[LayoutChange]]:
+    """The GPUs a packing may put instances on, given the GPUs (node, index) a whole-GPU plan
+    `used`: each partitioned GPU it does not use, by place; per MIG type, the whole GPUs it
+    does not use, nodes with the fewest such GPUs first (fuller nodes stay whole for large
+    jobs); and the change back to whole of each partitioned GPU it uses."""
+    gpus: dict[Place, MigGpu] = {}
+    merged: list[LayoutChange] = []
+    by_type: dict[str, list[tuple[int, list[Place]]]] = {}
+    for n in cluster.nodes:
+        layouts = {x.gpu_index: x for x in n.mig_layouts if x.instances}
+        merged += [LayoutChange(n.name, GpuLayout(g)) for g in layouts if (n.name, g) in used]
+        geometry = cluster.mig.get(n.gpu_type)
+        if geometry is None:
+            continue
+        spare = []
+        for g in n.available_gpu_indices:
+            if (n.name, g) in used:
+                continue
+            if g in layouts:
+                gpus[n.name, g] = MigGpu.of(n.name, g, n.rack, geometry, layouts[g].instances)
+            else:
+                spare.append((n.name, g))
+        by_type.setdefault(n.gpu_type, []).append((len(spare), spare))
+    spare_by_type = {
+        t: [g for _, gs in sorted(nodes, key=lambda x: x[0]) for g in gs]
+        for t, nodes in by_type.items()
+    }
+    return gpus, spare_by_type, merged
 
 
 def _best_layout(

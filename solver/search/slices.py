@@ -1,8 +1,9 @@
 """Slice jobs packed onto MIG instances around a whole-GPU plan (docs/mig.md, "How a plan gets
 its slices").
 
-The whole-GPU plan comes first (every path solves the snapshot with partitioned GPUs left out),
-so whole GPUs go to the jobs that need them; then the slice jobs it leaves queued are packed,
+The whole-GPU plan comes first (every path solves the snapshot with the partitioned GPUs that
+hold a job left out; one it uses whole is changed back to whole), so whole GPUs go to the jobs
+that need them; then the slice jobs it leaves queued are packed,
 most valuable first, each on the first place that takes it: its own instance, a free instance
 that exists (smallest profile first: best fit), a new instance on a partitioned GPU (free
 instances the plan does not use may go), a GPU no job uses (on the node with the fewest such
@@ -40,7 +41,7 @@ from solver.scoring.objective import (
     score_plan,
 )
 from solver.scoring.plans import queued_assignment
-from solver.search.mig_gpus import MigGpu
+from solver.search.mig_gpus import MigGpu, cluster_mig_gpus
 
 EPSILON = 1e-9
 CONVERT_MISSES = 16
@@ -88,27 +89,9 @@ class Packer:
                 self._draw(a.config, gpus_per_node(a.placement), 1.0)
                 self.quotas.take(self.jobs[a.job], a.config)
                 used.update((s.node, i) for s in a.placement for i in s.gpu_indices)
-        self.gpus: dict[tuple[str, int], MigGpu] = {}
-        by_type: dict[str, list[tuple[int, list[tuple[str, int]]]]] = {}
-        for n in cluster.nodes:
-            geometry = cluster.mig.get(n.gpu_type)
-            if geometry is None:
-                continue
-            layouts = {x.gpu_index: x for x in n.mig_layouts if x.instances}
-            spare = []
-            for g in n.available_gpu_indices:
-                if g in layouts:
-                    instances = layouts[g].instances
-                    self.gpus[n.name, g] = MigGpu.of(n.name, g, n.rack, geometry, instances)
-                elif (n.name, g) not in used:
-                    spare.append((n.name, g))
-            by_type.setdefault(n.gpu_type, []).append((len(spare), spare))
-        self.spare = {
-            t: [g for _, gs in sorted(nodes, key=lambda x: x[0]) for g in gs]
-            for t, nodes in by_type.items()
-        }
-        """Whole GPUs no job uses, per GPU type, in the order they are partitioned: nodes with
-        the fewest such GPUs first (fuller nodes stay whole for large jobs)."""
+        self.gpus, self.spare, self.merged = cluster_mig_gpus(cluster, used)
+        """MIG GPUs by (node, index); whole GPUs no job uses, per type, in the order they are
+        partitioned; partitioned GPUs the whole-GPU plan uses whole, changed back to whole."""
         self.packed: dict[str, tuple[Config, tuple[str, int], MigInstance]] = {}
         for name, (config, gpu, inst) in kept.items():
             mig = self.gpus[gpu]
@@ -400,8 +383,10 @@ class Packer:
             if is_migrated(job, a):
                 a = JobAssignment(a.job, a.state, a.config, a.placement, True, mig=inst)
             assignments.append(a)
-        changes = tuple(c for gpu in sorted(self.gpus.values(), key=lambda g: g.key)
-                        if (c := gpu.change()) is not None)  # fmt: skip
+        changes = tuple(sorted(
+            [*self.merged, *(c for gpu in self.gpus.values() if (c := gpu.change()) is not None)],
+            key=lambda c: (c.node, c.layout.gpu_index),
+        ))  # fmt: skip
         objective = score_plan(
             self.problem, assignments, self.configs.best_samples_per_second, changes
         )
