@@ -270,3 +270,18 @@ def test_a_scenario_without_slices_gives_the_results_it_gave_before_mig() -> Non
         0.9919108637036955,
     )
     assert m.reconfigurations == 0 and m.invalid_layouts == 0 and m.jct_small_mean_s is None
+
+
+def test_gpus_partitioned_for_small_jobs_return_whole_to_a_large_job() -> None:
+    """Small jobs fill one 8-GPU node on instances; once they have left, an 8-GPU job gets
+    the node's GPUs back whole and finishes (GPUs once partitioned used to stay so, and the
+    large job waited for good)."""
+    cluster = a100_nodes()
+    jobs = [small(f"s{i}", 0.0, 1800.0) for i in range(14)]
+    jobs.append(TraceJob("large", 60.0, "t", "gpt3-1.3b", 8, 3600.0, preemptible=False))
+    _, log = simulate(cluster, realize(cluster, jobs), make_policy("dsfro"), max_time_s=6 * 3600.0)
+    summary = summarize(log)
+    assert any(j.slice_seconds > 0 for j in log.jobs if j.job_id != "large")
+    large = next(j for j in log.jobs if j.job_id == "large")
+    assert large.finish_s is not None
+    assert summary.invalid_layouts == 0 and summary.jobs_unfinished == 0
