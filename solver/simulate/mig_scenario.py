@@ -29,6 +29,9 @@ MIG_COUNT = 160
 """Jobs 300 to 459 of the bundled Philly window: 5.7 hours of submissions, 136 one-GPU jobs
 and 24 of 2 to 8 GPUs, 2,041 GPU-hours, the longest 68 hours."""
 MIG_NODES = (NodeKind("A100-80GB", 8, 2.0), NodeKind("H100-80GB", 8, 2.0))
+CONTENDED_NODES = (NodeKind("A100-80GB", 8, 1.0), NodeKind("H100-80GB", 8, 1.0))
+"""``mig-b``: one server of each type, so the same jobs find twice the load and small jobs
+wait for GPUs (in ``mig-a`` they never do)."""
 MIG_REFERENCE = "A100-80GB"
 SMALL = "small"
 SMALL_MODELS = ("bert-large", "gpt2-xl", "gpt3-1.3b")
@@ -53,10 +56,19 @@ def mig_mix(seed: int) -> WorkloadMix:
 def mig_scenario(seed: int = 0) -> Scenario:
     """(e) 160 Philly jobs, 136 of them small and allowed slices, on 32 MIG-capable GPUs. The
     trace is the same for every seed; the seed draws the workloads and the GPU fractions."""
-    cluster = build_cluster(MIG_NODES)
+    return _small_job_scenario("mig-a", MIG_NODES, seed)
+
+
+def contended_mig_scenario(seed: int = 0) -> Scenario:
+    """(f) The jobs of ``mig-a`` on 16 GPUs: small jobs queue for GPUs, where slices can help."""
+    return _small_job_scenario("mig-b", CONTENDED_NODES, seed)
+
+
+def _small_job_scenario(name: str, nodes: tuple[NodeKind, ...], seed: int) -> Scenario:
+    cluster = build_cluster(nodes)
     jobs = small_jobs(philly_trace(PHILLY_WINDOW, start=MIG_START, count=MIG_COUNT))
     scenario = Scenario(
-        "mig-a",
+        name,
         cluster,
         PowerSchedule(),
         tuple(jobs),

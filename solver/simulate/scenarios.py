@@ -12,7 +12,7 @@ from solver.offline.generate.spec import NodeKind
 from solver.simulate.core import PowerSchedule
 from solver.simulate.gavel_trace import GAVEL_PHYSICAL_TRACE, gavel_trace
 from solver.simulate.llm import llm_trace
-from solver.simulate.mig_scenario import mig_scenario
+from solver.simulate.mig_scenario import contended_mig_scenario, mig_scenario
 from solver.simulate.philly import philly_trace
 from solver.simulate.scenario import (
     LLM_NODES,
@@ -119,6 +119,7 @@ DEFAULT_SCENARIOS = {
     "gavel-physical": scenario_gavel_physical,
     "tenants-a": scenario_tenants,
     "mig-a": mig_scenario,
+    "mig-b": contended_mig_scenario,
 }
 
 
