@@ -285,3 +285,24 @@ def test_gpus_partitioned_for_small_jobs_return_whole_to_a_large_job() -> None:
     large = next(j for j in log.jobs if j.job_id == "large")
     assert large.finish_s is not None
     assert summary.invalid_layouts == 0 and summary.jobs_unfinished == 0
+
+
+def test_static_partitioning_takes_its_share_of_all_mig_nodes_types_in_turn() -> None:
+    """Half of the MIG nodes, types in turn: one node per type keeps one type whole (per-type
+    rounding up partitioned every node, and large jobs never ran)."""
+
+    def targets(kinds: tuple[NodeKind, ...], share: float = 0.5) -> dict[str, int]:
+        cluster = build_cluster(kinds)
+        recorder = Recorder(StaticMigPolicy(share))
+        simulate(cluster, realize(cluster, [small("s", 0.0, 60.0)]), recorder)
+        problem = recorder.rounds[0][0].problem
+        types = {n.name: n.gpu_type for n in cluster.nodes}
+        counts: dict[str, int] = {}
+        for name in StaticMigPolicy(share).targets(problem):
+            counts[types[name]] = counts.get(types[name], 0) + 1
+        return counts
+
+    h100 = "H100-80GB"
+    assert targets((NodeKind(A100, 8, 1.0), NodeKind(h100, 8, 1.0))) == {A100: 1}
+    assert targets((NodeKind(A100, 8, 2.0), NodeKind(h100, 8, 2.0))) == {A100: 1, h100: 1}
+    assert targets((NodeKind(A100, 8, 3.0),), 1.0) == {A100: 3}

@@ -1,12 +1,14 @@
 """Static MIG partitioning, as operators run MIG today: a fixed share of the nodes is
 partitioned once and never reconfigured; small jobs take free instances, large jobs whole GPUs.
 
-- **Partitioned nodes**: of each GPU type with a MIG geometry, the first ``share`` of its nodes
-  (by name, rounded up; default half, a choice), every GPU in NVIDIA's ``all-balanced`` layout
-  (the NVIDIA GPU operator's default mig-parted ConfigMap, ``default-mig-parted-config``: two
-  1g, one 2g and one 3g instance, e.g. A100-80GB and H100-80GB 2 x 1g.10gb, 2g.20gb, 3g.40gb),
-  placed at the first valid starts the catalog gives. They are partitioned in the first round
-  in which they are idle (at once: nothing runs yet) and never again.
+- **Partitioned nodes**: ``share`` of the nodes of GPU types with a MIG geometry (rounded to
+  the nearest; default half, a choice), taken from the types in turn (by type name, each type's
+  nodes by name: a cluster of one node per type keeps whole GPUs), every GPU in NVIDIA's
+  ``all-balanced`` layout (the NVIDIA GPU operator's default mig-parted ConfigMap,
+  ``default-mig-parted-config``: two 1g, one 2g and one 3g instance, e.g. A100-80GB and
+  H100-80GB 2 x 1g.10gb, 2g.20gb, 3g.40gb), placed at the first valid starts the catalog
+  gives. They are partitioned in the first round in which they are idle (at once: nothing runs
+  yet) and never again.
 - **Small jobs** (those that allow slices), in submission order: a running one keeps its
   instance; a waiting one takes the smallest free instance its memory fits (the performance
   model's slice configuration at the top clock), else waits; no head-of-line blocking between
@@ -64,12 +66,15 @@ class StaticMigPolicy:
     def targets(self, problem: Problem) -> dict[str, tuple[MigInstance, ...]]:
         """Partitioned nodes and the layout of each of their GPUs."""
         mig = problem.cluster.mig
+        by_type = {
+            t: sorted(n.name for n in problem.cluster.nodes if n.gpu_type == t) for t in sorted(mig)
+        }
+        count = math.floor(self.share * sum(len(nodes) for nodes in by_type.values()) + 0.5)
         out: dict[str, tuple[MigInstance, ...]] = {}
-        for gpu_type, geometry in sorted(mig.items()):
-            nodes = sorted(n.name for n in problem.cluster.nodes if n.gpu_type == gpu_type)
-            layout = balanced_layout(geometry)
-            for name in nodes[: math.ceil(self.share * len(nodes))]:
-                out[name] = layout
+        for rank in range(max((len(nodes) for nodes in by_type.values()), default=0)):
+            for gpu_type, nodes in by_type.items():
+                if rank < len(nodes) and len(out) < count:
+                    out[nodes[rank]] = balanced_layout(mig[gpu_type])
         return out
 
     def decide(self, round_input: RoundInput) -> Decision:
