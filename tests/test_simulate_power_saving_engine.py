@@ -14,11 +14,14 @@ import pytest
 
 from solver._proto.dsfro.v1 import scheduler_pb2 as pb
 from solver.cli.main import main
+from solver.domain import Allocation, GpuSlice, Shape
 from solver.simulate.core import Decision, Policy, RoundInput, SimJob, SimulationLog
 from solver.simulate.engine import Simulation
 from solver.simulate.metrics import JOULES_PER_KWH, summarize
+from solver.simulate.node_power import NodeRule
 from solver.simulate.policies import make_policy
-from solver.simulate.power_saving import PowerSavingSettings
+from solver.simulate.power_saving import SUSPENDED, PowerSavingSettings
+from solver.simulate.rounds import LiveJob
 from solver.simulate.settings import EngineSettings
 from tests.simulate_power_helpers import GOLDEN_POLICIES, records, short_run
 from tests.test_simulate_cli import CLUSTER, GOOD, write_trace
@@ -98,6 +101,24 @@ def test_the_equal_horizon_pads_with_the_rules_tail() -> None:
     )
     back = type(on).from_dict(json.loads(json.dumps(on.to_dict())))
     assert back.idle_tail == on.idle_tail and back.pad(3600.0) == pytest.approx(pad_on)
+    assert on.pad(300.0) == pytest.approx((2 * 20.0 + NODE_IDLE_W) * 300.0)  # before the step
+
+
+def test_a_restart_on_a_suspended_node_loads_its_checkpoint_once_the_node_is_up() -> None:
+    rule = NodeRule(two_gpu_cluster(nodes=2), ON)
+    rule.at(0.0, [], ())
+    rule.at(1000.0, [], ())  # both nodes empty since 0: suspended at 600
+    assert rule.states.state == {"n0": SUSPENDED, "n1": SUSPENDED}
+    sim = measured_job("r", 0, 100)
+    on_n0 = Allocation(Shape("G", 1, 1, 1), 1000, (GpuSlice("n0", (0,)),))
+    job = LiveJob(sim, 1000.0, 500.0, allocation=on_n0, restart_until=1000.0 + 50.0)
+    rule.wake(1000.0, [job])
+    assert job.resume_until == 1000.0 + ON.resume_s
+    assert job.restart_until == 1000.0 + ON.resume_s + 50.0  # the restart delay follows
+    late = LiveJob(sim, 1000.0, 1000.0, allocation=on_n0)
+    rule.wake(1100.0, [late])  # n0 still booting: the rest of its boot
+    assert late.restart_until == late.resume_until == 1000.0 + ON.resume_s
+    assert rule.states.resumes == 1
 
 
 def test_a_job_placed_on_a_suspended_node_starts_exactly_resume_s_later() -> None:
