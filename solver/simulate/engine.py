@@ -9,6 +9,8 @@ send (available GPUs, current allocations, remaining samples, deadlines, the bud
 asks the policy, holds its plan to the power margin (``guard``), checks it with the checker and
 applies it: a restart (after a stop, a move, a reshape) first holds the job's GPUs for a
 checkpoint save and load; between events jobs train at their true rate, capped at their limit.
+Under the cluster's node power saving (``node_power``) idle nodes suspend at their time and a
+job placed on a suspended node waits for its resume.
 """
 
 from __future__ import annotations
