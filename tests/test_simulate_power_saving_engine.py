@@ -15,7 +15,15 @@ import pytest
 from solver._proto.dsfro.v1 import scheduler_pb2 as pb
 from solver.cli.main import main
 from solver.domain import Allocation, GpuSlice, Shape
-from solver.simulate.core import Decision, Policy, RoundInput, SimJob, SimulationLog
+from solver.power_states import PowerAction, PowerActionKind
+from solver.simulate.core import (
+    Decision,
+    Policy,
+    RoundInput,
+    SimJob,
+    SimulationError,
+    SimulationLog,
+)
 from solver.simulate.engine import Simulation
 from solver.simulate.metrics import JOULES_PER_KWH, summarize
 from solver.simulate.node_power import NodeRule
@@ -213,3 +221,17 @@ def test_the_cli_flags_set_the_rule_and_name_a_wrong_one(
     assert "suspends" in printed and "resume_gpu_hours" in printed
     summary = json.loads((out / "trace-fifo-s1-summary.json").read_text())
     assert summary["suspends"] > 0 and summary["node_hours_suspended"] > 0
+
+
+class SuspendsItsOwnNode(FirstFit):
+    """FirstFit that also asks to suspend the node its first job runs on (a broken plan)."""
+
+    def decide(self, r: RoundInput) -> Decision:
+        d = super().decide(r)
+        bad = (PowerAction("n0", PowerActionKind.SUSPEND, "broken"),)
+        return dataclasses.replace(d, power_actions=bad)
+
+
+def test_a_policys_suspend_is_checked_and_a_broken_one_stops_the_run() -> None:
+    with pytest.raises(SimulationError, match="SUSPEND of n0, which runs a job"):
+        run([measured_job("a", 0, 100)], ON, policy=SuspendsItsOwnNode())
