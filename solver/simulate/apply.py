@@ -23,6 +23,8 @@ class Applied:
     starts: int
     migrations: int
     preemptions: int
+    placed: tuple[LiveJob, ...] = ()
+    """The jobs that start, move or reshape this round."""
 
 
 @dataclass(frozen=True)
@@ -67,6 +69,7 @@ def apply_plan(
     """Apply the decision to every active job (the layout changes already applied: `changed`
     holds each changed GPU's layout before)."""
     starts = migrations = preemptions = 0
+    placed: list[LiveJob] = []
     restart = ctx.settings.restart
     for j in active:
         new = decision.allocations.get(j.name)
@@ -78,6 +81,7 @@ def apply_plan(
             idle(j)
             continue
         if old is None:
+            placed.append(j)
             starts += 1
             if j.first_start is None:
                 j.first_start = t
@@ -86,6 +90,7 @@ def apply_plan(
                 j.pending_restart = False
                 j.restarts += 1
         elif old.shape != new.shape or gpus(old) != gpus(new) or _place(old) != _place(new):
+            placed.append(j)
             migrations += 1
             j.migrations += 1
             j.restarts += 1
@@ -107,7 +112,7 @@ def apply_plan(
             j.observed_speed += j.rate.samples_per_second / model.samples_per_second
             j.observed_power += j.rate.watts / model.watts
             j.observations += 1
-    return Applied(starts, migrations, preemptions)
+    return Applied(starts, migrations, preemptions, tuple(placed))
 
 
 def _rate(ctx: Context, j: LiveJob, a: Allocation) -> None:

@@ -28,6 +28,7 @@ from solver.runtime.executors import make_executor
 from solver.simulate.core import SimulationError, SimulationLog
 from solver.simulate.metrics import Summary, summarize
 from solver.simulate.policies import POLICY_NAMES, make_policy
+from solver.simulate.power_saving_cli import add_power_saving, power_saving_of
 from solver.simulate.settings import RestartCost
 
 DEFAULT_COMPARE = ("fifo", "las", "gavel", "sia", "zeus", "dsfro")
@@ -121,6 +122,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="send jobs that have run as profiles calibrated by what they showed (all policies)",
     )
+    add_power_saving(p)
     add_profile_option(p)
     comp = p.add_argument_group("comparison")
     comp.add_argument("--compare", action="store_true", help="run several policies and seeds")
@@ -167,6 +169,12 @@ def command(args: argparse.Namespace) -> int:
         overrides["power_headroom"] = args.power_headroom
     if args.power_guard == "off":
         overrides["power_guard"] = None
+    saving = power_saving_of(args)
+    if isinstance(saving, str):
+        print(f"dsfro simulate: {saving}", file=sys.stderr)
+        return 2
+    if saving.enabled:
+        overrides["power_saving"] = saving
     try:  # DSFRO's own margin loop off: the simulator holds every policy to the same rule
         args.settings = solver_settings(args.profile).model_copy(update={"power_margin_z": 0.0})
     except SettingsError as e:
@@ -356,6 +364,8 @@ def format_summary(s: Summary) -> str:
             "reconfigurations",
             "invalid_layouts",
         )
+    if s.suspends is not None:  # the cluster's node power saving was on
+        keys += ("suspends", "resumes", "node_hours_suspended", "resume_gpu_hours")
     width = max(len(k) for k in keys)
     lines = [f"{s.scenario} / {s.policy} / seed {s.seed}"]
     for k in keys:

@@ -16,6 +16,7 @@ from typing import Protocol
 from solver._proto.dsfro.v1 import scheduler_pb2 as pb
 from solver.domain import Allocation, ModelSpec, Problem, ThroughputProfile
 from solver.mig import LayoutChange
+from solver.power_states import PowerAction
 
 
 class SimulationError(ValueError):
@@ -168,6 +169,9 @@ class Decision:
     detail: str = ""
     layout_changes: tuple[LayoutChange, ...] = ()
     """Every GPU whose MIG layout the plan changes, with its new layout."""
+    power_actions: tuple[PowerAction, ...] = ()
+    """The node power actions the policy planned (DSFRO's); the engine checks its SUSPENDs and
+    resumes every suspended node a plan uses, whoever planned (``power_saving.resumes_for``)."""
 
 
 class Policy(Protocol):
@@ -224,6 +228,9 @@ class JobRecord:
     """The job was allowed to run on a MIG instance (a small job)."""
     slice_seconds: float = 0.0
     """Seconds it ran on a MIG instance."""
+    resume_gpu_seconds: float = 0.0
+    """GPU-seconds the job held its GPUs waiting for suspended nodes to resume (no progress;
+    within ``restart_gpu_seconds`` as well)."""
 
 
 @dataclass(frozen=True)
@@ -298,4 +305,13 @@ class SimulationLog:
     """The cluster's tenant queues (empty: none declared)."""
     idle_watts: float = 0.0
     """The cluster's draw with every installed GPU idle: what its energy is padded with up to a
-    longer horizon (``solver.simulate.metrics``; a cluster keeps running after a trace ends)."""
+    longer horizon (``solver.simulate.metrics``; a cluster keeps running after a trace ends);
+    under node power saving, the draw at the end in the nodes' states then."""
+    idle_tail: tuple[tuple[float, float], ...] = ()
+    """Under node power saving: (seconds after the end, draw from then on) as the idle nodes
+    suspend after the trace (``NodeStates.tail``); empty: ``idle_watts`` for good."""
+    power_saving: bool = False
+    """Whether the cluster's node power saving was on (the counts below are defined)."""
+    suspends: int = 0
+    resumes: int = 0
+    suspended_node_seconds: float = 0.0

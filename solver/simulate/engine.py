@@ -9,6 +9,8 @@ send (available GPUs, current allocations, remaining samples, deadlines, the bud
 asks the policy, holds its plan to the power margin (``guard``), checks it with the checker and
 applies it: a restart (after a stop, a move, a reshape) first holds the job's GPUs for a
 checkpoint save and load; between events jobs train at their true rate, capped at their limit.
+Under the cluster's node power saving (``node_power``) idle nodes suspend at their time and a
+job placed on a suspended node waits for its resume.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from solver.simulate.core import (
 from solver.simulate.failures import NodeFailures
 from solver.simulate.guard import RoundGuard
 from solver.simulate.mig_state import MigState
+from solver.simulate.node_power import NodeRule
 from solver.simulate.preflight import budget_problems, scenario_problem, unrunnable_problems
 from solver.simulate.rounds import LiveJob, Requests, check_decision, tenant_shares
 from solver.simulate.settings import SAME_INSTANT_S as _EPS
@@ -90,6 +93,7 @@ class Simulation:
         self.truth = Truth(self.problem, self._sims, self.settings.truth, seed)
         self._guard = RoundGuard(self.settings.power_guard)
         self.mig = MigState(cluster)
+        self._nodes = NodeRule(cluster, self.settings.power_saving)
         self._ctx = Context(self.truth, self.settings, self._share, self.mig, self._guard)
         reference = self.settings.reference_gpu_type or _most_numerous_type(cluster)
         self._jobs: dict[str, LiveJob] = {}
@@ -141,8 +145,9 @@ class Simulation:
                 next_arrival += 1
             self._fail(t, active)
             self._failures.repair(t)
-            if not active:  # an idle cluster until the next arrival: no round
-                step = min(arrivals[next_arrival], limit)
+            self._nodes.at(t, active, self._failures.down_until)
+            if not active:  # an idle cluster until the next arrival (or a suspend): no round
+                step = min(arrivals[next_arrival], limit, self._nodes.next_event(t))
                 self._advance(t, step, active)
                 t = step
                 continue
@@ -172,7 +177,8 @@ class Simulation:
                 failure = self._failures.next_failure_s
                 repair = self._failures.next_repair_s
                 budget_change = min(self.schedule.changes_between(t, due), default=math.inf)
-                step = min(due, arrival, completion, failure, repair, budget_change, limit)
+                nodes = self._nodes.next_event(t)
+                step = min(due, arrival, completion, failure, repair, budget_change, nodes, limit)
                 self._advance(t, step, active)
                 t = step
                 spaced = max(t, last_round + self.settings.min_round_spacing_s)
@@ -192,6 +198,7 @@ class Simulation:
                     due = min(due, spaced)
                 if budget_change <= t + _EPS:
                     due = t  # the plan in force may break the new budget: re-plan now
+                self._nodes.at(t, active, self._failures.down_until)
                 if t >= due - _EPS or t >= limit or not active:
                     break
         return self._log(t)
@@ -202,6 +209,7 @@ class Simulation:
         cluster = self._requests.cluster_now(t, self._failures.down_until)
         self.mig.fill(cluster, _running(active))
         request = self._requests.request(t, active, cluster, self._jobs.values())
+        self._nodes.annotate(request, t)
         request, problem = self._guard.tell(request, pipeline.to_problem(request, self.limits))
         round_input = RoundInput(
             request=request,
@@ -219,6 +227,8 @@ class Simulation:
         available_types = available_by_type(cluster)
         changed = self.mig.apply(decision.layout_changes)
         applied = apply_plan(self._ctx, t, active, decision, checked, available_types, changed)
+        self._nodes.wake(t, applied.placed)
+        self._nodes.at(t, active, self._failures.down_until)
         starts, migrations, preemptions = applied.starts, applied.migrations, applied.preemptions
         busy = sum(j.gpus() for j in active if j.allocation is None or j.allocation.mig is None)
         busy += self.mig.partitioned_in_use(_running(active))
@@ -261,8 +271,10 @@ class Simulation:
         """Progress and energy from t0 to t1, in segments split where restarts end."""
         if t1 <= t0:
             return
-        cuts = sorted({t0, t1, *(j.restart_until for j in active if t0 < j.restart_until < t1)})
+        ends = (x for j in active for x in (j.restart_until, j.resume_until) if t0 < x < t1)
+        cuts = sorted({t0, t1, *ends})
         powered_idle = self._idle_watts(powered_only=True)
+        powered_idle += self._nodes.extra_watts(t0, t1, self._failures.down_until)
         installed_idle = self._idle_watts(powered_only=False)
         for a, b in itertools.pairwise(cuts):
             dt = b - a
@@ -288,6 +300,7 @@ class Simulation:
                     j.borrowed_gpu_seconds += n * dt
                 if j.restart_until > a + _EPS:
                     j.restart_gpu_seconds += n * dt
+                    j.resume_gpu_seconds += n * dt if j.resume_until > a + _EPS else 0.0
                     true_w += idle
                     j.energy_j += idle * dt
                     continue
@@ -381,6 +394,8 @@ class Simulation:
     # ------------------------------------------------------------ the log
 
     def _log(self, end: float) -> SimulationLog:
+        idle, tail = self._nodes.tail(end)
+        states = self._nodes.states
         order = sorted(self._jobs, key=lambda n: (self._sims[n].trace.submit_time_s, n))
         queues = tuple(
             QueueRecord(q.name, q.weight, sum(v.nominal for r, v in q.quotas.items() if r != POWER))
@@ -396,7 +411,12 @@ class Simulation:
             end_s=end,
             stopped=self.stopped,
             queues=queues,
-            idle_watts=self._idle_watts(powered_only=False),
+            idle_watts=self._idle_watts(powered_only=False) if idle is None else idle,
+            idle_tail=tail,
+            power_saving=self._nodes.on,
+            suspends=states.suspends,
+            resumes=states.resumes,
+            suspended_node_seconds=states.suspended_node_seconds,
         )
 
 

@@ -20,6 +20,11 @@ Definitions (each metric is None where it is undefined: no finished job, no budg
     true draw while they held them) and per sample, ``jobs_energy_per_sample_j``;
 
   ``energy_per_sample_j`` is the cluster energy to the own makespan (J) over all samples;
+  under the cluster's node power saving the idle draw after the run is the rule's
+  (``idle_watts`` at the end in the nodes' states, falling at each ``idle_tail`` step as the
+  idle nodes suspend after ``suspend_after_s``), so the comparison stays at an equal horizon;
+- node power states (runs with the rule on, else None): suspends and resumes, node-hours
+  suspended, and the GPU-hours jobs held their GPUs waiting for a resume (no progress);
 - over budget: of the time a budget was in force, the share during which the draw exceeded it
   (by more than a relative 1e-9, so rounding is not an excess), and the largest excess
   ``(watts - budget) / budget`` (0 if never exceeded; budgets of 0 W are left out of it), for
@@ -136,11 +141,20 @@ class Summary:
     """GPUs whose MIG layout plans changed, over the run."""
     invalid_layouts: int = 0
     """GPUs with a layout that cannot exist, summed over rounds (must be 0)."""
+    idle_tail: tuple[tuple[float, float], ...] = ()
+    """(seconds after the end, idle draw from then on) under node power saving (``pad``)."""
+    suspends: int | None = None
+    """Nodes suspended over the run (None: the rule was off)."""
+    resumes: int | None = None
+    node_hours_suspended: float | None = None
+    resume_gpu_hours: float | None = None
+    """GPU-hours jobs held their GPUs waiting for suspended nodes to resume."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self) | {
             "fairness_by_tenant": dict(self.fairness_by_tenant),
             "tenants": {k: asdict(v) for k, v in self.tenants.items()},
+            "idle_tail": [list(step) for step in self.idle_tail],
         }
 
     @classmethod
@@ -152,14 +166,26 @@ class Summary:
             k: TenantSummary.from_dict(v) for k, v in data.get("tenants", {}).items()
         }
         values.setdefault("energy_horizon_kwh", values.get("energy_kwh", 0.0))  # (no span then)
+        values["idle_tail"] = tuple((float(a), float(w)) for a, w in values.get("idle_tail", ()))
         return cls(**values)
 
     def at_horizon(self, horizon_s: float) -> Summary:
         """The summary with its energy padded with idle power to ``horizon_s`` after the first
         submission (never shorter than its own span)."""
         horizon = max(horizon_s, self.span_s)
-        pad = self.idle_watts * (horizon - self.span_s) / JOULES_PER_KWH
+        pad = self.pad(horizon - self.span_s) / JOULES_PER_KWH
         return replace(self, horizon_s=horizon, energy_horizon_kwh=self.energy_kwh + pad)
+
+    def pad(self, seconds: float) -> float:
+        """The idle cluster's energy (J) over ``seconds`` after the run's end: ``idle_watts``,
+        then each ``idle_tail`` step's draw from its time on."""
+        energy, since, watts = 0.0, 0.0, self.idle_watts
+        for at, after in self.idle_tail:
+            if at >= seconds:
+                break
+            energy += watts * (at - since)
+            since, watts = at, after
+        return energy + watts * (seconds - since)
 
 
 def equal_horizon(summaries: Sequence[Summary], horizon_s: float = 0.0) -> list[Summary]:
@@ -328,8 +354,21 @@ def summarize(log: SimulationLog, horizon_s: float = 0.0) -> Summary:
         idle_watts=log.idle_watts,
         jobs_energy_per_sample_j=_share(jobs_energy_j, samples),
     )
-    summary = replace(summary, **mig_metrics(log))
+    summary = replace(summary, **mig_metrics(log), **power_state_metrics(log))
     return summary.at_horizon(horizon_s)
+
+
+def power_state_metrics(log: SimulationLog) -> dict[str, Any]:
+    """The node power-state fields of ``Summary`` (from ``idle_tail``); none when it was off."""
+    if not log.power_saving:
+        return {}
+    return {
+        "idle_tail": log.idle_tail,
+        "suspends": log.suspends,
+        "resumes": log.resumes,
+        "node_hours_suspended": log.suspended_node_seconds / 3600,
+        "resume_gpu_hours": sum(j.resume_gpu_seconds for j in log.jobs) / 3600,
+    }
 
 
 def mig_metrics(log: SimulationLog) -> dict[str, Any]:

@@ -140,6 +140,10 @@ HEADLINE = (
     Metric("small_on_slices", "small jobs on slices", ".1%"),
     Metric("reconfigurations", "reconfigurations", ".4g"),
     Metric("invalid_layouts", "invalid layouts", ".3g"),
+    Metric("suspends", "node suspends", ".4g"),
+    Metric("resumes", "node resumes", ".4g"),
+    Metric("node_hours_suspended", "node-hours suspended", ".4g"),
+    Metric("resume_gpu_hours", "GPU-h waiting for resumes", ".4g"),
 )
 RATIO_METRICS = ("jct_mean_s", "energy_horizon_kwh")
 """Metrics given as ratios to each baseline policy: energy on the equal horizon, the fair

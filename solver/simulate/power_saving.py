@@ -12,11 +12,14 @@ the resumes they cause. The rule is the cluster's, not a policy's: every policy 
 
 from __future__ import annotations
 
+import copy
 import math
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 
 from solver._proto.dsfro.v1 import scheduler_pb2 as pb
+from solver.domain import Allocation, Problem
+from solver.power_states import NodePowerState, PowerAction, PowerActionKind
 
 UP, SUSPENDED, RESUMING = "up", "suspended", "resuming"
 
@@ -51,6 +54,7 @@ class NodeStates:
         self.empty_since: dict[str, float | None] = dict.fromkeys(self.nodes, 0.0)
         self.suspends = 0
         self.resumes = 0
+        self.suspended_node_seconds = 0.0
 
     # ------------------------------------------------------------ the rule
 
@@ -135,6 +139,31 @@ class NodeStates:
                 out += s.node_base_watts
         return out
 
+    def accrue(self, t0: float, t1: float, down: Collection[str] = ()) -> None:
+        """Count the node-seconds spent suspended from t0 to t1 (states constant meanwhile)."""
+        asleep = sum(1 for n, x in self.state.items() if x == SUSPENDED and n not in down)
+        self.suspended_node_seconds += asleep * max(t1 - t0, 0.0)
+
+    def idle_draw(self) -> float:
+        """The cluster's draw with no job running, in the nodes' current states."""
+        return sum(self.idle_gpu_watts.values()) + self.extra_watts()
+
+    def tail(self, t: float) -> tuple[tuple[float, float], ...]:
+        """After the trace ends at t (every node empty from its last job on): each time, in
+        seconds after t, at which the rule suspends nodes, and the cluster's draw from then on
+        (``idle_draw`` before the first). Empty when the rule is off or nothing is left to
+        suspend: the equal-horizon padding of an idle cluster under the rule."""
+        after = copy.deepcopy(self)
+        after.use(t, ())
+        steps: list[tuple[float, float]] = []
+        now, last = t, after.idle_draw()
+        while (when := after.next_event(now)) < math.inf:
+            after.settle(when)
+            if (draw := after.idle_draw()) != last:
+                steps.append((when - t, draw))
+            now, last = when, draw
+        return tuple(steps)
+
     def tail_watts(self) -> float:
         """The cluster's draw once every node may suspend (an idle cluster after the trace)."""
         s = self.settings
@@ -177,3 +206,13 @@ class NodeStates:
             p.resume_time.FromNanoseconds(round(s.resume_s * 1e9))
             p.suspended_node_watts = s.suspended_node_watts
             p.spare_nodes_per_type = s.spare_nodes_per_type
+
+
+def resumes_for(problem: Problem, allocations: Mapping[str, Allocation]) -> list[PowerAction]:
+    """The RESUME of every suspended node of the snapshot that the plan places a job on: the
+    cluster resumes them whoever planned, so that a policy which does not emit power actions
+    (every baseline) pays the same resume as one that does."""
+    asleep = {n.name for n in problem.cluster.nodes if n.power.state is NodePowerState.SUSPENDED}
+    used = {s.node for a in allocations.values() for s in a.placement if s.gpu_indices}
+    reason = "a job of the plan is placed on it"
+    return [PowerAction(n, PowerActionKind.RESUME, reason) for n in sorted(asleep & used)]

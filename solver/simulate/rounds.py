@@ -12,6 +12,7 @@ from solver.app.convert import allocation_to_proto, duration_to_proto, workload_
 from solver.domain import Allocation, Config, Job, JobAssignment, JobState, Problem, Shape
 from solver.perfmodel.configs import TypeFacts, enumerate_configs, resolve_config, type_facts
 from solver.perfmodel.quotas import borrowed_jobs
+from solver.power_states import PowerActionKind
 from solver.scoring.checker import check_plan
 from solver.simulate.core import (
     Decision,
@@ -21,6 +22,7 @@ from solver.simulate.core import (
     SimJob,
     SimulationError,
 )
+from solver.simulate.power_saving import resumes_for
 from solver.simulate.settings import EngineSettings
 from solver.simulate.slicing import instance_configs, predicted_fraction, slice_points
 from solver.simulate.tenants import dominant_shares, queue_attained
@@ -69,6 +71,10 @@ class LiveJob:
     """Share of a GPU the job holds per GPU of its shape: 1 on whole GPUs, the instance's
     share (``slice_share``) on a MIG instance."""
     slice_seconds: float = 0.0
+    resume_until: float = 0.0
+    """Until when the job waits for a suspended node of its placement to resume."""
+    resume_gpu_seconds: float = 0.0
+    """GPU-seconds held waiting for resumes (no progress)."""
 
     @property
     def name(self) -> str:
@@ -115,6 +121,7 @@ class LiveJob:
             borrowed_gpu_seconds=self.borrowed_gpu_seconds,
             slices=self.sim.slices,
             slice_seconds=self.slice_seconds,
+            resume_gpu_seconds=self.resume_gpu_seconds,
         )
 
 
@@ -286,8 +293,9 @@ class CheckedPlan:
 
 def check_decision(problem: Problem, decision: Decision, policy: str, t: float) -> CheckedPlan:
     """The plan checked by the independent checker (every rule, tenant quotas included: they
-    are hard, a plan that breaks one stops the run as any other violation); SimulationError
-    with the violations if it breaks a rule."""
+    are hard, a plan that breaks one stops the run as any other violation), with the RESUME of
+    every suspended node it uses (the cluster resumes them for any policy) and the policy's
+    own SUSPENDs; SimulationError with the violations if it breaks a rule."""
     jobs = {j.name: j for j in problem.jobs}
     unknown = sorted(set(decision.allocations) - set(jobs))
     if unknown:
@@ -310,7 +318,9 @@ def check_decision(problem: Problem, decision: Decision, policy: str, t: float) 
         assignments.append(
             JobAssignment(job.name, JobState.RUNNING, config, a.placement, mig=a.mig)
         )
-    violations = check_plan(problem, assignments, decision.layout_changes)
+    suspends = [a for a in decision.power_actions if a.kind is PowerActionKind.SUSPEND]
+    actions = [*resumes_for(problem, decision.allocations), *suspends]
+    violations = check_plan(problem, assignments, decision.layout_changes, actions)
     problems += [f"{v.constraint} {v.job}: {v.message}" for v in violations]
     if problems:
         head = f"{policy} at {t:.0f} s made a plan the checker rejects"

@@ -1,5 +1,6 @@
 """What a simulation assumes beyond its trace and cluster: the round rule, the policy's time, the
-restart cost, node failures, feedback, the power headroom and the truth's error model."""
+restart cost, node failures, feedback, the power headroom, node power saving and the truth's
+error model."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from solver.perfmodel.guard import GuardParams
+from solver.simulate.power_saving import PowerSavingSettings
 from solver.simulate.truth import DEFAULT_POWER_SIGMA, TruthSettings
 
 SIMULATED_GUARD = GuardParams(
@@ -95,6 +97,9 @@ class EngineSettings:
     reconfiguration_s: float = RECONFIGURATION_S
     """Seconds a GPU whose MIG layout a plan changes is unusable for the jobs that start on
     its changed part (``solver.simulate.mig_state``)."""
+    power_saving: PowerSavingSettings = field(default_factory=PowerSavingSettings)
+    """The cluster's node power saving, the same rule for every policy
+    (``solver.simulate.power_saving``); off by default."""
     weights: Mapping[str, float] | None = None
     """Objective weights DSFRO's requests set (by ``ObjectiveWeights`` field name); None: the
     defaults. Plain data, so that settings pickle to the worker processes of ``--compare``."""

@@ -23,7 +23,7 @@ import grpc
 
 from solver._proto.dsfro.v1 import scheduler_pb2 as pb
 from solver._proto.dsfro.v1 import scheduler_pb2_grpc
-from solver.app import convert_mig, pipeline
+from solver.app import convert_mig, convert_power, pipeline
 from solver.app.convert import (
     allocations_from_proto,
     backend_to_proto,
@@ -91,6 +91,7 @@ class DsfroPolicy:
                 if a.state is JobState.RUNNING and a.config is not None
             }
             changes = result.plan.layout_changes
+            actions = result.plan.power_actions
             detail = f"{result.stats.termination.name} ({result.stats.backend_used.name})"
         else:
             response = self._call(self.adapt(round_input))
@@ -98,12 +99,13 @@ class DsfroPolicy:
                 name: a for name, a in allocations_from_proto(response.plan).items() if a
             }
             changes = convert_mig.changes_from_proto(response.plan)
+            actions = convert_power.actions_from_proto(response.plan)
             s = response.stats
             detail = (
                 f"{enum_label(pb.Termination, s.termination)} "
                 f"({enum_label(pb.Backend, s.backend_used)})"
             )
-        return Decision(allocations, time.perf_counter() - started, detail, changes)
+        return Decision(allocations, time.perf_counter() - started, detail, changes, actions)
 
     def restricted(self, round_input: RoundInput) -> Problem:
         """The round's problem with this variant's backend and restrictions: the engine's
