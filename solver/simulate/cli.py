@@ -26,6 +26,7 @@ from solver.core.solver import Solver
 from solver.runtime.cores import available_cores
 from solver.runtime.executors import make_executor
 from solver.simulate.core import SimulationError, SimulationLog
+from solver.simulate.front import SWEPT, energy_weight_arg, energy_weight_of, variant_label
 from solver.simulate.metrics import Summary, summarize
 from solver.simulate.policies import POLICY_NAMES, make_policy
 from solver.simulate.power_saving_cli import add_power_saving, power_saving_of
@@ -57,6 +58,8 @@ class RunSpec:
     energy_horizon_s: float = 0.0
     """Pad the run's energy with idle power to this long after the first submission (0: to its
     own span; a comparison pads every run to the longest)."""
+    label: str = ""
+    """The run's name in files and tables when not the policy's (DSFRO at an energy weight)."""
 
 
 def _policy_arg(text: str) -> str:
@@ -133,6 +136,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     comp.add_argument("--seeds", type=csv_arg(seed_arg), help="for --compare (default 1,2,3)")
     comp.add_argument("--workers", type=int_arg(1, 1024), help="parallel runs (default: cores)")
+    comp.add_argument(
+        "--energy-weights",
+        type=csv_arg(energy_weight_arg),
+        metavar="LIST",
+        help="for --compare: dsfro also at each of these energy weights (e.g. 0.3,1,3,10), and "
+        "the JCT-energy front figure",
+    )
     comp.add_argument("--ray-address", metavar="ADDRESS", help="run the comparison on Ray")
     p.add_argument("--out", metavar="DIR", default="simulation", help="output folder (simulation/)")
 
@@ -189,6 +199,10 @@ def command(args: argparse.Namespace) -> int:
     policies = args.policies or (DEFAULT_COMPARE if args.compare else [args.policy])
     seeds = args.seeds or ([1, 2, 3] if args.compare else [args.seed])
     specs = [_spec(args, p, s, overrides) for p in policies for s in seeds]
+    if args.energy_weights and not (args.compare and SWEPT in policies):
+        print("dsfro simulate: --energy-weights needs --compare with dsfro", file=sys.stderr)
+        return 2
+    specs += with_energy_weights(specs, args.energy_weights or [])
     try:
         if not args.compare:
             summary, log = run_one(specs[0])
@@ -202,6 +216,19 @@ def command(args: argparse.Namespace) -> int:
         for line in e.problems:
             print(f"dsfro simulate: {line}", file=sys.stderr)
         return 1
+
+
+def with_energy_weights(specs: Sequence[RunSpec], weights: Sequence[float]) -> list[RunSpec]:
+    """DSFRO's runs again at each energy weight (one it already has is not repeated)."""
+    out = []
+    for spec in specs:
+        if spec.policy != SWEPT:
+            continue
+        for w in sorted(set(weights) - {energy_weight_of(spec.overrides)}):
+            weights_now = {**(spec.overrides.get("weights") or {}), "energy": w}
+            overrides = {**spec.overrides, "weights": weights_now}
+            out.append(replace(spec, overrides=overrides, label=variant_label(spec.policy, w)))
+    return out
 
 
 def _spec(args: argparse.Namespace, policy: str, seed: int, overrides: dict[str, Any]) -> RunSpec:
@@ -291,8 +318,10 @@ def run_one(spec: RunSpec) -> tuple[Summary, SimulationLog]:
         ).run()
     finally:
         solver.close()
+    if spec.label:
+        log = replace(log, policy=spec.label)
     summary = summarize(log, spec.energy_horizon_s)
-    write_run(log, summary, Path(spec.out), f"{scenario.name}-{spec.policy}-s{spec.seed}")
+    write_run(log, summary, Path(spec.out), f"{scenario.name}-{log.policy}-s{spec.seed}")
     return summary, log
 
 
@@ -324,7 +353,10 @@ def _compare(specs: Sequence[RunSpec], scenario: str, args: argparse.Namespace) 
         write_summary(summary, out, f"{summary.scenario}-{summary.policy}-s{summary.seed}")
     logs = [log for _, log in results]
     shown = next((g for g in logs if g.policy.startswith("dsfro")), logs[0])
-    figures = write_figures(logs, out, scenario, summaries, run=shown)
+    front = {s.label or s.policy: energy_weight_of(s.overrides) for s in specs if s.policy == SWEPT}
+    figures = write_figures(
+        logs, out, scenario, summaries, run=shown, front=front if len(front) > 1 else None
+    )
     written = write_comparison(summaries, out, f"{scenario}-comparison", BASELINES, figures)
     for path in written:
         print(path)

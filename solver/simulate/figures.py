@@ -1,6 +1,7 @@
 """The figures of simulated runs (``write_figures``): ``<prefix>-jct-cdf.png``,
-``<prefix>-energy-jct.png``, ``<prefix>-power.png`` and ``<prefix>-utilisation.png``, each
-written atomically.
+``<prefix>-energy-jct.png``, ``<prefix>-power.png``, ``<prefix>-utilisation.png`` and, with
+an energy-weight sweep, ``<prefix>-front.png`` (``solver.simulate.front``), each written
+atomically.
 
 The figures come from the ``plot_*`` functions (matplotlib Figures, the ``plot`` extra), which
 draw the data of the ``*_data``/``*_series`` functions: tests check those without images.
@@ -10,12 +11,13 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from solver.extras import new_figure
 from solver.simulate.core import PowerSegment, SimulationLog
+from solver.simulate.front import front_data, plot_front
 from solver.simulate.metrics import Summary, equal_horizon, jct, summarize
 from solver.simulate.outputs import write_atomic
 
@@ -215,10 +217,12 @@ def write_figures(
     prefix: str,
     summaries: Sequence[Summary] | None = None,
     run: SimulationLog | None = None,
+    front: Mapping[str, float] | None = None,
 ) -> list[Path]:
     """The four figures; ``summaries`` default to those of ``logs`` (their energy is taken at
     the equal horizon of each scenario and seed); the power figure shows
-    ``run`` (default: the first log), the utilisation one each policy's lowest seed."""
+    ``run`` (default: the first log), the utilisation one each policy's lowest seed. With
+    ``front`` (DSFRO's labels and their energy weights), the JCT-energy front too."""
     if not logs:
         raise ValueError("no runs to draw")
     summaries = equal_horizon([summarize(g) for g in logs] if summaries is None else summaries)
@@ -229,4 +233,6 @@ def write_figures(
         "power": plot_power(run or logs[0]),
         "utilisation": plot_utilisation(first_seed_per_policy(logs)),
     }
+    if front:
+        figures["front"] = plot_front(front_data(summaries, front))
     return [_save(fig, out_dir / f"{prefix}-{name}.png") for name, fig in figures.items()]
