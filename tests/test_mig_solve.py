@@ -184,3 +184,34 @@ def test_over_grpc_the_plan_names_slices_for_kubernetes_and_slurm() -> None:
     assert change.node == "m0" and len(change.layout.instances) == 7
     assert response.stats.HasField("best_bound")
     assert response.stats.best_bound >= response.stats.objective
+
+
+@pytest.mark.parametrize("backend", [Backend.HEURISTIC, Backend.AUTO, Backend.CPSAT, Backend.HIGHS])
+def test_every_backend_gives_free_partitioned_gpus_back_to_a_whole_gpu_job(
+    backend: Backend,
+) -> None:
+    """Both GPUs partitioned, no job on them: the two-GPU job (weight 2, less two
+    reconfigurations) beats the one-GPU job (worth at most 1, whole or on a free instance);
+    every backend runs it on both GPUs changed back to whole, and a bound, where one is
+    proven, is above the plan."""
+    import dataclasses
+
+    layouts = (GpuLayout(0, (MigInstance(ONE_G, 0),)), GpuLayout(1, (MigInstance("3g.40gb", 4),)))
+    from solver.domain import ProfilePoint, ThroughputProfile
+    from tests.mig_cases import T
+
+    two = ThroughputProfile((ProfilePoint(T, 2, 1, 1, 1410, 200.0, 600.0, 8.0),))
+    big = dataclasses.replace(
+        small("big", measured=None, slices=None), workload=two, min_gpus=2, max_gpus=2, weight=2.0
+    )
+    p = problem(big, small("s"), gpus=2, layouts=layouts, backend=backend)
+    result = solved(p)
+    plan = result.plan
+    a = plan.assignment("big")
+    assert a.state is JobState.RUNNING and a.mig is None
+    assert sorted(i for s in a.placement for i in s.gpu_indices) == [0, 1]
+    assert sorted(c.layout.gpu_index for c in plan.layout_changes) == [0, 1]
+    assert all(not c.layout.instances for c in plan.layout_changes)
+    assert plan.assignment("s").state is JobState.QUEUED
+    bound = result.stats.best_bound
+    assert bound is None or bound >= plan.objective.total - 1e-9
