@@ -230,6 +230,16 @@ class Job:
 # ---------------------------------------------------------------- request
 
 
+class EnergyBasis(enum.Enum):
+    """What the energy term charges a running configuration (docs/objective.md, "Energy basis")."""
+
+    DRAW = "DRAW"
+    """Its power draw: running itself costs energy (the default, as before)."""
+    WASTE = "WASTE"
+    """The draw above the job's most efficient configuration at the same throughput:
+    ``watts - samples_per_second * e*_j``, zero where the job runs most efficiently."""
+
+
 @dataclass(frozen=True)
 class ObjectiveWeights:
     """Operator weights; docs/objective.md defines each term."""
@@ -241,6 +251,8 @@ class ObjectiveWeights:
     deadline: float = 0.5
     fairness: float = 1.0
     """Weight of the fairness mode's value F (docs/objective.md); unused by WEIGHTED_SUM."""
+    energy_basis: EnergyBasis = EnergyBasis.DRAW
+    """What the energy weight multiplies: each configuration's draw, or its waste."""
 
 
 class Backend(enum.Enum):

@@ -127,8 +127,9 @@ def settle_plan(problem: Problem, result: SolveResult, params: GuardParams) -> S
     plan = dataclasses.replace(result.plan, assignments=assignments)
     if not shed:
         return dataclasses.replace(result, plan=plan)
-    best = build_config_set(problem).best_samples_per_second
-    objective = score_plan(problem, assignments, best, result.plan.layout_changes)
+    configs = build_config_set(problem)
+    best, least = configs.best_samples_per_second, configs.least_joules_per_sample
+    objective = score_plan(problem, assignments, best, result.plan.layout_changes, least)
     plan = dataclasses.replace(plan, objective=objective)
     note = f"{len(shed)} jobs queued to keep the power margin"
     stats = dataclasses.replace(

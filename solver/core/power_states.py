@@ -67,7 +67,7 @@ def with_power_actions(problem: Problem, result: SolveResult, seconds: float) ->
         if check_plan(problem, assignments, changes, actions):
             actions = ()
     best = configs.best_samples_per_second
-    objective = score_plan(problem, assignments, best, changes)
+    objective = score_plan(problem, assignments, best, changes, configs.least_joules_per_sample)
     plan = dataclasses.replace(
         result.plan,
         assignments=tuple(assignments),

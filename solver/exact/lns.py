@@ -124,6 +124,7 @@ def sub_problem(
         by_job={j.name: configs.by_job[j.name] for j in jobs},
         best_samples_per_second={j.name: configs.best_samples_per_second[j.name] for j in jobs},
         num_enumerated=0,
+        least_joules_per_sample={j.name: configs.least_joules(j.name) for j in jobs},
     )
     options = dataclasses.replace(problem.options, backend=SUB_BACKEND, threads=1)
     fairness = part_fairness(problem, configs.best_samples_per_second)
@@ -180,9 +181,9 @@ class Lns:
             types = frozenset(c.gpu_type for c in options)
             self.types[job.name] = types
             self.size[job.name] = len(options) + factor * sum(nodes_of_type[t] for t in types)
-            best = configs.best_samples_per_second[job.name]
+            best, least = configs.best_samples_per_second[job.name], configs.least_joules(job.name)
             self.value[job.name] = max(
-                (running_gain(job, c, best, problem.weights, max_watts) for c in options),
+                (running_gain(job, c, best, problem.weights, max_watts, least) for c in options),
                 default=0.0,
             )
         self.movable = [

@@ -112,7 +112,7 @@ def extract_mig(f: MigFormulation, values: Sequence[float] | Mapping[int, float]
         if layouts[gpu.key] != gpu.now
     )
     best = f.configs.best_samples_per_second
-    objective = score_plan(f.problem, assignments, best, changes)
+    objective = score_plan(f.problem, assignments, best, changes, f.configs.least_joules_per_sample)
     return Plan(tuple(assignments), objective, changes)
 
 

@@ -5,11 +5,22 @@ from __future__ import annotations
 
 import numpy as np
 
+from solver.domain import EnergyBasis
 from solver.exact.blocks import interleave, ones
 from solver.exact.fairness import add_fairness, linear_values
 from solver.exact.milp import Formulation
 from solver.exact.rows import FloatArray, floats, ints, starts
 from solver.scoring.objective import migration_cost, queued_value
+
+
+def charged_watts(f: Formulation) -> FloatArray:
+    """solver.scoring.objective.energy_watts of every configuration, in numpy (the same
+    operations, so the same floats): the draw, or under WASTE the draw less sps x e*_j."""
+    lay = f.layout
+    if f.problem.weights.energy_basis is EnergyBasis.DRAW:
+        return lay.cfg_watts
+    least = floats([f.configs.least_joules(name) for name in lay.job_names])[lay.cfg_job]
+    return floats(np.maximum(0.0, lay.cfg_watts - lay.cfg_sps * least))
 
 
 def config_values(f: Formulation) -> FloatArray:
@@ -29,7 +40,7 @@ def config_values(f: Formulation) -> FloatArray:
     shortfall = np.where(has_deadline, np.maximum(0.0, 1.0 - sps / rate), 0.0)
     return floats(
         w.throughput * weight * utility
-        - w.energy * lay.cfg_watts / p.cluster.max_gpu_watts()
+        - w.energy * charged_watts(f) / p.cluster.max_gpu_watts()
         - w.deadline * weight * shortfall
         + w.locality * lay.cfg_min_spread
         - queued

@@ -44,6 +44,7 @@ __all__ = [
     "dominates",
     "enumerate_configs",
     "gpu_counts",
+    "least_joules",
     "min_nodes",
     "min_racks",
     "offered_clocks",
@@ -67,6 +68,14 @@ class ConfigSet:
     """Slice jobs' configurations on one MIG instance (solver.perfmodel.slices), apart from
     `by_job`: only the MIG step places them; their best throughput counts in
     `best_samples_per_second`."""
+    least_joules_per_sample: Mapping[str, float] = field(default_factory=dict)
+    """e*_j: the least watts per sample/s over the job's whole-GPU configurations on an empty
+    cluster (its most efficient way to run), what the WASTE energy basis charges against
+    (docs/objective.md); 0 (the draw basis) for a job without one."""
+
+    def least_joules(self, job: str) -> float:
+        """e*_j of `job` (0.0 when it has none)."""
+        return self.least_joules_per_sample.get(job, 0.0)
 
     @property
     def num_configurations(self) -> int:
@@ -77,7 +86,8 @@ class ConfigSet:
         configurations to the caller, where one object each would be slow to unpickle."""
         columns = bulk.to_columns(self.by_job)
         best = dict(self.best_samples_per_second)
-        return _unpickle, (columns, best, self.num_enumerated, dict(self.slices))
+        least = dict(self.least_joules_per_sample)
+        return _unpickle, (columns, best, self.num_enumerated, dict(self.slices), least)
 
 
 def _unpickle(
@@ -85,8 +95,14 @@ def _unpickle(
     best: dict[str, float],
     enumerated: int,
     slices: dict[str, tuple[Config, ...]] | None = None,
+    least: dict[str, float] | None = None,
 ) -> ConfigSet:
-    return ConfigSet(bulk.from_columns(columns), best, enumerated, slices or {})
+    return ConfigSet(bulk.from_columns(columns), best, enumerated, slices or {}, least or {})
+
+
+def least_joules(rows: Sequence[Row]) -> float:
+    """e*_j over a job's rows: the least watts / samples per second, 0.0 when none runs."""
+    return min((r[3] / r[2] for r in rows if r[2] > 0), default=0.0)
 
 
 def enumerate_configs(job: Job, facts: Mapping[str, TypeFacts]) -> list[Config]:
@@ -148,7 +164,9 @@ def build_config_set(problem: Problem, facts: Mapping[str, TypeFacts] | None = N
         best = dict(built.best_samples_per_second)
         for name, configs in slices.items():
             best[name] = max(best[name], max(c.samples_per_second for c in configs))
-        return ConfigSet(built.by_job, best, built.num_enumerated, slices)
+        return ConfigSet(
+            built.by_job, best, built.num_enumerated, slices, built.least_joules_per_sample
+        )
 
 
 def _build(problem: Problem, facts: Mapping[str, TypeFacts]) -> ConfigSet:
@@ -175,14 +193,17 @@ def _build(problem: Problem, facts: Mapping[str, TypeFacts]) -> ConfigSet:
     stays = pareto_rows(groups, keeps)
     kept = [[rows[i] for i in stay] for rows, stay in zip(groups, stays, strict=True)]
     tops = [max((r[2] for r in rows), default=0.0) for rows in groups]
+    leasts = [least_joules(rows) for rows in groups]
     by_job: dict[str, tuple[Config, ...]] = {}
     best: dict[str, float] = {}
+    least: dict[str, float] = {}
     enumerated = 0
     for job, index in zip(problem.jobs, group_of, strict=True):
         by_job[job.name] = tuple([Config(job.name, *row) for row in kept[index]])
         best[job.name] = tops[index]
+        least[job.name] = leasts[index]
         enumerated += len(groups[index])
-    return ConfigSet(by_job=by_job, best_samples_per_second=best, num_enumerated=enumerated)
+    return ConfigSet(by_job, best, enumerated, least_joules_per_sample=least)
 
 
 def _make_config(

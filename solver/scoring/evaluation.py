@@ -82,7 +82,13 @@ def evaluate_allocations(
     violations.extend(check_plan(problem, assignments, changes, actions))
     if violations:
         return Evaluation(tuple(violations), None)
-    objective = score_plan(problem, assignments, configs.best_samples_per_second, changes)
+    objective = score_plan(
+        problem,
+        assignments,
+        configs.best_samples_per_second,
+        changes,
+        configs.least_joules_per_sample,
+    )
     return Evaluation((), Plan(tuple(assignments), objective, changes, actions))
 
 

@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from solver.domain import (
     Cluster,
     Config,
+    EnergyBasis,
     Job,
     JobAssignment,
     JobState,
@@ -56,12 +57,35 @@ def deadline_shortfall(job: Job, config: Config | None) -> float:
     return max(0.0, 1.0 - config.samples_per_second / required)
 
 
+def energy_watts(config: Config, least_joules: float, basis: EnergyBasis) -> float:
+    """The watts the energy term charges `config` (docs/objective.md, "Energy basis").
+
+    DRAW: its draw. WASTE: the draw above the job's most efficient configuration at the same
+    throughput, ``watts - samples_per_second * e*_j`` (>= 0, 0 at the most efficient one),
+    `least_joules` being e*_j (ConfigSet.least_joules). A MIG slice configuration keeps its
+    draw: its watts are above the GPU's idle, not comparable with whole-GPU draws."""
+    if config.mig_profile:
+        return config.watts
+    return charged_watts(config.watts, config.samples_per_second, least_joules, basis)
+
+
+def charged_watts(
+    watts: float, samples_per_second: float, least_joules: float, basis: EnergyBasis
+) -> float:
+    """``energy_watts`` of a whole-GPU configuration from its draw and throughput (the quick
+    plan's rows have no Config)."""
+    if basis is EnergyBasis.DRAW:
+        return watts
+    return max(0.0, watts - samples_per_second * least_joules)
+
+
 def config_value(
     job: Job,
     config: Config,
     best_samples_per_second: float,
     weights: ObjectiveWeights,
     max_gpu_watts: float,
+    least_joules: float = 0.0,
 ) -> float:
     """Objective contribution of running `job` in `config`, less its placement terms.
 
@@ -70,7 +94,7 @@ def config_value(
     """
     return (
         weights.throughput * job.weight * utility(config, best_samples_per_second)
-        - weights.energy * config.watts / max_gpu_watts
+        - weights.energy * energy_watts(config, least_joules, weights.energy_basis) / max_gpu_watts
         - weights.deadline * job.weight * deadline_shortfall(job, config)
         + weights.locality * (config.min_nodes + config.min_racks)
     )
@@ -82,11 +106,12 @@ def running_gain(
     best_samples_per_second: float,
     weights: ObjectiveWeights,
     max_gpu_watts: float,
+    least_joules: float = 0.0,
 ) -> float:
     """What running `job` in `config` adds over leaving it queued, placed as tightly as the
     configuration allows (no locality penalty) and migration aside."""
     return (
-        config_value(job, config, best_samples_per_second, weights, max_gpu_watts)
+        config_value(job, config, best_samples_per_second, weights, max_gpu_watts, least_joules)
         - weights.locality * (config.min_nodes + config.min_racks)
         - queued_value(job, weights)
     )
@@ -98,6 +123,7 @@ def running_gains(
     best_samples_per_second: float,
     weights: ObjectiveWeights,
     max_gpu_watts: float,
+    least_joules: float = 0.0,
 ) -> list[float]:
     """``running_gain`` of each configuration of `job`, in one loop (the search's tables of
     thousands of configurations): the same terms, in the same order of operations."""
@@ -112,7 +138,7 @@ def running_gains(
         short = 0.0 if required is None else max(0.0, 1.0 - sps / required)
         value = (
             utility_term
-            - w.energy * c.watts / max_gpu_watts
+            - w.energy * energy_watts(c, least_joules, w.energy_basis) / max_gpu_watts
             - w.deadline * job.weight * short
             + w.locality * (c.min_nodes + c.min_racks)
         )
@@ -182,10 +208,14 @@ def score_plan(
     assignments: Iterable[JobAssignment],
     best: Mapping[str, float],
     layout_changes: Sequence[LayoutChange] = (),
+    least: Mapping[str, float] | None = None,
 ) -> ObjectiveBreakdown:
     """The plan's objective and its terms, recomputed from the request and the plan alone
-    (with its MIG layout changes: each changed GPU counts as a migration of weight 1)."""
+    (with its MIG layout changes: each changed GPU counts as a migration of weight 1);
+    `least`: each job's e*_j (ConfigSet.least_joules_per_sample), for the WASTE basis."""
     jobs = {j.name: j for j in problem.jobs}
+    basis = problem.weights.energy_basis
+    least = least or {}
     max_watts = problem.cluster.max_gpu_watts()
     throughput = energy = migration = locality = deadline = waiting = 0.0
     chosen: list[tuple[str, Config]] = []
@@ -197,7 +227,7 @@ def score_plan(
         if config is not None:
             chosen.append((job.name, config))
             throughput += job.weight * utility(config, best.get(job.name, 0.0))
-            energy += config.watts / max_watts
+            energy += energy_watts(config, least.get(job.name, 0.0), basis) / max_watts
             if a.mig is not None:
                 partitioned.update((s.node, i) for s in a.placement for i in s.gpu_indices)
             nodes, racks = nodes_and_racks(problem.cluster, a)

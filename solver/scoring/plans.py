@@ -78,7 +78,9 @@ def materialize(
             job=job.name, state=JobState.RUNNING, config=choice[0], placement=placement
         )
         assignments.append(_with_migration(job, a))
-    objective = score_plan(problem, assignments, configs.best_samples_per_second)
+    objective = score_plan(
+        problem, assignments, configs.best_samples_per_second, (), configs.least_joules_per_sample
+    )
     return Plan(assignments=tuple(assignments), objective=objective)
 
 
@@ -93,7 +95,8 @@ def queued_assignment(problem: Problem, configs: ConfigSet, job: Job) -> JobAssi
     else:
         best = configs.best_samples_per_second[job.name]
         max_watts = problem.cluster.max_gpu_watts()
-        gain = max(running_gain(job, c, best, problem.weights, max_watts) for c in options)
+        least = configs.least_joules(job.name)
+        gain = max(running_gain(job, c, best, problem.weights, max_watts, least) for c in options)
         if gain > 0:
             reason, detail = (
                 QueueReason.INSUFFICIENT_RESOURCES,

@@ -198,11 +198,12 @@ def solve_aggregate(
         options = opts[job.name]
         offset += queued_value(job, w) - migration_cost(job, w)
         best = configs.best_samples_per_second[job.name]
+        least = configs.least_joules(job.name)
         same_shape: list[tuple[int, float]] = []
         cols = []
         for i, c in enumerate(options):
             # Placement terms dropped: w_L (nodes + racks - min) >= 0 only lowers the objective.
-            col = lp.column(running_gain(job, c, best, w, max_watts))
+            col = lp.column(running_gain(job, c, best, w, max_watts, least))
             cols.append(col)
             compute, memory_share = _gpu_shares(problem, c)
             pools.setdefault(c.gpu_type, []).append((col, compute))

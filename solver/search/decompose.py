@@ -279,6 +279,9 @@ def solve_decomposed(
             j: b for r in results for j, b in r.configs.best_samples_per_second.items()
         },
         num_enumerated=sum(r.configs.num_enumerated for r in results),
+        least_joules_per_sample={
+            j: e for r in results for j, e in r.configs.least_joules_per_sample.items()
+        },
     )
     first = {j: c for r in results for j, c in r.choices.items()}
     first_seconds = time.monotonic() - start

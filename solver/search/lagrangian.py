@@ -93,7 +93,7 @@ def _arrays(problem: Problem, configs: ConfigSet) -> tuple[_Arrays, list[Config]
             continue
         starts.append(len(flat))
         forced.append(must)
-        gains = running_gains(job, options, best, w, max_watts)
+        gains = running_gains(job, options, best, w, max_watts, configs.least_joules(job.name))
         keep = migration_cost(job, w)
         for c, v in zip(options, gains, strict=True):
             jobs.append(k)

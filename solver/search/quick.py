@@ -30,10 +30,10 @@ from dataclasses import dataclass
 
 from solver.domain import Config, Job, JobAssignment, JobState, Plan, Problem, QueueReason
 from solver.perfmodel import bulk
-from solver.perfmodel.configs import ConfigSet
+from solver.perfmodel.configs import ConfigSet, least_joules
 from solver.perfmodel.enumeration import Enumerator, Row
 from solver.perfmodel.facts import TypeFacts, type_facts
-from solver.scoring.objective import aging
+from solver.scoring.objective import aging, charged_watts
 from solver.scoring.plans import Choice, materialize
 from solver.search.state import SearchState
 
@@ -80,6 +80,7 @@ class _Rows:
         self.keys: dict[Hashable, int] = {}
         self.rows: list[list[Row] | None] = []
         self.top: list[float] = []
+        self.least: list[float] = []
         self.group: dict[str, int] = {}
         self.counted: dict[int, list[list[list[Row]]]] = {}
         self.shaped: dict[int, list[Row]] = {}
@@ -104,6 +105,7 @@ class _Rows:
                 index = self.keys[key] = len(self.rows)
                 self.rows.append(None)
                 self.top.append(0.0)
+                self.least.append(0.0)
                 new.append(job)
             self.group[job.name] = index
         if not new:
@@ -114,6 +116,7 @@ class _Rows:
             rows = self.enumerator.rows(job)
             self.rows[index] = rows
             self.top[index] = max((r[2] for r in rows), default=0.0)
+            self.least[index] = least_joules(rows)
             self.enumerated += len(rows)
 
     def by_count(self, job: Job) -> list[list[list[Row]]]:
@@ -151,6 +154,9 @@ class _Rows:
 
     def best(self, job: Job) -> float:
         return self.top[self.group[job.name]]
+
+    def least_joules(self, job: Job) -> float:
+        return self.least[self.group[job.name]]
 
 
 class _Quick:
@@ -303,6 +309,7 @@ class _Quick:
         best = self.rows.best(job)
         sps, watts = row[2], row[3]
         gain = w.throughput * job.weight * (sps / best if best > 0 else 0.0)
+        watts = charged_watts(watts, sps, self.rows.least_joules(job), w.energy_basis)
         gain -= w.energy * watts / self.max_watts
         required = job.required_samples_per_second
         if required is not None:  # the shortfall running, against 1 queued
@@ -340,12 +347,12 @@ class _Quick:
 
     def result(self, started_at: float) -> QuickPlan:
         choices: dict[str, Choice] = dict(self.state.choices)
+        seen = [j for j in self.problem.jobs if j.name in self.rows.group]
         configs = ConfigSet(
             by_job={j.name: tuple(self.by_job.get(j.name, ())) for j in self.problem.jobs},
-            best_samples_per_second={
-                j.name: self.rows.best(j) for j in self.problem.jobs if j.name in self.rows.group
-            },
+            best_samples_per_second={j.name: self.rows.best(j) for j in seen},
             num_enumerated=self.rows.enumerated,
+            least_joules_per_sample={j.name: self.rows.least_joules(j) for j in seen},
         )
         plan = materialize(self.problem, configs, choices)
         waiting = {

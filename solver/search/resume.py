@@ -94,9 +94,9 @@ def resume_for_queued(
         job = jobs.get(a.job)
         if a.state is not JobState.QUEUED or job is None or not configs.by_job.get(job.name):
             continue
-        best = configs.best_samples_per_second[job.name]
+        best, least = configs.best_samples_per_second[job.name], configs.least_joules(job.name)
         gains = sorted(
-            ((running_gain(job, c, best, w, max_watts), i) for i, c in
+            ((running_gain(job, c, best, w, max_watts, least), i) for i, c in
              enumerate(configs.by_job[job.name])),
             reverse=True,
         )  # fmt: skip

@@ -42,7 +42,9 @@ class Scorer:
         )
         for job in problem.jobs:
             best = configs.best_samples_per_second[job.name]
-            gains = running_gains(job, configs.by_job[job.name], best, problem.weights, max_watts)
+            least = configs.least_joules(job.name)
+            options = configs.by_job[job.name]
+            gains = running_gains(job, options, best, problem.weights, max_watts, least)
             if job.name in fair:
                 gains = [g + f for g, f in zip(gains, fair[job.name], strict=True)]
             self._values[job.name] = gains

@@ -140,7 +140,7 @@ class Packer:
         and a reconfiguration if it changes the GPU's layout first."""
         w = self.problem.weights
         best = self.configs.best_samples_per_second[job.name]
-        value = running_gain(job, config, best, w, self.max_watts)
+        value = running_gain(job, config, best, w, self.max_watts)  # a slice: its draw
         cur = job.current
         if (
             _on_own(job, gpu, inst.profile)
@@ -321,7 +321,7 @@ class Packer:
             if job.current is not None and not job.preemptible:
                 continue
             best = self.configs.best_samples_per_second[job.name]
-            held = running_gain(job, c, best, w, self.max_watts)
+            held = running_gain(job, c, best, w, self.max_watts, self.configs.least_joules(a.job))
             if job.current is not None and not a.migrated:
                 held += migration_cost(job, w)
             candidates.append((held, job.name, node, a.placement[0].gpu_indices[0], geometry))
@@ -387,8 +387,9 @@ class Packer:
             [*self.merged, *(c for gpu in self.gpus.values() if (c := gpu.change()) is not None)],
             key=lambda c: (c.node, c.layout.gpu_index),
         ))  # fmt: skip
+        cs = self.configs
         objective = score_plan(
-            self.problem, assignments, self.configs.best_samples_per_second, changes
+            self.problem, assignments, cs.best_samples_per_second, changes, cs.least_joules_per_sample
         )
         return Plan(tuple(assignments), objective, changes)
 
