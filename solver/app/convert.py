@@ -26,6 +26,7 @@ from solver.domain import (
     AttainedService,
     Backend,
     Cluster,
+    EnergyBasis,
     Fairness,
     FairnessMode,
     FairnessScope,
@@ -66,6 +67,7 @@ T = TypeVar("T")
 
 _WIRE_PREFIX = {
     Backend.__name__: "BACKEND_",
+    EnergyBasis.__name__: "ENERGY_BASIS_",
     FairnessMode.__name__: "FAIRNESS_MODE_",
     FairnessScope.__name__: "FAIRNESS_SCOPE_",
     JobState.__name__: "JOB_STATE_",
@@ -270,7 +272,17 @@ def _weights(w: pb.ObjectiveWeights) -> ObjectiveWeights:
         locality=w.locality if w.HasField("locality") else d.locality,
         deadline=w.deadline if w.HasField("deadline") else d.deadline,
         fairness=w.fairness if w.HasField("fairness") else d.fairness,
+        energy_basis=(
+            d.energy_basis
+            if w.energy_basis == pb.ENERGY_BASIS_UNSPECIFIED
+            else EnergyBasis[enum_label(pb.EnergyBasis, w.energy_basis)]
+        ),
     )
+
+
+def energy_basis_to_proto(basis: EnergyBasis) -> pb.EnergyBasis:
+    """The wire value of a domain energy basis (profiles and the simulator set it)."""
+    return cast("pb.EnergyBasis", pb.EnergyBasis.Value(wire_name(basis)))
 
 
 def requested_time_budget(o: pb.SolveOptions) -> float | None:

@@ -10,7 +10,13 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from solver.domain import DEFAULT_TIME_BUDGET_SECONDS, Backend, FairnessMode, FairnessScope
+from solver.domain import (
+    DEFAULT_TIME_BUDGET_SECONDS,
+    Backend,
+    EnergyBasis,
+    FairnessMode,
+    FairnessScope,
+)
 
 INT32_MAX = 2**31 - 1
 """Largest value of the wire's int32 fields (seed, threads, counts)."""
@@ -234,6 +240,15 @@ def parse_fairness_scope(text: str) -> FairnessScope:
     except KeyError:
         names = ", ".join(fairness_scope_names())
         raise ValueError(f"unknown fairness scope {text!r}; one of {names}") from None
+
+
+def parse_energy_basis(text: str) -> EnergyBasis:
+    """The energy basis of a name (case-insensitive: draw, waste); ValueError names them."""
+    try:
+        return EnergyBasis[text.strip().upper()]
+    except KeyError:
+        names = ", ".join(b.name.lower() for b in EnergyBasis)
+        raise ValueError(f"unknown energy basis {text!r}; one of {names}") from None
 
 
 def parse_backend(text: str) -> Backend:

@@ -9,6 +9,7 @@ A profile has two optional tables, every key optional::
     locality = 0.01
     deadline = 0.5
     fairness = 1.0           # weight of the fairness mode's value F
+    energy_basis = "waste"   # draw (default) or waste: what the energy weight charges
 
     [fairness]               # SolveRequest.fairness (docs/objective.md, "Fairness")
     mode = "max_min"         # weighted_sum, max_min, proportional, drf, finish_time
@@ -61,6 +62,14 @@ from solver.app.limits import (
     parse_fairness_mode,
     parse_fairness_scope,
 )
+from solver.app.profile_weights import (
+    TABLE_KEYS,
+    apply_energy_basis,
+    format_energy_basis,
+    read_energy_basis,
+)
+from solver.app.profile_weights import WEIGHT_KEYS as WEIGHT_KEYS
+from solver.app.profile_weights import ProfileWeights as ProfileWeights
 from solver.core.settings import TABLE as TUNING
 from solver.core.settings import SettingsError, SolverSettings, load_settings
 from solver.domain import (
@@ -72,7 +81,6 @@ from solver.domain import (
     SolveOptions,
 )
 
-WEIGHT_KEYS = ("throughput", "energy", "migration", "locality", "deadline", "fairness")
 FAIRNESS_KEYS = ("mode", "scope", "horizon", "mean_weight")
 SOLVER_KEYS = ("time_budget", "backend", "relative_gap", "threads", "seed", "pyomo_solver")
 
@@ -83,18 +91,6 @@ class ProfileError(ValueError):
     def __init__(self, problems: list[str]) -> None:
         super().__init__("\n".join(problems))
         self.problems = problems
-
-
-@dataclass(frozen=True)
-class ProfileWeights:
-    """Weights the profile sets; None: not in the file."""
-
-    throughput: float | None = None
-    energy: float | None = None
-    migration: float | None = None
-    locality: float | None = None
-    deadline: float | None = None
-    fairness: float | None = None
 
 
 @dataclass(frozen=True)
@@ -133,7 +129,8 @@ class Profile:
         """The weights with the built-in defaults filled in."""
         d = ObjectiveWeights()
         return ObjectiveWeights(
-            **{k: _pick(getattr(self.weights, k), getattr(d, k)) for k in WEIGHT_KEYS}
+            **{k: _pick(getattr(self.weights, k), getattr(d, k)) for k in WEIGHT_KEYS},
+            energy_basis=_pick(self.weights.energy_basis, d.energy_basis),
         )
 
     def effective_options(self) -> SolveOptions:
@@ -185,7 +182,8 @@ def profile_from_dict(data: Mapping[str, Any], source: str = "<profile>") -> Pro
                 "unknown key; a profile has the tables [weights], [fairness], [solver] and "
                 "[tuning]",
             )
-    weights = _table(data, "weights", WEIGHT_KEYS, bad)
+    weights = _table(data, "weights", TABLE_KEYS, bad)
+    basis = read_energy_basis(weights, bad)
     fairness = _fairness(_table(data, "fairness", FAIRNESS_KEYS, bad), bad)
     solver = _table(data, "solver", SOLVER_KEYS, bad)
     tuning = _table(
@@ -238,7 +236,7 @@ def profile_from_dict(data: Mapping[str, Any], source: str = "<profile>") -> Pro
     if problems:
         raise ProfileError(problems)
     return Profile(
-        weights=ProfileWeights(**w),
+        weights=ProfileWeights(**w, energy_basis=basis),
         solver=ProfileSolver(**{k: v for k, v in s.items() if v is not None}),
         fairness=fairness,
         source=source,
@@ -365,6 +363,7 @@ def apply_profile(request: pb.SolveRequest, profile: Profile) -> None:
         value = getattr(profile.weights, key)
         if value is not None and not w.HasField(key):
             setattr(w, key, value)
+    apply_energy_basis(request, profile.weights.energy_basis)
     f, fr = profile.fairness, request.fairness
     if f.mode is not None and fr.mode == pb.FAIRNESS_MODE_UNSPECIFIED:
         fr.mode = cast("pb.FairnessMode", pb.FairnessMode.Value(wire_name(f.mode)))
@@ -401,6 +400,7 @@ def format_profile(profile: Profile) -> str:
         value = getattr(eff_w, key)
         comment = "  # default" if getattr(profile.weights, key) is None else ""
         lines.append(f"{key} = {float(value)!r}{comment}")
+    lines.append(format_energy_basis(profile.weights.energy_basis))
     lines.extend(("", "[fairness]"))
     f, d = profile.fairness, Fairness()
     lines.append(

@@ -387,10 +387,8 @@ class Packer:
             [*self.merged, *(c for gpu in self.gpus.values() if (c := gpu.change()) is not None)],
             key=lambda c: (c.node, c.layout.gpu_index),
         ))  # fmt: skip
-        cs = self.configs
-        objective = score_plan(
-            self.problem, assignments, cs.best_samples_per_second, changes, cs.least_joules_per_sample
-        )
+        best, least = self.configs.best_samples_per_second, self.configs.least_joules_per_sample
+        objective = score_plan(self.problem, assignments, best, changes, least)
         return Plan(tuple(assignments), objective, changes)
 
 

@@ -172,6 +172,8 @@ def command(args: argparse.Namespace) -> int:
         w = args.profile.weights
         given = {k: getattr(w, k) for k in WEIGHT_KEYS if getattr(w, k) is not None}
         overrides["weights"] = given
+        if w.energy_basis is not None:
+            overrides["energy_basis"] = w.energy_basis
     if args.power_headroom is not None:
         if not 0 <= args.power_headroom < 1:
             print("dsfro simulate: --power-headroom must be in [0, 1)", file=sys.stderr)

@@ -8,8 +8,22 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from solver._proto.dsfro.v1 import scheduler_pb2 as pb
-from solver.app.convert import allocation_to_proto, duration_to_proto, workload_to_proto
-from solver.domain import Allocation, Config, Job, JobAssignment, JobState, Problem, Shape
+from solver.app.convert import (
+    allocation_to_proto,
+    duration_to_proto,
+    energy_basis_to_proto,
+    workload_to_proto,
+)
+from solver.domain import (
+    Allocation,
+    Config,
+    EnergyBasis,
+    Job,
+    JobAssignment,
+    JobState,
+    Problem,
+    Shape,
+)
 from solver.perfmodel.configs import TypeFacts, enumerate_configs, resolve_config, type_facts
 from solver.perfmodel.quotas import borrowed_jobs
 from solver.power_states import PowerActionKind
@@ -190,6 +204,8 @@ class Requests:
             q.attained.CopyFrom(pb.AttainedService(gpu_seconds=gpu_s, normalized_seconds=norm_s))
         for name, value in (self.settings.weights or {}).items():
             setattr(req.weights, name, value)
+        if self.settings.energy_basis is not EnergyBasis.DRAW:
+            req.weights.energy_basis = energy_basis_to_proto(self.settings.energy_basis)
         req.options.time_budget.CopyFrom(duration_to_proto(self.settings.solver_budget_s))
         req.options.seed = self.seed
         for j in active:

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from solver.domain import EnergyBasis
 from solver.perfmodel.guard import GuardParams
 from solver.simulate.power_saving import PowerSavingSettings
 from solver.simulate.truth import DEFAULT_POWER_SIGMA, TruthSettings
@@ -103,6 +104,8 @@ class EngineSettings:
     weights: Mapping[str, float] | None = None
     """Objective weights DSFRO's requests set (by ``ObjectiveWeights`` field name); None: the
     defaults. Plain data, so that settings pickle to the worker processes of ``--compare``."""
+    energy_basis: EnergyBasis = EnergyBasis.DRAW
+    """The energy basis DSFRO's requests set (a profile's ``energy_basis``; docs/objective.md)."""
 
 
 SAME_INSTANT_S = 1e-9

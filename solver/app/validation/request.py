@@ -274,6 +274,8 @@ def _check_weights(c: Collector, req: pb.SolveRequest) -> None:
     for name, is_set, value in fields:
         if is_set:
             c.non_negative(f"weights.{name}", value, MAX_OBJECTIVE_WEIGHT)
+    if w.energy_basis not in pb.EnergyBasis.values():
+        c.add("weights.energy_basis", f"unknown energy basis {w.energy_basis}")
 
 
 LEAST_ROW_MODES = frozenset(

@@ -16,6 +16,12 @@ class NodePowerState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     NODE_POWER_STATE_UP: _ClassVar[NodePowerState]
     NODE_POWER_STATE_SUSPENDED: _ClassVar[NodePowerState]
 
+class EnergyBasis(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    ENERGY_BASIS_UNSPECIFIED: _ClassVar[EnergyBasis]
+    ENERGY_BASIS_DRAW: _ClassVar[EnergyBasis]
+    ENERGY_BASIS_WASTE: _ClassVar[EnergyBasis]
+
 class FairnessMode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     FAIRNESS_MODE_UNSPECIFIED: _ClassVar[FairnessMode]
@@ -71,6 +77,9 @@ class Termination(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
 NODE_POWER_STATE_UNSPECIFIED: NodePowerState
 NODE_POWER_STATE_UP: NodePowerState
 NODE_POWER_STATE_SUSPENDED: NodePowerState
+ENERGY_BASIS_UNSPECIFIED: EnergyBasis
+ENERGY_BASIS_DRAW: EnergyBasis
+ENERGY_BASIS_WASTE: EnergyBasis
 FAIRNESS_MODE_UNSPECIFIED: FairnessMode
 FAIRNESS_MODE_WEIGHTED_SUM: FairnessMode
 FAIRNESS_MODE_MAX_MIN: FairnessMode
@@ -367,20 +376,22 @@ class Job(_message.Message):
     def __init__(self, name: _Optional[str] = ..., tenant: _Optional[str] = ..., weight: _Optional[float] = ..., model: _Optional[_Union[ModelSpec, _Mapping]] = ..., profile: _Optional[_Union[ThroughputProfile, _Mapping]] = ..., min_gpus: _Optional[int] = ..., max_gpus: _Optional[int] = ..., allowed_gpu_types: _Optional[_Iterable[str]] = ..., remaining_samples: _Optional[float] = ..., time_to_deadline: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., current_allocation: _Optional[_Union[Allocation, _Mapping]] = ..., preemptible: _Optional[bool] = ..., attained: _Optional[_Union[AttainedService, _Mapping]] = ..., age: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., slices: _Optional[_Union[SliceRequest, _Mapping]] = ...) -> None: ...
 
 class ObjectiveWeights(_message.Message):
-    __slots__ = ("throughput", "energy", "migration", "locality", "deadline", "fairness")
+    __slots__ = ("throughput", "energy", "migration", "locality", "deadline", "fairness", "energy_basis")
     THROUGHPUT_FIELD_NUMBER: _ClassVar[int]
     ENERGY_FIELD_NUMBER: _ClassVar[int]
     MIGRATION_FIELD_NUMBER: _ClassVar[int]
     LOCALITY_FIELD_NUMBER: _ClassVar[int]
     DEADLINE_FIELD_NUMBER: _ClassVar[int]
     FAIRNESS_FIELD_NUMBER: _ClassVar[int]
+    ENERGY_BASIS_FIELD_NUMBER: _ClassVar[int]
     throughput: float
     energy: float
     migration: float
     locality: float
     deadline: float
     fairness: float
-    def __init__(self, throughput: _Optional[float] = ..., energy: _Optional[float] = ..., migration: _Optional[float] = ..., locality: _Optional[float] = ..., deadline: _Optional[float] = ..., fairness: _Optional[float] = ...) -> None: ...
+    energy_basis: EnergyBasis
+    def __init__(self, throughput: _Optional[float] = ..., energy: _Optional[float] = ..., migration: _Optional[float] = ..., locality: _Optional[float] = ..., deadline: _Optional[float] = ..., fairness: _Optional[float] = ..., energy_basis: _Optional[_Union[EnergyBasis, str]] = ...) -> None: ...
 
 class Fairness(_message.Message):
     __slots__ = ("mode", "scope", "horizon", "mean_weight")
