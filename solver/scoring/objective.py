@@ -57,15 +57,17 @@ def deadline_shortfall(job: Job, config: Config | None) -> float:
     return max(0.0, 1.0 - config.samples_per_second / required)
 
 
-def energy_watts(config: Config, least_joules: float, basis: EnergyBasis) -> float:
+def energy_watts(config: Config, least_joules: float | None, basis: EnergyBasis) -> float:
     """The watts the energy term charges `config` (docs/objective.md, "Energy basis").
 
     DRAW: its draw. WASTE: the draw above the job's most efficient configuration at the same
     throughput, ``watts - samples_per_second * e*_j`` (>= 0, 0 at the most efficient one),
     `least_joules` being e*_j (ConfigSet.least_joules). A MIG slice configuration keeps its
     draw: its watts are above the GPU's idle, not comparable with whole-GPU draws."""
-    if config.mig_profile:
+    if config.mig_profile or basis is EnergyBasis.DRAW:
         return config.watts
+    if least_joules is None:  # loud: a caller that forgot e*_j would charge the wrong thing
+        raise ValueError(f"the WASTE energy basis needs job {config.job}'s least joules per sample")
     return charged_watts(config.watts, config.samples_per_second, least_joules, basis)
 
 
@@ -85,7 +87,7 @@ def config_value(
     best_samples_per_second: float,
     weights: ObjectiveWeights,
     max_gpu_watts: float,
-    least_joules: float = 0.0,
+    least_joules: float | None = None,
 ) -> float:
     """Objective contribution of running `job` in `config`, less its placement terms.
 
@@ -106,7 +108,7 @@ def running_gain(
     best_samples_per_second: float,
     weights: ObjectiveWeights,
     max_gpu_watts: float,
-    least_joules: float = 0.0,
+    least_joules: float | None = None,
 ) -> float:
     """What running `job` in `config` adds over leaving it queued, placed as tightly as the
     configuration allows (no locality penalty) and migration aside."""
@@ -123,7 +125,7 @@ def running_gains(
     best_samples_per_second: float,
     weights: ObjectiveWeights,
     max_gpu_watts: float,
-    least_joules: float = 0.0,
+    least_joules: float | None = None,
 ) -> list[float]:
     """``running_gain`` of each configuration of `job`, in one loop (the search's tables of
     thousands of configurations): the same terms, in the same order of operations."""
@@ -215,6 +217,8 @@ def score_plan(
     `least`: each job's e*_j (ConfigSet.least_joules_per_sample), for the WASTE basis."""
     jobs = {j.name: j for j in problem.jobs}
     basis = problem.weights.energy_basis
+    if basis is EnergyBasis.WASTE and least is None:
+        raise ValueError("score_plan under the WASTE energy basis needs each job's e*_j (least)")
     least = least or {}
     max_watts = problem.cluster.max_gpu_watts()
     throughput = energy = migration = locality = deadline = waiting = 0.0
@@ -227,7 +231,7 @@ def score_plan(
         if config is not None:
             chosen.append((job.name, config))
             throughput += job.weight * utility(config, best.get(job.name, 0.0))
-            energy += energy_watts(config, least.get(job.name, 0.0), basis) / max_watts
+            energy += energy_watts(config, least.get(job.name), basis) / max_watts
             if a.mig is not None:
                 partitioned.update((s.node, i) for s in a.placement for i in s.gpu_indices)
             nodes, racks = nodes_and_racks(problem.cluster, a)
