@@ -95,7 +95,7 @@ class Recording(Canned):
             "pid": os.getpid(),
         }
         with open(self.path, "a") as f:
-            f.write(json.dumps(record) + "\n")
+            f.write(json.dumps(record, default=lambda o: o.name) + "\n")  # enums by name
         return super().answer(call)
 
 
