@@ -104,6 +104,32 @@ def test_prepare_applies_the_profile_then_the_overrides_without_touching_the_req
     assert request.options.backend != pb.BACKEND_HIGHS and request.options.threads != 2
 
 
+def test_the_energy_flags_beat_the_profile_and_the_request() -> None:
+    """`dsfro solve --energy-weight W --energy-basis waste` as overrides: they win over the
+    request's own weights and the profile's basis."""
+    from solver.domain import EnergyBasis
+
+    request = make_request()
+    request.weights.energy = 0.3
+    profile = profile_from_dict({"weights": {"energy_basis": "draw"}})
+    overrides = pipeline.Overrides(weights={"energy": 10.0}, energy_basis=EnergyBasis.WASTE)
+    out = pipeline.prepare(request, profile, overrides)
+    assert out.weights.energy == 10.0 and out.weights.energy_basis == pb.ENERGY_BASIS_WASTE
+    assert request.weights.energy_basis == pb.ENERGY_BASIS_UNSPECIFIED  # the request untouched
+
+
+def test_solve_takes_the_energy_flags(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The same request at energy weight 10: the WASTE basis charges at most the draw."""
+    path = tmp_path / "req.json"
+    path.write_text(message_to_json(make_request()))
+    energy = {}
+    for basis in ("draw", "waste"):
+        argv = ["solve", str(path), "--energy-weight", "10", "--energy-basis", basis, "--json"]
+        assert main([*argv, "--backend", "heuristic", "--time-budget", "2s"]) == 0
+        energy[basis] = json.loads(capsys.readouterr().out)["plan"]["objective"]["energy"]
+    assert 0.0 <= energy["waste"] < energy["draw"]
+
+
 def test_to_problem_names_every_bad_field() -> None:
     request = make_request()
     request.jobs[0].max_gpus = 0

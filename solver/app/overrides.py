@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, cast
 
 from solver._proto.dsfro.v1 import scheduler_pb2 as pb
-from solver.app.convert import backend_to_proto, wire_name
-from solver.domain import Backend, FairnessMode, FairnessScope
+from solver.app.convert import backend_to_proto, energy_basis_to_proto, wire_name
+from solver.domain import Backend, EnergyBasis, FairnessMode, FairnessScope
 from solver.wire import duration_to_proto
 
 if TYPE_CHECKING:
@@ -30,6 +30,8 @@ class Overrides:
     pyomo_solver: str | None = None
     weights: Mapping[str, float] = field(default_factory=dict)
     """Objective weights by name (throughput, energy, ..., fairness)."""
+    energy_basis: EnergyBasis | None = None
+    """What the energy weight charges (docs/objective.md, "Energy basis")."""
     fairness_mode: FairnessMode | None = None
     fairness_scope: FairnessScope | None = None
     fairness_horizon_seconds: float | None = None
@@ -64,6 +66,8 @@ def prepare(
         o.pyomo_solver = overrides.pyomo_solver
     for name, value in overrides.weights.items():
         setattr(out.weights, name, value)
+    if overrides.energy_basis is not None:
+        out.weights.energy_basis = energy_basis_to_proto(overrides.energy_basis)
     f = out.fairness
     if overrides.fairness_mode is not None:
         f.mode = cast("pb.FairnessMode", pb.FairnessMode.Value(wire_name(overrides.fairness_mode)))

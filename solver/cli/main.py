@@ -27,6 +27,7 @@ from solver.app.limits import (
     fairness_mode_names,
     fairness_scope_names,
     parse_backend,
+    parse_energy_basis,
     parse_fairness_mode,
     parse_fairness_scope,
 )
@@ -68,7 +69,12 @@ def cmd_solve(args: argparse.Namespace) -> int:
         seed=args.seed,
         threads=args.threads,
         pyomo_solver=args.pyomo_solver,
-        weights={} if args.fairness_weight is None else {"fairness": args.fairness_weight},
+        weights={
+            k: v
+            for k, v in (("energy", args.energy_weight), ("fairness", args.fairness_weight))
+            if v is not None
+        },
+        energy_basis=None if args.energy_basis is None else parse_energy_basis(args.energy_basis),
         fairness_mode=None if args.fairness is None else parse_fairness_mode(args.fairness),
         fairness_scope=(
             None if args.fairness_scope is None else parse_fairness_scope(args.fairness_scope)
@@ -187,6 +193,15 @@ def add_solve_commands(sub: Any) -> None:
     )
     solve.add_argument(
         "--fairness-weight", type=float, metavar="W", help="weight of the fairness term F"
+    )
+    solve.add_argument(
+        "--energy-weight", type=float, metavar="W", help="weight of the energy term E"
+    )
+    solve.add_argument(
+        "--energy-basis",
+        choices=("draw", "waste"),
+        help="what the energy weight charges: a configuration's draw (default) or its draw "
+        "above the job's most efficient configuration (docs/objective.md, 'Energy basis')",
     )
     solve.add_argument(
         "--fairness-mean-weight",
