@@ -13,7 +13,7 @@ from solver.exact.rows import FloatArray, floats, ints, starts
 from solver.scoring.objective import migration_cost, queued_value
 
 
-def charged_watts(f: Formulation) -> FloatArray:
+def config_charged_watts(f: Formulation) -> FloatArray:
     """solver.scoring.objective.energy_watts of every configuration, in numpy (the same
     operations, so the same floats): the draw, or under WASTE the draw less sps x e*_j."""
     lay = f.layout
@@ -40,7 +40,7 @@ def config_values(f: Formulation) -> FloatArray:
     shortfall = np.where(has_deadline, np.maximum(0.0, 1.0 - sps / rate), 0.0)
     return floats(
         w.throughput * weight * utility
-        - w.energy * charged_watts(f) / p.cluster.max_gpu_watts()
+        - w.energy * config_charged_watts(f) / p.cluster.max_gpu_watts()
         - w.deadline * weight * shortfall
         + w.locality * lay.cfg_min_spread
         - queued
