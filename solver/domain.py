@@ -18,6 +18,7 @@ from solver.fairness import (
 from solver.fairness import Fairness as Fairness
 from solver.fairness import FairnessMode as FairnessMode
 from solver.fairness import FairnessScope as FairnessScope
+from solver.grid import GridForecast
 from solver.mig import GpuLayout, LayoutChange, MigGeometry, MigInstance, SliceRequest
 from solver.power_states import NodePower, PowerAction, PowerSaving
 from solver.queues import DEFAULT_QUEUE as DEFAULT_QUEUE
@@ -85,6 +86,8 @@ class Cluster:
     """Which idle nodes may be suspended (solver.power_states); off by default."""
     energy_cap_watts: float | None = None
     """The round's cap of an energy budget; power_budget_watts is already at most it."""
+    grid: GridForecast | None = None
+    """The grid's carbon intensity and price from now on (solver.grid); None: carbon-blind."""
 
     @property
     def racks(self) -> tuple[str, ...]:
@@ -215,6 +218,9 @@ class Job:
     """Seconds since submission (finish-time fairness); 0: unknown or just submitted."""
     slices: SliceRequest | None = None
     """Set: the job may run on one MIG instance."""
+    max_deferral_seconds: float | None = None
+    """How long after submission a waiting job may wait for cleaner electricity (beside its
+    deadline's slack; docs/carbon.md); None: only as its deadline allows."""
 
     def allows(self, gpu_type: str) -> bool:
         return not self.allowed_gpu_types or gpu_type in self.allowed_gpu_types
@@ -343,6 +349,8 @@ class QueueReason(enum.Enum):
     NO_FEASIBLE_CONFIGURATION = "NO_FEASIBLE_CONFIGURATION"
     INSUFFICIENT_RESOURCES = "INSUFFICIENT_RESOURCES"
     NOT_WORTH_RUNNING = "NOT_WORTH_RUNNING"
+    DEFERRED = "DEFERRED"
+    """Waits for cleaner electricity within its slack (solver.core.carbon)."""
 
 
 @dataclass(frozen=True)

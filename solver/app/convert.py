@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 from google.protobuf.internal.enum_type_wrapper import EnumTypeWrapper
 
 from solver._proto.dsfro.v1 import scheduler_pb2 as pb
-from solver.app import convert_mig, convert_power
+from solver.app import convert_grid, convert_mig, convert_power
 from solver.app.energy_budget import capped_budget
 from solver.app.limits import Limits
 from solver.app.validation.common import duration_seconds
@@ -104,6 +104,7 @@ def problem_from_proto(req: pb.SolveRequest, limits: Limits) -> Problem:
         rack_power_budgets_watts={b.rack: b.watts for b in c.rack_power_budgets},
         queues=tuple(_queue(q) for q in c.queues),
         mig=convert_mig.geometries(req),
+        grid=convert_grid.grid_from_proto(c),
     )
     return Problem(
         cluster=cluster,
@@ -242,6 +243,7 @@ def _job(j: pb.Job) -> Job:
         attained=_attained(j.attained),
         age_seconds=duration_seconds(j.age) if j.HasField("age") else 0.0,
         slices=convert_mig.slices_from_proto(j),
+        max_deferral_seconds=convert_grid.max_deferral_seconds(j),
     )
 
 

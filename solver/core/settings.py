@@ -126,6 +126,11 @@ class SolverSettings(BaseSettings):
     (solver.core.mig): 0.16 s and 0.30 s for 500 slice jobs beside 500 others on 1,024 GPUs
     on the 2-core machine, with half again for load. At most half the time left."""
 
+    carbon_deadline_margin: float = Field(0.25, ge=0.0)
+    """A job with a deadline waits for cleaner electricity only while its predicted run, this
+    share longer, still ends by the deadline (solver.core.carbon). Design choice: the
+    performance model's median errors on measured runs are 15-40 % (docs/calibration.md)."""
+
     power_states_seconds_per_job: float = Field(2e-4, ge=0.0)
     """Kept back from the solve of a snapshot with power saving or suspended nodes, per job
     (beside 0.2 s), to wake nodes for queued jobs, suspend idle ones and bound the snapshot

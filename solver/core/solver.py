@@ -23,6 +23,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from solver.core.carbon import defer_for_carbon, with_deferred
 from solver.core.deadline import Clock, Deadline
 from solver.core.incumbent import Incumbent, infeasible
 from solver.core.mig import JOINT_MARGIN_SECONDS, solve_with_slices, uses_mig
@@ -106,7 +107,9 @@ class Solver:
         def once(p: Problem, d: Deadline, first: bool) -> SolveResult:
             return self._solve_once(p, d, stop, on_first_plan if first else None)
 
-        return solve_within_margin(problem, deadline, once, s, stop)
+        deferral = defer_for_carbon(problem, s)
+        result = solve_within_margin(deferral.problem, deadline, once, s, stop)
+        return with_deferred(problem, deferral, result)
 
     def _solve_once(
         self,
@@ -164,6 +167,10 @@ class Solver:
     def quick(self, problem: Problem, clock: Clock, why: str) -> SolveResult:
         """The quick plan within the clock, as a fallback for `why` (also the service's answer
         when a solve's worker died); MIG slices packed after it (solver.core.mig)."""
+        deferral = defer_for_carbon(problem, self.settings)
+        return with_deferred(problem, deferral, self._quick_round(deferral.problem, clock, why))
+
+    def _quick_round(self, problem: Problem, clock: Clock, why: str) -> SolveResult:
         if not uses_power_states(problem):
             return solve_with_slices(problem, lambda p, _, __, ___: self._quick(p, clock, why))
         result = solve_with_slices(

@@ -30,6 +30,7 @@ from solver.app.validation.common import (
     positive_duration,
     quoted,
 )
+from solver.app.validation.grid import check_grid, check_max_deferral
 from solver.app.validation.jobs import check_allocation, check_job, check_kept_shape_profiled
 from solver.app.validation.mig import check_mig
 from solver.app.validation.power_states import (
@@ -55,6 +56,7 @@ def validate_request(req: pb.SolveRequest, limits: Limits) -> list[FieldViolatio
         _check_power_above_idle(c, req.cluster, types, nodes)
         check_power_states(c, req.cluster)
         check_running_on_suspended(c, req)
+        check_grid(c, req.cluster)
         queues = check_queues(c, req.cluster, types, limits)
     jobs: Sequence[pb.Job] = req.jobs
     if len(jobs) > limits.max_jobs:
@@ -66,6 +68,7 @@ def validate_request(req: pb.SolveRequest, limits: Limits) -> list[FieldViolatio
         check_job(c, f"jobs[{i}]", job, types, limits)
         c.name(f"jobs[{i}].name", job.name, seen, limits.max_name_length)
         check_job_queue(c, f"jobs[{i}]", job, queues)
+        check_max_deferral(c, f"jobs[{i}]", job)
         if job.HasField("current_allocation"):
             check_allocation(c, i, job, types, nodes, claims, limits)
             check_kept_shape_profiled(c, i, job)

@@ -60,6 +60,7 @@ class QueueReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     QUEUE_REASON_NO_FEASIBLE_CONFIGURATION: _ClassVar[QueueReason]
     QUEUE_REASON_INSUFFICIENT_RESOURCES: _ClassVar[QueueReason]
     QUEUE_REASON_NOT_WORTH_RUNNING: _ClassVar[QueueReason]
+    QUEUE_REASON_DEFERRED: _ClassVar[QueueReason]
 
 class PowerActionKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -104,6 +105,7 @@ QUEUE_REASON_UNSPECIFIED: QueueReason
 QUEUE_REASON_NO_FEASIBLE_CONFIGURATION: QueueReason
 QUEUE_REASON_INSUFFICIENT_RESOURCES: QueueReason
 QUEUE_REASON_NOT_WORTH_RUNNING: QueueReason
+QUEUE_REASON_DEFERRED: QueueReason
 POWER_ACTION_KIND_UNSPECIFIED: PowerActionKind
 POWER_ACTION_KIND_SUSPEND: PowerActionKind
 POWER_ACTION_KIND_RESUME: PowerActionKind
@@ -200,7 +202,7 @@ class RackPowerBudget(_message.Message):
     def __init__(self, rack: _Optional[str] = ..., watts: _Optional[float] = ...) -> None: ...
 
 class ClusterSnapshot(_message.Message):
-    __slots__ = ("gpu_types", "nodes", "power_budget_watts", "rack_power_budgets", "queues", "energy_budget", "power_saving")
+    __slots__ = ("gpu_types", "nodes", "power_budget_watts", "rack_power_budgets", "queues", "energy_budget", "power_saving", "grid")
     GPU_TYPES_FIELD_NUMBER: _ClassVar[int]
     NODES_FIELD_NUMBER: _ClassVar[int]
     POWER_BUDGET_WATTS_FIELD_NUMBER: _ClassVar[int]
@@ -208,6 +210,7 @@ class ClusterSnapshot(_message.Message):
     QUEUES_FIELD_NUMBER: _ClassVar[int]
     ENERGY_BUDGET_FIELD_NUMBER: _ClassVar[int]
     POWER_SAVING_FIELD_NUMBER: _ClassVar[int]
+    GRID_FIELD_NUMBER: _ClassVar[int]
     gpu_types: _containers.RepeatedCompositeFieldContainer[GpuType]
     nodes: _containers.RepeatedCompositeFieldContainer[Node]
     power_budget_watts: float
@@ -215,7 +218,28 @@ class ClusterSnapshot(_message.Message):
     queues: _containers.RepeatedCompositeFieldContainer[TenantQueue]
     energy_budget: EnergyBudget
     power_saving: PowerSaving
-    def __init__(self, gpu_types: _Optional[_Iterable[_Union[GpuType, _Mapping]]] = ..., nodes: _Optional[_Iterable[_Union[Node, _Mapping]]] = ..., power_budget_watts: _Optional[float] = ..., rack_power_budgets: _Optional[_Iterable[_Union[RackPowerBudget, _Mapping]]] = ..., queues: _Optional[_Iterable[_Union[TenantQueue, _Mapping]]] = ..., energy_budget: _Optional[_Union[EnergyBudget, _Mapping]] = ..., power_saving: _Optional[_Union[PowerSaving, _Mapping]] = ...) -> None: ...
+    grid: GridForecast
+    def __init__(self, gpu_types: _Optional[_Iterable[_Union[GpuType, _Mapping]]] = ..., nodes: _Optional[_Iterable[_Union[Node, _Mapping]]] = ..., power_budget_watts: _Optional[float] = ..., rack_power_budgets: _Optional[_Iterable[_Union[RackPowerBudget, _Mapping]]] = ..., queues: _Optional[_Iterable[_Union[TenantQueue, _Mapping]]] = ..., energy_budget: _Optional[_Union[EnergyBudget, _Mapping]] = ..., power_saving: _Optional[_Union[PowerSaving, _Mapping]] = ..., grid: _Optional[_Union[GridForecast, _Mapping]] = ...) -> None: ...
+
+class GridForecast(_message.Message):
+    __slots__ = ("points", "min_saving", "scale_energy")
+    POINTS_FIELD_NUMBER: _ClassVar[int]
+    MIN_SAVING_FIELD_NUMBER: _ClassVar[int]
+    SCALE_ENERGY_FIELD_NUMBER: _ClassVar[int]
+    points: _containers.RepeatedCompositeFieldContainer[GridPoint]
+    min_saving: float
+    scale_energy: bool
+    def __init__(self, points: _Optional[_Iterable[_Union[GridPoint, _Mapping]]] = ..., min_saving: _Optional[float] = ..., scale_energy: _Optional[bool] = ...) -> None: ...
+
+class GridPoint(_message.Message):
+    __slots__ = ("start", "carbon_g_per_kwh", "price_per_kwh")
+    START_FIELD_NUMBER: _ClassVar[int]
+    CARBON_G_PER_KWH_FIELD_NUMBER: _ClassVar[int]
+    PRICE_PER_KWH_FIELD_NUMBER: _ClassVar[int]
+    start: _duration_pb2.Duration
+    carbon_g_per_kwh: float
+    price_per_kwh: float
+    def __init__(self, start: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., carbon_g_per_kwh: _Optional[float] = ..., price_per_kwh: _Optional[float] = ...) -> None: ...
 
 class EnergyBudget(_message.Message):
     __slots__ = ("remaining_joules", "horizon_left")
@@ -342,7 +366,7 @@ class SliceRequest(_message.Message):
     def __init__(self, allow: _Optional[bool] = ..., smallest_profile: _Optional[str] = ..., largest_profile: _Optional[str] = ...) -> None: ...
 
 class Job(_message.Message):
-    __slots__ = ("name", "tenant", "weight", "model", "profile", "min_gpus", "max_gpus", "allowed_gpu_types", "remaining_samples", "time_to_deadline", "current_allocation", "preemptible", "attained", "age", "slices")
+    __slots__ = ("name", "tenant", "weight", "model", "profile", "min_gpus", "max_gpus", "allowed_gpu_types", "remaining_samples", "time_to_deadline", "current_allocation", "preemptible", "attained", "age", "slices", "max_deferral")
     NAME_FIELD_NUMBER: _ClassVar[int]
     TENANT_FIELD_NUMBER: _ClassVar[int]
     WEIGHT_FIELD_NUMBER: _ClassVar[int]
@@ -358,6 +382,7 @@ class Job(_message.Message):
     ATTAINED_FIELD_NUMBER: _ClassVar[int]
     AGE_FIELD_NUMBER: _ClassVar[int]
     SLICES_FIELD_NUMBER: _ClassVar[int]
+    MAX_DEFERRAL_FIELD_NUMBER: _ClassVar[int]
     name: str
     tenant: str
     weight: float
@@ -373,7 +398,8 @@ class Job(_message.Message):
     attained: AttainedService
     age: _duration_pb2.Duration
     slices: SliceRequest
-    def __init__(self, name: _Optional[str] = ..., tenant: _Optional[str] = ..., weight: _Optional[float] = ..., model: _Optional[_Union[ModelSpec, _Mapping]] = ..., profile: _Optional[_Union[ThroughputProfile, _Mapping]] = ..., min_gpus: _Optional[int] = ..., max_gpus: _Optional[int] = ..., allowed_gpu_types: _Optional[_Iterable[str]] = ..., remaining_samples: _Optional[float] = ..., time_to_deadline: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., current_allocation: _Optional[_Union[Allocation, _Mapping]] = ..., preemptible: _Optional[bool] = ..., attained: _Optional[_Union[AttainedService, _Mapping]] = ..., age: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., slices: _Optional[_Union[SliceRequest, _Mapping]] = ...) -> None: ...
+    max_deferral: _duration_pb2.Duration
+    def __init__(self, name: _Optional[str] = ..., tenant: _Optional[str] = ..., weight: _Optional[float] = ..., model: _Optional[_Union[ModelSpec, _Mapping]] = ..., profile: _Optional[_Union[ThroughputProfile, _Mapping]] = ..., min_gpus: _Optional[int] = ..., max_gpus: _Optional[int] = ..., allowed_gpu_types: _Optional[_Iterable[str]] = ..., remaining_samples: _Optional[float] = ..., time_to_deadline: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., current_allocation: _Optional[_Union[Allocation, _Mapping]] = ..., preemptible: _Optional[bool] = ..., attained: _Optional[_Union[AttainedService, _Mapping]] = ..., age: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., slices: _Optional[_Union[SliceRequest, _Mapping]] = ..., max_deferral: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
 
 class ObjectiveWeights(_message.Message):
     __slots__ = ("throughput", "energy", "migration", "locality", "deadline", "fairness", "energy_basis")

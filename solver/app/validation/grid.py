@@ -1,0 +1,64 @@
+"""Validation of the grid forecast and jobs' deferral limits (docs/carbon.md)."""
+
+from __future__ import annotations
+
+import math
+
+from google.protobuf.duration_pb2 import Duration
+
+from solver._proto.dsfro.v1 import scheduler_pb2 as pb
+from solver.app.limits import MAX_JOB_AGE_SECONDS
+from solver.app.validation.common import Collector, duration_seconds
+
+MAX_GRID_POINTS = 24 * 31
+"""A month of hourly periods: more than any deferral needs, and a bound on the request's size."""
+
+MAX_CARBON_G_PER_KWH = 5000.0
+"""Above any grid: lignite, the dirtiest source, is about 1,000 gCO2/kWh (IPCC AR5)."""
+
+MAX_PRICE_PER_KWH = 1e6
+"""A bound on a price (any currency): keeps cost sums finite."""
+
+
+def check_grid(c: Collector, cluster: pb.ClusterSnapshot) -> None:
+    """Points non-empty, at most MAX_GRID_POINTS, starting at 0 and strictly increasing,
+    intensities and prices finite and non-negative; min_saving in [0, 1)."""
+    if not cluster.HasField("grid"):
+        return
+    g, p = cluster.grid, "cluster.grid"
+    if not g.points:
+        c.add(f"{p}.points", "must not be empty")
+    if not c.count(f"{p}.points", len(g.points), MAX_GRID_POINTS, "MAX_GRID_POINTS"):
+        return
+    last = -math.inf
+    for i, point in enumerate(g.points):
+        q = f"{p}.points[{i}]"
+        start = _offset(c, f"{q}.start", point.start)
+        if start is not None:
+            if i == 0 and start != 0:
+                c.add(f"{q}.start", f"the first period must start at 0s (now), got {start:g}s")
+            elif i > 0 and start <= last:
+                c.add(f"{q}.start", f"must be after the previous start ({last:g}s), got {start:g}s")
+            last = start
+        c.non_negative(f"{q}.carbon_g_per_kwh", point.carbon_g_per_kwh, MAX_CARBON_G_PER_KWH)
+        if point.HasField("price_per_kwh"):
+            if not math.isfinite(point.price_per_kwh):
+                c.add(f"{q}.price_per_kwh", f"must be finite, got {point.price_per_kwh:g}")
+            else:
+                c.at_most(f"{q}.price_per_kwh", abs(point.price_per_kwh), MAX_PRICE_PER_KWH)
+    if g.HasField("min_saving") and not (0 <= g.min_saving < 1):
+        c.add(f"{p}.min_saving", f"must be in [0, 1), got {g.min_saving:g}")
+
+
+def check_max_deferral(c: Collector, p: str, job: pb.Job) -> None:
+    if job.HasField("max_deferral"):
+        _offset(c, f"{p}.max_deferral", job.max_deferral)
+
+
+def _offset(c: Collector, path: str, d: Duration) -> float | None:
+    """Seconds of a well-formed duration in [0, ten years]; None (and a violation) otherwise."""
+    secs = duration_seconds(d)
+    if d.seconds < 0 or not 0 <= d.nanos < 1_000_000_000 or secs > MAX_JOB_AGE_SECONDS:
+        c.add(path, f"must be in [0, {MAX_JOB_AGE_SECONDS:g}]s, got {secs:g}s")
+        return None
+    return secs

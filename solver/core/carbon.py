@@ -1,0 +1,152 @@
+"""Carbon-aware rounds (docs/carbon.md): a waiting job may wait for cleaner electricity.
+
+The rule is Let's Wait Awhile's non-interrupting shifting (Wiesner et al., Middleware 2021),
+taken one round at a time. A job that is not running and may wait (its deadline leaves slack,
+or it has a ``max_deferral``) is held out of this round when some later start within its
+slack makes its predicted run's mean carbon intensity lower than starting now by at least the
+forecast's ``min_saving``. Each round decides again on the newest forecast, so a wrong forecast
+costs one round, not the job's deadline: the slack counts the run ``carbon_deadline_margin``
+longer than predicted, and a job whose slack is gone starts like any other.
+
+A deferred job is out of the round, as a job not yet submitted would be: the plan lists it
+QUEUED with reason DEFERRED, and the objective, bound and gap are those of the round without
+it. Running jobs are never stopped for carbon (a restart costs more than most waits save).
+
+With ``scale_energy``, the energy weight is scaled by the intensity now over its mean over the
+next 24 h, so that dirty hours price energy higher and clocks drop.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Mapping
+
+from solver.core.settings import SolverSettings
+from solver.domain import Job, JobAssignment, JobState, Problem, QueueReason, SolveResult
+from solver.grid import GridForecast
+from solver.perfmodel.configs import build_config_set
+from solver.scoring.checker import check_plan
+
+log = logging.getLogger(__name__)
+
+SCALE_WINDOW_SECONDS = 24 * 3600.0
+"""The window whose mean intensity is the energy weight's reference: a day, the grid's cycle."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Deferral:
+    """The round without its deferred jobs, and why each waits."""
+
+    problem: Problem
+    held: Mapping[str, str]
+    """Deferred job -> why (the queue detail)."""
+
+
+def defer_for_carbon(problem: Problem, settings: SolverSettings) -> Deferral:
+    """The round to solve under the snapshot's grid forecast (the problem itself without one)."""
+    grid = problem.cluster.grid
+    if grid is None:
+        return Deferral(problem, {})
+    problem = scaled_energy(problem, grid)
+    candidates = [j for j in problem.jobs if j.current is None and _may_wait(j)]
+    if not candidates:
+        return Deferral(problem, {})
+    best = build_config_set(
+        dataclasses.replace(problem, jobs=tuple(candidates))
+    ).best_samples_per_second
+    held: dict[str, str] = {}
+    for job in candidates:
+        rate = best.get(job.name, 0.0)
+        if rate <= 0:
+            continue  # it cannot run anyway: its own queue reason says why
+        duration = job.remaining_samples / rate
+        why = _wait_reason(grid, duration, _slack(job, duration, settings), grid.min_saving)
+        if why:
+            held[job.name] = why
+    kept = tuple(j for j in problem.jobs if j.name not in held)
+    return Deferral(dataclasses.replace(problem, jobs=kept), held)
+
+
+def scaled_energy(problem: Problem, grid: GridForecast) -> Problem:
+    """`problem` with its energy weight scaled by the intensity now over the next day's mean
+    (the problem itself unless the forecast asks for it)."""
+    mean = grid.mean_carbon(0.0, SCALE_WINDOW_SECONDS)
+    if not grid.scale_energy or not mean:
+        return problem
+    factor = grid.now_g_per_kwh / mean
+    weights = dataclasses.replace(problem.weights, energy=problem.weights.energy * factor)
+    return dataclasses.replace(problem, weights=weights)
+
+
+def with_deferred(problem: Problem, deferral: Deferral, result: SolveResult) -> SolveResult:
+    """`result` (a solve of ``deferral.problem``) with the deferred jobs queued, checked
+    against `problem`; `result` itself when nothing was deferred."""
+    if not deferral.held:
+        return result
+    held = [
+        JobAssignment(job, JobState.QUEUED, queue_reason=QueueReason.DEFERRED, queue_detail=why)
+        for job, why in deferral.held.items()
+    ]
+    plan = result.plan
+    assignments = (*plan.assignments, *held)
+    violations = check_plan(problem, assignments, plan.layout_changes, plan.power_actions)
+    if violations:  # cannot happen: a waiting job queued breaks no rule
+        raise AssertionError(f"deferred plan rejected by the checker: {violations[0]}")
+    now = deferral.problem.cluster.grid.now_g_per_kwh if deferral.problem.cluster.grid else 0.0
+    note = f"carbon: {len(held)} jobs deferred at {now:.0f} gCO2/kWh"
+    s = result.stats
+    stats = dataclasses.replace(s, detail=f"{s.detail}; {note}" if s.detail else note)
+    return dataclasses.replace(
+        result, plan=dataclasses.replace(plan, assignments=assignments), stats=stats
+    )
+
+
+def _may_wait(job: Job) -> bool:
+    return job.deadline_seconds is not None or job.max_deferral_seconds is not None
+
+
+def _slack(job: Job, duration: float, settings: SolverSettings) -> float:
+    """How long the job may still wait: the tighter of its deadline's slack (the run taken
+    ``carbon_deadline_margin`` longer) and what is left of its max_deferral."""
+    slack = float("inf")
+    if job.deadline_seconds is not None:
+        slack = job.deadline_seconds - duration * (1 + settings.carbon_deadline_margin)
+    if job.max_deferral_seconds is not None:
+        slack = min(slack, job.max_deferral_seconds - job.age_seconds)
+    return slack
+
+
+def _wait_reason(grid: GridForecast, duration: float, slack: float, min_saving: float) -> str:
+    """Why the job should wait, or "" to start now: the cleanest start within the slack, its
+    run's mean intensity against starting now (unknown hours after the forecast's end count at
+    the forecast's mean)."""
+    if slack <= 0:
+        return ""
+    fill = grid.mean_carbon(0.0, grid.end_seconds) or 0.0
+    now = _run_mean(grid, 0.0, duration, fill)
+    best_start, best = 0.0, now
+    for start, _, _ in grid.periods():
+        if 0 < start <= slack:
+            mean = _run_mean(grid, start, duration, fill)
+            if mean < best:
+                best_start, best = start, mean
+    if best_start == 0 or best > now * (1 - min_saving):
+        return ""
+    return (
+        f"carbon: a start in {best_start / 3600:.1f} h runs at {best:.0f} gCO2/kWh on average "
+        f"against {now:.0f} now (slack {slack / 3600:.1f} h)"
+    )
+
+
+def _run_mean(grid: GridForecast, start: float, duration: float, fill: float) -> float:
+    """Mean intensity of a run from `start` for `duration` s, hours past the forecast at `fill`."""
+    end = start + duration
+    known_end = min(end, grid.end_seconds)
+    known = grid.mean_carbon(start, known_end)
+    if known is None:
+        return fill
+    if duration <= 0 or end <= grid.end_seconds:
+        return known
+    covered = max(known_end - start, 0.0)
+    return (known * covered + fill * (end - known_end)) / duration
