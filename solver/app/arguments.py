@@ -47,6 +47,21 @@ def int_arg(low: int, high: int) -> Callable[[str], int]:
     return parse
 
 
+def float_arg(low: float, high: float) -> Callable[[str], float]:
+    """A finite number in [low, high]."""
+
+    def parse(text: str) -> float:
+        try:
+            x = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"invalid number {text!r}") from None
+        if not low <= x <= high:  # NaN fails too
+            raise argparse.ArgumentTypeError(f"must be in [{low:g}, {high:g}], got {text}")
+        return x
+
+    return parse
+
+
 int32_arg = int_arg(-INT32_MAX - 1, INT32_MAX)
 """An integer that fits the wire's int32 fields."""
 seed_arg = int_arg(0, INT32_MAX)

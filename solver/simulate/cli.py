@@ -27,6 +27,7 @@ from solver.runtime.cores import available_cores
 from solver.runtime.executors import make_executor
 from solver.simulate.core import SimulationError, SimulationLog
 from solver.simulate.front import SWEPT, energy_weight_arg, energy_weight_of, variant_label
+from solver.simulate.grid_cli import add_grid, grid_of
 from solver.simulate.metrics import Summary, summarize
 from solver.simulate.policies import POLICY_NAMES, make_policy
 from solver.simulate.power_saving_cli import add_power_saving, power_saving_of
@@ -126,6 +127,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="send jobs that have run as profiles calibrated by what they showed (all policies)",
     )
     add_power_saving(p)
+    add_grid(p)
     add_profile_option(p)
     comp = p.add_argument_group("comparison")
     comp.add_argument("--compare", action="store_true", help="run several policies and seeds")
@@ -187,6 +189,11 @@ def command(args: argparse.Namespace) -> int:
         return 2
     if saving.enabled:
         overrides["power_saving"] = saving
+    if isinstance(grid := grid_of(args), str):
+        print(f"dsfro simulate: {grid}", file=sys.stderr)
+        return 2
+    if grid is not None:
+        overrides["grid"] = grid
     try:  # DSFRO's own margin loop off: the simulator holds every policy to the same rule
         args.settings = solver_settings(args.profile).model_copy(update={"power_margin_z": 0.0})
     except SettingsError as e:
@@ -379,6 +386,8 @@ def format_summary(s: Summary) -> str:
         "horizon_s",
         "jobs_energy_kwh",
         "jobs_energy_per_sample_j",
+        "carbon_horizon_kg",
+        "queue_max_s",
         "over_budget_share",
         "max_excess",
         "utilisation_busy",

@@ -17,6 +17,7 @@ from solver._proto.dsfro.v1 import scheduler_pb2 as pb
 from solver.domain import Allocation, ModelSpec, Problem, ThroughputProfile
 from solver.mig import LayoutChange
 from solver.power_states import PowerAction
+from solver.simulate.grid import GridSettings
 
 
 class SimulationError(ValueError):
@@ -312,6 +313,8 @@ class SimulationLog:
     suspend after the trace (``NodeStates.tail``); empty: ``idle_watts`` for good."""
     power_saving: bool = False
     """Whether the cluster's node power saving was on (the counts below are defined)."""
+    grid: GridSettings | None = None
+    """The true grid the run's carbon and cost are counted on (None: none given)."""
     suspends: int = 0
     resumes: int = 0
     suspended_node_seconds: float = 0.0

@@ -414,6 +414,7 @@ class Simulation:
             idle_watts=self._idle_watts(powered_only=False) if idle is None else idle,
             idle_tail=tail,
             power_saving=self._nodes.on,
+            grid=self.settings.grid,
             suspends=states.suspends,
             resumes=states.resumes,
             suspended_node_seconds=states.suspended_node_seconds,

@@ -62,7 +62,9 @@ from typing import Any
 
 import numpy as np
 
+from solver.simulate.carbon_metrics import pad_carbon, run_carbon
 from solver.simulate.core import JobRecord, PowerSegment, SimulationLog
+from solver.simulate.grid import GridSettings
 from solver.simulate.tenant_metrics import TenantSummary, tenant_summaries
 
 JOULES_PER_KWH = 3.6e6
@@ -149,12 +151,24 @@ class Summary:
     node_hours_suspended: float | None = None
     resume_gpu_hours: float | None = None
     """GPU-hours jobs held their GPUs waiting for suspended nodes to resume."""
+    queue_max_s: float | None = None
+    """The longest queueing delay of any job (starvation shows here)."""
+    carbon_kg: float | None = None
+    """kg CO2 of the run's true draw on the true grid (None: no grid given)."""
+    cost: float | None = None
+    """The same draw's cost at the grid's hourly prices (None: no prices)."""
+    carbon_horizon_kg: float | None = None
+    """``carbon_kg`` plus the idle cluster's up to the horizon, at those hours' intensity."""
+    cost_horizon: float | None = None
+    grid: GridSettings | None = None
+    """The true grid, for the padding to a horizon."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self) | {
             "fairness_by_tenant": dict(self.fairness_by_tenant),
             "tenants": {k: asdict(v) for k, v in self.tenants.items()},
             "idle_tail": [list(step) for step in self.idle_tail],
+            "grid": None if self.grid is None else asdict(self.grid),
         }
 
     @classmethod
@@ -167,6 +181,13 @@ class Summary:
         }
         values.setdefault("energy_horizon_kwh", values.get("energy_kwh", 0.0))  # (no span then)
         values["idle_tail"] = tuple((float(a), float(w)) for a, w in values.get("idle_tail", ()))
+        if (grid := values.get("grid")) is not None:
+            prices = grid.get("price_per_kwh")
+            values["grid"] = GridSettings(
+                **grid
+                | {"carbon_g_per_kwh": tuple(grid["carbon_g_per_kwh"])}
+                | {"price_per_kwh": None if prices is None else tuple(prices)}
+            )
         return cls(**values)
 
     def at_horizon(self, horizon_s: float) -> Summary:
@@ -174,7 +195,17 @@ class Summary:
         submission (never shorter than its own span)."""
         horizon = max(horizon_s, self.span_s)
         pad = self.pad(horizon - self.span_s) / JOULES_PER_KWH
-        return replace(self, horizon_s=horizon, energy_horizon_kwh=self.energy_kwh + pad)
+        out = replace(self, horizon_s=horizon, energy_horizon_kwh=self.energy_kwh + pad)
+        if self.grid is None or self.carbon_kg is None:
+            return out
+        kg, cost = pad_carbon(
+            self.grid, self.end_s, horizon - self.span_s, self.idle_watts, self.idle_tail
+        )
+        return replace(
+            out,
+            carbon_horizon_kg=self.carbon_kg + kg,
+            cost_horizon=None if self.cost is None or cost is None else self.cost + cost,
+        )
 
     def pad(self, seconds: float) -> float:
         """The idle cluster's energy (J) over ``seconds`` after the run's end: ``idle_watts``,
@@ -354,7 +385,11 @@ def summarize(log: SimulationLog, horizon_s: float = 0.0) -> Summary:
         idle_watts=log.idle_watts,
         jobs_energy_per_sample_j=_share(jobs_energy_j, samples),
     )
+    carbon, cost = run_carbon(log.grid, segments)
     summary = replace(summary, **mig_metrics(log), **power_state_metrics(log))
+    summary = replace(
+        summary, carbon_kg=carbon, cost=cost, grid=log.grid, queue_max_s=max(queues, default=None)
+    )
     return summary.at_horizon(horizon_s)
 
 

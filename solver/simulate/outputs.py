@@ -144,8 +144,11 @@ HEADLINE = (
     Metric("resumes", "node resumes", ".4g"),
     Metric("node_hours_suspended", "node-hours suspended", ".4g"),
     Metric("resume_gpu_hours", "GPU-h waiting for resumes", ".4g"),
+    Metric("carbon_horizon_kg", "kg CO2 at equal horizon", ".4g"),
+    Metric("cost_horizon", "cost at equal horizon", ".4g"),
+    Metric("queue_max_s", "max queueing (s)", ".4g"),
 )
-RATIO_METRICS = ("jct_mean_s", "energy_horizon_kwh")
+RATIO_METRICS = ("jct_mean_s", "energy_horizon_kwh", "carbon_horizon_kg")
 """Metrics given as ratios to each baseline policy: energy on the equal horizon, the fair
 figure (a cluster keeps running after a trace ends)."""
 

@@ -182,6 +182,8 @@ class Requests:
             c.ClearField("power_budget_watts")
         else:
             c.power_budget_watts = budget * (1 - self.settings.power_headroom)
+        if self.settings.grid is not None:
+            c.grid.CopyFrom(self.settings.grid.forecast(t, self.seed))
         return c
 
     def request(

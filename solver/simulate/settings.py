@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 
 from solver.domain import EnergyBasis
 from solver.perfmodel.guard import GuardParams
+from solver.simulate.grid import GridSettings
 from solver.simulate.power_saving import PowerSavingSettings
 from solver.simulate.truth import DEFAULT_POWER_SIGMA, TruthSettings
 
@@ -106,6 +107,9 @@ class EngineSettings:
     defaults. Plain data, so that settings pickle to the worker processes of ``--compare``."""
     energy_basis: EnergyBasis = EnergyBasis.DRAW
     """The energy basis DSFRO's requests set (a profile's ``energy_basis``; docs/objective.md)."""
+    grid: GridSettings | None = None
+    """The grid's true carbon intensity and price, and the forecast every request carries
+    (``solver.simulate.grid``); None: none, and no carbon figures."""
 
 
 SAME_INSTANT_S = 1e-9

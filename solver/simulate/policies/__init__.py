@@ -35,6 +35,7 @@ _DSFRO: dict[str, Callable[[str | None], DsfroOptions]] = {
     "dsfro-fixed-shape": lambda server: DsfroOptions(server=server, adaptive_shape=False),
     "dsfro-heuristic": lambda server: DsfroOptions(server=server, backend=Backend.HEURISTIC),
     "dsfro-whole": lambda server: DsfroOptions(server=server, slices=False),
+    "dsfro-carbon-blind": lambda server: DsfroOptions(server=server, carbon=False),
     "dsfro-maxmin": lambda server: DsfroOptions(
         server=server, fairness=Fairness(FairnessMode.MAX_MIN, FairnessScope.TENANT)
     ),

@@ -7,6 +7,8 @@ scheduler calls it. Ablations change only what DSFRO may decide, through the req
 - ``dsfro-heuristic``: the heuristic alone (``BACKEND_HEURISTIC``);
 - ``dsfro-whole``: whole GPUs only (no job may run on a MIG instance: the plan never
   partitions a GPU). ``dsfro`` itself uses slices where the snapshot allows them.
+- ``dsfro-carbon-blind``: the requests without the grid forecast (``dsfro`` itself defers
+  waiting jobs to cleaner hours where the scenario has a grid; docs/carbon.md).
 
 Fairness variants send the request with a fairness mode (docs/objective.md, "Fairness"), the
 round interval as its horizon: ``dsfro-maxmin`` (max-min by tenant), ``dsfro-prop``
@@ -55,6 +57,8 @@ class DsfroOptions:
     """The fairness term's weight; None: the request's (default 1)."""
     slices: bool = True
     """False: no job may run on a MIG instance (whole GPUs only)."""
+    carbon: bool = True
+    """False: the requests carry no grid forecast (carbon-blind DSFRO)."""
 
 
 class DsfroPolicy:
@@ -116,6 +120,8 @@ class DsfroPolicy:
             p = replace(p, options=replace(p.options, backend=o.backend))
             if not o.slices:
                 p = replace(p, jobs=tuple(replace(j, slices=None) for j in p.jobs))
+            if not o.carbon:
+                p = replace(p, cluster=replace(p.cluster, grid=None))
             if not o.fairness.active:
                 return p
             weights = p.weights
@@ -156,6 +162,8 @@ class DsfroPolicy:
         if not o.slices:
             for job in request.jobs:
                 job.ClearField("slices")
+        if not o.carbon:
+            request.cluster.ClearField("grid")
         return request
 
     def _call(self, request: pb.SolveRequest) -> pb.SolveResponse:
