@@ -12,11 +12,12 @@ import pytest
 
 from solver.app.validation.common import Collector
 from solver.app.validation.grid import check_grid
-from solver.simulate.core import SimJob, TraceJob
+from solver.simulate.core import SimJob, SimulationError, TraceJob
 from solver.simulate.grid import GridFileError, GridSettings, load_grid
-from solver.simulate.grid_cli import add_grid, grid_of
+from solver.simulate.grid_cli import add_grid, grid_of, with_tweaks
 from solver.simulate.metrics import Summary, equal_horizon, summarize
 from solver.simulate.policies import make_policy
+from solver.simulate.settings import EngineSettings
 from tests.test_simulate_engine import measured_job, run, two_gpu_cluster
 
 HOUR = 3600.0
@@ -153,7 +154,14 @@ def _args(*argv: str) -> argparse.Namespace:
 
 def test_the_flags_need_a_grid_and_name_a_bad_file(tmp_path: Path) -> None:
     assert grid_of(_args()) is None
-    assert grid_of(_args("--min-saving", "0.2")) == "--min-saving needs --grid"
+    assert grid_of(_args("--grid-start", "2020-01-01")) == "--grid-start needs --grid"
+    tweaks = grid_of(_args("--min-saving", "0.2", "--scale-energy"))
+    assert tweaks == {"min_saving": 0.2, "scale_energy": True}  # for the scenario's own grid
+    assert isinstance(tweaks, dict)
+    with pytest.raises(SimulationError, match="--min-saving, --scale-energy: the scenario has no"):
+        with_tweaks(EngineSettings(), tweaks)
+    tweaked = with_tweaks(EngineSettings(grid=GridSettings((1.0,))), tweaks).grid
+    assert tweaked is not None and tweaked.min_saving == 0.2 and tweaked.scale_energy
     bad = _csv(tmp_path, "time,carbon_g_per_kwh\n2020-01-01 00:00:00,x\n")
     message = grid_of(_args("--grid", str(bad)))
     assert isinstance(message, str) and "grid.csv:2: carbon_g_per_kwh 'x'" in message

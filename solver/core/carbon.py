@@ -6,7 +6,8 @@ or it has a ``max_deferral``) is held out of this round when some later start wi
 slack makes its predicted run's mean carbon intensity lower than starting now by at least the
 forecast's ``min_saving``. Each round decides again on the newest forecast, so a wrong forecast
 costs one round, not the job's deadline: the slack counts the run ``carbon_deadline_margin``
-longer than predicted, and a job whose slack is gone starts like any other.
+longer than predicted at half its largest shape, and a node's resume time, and a job whose
+slack is gone starts like any other.
 
 A deferred job is out of the round, as a job not yet submitted would be: the plan lists it
 QUEUED with reason DEFERRED, and the objective, bound and gap are those of the round without
@@ -20,10 +21,10 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from solver.core.settings import SolverSettings
-from solver.domain import Job, JobAssignment, JobState, Problem, QueueReason, SolveResult
+from solver.domain import Config, Job, JobAssignment, JobState, Problem, QueueReason, SolveResult
 from solver.grid import GridForecast
 from solver.perfmodel.configs import build_config_set
 from solver.scoring.checker import check_plan
@@ -52,16 +53,18 @@ def defer_for_carbon(problem: Problem, settings: SolverSettings) -> Deferral:
     candidates = [j for j in problem.jobs if j.current is None and _may_wait(j)]
     if not candidates:
         return Deferral(problem, {})
-    best = build_config_set(
-        dataclasses.replace(problem, jobs=tuple(candidates))
-    ).best_samples_per_second
+    configs = build_config_set(dataclasses.replace(problem, jobs=tuple(candidates)))
+    resume = problem.cluster.power_saving
+    start_up = resume.resume_seconds if resume.enabled else 0.0
     held: dict[str, str] = {}
     for job in candidates:
-        rate = best.get(job.name, 0.0)
+        rate = _planning_rate(job, configs.by_job.get(job.name, ()))
+        rate = rate or configs.best_samples_per_second.get(job.name, 0.0)
         if rate <= 0:
             continue  # it cannot run anyway: its own queue reason says why
         duration = job.remaining_samples / rate
-        why = _wait_reason(grid, duration, _slack(job, duration, settings), grid.min_saving)
+        slack = _slack(job, duration, settings) - start_up
+        why = _wait_reason(grid, duration, slack, grid.min_saving)
         if why:
             held[job.name] = why
     kept = tuple(j for j in problem.jobs if j.name not in held)
@@ -100,6 +103,14 @@ def with_deferred(problem: Problem, deferral: Deferral, result: SolveResult) -> 
     return dataclasses.replace(
         result, plan=dataclasses.replace(plan, assignments=assignments), stats=stats
     )
+
+
+def _planning_rate(job: Job, configs: Sequence[Config]) -> float:
+    """The rate a deferred job's deadline is planned on: its best with at most half its
+    largest GPU count (never below its smallest), since a job that waited for the same clean
+    hours as others rarely gets its largest shape; 0 without such a configuration."""
+    usable = max(job.min_gpus, job.max_gpus // 2)
+    return max((c.samples_per_second for c in configs if c.num_gpus <= usable), default=0.0)
 
 
 def _may_wait(job: Job) -> bool:

@@ -27,7 +27,8 @@ from solver.runtime.cores import available_cores
 from solver.runtime.executors import make_executor
 from solver.simulate.core import SimulationError, SimulationLog
 from solver.simulate.front import SWEPT, energy_weight_arg, energy_weight_of, variant_label
-from solver.simulate.grid_cli import add_grid, grid_of
+from solver.simulate.grid import GridSettings
+from solver.simulate.grid_cli import TWEAKS, add_grid, grid_of, with_tweaks
 from solver.simulate.metrics import Summary, summarize
 from solver.simulate.policies import POLICY_NAMES, make_policy
 from solver.simulate.power_saving_cli import add_power_saving, power_saving_of
@@ -193,7 +194,7 @@ def command(args: argparse.Namespace) -> int:
         print(f"dsfro simulate: {grid}", file=sys.stderr)
         return 2
     if grid is not None:
-        overrides["grid"] = grid
+        overrides["grid" if isinstance(grid, GridSettings) else TWEAKS] = grid
     try:  # DSFRO's own margin loop off: the simulator holds every policy to the same rule
         args.settings = solver_settings(args.profile).model_copy(update={"power_margin_z": 0.0})
     except SettingsError as e:
@@ -266,9 +267,10 @@ def _load(spec: RunSpec) -> Any:
     else:
         assert spec.trace is not None and spec.cluster is not None
         scenario = load_scenario(spec.trace, spec.cluster, spec.power)
-    if spec.overrides:
-        scenario = replace(scenario, settings=replace(scenario.settings, **spec.overrides))
-    return scenario
+    if overrides := {k: v for k, v in spec.overrides.items() if k != TWEAKS}:
+        scenario = replace(scenario, settings=replace(scenario.settings, **overrides))
+    settings = with_tweaks(scenario.settings, spec.overrides.get(TWEAKS))
+    return replace(scenario, settings=settings)
 
 
 def _preflight(spec: RunSpec) -> str:

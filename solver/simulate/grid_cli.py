@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import argparse
 from dataclasses import replace
+from typing import Any
 
 from solver.app.arguments import float_arg
+from solver.simulate.core import SimulationError
 from solver.simulate.grid import DEFAULT_FORECAST_ERROR, GridFileError, GridSettings, load_grid
+from solver.simulate.settings import EngineSettings
 
 
 def add_grid(p: argparse.ArgumentParser) -> None:
@@ -46,24 +49,37 @@ def add_grid(p: argparse.ArgumentParser) -> None:
     )
 
 
-def grid_of(args: argparse.Namespace) -> GridSettings | str | None:
-    """The grid of the flags, None without --grid, or the error naming the flag or the row."""
+TWEAKS = "grid_tweaks"
+"""The overrides' key of the flags that change a scenario's own grid (without --grid)."""
+
+
+def grid_of(args: argparse.Namespace) -> GridSettings | dict[str, Any] | str | None:
+    """The grid of the flags; without --grid, the changes they make to the scenario's own grid
+    (checked when the scenario is loaded); None without either; or the error naming the flag
+    or the row."""
+    tweaks: dict[str, Any] = {}
+    if args.forecast_error is not None:
+        tweaks["forecast_error"] = args.forecast_error
+    if args.min_saving is not None:
+        tweaks["min_saving"] = args.min_saving
+    if args.scale_energy:
+        tweaks["scale_energy"] = True
     if args.grid is None:
-        others = [
-            f
-            for f, v in (
-                ("--grid-start", args.grid_start),
-                ("--forecast-error", args.forecast_error),
-                ("--min-saving", args.min_saving),
-                ("--scale-energy", args.scale_energy or None),
-            )
-            if v is not None
-        ]
-        return f"{others[0]} needs --grid" if others else None
+        if args.grid_start is not None:
+            return "--grid-start needs --grid"
+        return tweaks or None
     try:
         grid = load_grid(args.grid, args.grid_start, args.grid_days)
     except GridFileError as e:
         return str(e)
-    if args.forecast_error is not None:
-        grid = replace(grid, forecast_error=args.forecast_error)
-    return replace(grid, min_saving=args.min_saving, scale_energy=args.scale_energy)
+    return replace(grid, **tweaks)
+
+
+def with_tweaks(settings: EngineSettings, tweaks: dict[str, Any] | None) -> EngineSettings:
+    """`settings` with its grid changed by the flags; SimulationError when it has no grid."""
+    if not tweaks:
+        return settings
+    if settings.grid is None:
+        flags = ", ".join("--" + k.replace("_", "-") for k in tweaks)
+        raise SimulationError([f"{flags}: the scenario has no grid (give --grid CSV)"])
+    return replace(settings, grid=replace(settings.grid, **tweaks))

@@ -5,12 +5,14 @@ their files: the checked-in copies in ``instances/sim`` come from
 from __future__ import annotations
 
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 from solver import resources
 from solver.offline.generate.spec import NodeKind
 from solver.simulate.core import PowerSchedule
 from solver.simulate.gavel_trace import GAVEL_PHYSICAL_TRACE, gavel_trace
+from solver.simulate.grid import load_grid
 from solver.simulate.llm import llm_trace
 from solver.simulate.mig_scenario import contended_mig_scenario, mig_scenario
 from solver.simulate.philly import philly_trace
@@ -107,6 +109,29 @@ def scenario_gavel_physical(seed: int = 0) -> Scenario:
     return checked_scenario(scenario, str(GAVEL_PHYSICAL_TRACE))
 
 
+CARBON_JOBS = 300
+CARBON_SLACK = 2.0
+"""Deadlines at twice each job's duration on its requested GPUs (a scenario assumption: the
+Philly trace has no deadlines), so a job may wait up to about its own run time."""
+CARBON_GRID = ("grid/gb-2020-hourly.csv", "2020-01-06T00:00:00")
+"""Great Britain's measured hourly carbon intensity from the first Monday of 2020
+(data/grid/SOURCE.md)."""
+
+
+def scenario_carbon(seed: int = 0) -> Scenario:
+    """(e) ``carbon-a``: ``philly-a``'s first 300 jobs, each with a deadline of twice its duration,
+    on ``philly-a``'s cluster and budget, under Great Britain's grid (docs/carbon.md)."""
+    philly = scenario_philly(seed)
+    jobs = tuple(
+        replace(j, deadline_s=float(round(CARBON_SLACK * j.duration_s)))
+        for j in philly.jobs[:CARBON_JOBS]
+    )
+    path, start = CARBON_GRID
+    grid = load_grid(resources.data_dir() / path, start, days=60)
+    settings = replace(philly.settings, grid=grid)
+    return replace(philly, name="carbon-a", jobs=jobs, settings=settings)
+
+
 def scenario_tenants(seed: int = 0) -> Scenario:
     """(d) ``tenants-a``: Philly jobs of six tenant queues sharing 128 GPUs in one cohort
     (``solver.simulate.tenants_scenario``)."""
@@ -120,6 +145,7 @@ DEFAULT_SCENARIOS = {
     "tenants-a": scenario_tenants,
     "mig-a": mig_scenario,
     "mig-b": contended_mig_scenario,
+    "carbon-a": scenario_carbon,
 }
 
 
