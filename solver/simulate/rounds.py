@@ -14,6 +14,7 @@ from solver.app.convert import (
     energy_basis_to_proto,
     workload_to_proto,
 )
+from solver.app.limits import MIN_DEADLINE_SAMPLES
 from solver.domain import (
     Allocation,
     Config,
@@ -237,6 +238,8 @@ class Requests:
             if sim.trace.deadline_s is not None:
                 left = sim.trace.submit_time_s + sim.trace.deadline_s - t
                 job.time_to_deadline.CopyFrom(duration_to_proto(max(left, 1.0)))
+                # the contract's least work with a deadline: a job this close is done within a step
+                job.remaining_samples = max(job.remaining_samples, MIN_DEADLINE_SAMPLES)
             if j.allocation is not None:
                 job.current_allocation.CopyFrom(allocation_to_proto(j.allocation))
                 if j.rate.watts > 0:  # what its GPUs drew last round (a DCGM reading)
