@@ -226,3 +226,38 @@ def test_every_backend_defers_the_same_jobs_and_plans_valid(backend: Backend) ->
     assert check_plan(p, plan.assignments, plan.layout_changes, plan.power_actions) == []
     assert plan.assignment("running").state is JobState.RUNNING
     assert {plan.assignment(n).state for n in ("urgent", "anytime")} == {JobState.RUNNING}
+
+
+def test_the_first_plan_told_early_queues_the_deferred_job_too() -> None:
+    """The service answers with the first plan when the solve's worker dies: it must list the
+    deferred job (QUEUED, DEFERRED) like the final plan, and pass the checker on the round."""
+    from solver.core.solver import Solver
+    from solver.domain import Plan
+    from solver.scoring.checker import check_plan
+
+    other = replace(waiting(deadline_seconds=H), name="k")
+    p = round_of(waiting(deadline_seconds=4 * H), other)
+    told: list[Plan] = []
+    solver = Solver()
+    try:
+        solver.solve(p, on_first_plan=told.append)
+    finally:
+        solver.close()
+    [first] = told
+    assert sorted(a.job for a in first.assignments) == ["j", "k"]
+    assert first.assignment("j").queue_reason is QueueReason.DEFERRED
+    assert check_plan(p, first.assignments, first.layout_changes, first.power_actions) == []
+
+
+def test_the_quick_fallback_defers_as_the_solve_does() -> None:
+    from solver.core.deadline import Clock, Deadline
+    from solver.core.solver import Solver
+
+    p = round_of(waiting(deadline_seconds=4 * H))
+    solver = Solver()
+    try:
+        r = solver.quick(p, Clock(Deadline.after(2.0, solver.settings, 1)), "test")
+    finally:
+        solver.close()
+    a = r.plan.assignment("j")
+    assert (a.state, a.queue_reason) == (JobState.QUEUED, QueueReason.DEFERRED)
