@@ -69,3 +69,37 @@ def test_defaults_are_the_documented_ones() -> None:
     g = grid((0, 1.0))
     assert (g.min_saving, g.scale_energy) == (0.1, False)
     assert g.points[0].price_per_kwh is None
+
+
+def _looped_mean(g: GridForecast, start: float, end: float) -> float | None:
+    """mean_carbon by its definition: a pass over the periods' overlaps with the window."""
+    if start >= g.end_seconds:
+        return None
+    end = min(end, g.end_seconds)
+    if end <= start:
+        return next(p.carbon_g_per_kwh for a, b, p in g.periods() if a <= start < b)
+    weighted = sum(max(min(b, end) - max(a, start), 0.0) * p.carbon_g_per_kwh
+                   for a, b, p in g.periods())  # fmt: skip
+    return weighted / (end - start)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_the_mean_is_the_looped_definition_on_random_forecasts(seed: int) -> None:
+    """mean_carbon integrates by prefix sums (a month of periods, thousands of jobs a round):
+    it agrees with the pass over the periods, inside, across and past the forecast."""
+    import random
+
+    rnd = random.Random(seed)
+    starts = [0.0]
+    for _ in range(rnd.randrange(0, 60)):
+        starts.append(starts[-1] + rnd.choice([900.0, 1800.0, H, rnd.uniform(1.0, 2 * H)]))
+    g = GridForecast(tuple(GridPoint(s, rnd.uniform(0.0, 900.0)) for s in starts))
+    for _ in range(200):
+        a = rnd.uniform(0.0, g.end_seconds * 1.1)
+        b = a + rnd.choice([0.0, rnd.uniform(0.0, 3 * H), rnd.uniform(0.0, g.end_seconds)])
+        want = _looped_mean(g, a, b)
+        got = g.mean_carbon(a, b)
+        assert (got is None) == (want is None), (a, b)
+        if want is not None:
+            assert got == pytest.approx(want, rel=1e-9, abs=1e-9), (a, b)
+    assert g.mean_carbon(starts[-1], starts[-1]) == g.points[-1].carbon_g_per_kwh

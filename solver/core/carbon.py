@@ -146,7 +146,9 @@ def _wait_reason(grid: GridForecast, duration: float, slack: float, min_saving: 
     now = _run_mean(grid, 0.0, duration, fill)
     best_start, best = 0.0, now
     for start, _, _ in grid.periods():
-        if 0 < start <= slack:
+        if start > slack:
+            break  # starts increase
+        if start > 0:
             mean = _run_mean(grid, start, duration, fill)
             if mean < best:
                 best_start, best = start, mean
