@@ -8,8 +8,11 @@ its covered part: what lies beyond is not known.
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import cached_property
+from itertools import accumulate
 
 DEFAULT_MIN_SAVING = 0.1
 """Least share of a job's carbon that waiting must save (design choice: below it, the forecast's
@@ -46,12 +49,11 @@ class GridForecast:
     @property
     def end_seconds(self) -> float:
         """Where the forecast ends: its last period's end."""
-        return self._ends()[-1]
+        return self._ends[-1]
 
     def periods(self) -> Iterator[tuple[float, float, GridPoint]]:
         """(start, end, point) of every period."""
-        starts = (p.start_seconds for p in self.points)
-        yield from zip(starts, self._ends(), self.points, strict=True)
+        yield from zip(self._starts, self._ends, self.points, strict=True)
 
     def mean_carbon(self, start: float, end: float) -> float | None:
         """Time-weighted mean intensity over [start, end] clipped to the forecast; the
@@ -60,15 +62,33 @@ class GridForecast:
             return None
         end = min(end, self.end_seconds)
         if end <= start:
-            return next(p.carbon_g_per_kwh for a, b, p in self.periods() if a <= start < b)
-        weighted = 0.0
-        for a, b, p in self.periods():
-            overlap = min(b, end) - max(a, start)
-            if overlap > 0:
-                weighted += overlap * p.carbon_g_per_kwh
-        return weighted / (end - start)
+            return self.points[self._period_at(start)].carbon_g_per_kwh
+        return (self._integral(end) - self._integral(start)) / (end - start)
 
-    def _ends(self) -> list[float]:
-        starts = [p.start_seconds for p in self.points]
+    def _period_at(self, t: float) -> int:
+        return max(bisect_right(self._starts, t) - 1, 0)
+
+    def _integral(self, t: float) -> float:
+        """The intensity integrated from 0 to `t` (within the forecast; 0 before it): with
+        it a mean costs a binary search, not a pass over a month of periods, for each of
+        thousands of jobs and starts a round (solver.core.carbon)."""
+        if t <= 0:
+            return 0.0
+        i = self._period_at(t)
+        return self._cumulative[i] + (t - self._starts[i]) * self.points[i].carbon_g_per_kwh
+
+    @cached_property
+    def _starts(self) -> tuple[float, ...]:
+        return tuple(p.start_seconds for p in self.points)
+
+    @cached_property
+    def _ends(self) -> tuple[float, ...]:
+        starts = self._starts
         last = starts[-1] - starts[-2] if len(starts) > 1 else LONE_PERIOD_SECONDS
-        return [*starts[1:], starts[-1] + last]
+        return (*starts[1:], starts[-1] + last)
+
+    @cached_property
+    def _cumulative(self) -> tuple[float, ...]:
+        """The integral up to each period's start."""
+        lengths = ((b - a) * p.carbon_g_per_kwh for a, b, p in self.periods())
+        return tuple(accumulate(lengths, initial=0.0))

@@ -21,10 +21,19 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from solver.core.settings import SolverSettings
-from solver.domain import Config, Job, JobAssignment, JobState, Problem, QueueReason, SolveResult
+from solver.domain import (
+    Config,
+    Job,
+    JobAssignment,
+    JobState,
+    Plan,
+    Problem,
+    QueueReason,
+    SolveResult,
+)
 from solver.grid import GridForecast
 from solver.perfmodel.configs import build_config_set
 from solver.scoring.checker import check_plan
@@ -87,22 +96,41 @@ def with_deferred(problem: Problem, deferral: Deferral, result: SolveResult) -> 
     against `problem`; `result` itself when nothing was deferred."""
     if not deferral.held:
         return result
+    plan = plan_with_deferred(deferral, result.plan)
+    violations = check_plan(problem, plan.assignments, plan.layout_changes, plan.power_actions)
+    if violations:  # cannot happen: a waiting job queued breaks no rule
+        raise AssertionError(f"deferred plan rejected by the checker: {violations[0]}")
+    now = deferral.problem.cluster.grid.now_g_per_kwh if deferral.problem.cluster.grid else 0.0
+    note = f"carbon: {len(deferral.held)} jobs deferred at {now:.0f} gCO2/kWh"
+    s = result.stats
+    stats = dataclasses.replace(s, detail=f"{s.detail}; {note}" if s.detail else note)
+    return dataclasses.replace(result, plan=plan, stats=stats)
+
+
+def plan_with_deferred(deferral: Deferral, plan: Plan) -> Plan:
+    """`plan` (of ``deferral.problem``) with the deferred jobs queued, reason DEFERRED."""
+    if not deferral.held:
+        return plan
     held = [
         JobAssignment(job, JobState.QUEUED, queue_reason=QueueReason.DEFERRED, queue_detail=why)
         for job, why in deferral.held.items()
     ]
-    plan = result.plan
-    assignments = (*plan.assignments, *held)
-    violations = check_plan(problem, assignments, plan.layout_changes, plan.power_actions)
-    if violations:  # cannot happen: a waiting job queued breaks no rule
-        raise AssertionError(f"deferred plan rejected by the checker: {violations[0]}")
-    now = deferral.problem.cluster.grid.now_g_per_kwh if deferral.problem.cluster.grid else 0.0
-    note = f"carbon: {len(held)} jobs deferred at {now:.0f} gCO2/kWh"
-    s = result.stats
-    stats = dataclasses.replace(s, detail=f"{s.detail}; {note}" if s.detail else note)
-    return dataclasses.replace(
-        result, plan=dataclasses.replace(plan, assignments=assignments), stats=stats
-    )
+    return dataclasses.replace(plan, assignments=(*plan.assignments, *held))
+
+
+def first_plan_with_deferred(
+    deferral: Deferral, told: Callable[[Plan], None] | None
+) -> Callable[[Plan], None] | None:
+    """`told`, given first plans with the deferred jobs queued: the service answers with the
+    first plan when a solve's worker dies, and that answer must list every job."""
+    if told is None or not deferral.held:
+        return told
+    hook = told
+
+    def tell(plan: Plan) -> None:
+        hook(plan_with_deferred(deferral, plan))
+
+    return tell
 
 
 def _planning_rate(job: Job, configs: Sequence[Config]) -> float:
@@ -138,7 +166,9 @@ def _wait_reason(grid: GridForecast, duration: float, slack: float, min_saving: 
     now = _run_mean(grid, 0.0, duration, fill)
     best_start, best = 0.0, now
     for start, _, _ in grid.periods():
-        if 0 < start <= slack:
+        if start > slack:
+            break  # starts increase
+        if start > 0:
             mean = _run_mean(grid, start, duration, fill)
             if mean < best:
                 best_start, best = start, mean

@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from solver.core.carbon import defer_for_carbon, with_deferred
+from solver.core.carbon import defer_for_carbon, first_plan_with_deferred, with_deferred
 from solver.core.deadline import Clock, Deadline
 from solver.core.incumbent import Incumbent, infeasible
 from solver.core.mig import JOINT_MARGIN_SECONDS, solve_with_slices, uses_mig
@@ -104,10 +104,12 @@ class Solver:
         if deadline is None:
             deadline = Deadline.after(problem.options.time_budget_seconds, s, len(problem.jobs))
 
-        def once(p: Problem, d: Deadline, first: bool) -> SolveResult:
-            return self._solve_once(p, d, stop, on_first_plan if first else None)
-
         deferral = defer_for_carbon(problem, s)
+        told = first_plan_with_deferred(deferral, on_first_plan)
+
+        def once(p: Problem, d: Deadline, first: bool) -> SolveResult:
+            return self._solve_once(p, d, stop, told if first else None)
+
         result = solve_within_margin(deferral.problem, deadline, once, s, stop)
         return with_deferred(problem, deferral, result)
 
