@@ -41,6 +41,9 @@ class GridForecast:
     """Least share of a job's carbon that waiting must save for the job to wait."""
     scale_energy: bool = False
     """Scale the energy weight by the intensity now over its mean over the next 24 h."""
+    saving_per_delay: float = 0.0
+    """The price of waiting: a start s must save this x s / predicted run of the job's carbon
+    net; 0: the cleanest start within the slack."""
 
     @property
     def now_g_per_kwh(self) -> float:

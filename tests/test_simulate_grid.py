@@ -81,6 +81,9 @@ def test_the_forecast_starts_now_as_measured_and_then_at_each_hour() -> None:
     same_hour = grid.forecast(1.9 * HOUR, seed=7).points[1]
     assert same_hour.carbon_g_per_kwh == later[0]  # made in the same hour: the same forecast
     assert grid.forecast(1.5 * HOUR, seed=8).points[1].carbon_g_per_kwh != later[0]
+    assert not f.HasField("saving_per_delay") and not f.HasField("min_saving")
+    priced = dataclasses.replace(grid, saving_per_delay=0.5, min_saving=0.2).forecast(0.0, seed=7)
+    assert (priced.saving_per_delay, priced.min_saving) == (0.5, pytest.approx(0.2))
     exact = dataclasses.replace(grid, forecast_error=0.0).forecast(1.5 * HOUR, seed=7)
     assert [p.carbon_g_per_kwh for p in exact.points] == [101.0, 102.0, 103.0, 104.0]
     c = Collector()
@@ -157,6 +160,8 @@ def test_the_flags_need_a_grid_and_name_a_bad_file(tmp_path: Path) -> None:
     assert grid_of(_args("--grid-start", "2020-01-01")) == "--grid-start needs --grid"
     tweaks = grid_of(_args("--min-saving", "0.2", "--scale-energy"))
     assert tweaks == {"min_saving": 0.2, "scale_energy": True}  # for the scenario's own grid
+    priced = grid_of(_args("--saving-per-delay", "0.5"))
+    assert priced == {"saving_per_delay": 0.5}
     assert isinstance(tweaks, dict)
     with pytest.raises(SimulationError, match="--min-saving, --scale-energy: the scenario has no"):
         with_tweaks(EngineSettings(), tweaks)

@@ -23,6 +23,7 @@ def grid_from_proto(c: pb.ClusterSnapshot) -> GridForecast | None:
         ),
         min_saving=g.min_saving if g.HasField("min_saving") else DEFAULT_MIN_SAVING,
         scale_energy=g.scale_energy,
+        saving_per_delay=g.saving_per_delay if g.HasField("saving_per_delay") else 0.0,
     )
 
 

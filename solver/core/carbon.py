@@ -6,7 +6,8 @@ or it has a ``max_deferral``) is held out of this round when some later start wi
 slack makes its predicted run's mean carbon intensity lower than starting now by at least the
 forecast's ``min_saving``. Each round decides again on the newest forecast, so a wrong forecast
 costs one round, not the job's deadline: the slack counts the run ``carbon_deadline_margin``
-longer than predicted at half its largest shape, and a node's resume time, and a job whose
+longer than predicted at half its largest shape on the slowest GPU type it may get, and a
+node's resume time, and a job whose
 slack is gone starts like any other.
 
 A deferred job is out of the round, as a job not yet submitted would be: the plan lists it
@@ -22,6 +23,9 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections.abc import Callable, Mapping, Sequence
+
+import numpy as np
+import numpy.typing as npt
 
 from solver.core.settings import SolverSettings
 from solver.domain import (
@@ -39,6 +43,8 @@ from solver.perfmodel.configs import build_config_set
 from solver.scoring.checker import check_plan
 
 log = logging.getLogger(__name__)
+
+Floats = npt.NDArray[np.float64]
 
 SCALE_WINDOW_SECONDS = 24 * 3600.0
 """The window whose mean intensity is the energy weight's reference: a day, the grid's cycle."""
@@ -65,6 +71,7 @@ def defer_for_carbon(problem: Problem, settings: SolverSettings) -> Deferral:
     configs = build_config_set(dataclasses.replace(problem, jobs=tuple(candidates)))
     resume = problem.cluster.power_saving
     start_up = resume.resume_seconds if resume.enabled else 0.0
+    intensity = _Intensity(grid)
     held: dict[str, str] = {}
     for job in candidates:
         rate = _planning_rate(job, configs.by_job.get(job.name, ()))
@@ -73,7 +80,7 @@ def defer_for_carbon(problem: Problem, settings: SolverSettings) -> Deferral:
             continue  # it cannot run anyway: its own queue reason says why
         duration = job.remaining_samples / rate
         slack = _slack(job, duration, settings) - start_up
-        why = _wait_reason(grid, duration, slack, grid.min_saving)
+        why = _wait_reason(intensity, duration, slack, grid)
         if why:
             held[job.name] = why
     kept = tuple(j for j in problem.jobs if j.name not in held)
@@ -134,11 +141,17 @@ def first_plan_with_deferred(
 
 
 def _planning_rate(job: Job, configs: Sequence[Config]) -> float:
-    """The rate a deferred job's deadline is planned on: its best with at most half its
-    largest GPU count (never below its smallest), since a job that waited for the same clean
-    hours as others rarely gets its largest shape; 0 without such a configuration."""
+    """The rate a deferred job's deadline is planned on: on the slowest GPU type it may get,
+    its best with at most half its largest GPU count (never below its smallest). A job that
+    waited for the same clean hours as others rarely gets its largest shape or the fastest
+    type, and the model's speed-ups across types are its largest errors (docs/calibration.md);
+    0 without such a configuration."""
     usable = max(job.min_gpus, job.max_gpus // 2)
-    return max((c.samples_per_second for c in configs if c.num_gpus <= usable), default=0.0)
+    best: dict[str, float] = {}
+    for c in configs:
+        if c.num_gpus <= usable and not c.mig_profile:
+            best[c.gpu_type] = max(best.get(c.gpu_type, 0.0), c.samples_per_second)
+    return min(best.values(), default=0.0)
 
 
 def _may_wait(job: Job) -> bool:
@@ -156,38 +169,57 @@ def _slack(job: Job, duration: float, settings: SolverSettings) -> float:
     return slack
 
 
-def _wait_reason(grid: GridForecast, duration: float, slack: float, min_saving: float) -> str:
-    """Why the job should wait, or "" to start now: the cleanest start within the slack, its
-    run's mean intensity against starting now (unknown hours after the forecast's end count at
-    the forecast's mean)."""
+class _Intensity:
+    """The forecast as arrays, for the mean intensity of one run at many starts at once:
+    thousands of waiting jobs, each with up to a month of hourly starts, within a round."""
+
+    def __init__(self, grid: GridForecast) -> None:
+        self.starts = np.array([p.start_seconds for p in grid.points])
+        self.carbon = np.array([p.carbon_g_per_kwh for p in grid.points])
+        ends = np.append(self.starts[1:], grid.end_seconds)
+        self.cumulative = np.concatenate(([0.0], np.cumsum((ends - self.starts) * self.carbon)))
+        self.end = grid.end_seconds
+        self.fill = self.cumulative[-1] / self.end if self.end > 0 else float(self.carbon[0])
+        """Unknown hours after the forecast count at its mean."""
+
+    def _period(self, t: Floats) -> npt.NDArray[np.intp]:
+        return np.maximum(np.searchsorted(self.starts, t, side="right") - 1, 0)
+
+    def _integral(self, t: Floats) -> Floats:
+        inside = np.minimum(t, self.end)
+        i = self._period(inside)
+        known = self.cumulative[i] + (inside - self.starts[i]) * self.carbon[i]
+        out: Floats = known + np.maximum(t - self.end, 0.0) * self.fill
+        return out
+
+    def run_means(self, starts: Floats, duration: float) -> Floats:
+        """Mean intensity of a run of `duration` s from each of `starts` (within the forecast)."""
+        if duration <= 0:
+            out: Floats = self.carbon[self._period(starts)]
+            return out
+        means: Floats = (self._integral(starts + duration) - self._integral(starts)) / duration
+        return means
+
+
+def _wait_reason(intensity: _Intensity, duration: float, slack: float, grid: GridForecast) -> str:
+    """Why the job should wait, or "" to start now. The start (now or a period's start within
+    the slack) that saves the most of its run's carbon net of ``saving_per_delay`` per
+    run-length of waiting (per hour for a run of unknown length); the job waits for it when it
+    is later and saves at least ``min_saving``."""
     if slack <= 0:
         return ""
-    fill = grid.mean_carbon(0.0, grid.end_seconds) or 0.0
-    now = _run_mean(grid, 0.0, duration, fill)
-    best_start, best = 0.0, now
-    for start, _, _ in grid.periods():
-        if start > slack:
-            break  # starts increase
-        if start > 0:
-            mean = _run_mean(grid, start, duration, fill)
-            if mean < best:
-                best_start, best = start, mean
-    if best_start == 0 or best > now * (1 - min_saving):
+    starts = intensity.starts[intensity.starts <= slack]
+    means = intensity.run_means(starts, duration)
+    now = float(means[0])
+    if now <= 0:
+        return ""
+    saving = 1.0 - means / now
+    net = saving - grid.saving_per_delay * starts / (duration if duration > 0 else 3600.0)
+    k = int(np.argmax(net))  # the first of equal values: the earliest start
+    best_start, best = float(starts[k]), float(means[k])
+    if best_start == 0 or net[k] <= 0 or saving[k] < grid.min_saving:
         return ""
     return (
         f"carbon: a start in {best_start / 3600:.1f} h runs at {best:.0f} gCO2/kWh on average "
         f"against {now:.0f} now (slack {slack / 3600:.1f} h)"
     )
-
-
-def _run_mean(grid: GridForecast, start: float, duration: float, fill: float) -> float:
-    """Mean intensity of a run from `start` for `duration` s, hours past the forecast at `fill`."""
-    end = start + duration
-    known_end = min(end, grid.end_seconds)
-    known = grid.mean_carbon(start, known_end)
-    if known is None:
-        return fill
-    if duration <= 0 or end <= grid.end_seconds:
-        return known
-    covered = max(known_end - start, 0.0)
-    return (known * covered + fill * (end - known_end)) / duration

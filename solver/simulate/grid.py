@@ -46,6 +46,8 @@ class GridSettings:
     min_saving: float | None = None
     """The requests' ``min_saving``; None: the product's default."""
     scale_energy: bool = False
+    saving_per_delay: float | None = None
+    """The requests' ``saving_per_delay``; None: unset (the cleanest start)."""
     source: str = ""
     """Where the series comes from (file and first hour), for the report."""
 
@@ -72,6 +74,8 @@ class GridSettings:
         out = pb.GridForecast(scale_energy=self.scale_energy)
         if self.min_saving is not None:
             out.min_saving = self.min_saving
+        if self.saving_per_delay is not None:
+            out.saving_per_delay = self.saving_per_delay
         for k in range(self.forecast_hours + 1):
             start = 0.0 if k == 0 else (made + k) * HOUR_S - t
             if k > 0 and start <= 0:

@@ -1,5 +1,6 @@
 """``dsfro simulate``'s grid flags (``--grid``, ``--grid-start``, ``--grid-days``,
-``--forecast-error``, ``--min-saving``, ``--scale-energy``) and the ``GridSettings`` they give."""
+``--forecast-error``, ``--min-saving``, ``--saving-per-delay``, ``--scale-energy``) and the
+``GridSettings`` they give."""
 
 from __future__ import annotations
 
@@ -43,6 +44,13 @@ def add_grid(p: argparse.ArgumentParser) -> None:
         help="least share of its carbon a job must save to wait (default: the product's, 0.1)",
     )
     g.add_argument(
+        "--saving-per-delay",
+        type=float_arg(0.0, 100.0),
+        metavar="PRICE",
+        help="the price of waiting: share of its carbon a job must save per run-length it "
+        "waits (default: unset, the cleanest start)",
+    )
+    g.add_argument(
         "--scale-energy",
         action="store_true",
         help="scale DSFRO's energy weight by the intensity now over the next day's mean",
@@ -62,6 +70,8 @@ def grid_of(args: argparse.Namespace) -> GridSettings | dict[str, Any] | str | N
         tweaks["forecast_error"] = args.forecast_error
     if args.min_saving is not None:
         tweaks["min_saving"] = args.min_saving
+    if args.saving_per_delay is not None:
+        tweaks["saving_per_delay"] = args.saving_per_delay
     if args.scale_energy:
         tweaks["scale_energy"] = True
     if args.grid is None:

@@ -16,6 +16,9 @@ MAX_GRID_POINTS = 24 * 31
 MAX_CARBON_G_PER_KWH = 5000.0
 """Above any grid: lignite, the dirtiest source, is about 1,000 gCO2/kWh (IPCC AR5)."""
 
+MAX_SAVING_PER_DELAY = 100.0
+"""Above it no wait ever pays (a saving is at most 1): a bound that catches unit mistakes."""
+
 MAX_PRICE_PER_KWH = 1e6
 """A bound on a price (any currency): keeps cost sums finite."""
 
@@ -48,6 +51,8 @@ def check_grid(c: Collector, cluster: pb.ClusterSnapshot) -> None:
                 c.at_most(f"{q}.price_per_kwh", abs(point.price_per_kwh), MAX_PRICE_PER_KWH)
     if g.HasField("min_saving") and not (0 <= g.min_saving < 1):
         c.add(f"{p}.min_saving", f"must be in [0, 1), got {g.min_saving:g}")
+    if g.HasField("saving_per_delay"):
+        c.non_negative(f"{p}.saving_per_delay", g.saving_per_delay, MAX_SAVING_PER_DELAY)
 
 
 def check_max_deferral(c: Collector, p: str, job: pb.Job) -> None:

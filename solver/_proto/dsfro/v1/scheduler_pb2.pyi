@@ -222,14 +222,16 @@ class ClusterSnapshot(_message.Message):
     def __init__(self, gpu_types: _Optional[_Iterable[_Union[GpuType, _Mapping]]] = ..., nodes: _Optional[_Iterable[_Union[Node, _Mapping]]] = ..., power_budget_watts: _Optional[float] = ..., rack_power_budgets: _Optional[_Iterable[_Union[RackPowerBudget, _Mapping]]] = ..., queues: _Optional[_Iterable[_Union[TenantQueue, _Mapping]]] = ..., energy_budget: _Optional[_Union[EnergyBudget, _Mapping]] = ..., power_saving: _Optional[_Union[PowerSaving, _Mapping]] = ..., grid: _Optional[_Union[GridForecast, _Mapping]] = ...) -> None: ...
 
 class GridForecast(_message.Message):
-    __slots__ = ("points", "min_saving", "scale_energy")
+    __slots__ = ("points", "min_saving", "scale_energy", "saving_per_delay")
     POINTS_FIELD_NUMBER: _ClassVar[int]
     MIN_SAVING_FIELD_NUMBER: _ClassVar[int]
     SCALE_ENERGY_FIELD_NUMBER: _ClassVar[int]
+    SAVING_PER_DELAY_FIELD_NUMBER: _ClassVar[int]
     points: _containers.RepeatedCompositeFieldContainer[GridPoint]
     min_saving: float
     scale_energy: bool
-    def __init__(self, points: _Optional[_Iterable[_Union[GridPoint, _Mapping]]] = ..., min_saving: _Optional[float] = ..., scale_energy: _Optional[bool] = ...) -> None: ...
+    saving_per_delay: float
+    def __init__(self, points: _Optional[_Iterable[_Union[GridPoint, _Mapping]]] = ..., min_saving: _Optional[float] = ..., scale_energy: _Optional[bool] = ..., saving_per_delay: _Optional[float] = ...) -> None: ...
 
 class GridPoint(_message.Message):
     __slots__ = ("start", "carbon_g_per_kwh", "price_per_kwh")
