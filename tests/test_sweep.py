@@ -144,6 +144,7 @@ def test_sweep_command(tmp_path: Path) -> None:
         ["--weight", "energy=1", "--weight", "energy=2"],
         ["--weight", "energy=1", "--backend", "fast"],
         ["--weight", "energy=1", "--time-budget", "0s"],
+        ["--weight", "energy=1", "--energy-basis", "joules"],
     ],
 )
 def test_bad_sweep_arguments_exit_2(tmp_path: Path, extra: list[str]) -> None:
@@ -156,3 +157,22 @@ def test_unreadable_instance_exits_2(tmp_path: Path) -> None:
     bad = tmp_path / "bad.json"
     bad.write_text("{")
     assert offline_cli.main(["sweep", str(bad), "--weight", "energy=1", "--quiet"]) == 2
+
+
+def test_the_energy_basis_is_set_for_every_point() -> None:
+    """WASTE at every point: the base request carries it, and under it a job's most efficient
+    configuration is free of energy charge, so the energy term of every point is lower than
+    under DRAW at the same weight."""
+    from solver._proto.dsfro.v1 import scheduler_pb2 as pb
+
+    waste = prepare(TINY_POWER, time_budget=0.5, seed=1, energy_basis="waste")
+    draw = prepare(TINY_POWER, time_budget=0.5, seed=1)
+    assert waste.weights.energy_basis == pb.ENERGY_BASIS_WASTE
+    assert draw.weights.energy_basis != pb.ENERGY_BASIS_WASTE
+    axes = [("energy", [1.0, 2.0])]
+    under = {
+        name: run_sweep(req, axes, executor=InlineExecutor(), title=name).points
+        for name, req in (("waste", waste), ("draw", draw))
+    }
+    for w, d in zip(under["waste"], under["draw"], strict=True):
+        assert w.objective > d.objective  # the same plans charge less, the best is at least that

@@ -148,9 +148,12 @@ def _planning_rate(job: Job, configs: Sequence[Config]) -> float:
     0 without such a configuration."""
     usable = max(job.min_gpus, job.max_gpus // 2)
     best: dict[str, float] = {}
-    for c in configs:
-        if c.num_gpus <= usable and not c.mig_profile:
-            best[c.gpu_type] = max(best.get(c.gpu_type, 0.0), c.samples_per_second)
+    for c in configs:  # tens of thousands a round: the shape's fields, not its properties
+        shape = c.shape
+        if shape.data_parallel * shape.tensor_parallel * shape.pipeline_parallel > usable:
+            continue
+        if not c.mig_profile and c.samples_per_second > best.get(shape.gpu_type, 0.0):
+            best[shape.gpu_type] = c.samples_per_second
     return min(best.values(), default=0.0)
 
 

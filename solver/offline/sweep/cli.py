@@ -43,6 +43,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--prefix", default="sweep", help="output file names: PREFIX.png, .md, .csv (default sweep)"
     )
+    parser.add_argument(
+        "--energy-basis",
+        choices=("draw", "waste"),
+        help="what the energy weight charges at every point: each configuration's draw or its "
+        "waste against the job's most efficient one (docs/objective.md, 'Energy basis'); "
+        "default: the request's or the profile's",
+    )
     parser.add_argument("--backend", type=backend_arg, help="e.g. auto, heuristic")
     parser.add_argument(
         "--time-budget", type=duration_arg, metavar="DURATION", help="per point, e.g. 2s"
@@ -80,6 +87,7 @@ def command(args: argparse.Namespace) -> int:
             time_budget=args.time_budget,
             seed=args.seed,
             threads=args.threads,
+            energy_basis=args.energy_basis,
         )
         workers = args.workers if args.workers is not None else available_cores()
         points = len(weight_grid(args.weight))

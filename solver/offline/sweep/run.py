@@ -10,7 +10,7 @@ from typing import Any, TextIO
 from solver._proto.dsfro.v1 import scheduler_pb2 as pb
 from solver.app import pipeline
 from solver.app.convert import RequestFileError, load_request_json
-from solver.app.limits import Limits, parse_backend
+from solver.app.limits import Limits, parse_backend, parse_energy_basis
 from solver.app.pipeline import Overrides
 from solver.app.profile import Profile
 from solver.app.validation import validate_request
@@ -37,6 +37,7 @@ def prepare(
     time_budget: float | None = None,
     seed: int | None = None,
     threads: int | None = 1,
+    energy_basis: str | None = None,
 ) -> pb.SolveRequest:
     """The base request of a sweep: the file, then the profile, then these flags (which win).
     SweepError if it can't be read."""
@@ -49,6 +50,7 @@ def prepare(
         backend=None if backend is None else parse_backend(backend),
         seed=seed,
         threads=threads,
+        energy_basis=None if energy_basis is None else parse_energy_basis(energy_basis),
     )
     return pipeline.prepare(req, profile, overrides)
 
