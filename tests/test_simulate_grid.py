@@ -83,7 +83,8 @@ def test_the_forecast_starts_now_as_measured_and_then_at_each_hour() -> None:
     assert grid.forecast(1.5 * HOUR, seed=8).points[1].carbon_g_per_kwh != later[0]
     assert not f.HasField("saving_per_delay") and not f.HasField("min_saving")
     priced = dataclasses.replace(grid, saving_per_delay=0.5, min_saving=0.2).forecast(0.0, seed=7)
-    assert (priced.saving_per_delay, priced.min_saving) == (0.5, pytest.approx(0.2))
+    assert priced.saving_per_delay == 0.5
+    assert priced.min_saving == pytest.approx(0.2)
     exact = dataclasses.replace(grid, forecast_error=0.0).forecast(1.5 * HOUR, seed=7)
     assert [p.carbon_g_per_kwh for p in exact.points] == [101.0, 102.0, 103.0, 104.0]
     c = Collector()
@@ -181,3 +182,18 @@ def test_the_flags_need_a_grid_and_name_a_bad_file(tmp_path: Path) -> None:
 def test_trace_jobs_keep_their_deadlines() -> None:
     job = _deadline_job("a", 5.0, HOUR, deadline=3 * HOUR)
     assert isinstance(job.trace, TraceJob) and job.trace.deadline_s == 3 * HOUR
+
+
+def test_the_comparison_gives_carbon_ratios_only_where_runs_have_a_grid() -> None:
+    from solver.simulate.outputs import comparison_markdown, comparison_rows
+
+    grid = GridSettings((100.0, 300.0), forecast_error=0.0)
+    jobs = [measured_job("a", 0.0, HOUR)]
+    with_grid = [summarize(run(jobs, make_policy(p), grid=grid)) for p in ("fifo", "las")]
+    rows = comparison_rows(with_grid, baselines=["fifo"])
+    assert "kg CO2 at equal horizon / fifo" in comparison_markdown(rows, ["fifo"])
+    las = next(r for r in rows if r.policy == "las")
+    assert las.ratios[("carbon_horizon_kg", "fifo")] == pytest.approx(1.0)
+    without = [summarize(run(jobs, make_policy(p))) for p in ("fifo", "las")]
+    text = comparison_markdown(comparison_rows(without, ["fifo"]), ["fifo"])
+    assert "kg CO2 at equal horizon / fifo" not in text and "mean JCT (s) / fifo" in text

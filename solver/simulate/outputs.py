@@ -230,15 +230,17 @@ def comparison_rows(
     return rows
 
 
-def _ratio_keys(baselines: Sequence[str]) -> list[tuple[str, str]]:
-    return [(k, b) for b in baselines for k in RATIO_METRICS]
+def _ratio_keys(baselines: Sequence[str], rows: Sequence[ComparisonRow]) -> list[tuple[str, str]]:
+    """The ratio columns: each metric some row defines (kg CO2 only with a grid), per baseline."""
+    shown = [k for k in RATIO_METRICS if any(r.mean.get(k) is not None for r in rows)]
+    return [(k, b) for b in baselines for k in shown]
 
 
 def comparison_csv_rows(
     rows: Sequence[ComparisonRow], baselines: Sequence[str] = ()
 ) -> tuple[list[str], list[list[Any]]]:
     """Header and rows: per scenario and policy, a row per seed then the mean (seed ``mean``)."""
-    ratio_keys = _ratio_keys(baselines)
+    ratio_keys = _ratio_keys(baselines, rows)
     header = [
         "scenario",
         "policy",
@@ -318,7 +320,7 @@ def tenants_markdown(summaries: Sequence[Summary]) -> str:
 def comparison_markdown(
     rows: Sequence[ComparisonRow], baselines: Sequence[str] = (), figures: Sequence[Path] = ()
 ) -> str:
-    ratio_keys = _ratio_keys(baselines)
+    ratio_keys = _ratio_keys(baselines, rows)
     labels = {m.key: m.label for m in HEADLINE}
     header = [
         "scenario",
