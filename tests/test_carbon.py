@@ -76,7 +76,7 @@ def test_a_job_waits_for_the_cleanest_start_within_its_slack() -> None:
     deferral = defer_for_carbon(p, SolverSettings())
     why = deferral.held["j"]
     assert "a start in 2.0 h runs at 100 gCO2/kWh" in why
-    assert "against 400 now" in why
+    assert "against 400 for a start now" in why
     assert deferral.problem.jobs == ()
 
 
@@ -132,7 +132,7 @@ def test_hours_past_the_forecast_count_at_its_mean() -> None:
     p = round_of(waiting(2.0, deadline_seconds=10 * H), grid=forecast(400.0, 100.0))
     why = held(p)["j"]
     assert "a start in 1.0 h runs at 175 gCO2/kWh" in why
-    assert "against 250 now" in why
+    assert "against 250 for a start now" in why
 
 
 def test_scale_energy_scales_the_energy_weight_by_now_over_the_next_day() -> None:
@@ -184,7 +184,7 @@ def test_the_deferred_job_is_queued_deferred_beside_the_round_plan() -> None:
     assert (a.state, a.queue_reason) == (JobState.QUEUED, QueueReason.DEFERRED)
     assert a.queue_detail == held(p)["j"]
     assert r.plan.assignment("k").state is JobState.RUNNING
-    assert "carbon: 1 jobs deferred at 400 gCO2/kWh" in r.stats.detail
+    assert "carbon: 1 jobs deferred (intensity now 400 gCO2/kWh)" in r.stats.detail
 
 
 def four_racks() -> Problem:

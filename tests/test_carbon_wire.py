@@ -91,7 +91,7 @@ def test_the_response_carries_deferred_and_its_detail_and_evaluates_valid() -> N
         assert by_job["bert"].queue_detail.startswith("carbon: a start in 3.0 h")
         others = [a for a in response.plan.assignments if a.job != "bert"]
         assert all(a.queue_reason != pb.QUEUE_REASON_DEFERRED for a in others)
-        assert "carbon: 1 jobs deferred at 420 gCO2/kWh" in response.stats.detail
+        assert "carbon: 1 jobs deferred (intensity now 420 gCO2/kWh)" in response.stats.detail
         out = stub.EvaluatePlan(pb.EvaluatePlanRequest(request=req, plan=response.plan), timeout=30)
         assert out.valid, out.violations
 

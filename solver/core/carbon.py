@@ -108,7 +108,7 @@ def with_deferred(problem: Problem, deferral: Deferral, result: SolveResult) -> 
     if violations:  # cannot happen: a waiting job queued breaks no rule
         raise AssertionError(f"deferred plan rejected by the checker: {violations[0]}")
     now = deferral.problem.cluster.grid.now_g_per_kwh if deferral.problem.cluster.grid else 0.0
-    note = f"carbon: {len(deferral.held)} jobs deferred at {now:.0f} gCO2/kWh"
+    note = f"carbon: {len(deferral.held)} jobs deferred (intensity now {now:.0f} gCO2/kWh)"
     s = result.stats
     stats = dataclasses.replace(s, detail=f"{s.detail}; {note}" if s.detail else note)
     return dataclasses.replace(result, plan=plan, stats=stats)
@@ -224,5 +224,5 @@ def _wait_reason(intensity: _Intensity, duration: float, slack: float, grid: Gri
         return ""
     return (
         f"carbon: a start in {best_start / 3600:.1f} h runs at {best:.0f} gCO2/kWh on average "
-        f"against {now:.0f} now (slack {slack / 3600:.1f} h)"
+        f"against {now:.0f} for a start now (slack {slack / 3600:.1f} h)"
     )
