@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -364,6 +365,32 @@ def test_a_checkpoint_moves_in_parallel_shards_one_per_node() -> None:
     assert cost.seconds(70e9) == pytest.approx(30 + 2 * size / 2e9)
     assert cost.seconds(70e9, 64, 64) == pytest.approx(30 + 2 * size / (64 * 2e9))
     assert cost.seconds(70e9, 64, 1) == pytest.approx(30 + size / (64 * 2e9) + size / 2e9)
+
+
+def test_an_evaluation_job_restarts_by_loading_its_weights_only() -> None:
+    """No optimizer state to save or load: its 16-bit weights (2 bytes a parameter), loaded by
+    its nodes in parallel; the nodes it ran on do not matter."""
+    from solver.simulate.settings import RestartCost
+
+    cost = RestartCost(overhead_s=30.0, bandwidth_bytes_per_s=2e9)
+    weights = 2 * 70e9
+    assert cost.seconds(70e9, 1, 1, evaluation=True) == pytest.approx(30 + weights / 2e9)
+    assert cost.seconds(70e9, 8, 2, evaluation=True) == pytest.approx(30 + weights / (2 * 2e9))
+    assert cost.seconds(70e9, evaluation=True) < cost.seconds(70e9) / 7
+
+
+def test_the_trace_evaluation_column_round_trips_and_is_checked(tmp_path: Path) -> None:
+    from solver.simulate.trace import parse_trace, trace_text
+
+    plain = [TraceJob("a", 0.0, "t", "bert-large", 1, 60.0)]
+    assert "evaluation" not in trace_text(plain)  # nine columns, as before
+    text = trace_text([*plain, TraceJob("b", 1.0, "t", "bert-large", 8, 9.0, evaluation=True)])
+    assert text.splitlines()[0].endswith(",evaluation")
+    path = tmp_path / "t.csv"
+    path.write_text(text)
+    assert [j.evaluation for j in parse_trace(path).jobs] == [False, True]
+    path.write_text(text.replace("true\n", "maybe\n"))
+    assert any("t.csv:3:evaluation" in p for p in parse_trace(path).problems)
 
 
 def test_settings_with_weights_pickle_for_the_compare_workers() -> None:

@@ -159,6 +159,8 @@ def test_scenario_b_llm_development(llm: Scenario) -> None:
     }
     assert all(by_type.values()) and sum(map(len, by_type.values())) == len(jobs)
     assert all(j.num_gpus >= 128 for j in by_type["pretrain"])
+    assert {j.evaluation for j in by_type["eval"]} == {True}  # no optimizer state to restart
+    assert not any(j.evaluation for t in ("pretrain", "debug", "other") for j in by_type[t])
     assert max(j.duration_s for j in by_type["pretrain"]) > 86_400  # runs for days
     assert all(j.duration_s <= 3 * 86_400 for j in jobs)
     assert max(j.submit_time_s for j in jobs) < 2 * 86_400

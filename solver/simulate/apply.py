@@ -86,7 +86,9 @@ def apply_plan(
             if j.first_start is None:
                 j.first_start = t
             if j.pending_restart:
-                j.restart_until = t + restart.seconds(j.sim.parameters, j.stopped_nodes, nodes(new))
+                j.restart_until = t + restart.seconds(
+                    j.sim.parameters, j.stopped_nodes, nodes(new), j.sim.trace.evaluation
+                )
                 j.pending_restart = False
                 j.restarts += 1
         elif old.shape != new.shape or gpus(old) != gpus(new) or _place(old) != _place(new):
@@ -94,7 +96,9 @@ def apply_plan(
             migrations += 1
             j.migrations += 1
             j.restarts += 1
-            j.restart_until = t + restart.seconds(j.sim.parameters, nodes(old), nodes(new))
+            j.restart_until = t + restart.seconds(
+                j.sim.parameters, nodes(old), nodes(new), j.sim.trace.evaluation
+            )
         if changed and ctx.mig.waits(new, changed):
             j.restart_until = max(j.restart_until, t + ctx.settings.reconfiguration_s)
         j.allocation = new

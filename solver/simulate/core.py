@@ -52,6 +52,8 @@ class TraceJob:
     preemptible: bool = True
     slices: bool = False
     """The job may run on one MIG instance instead of a whole GPU (one-GPU jobs only)."""
+    evaluation: bool = False
+    """The job evaluates a model: no optimizer state, so a restart reloads its weights only."""
     row: int = field(default=0, compare=False)
     """Line of the job in its trace file (header = 1), for error messages; 0: not from a file.
     Not part of equality: the same job read from two files is the same job."""

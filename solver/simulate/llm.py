@@ -26,8 +26,8 @@ them into a trace:
   trace holds the tails (a pretraining run in the top 1/N of durations) and the shares hold
   closely. Submissions are uniform over ``window_s`` (a Poisson process given its count).
 - Tenant: the type; workload: an architecture of ``architectures`` drawn uniformly among those
-  that run on the job's GPUs (evaluation and debugging jobs are simulated as training, the only
-  kind of job the simulator has).
+  that run on the job's GPUs. Evaluation jobs are marked (``evaluation``): they run as training
+  does, but a restart reloads only their weights; debugging jobs are simulated as training.
 """
 
 from __future__ import annotations
@@ -47,6 +47,8 @@ from solver.simulate.workload import WorkloadMix
 ACME_DIR = resources.data_dir() / "acme"
 TYPES = ("Pretrain", "Eval", "Debug", "Other")
 """Kalos's workload types, in the order jobs are drawn."""
+EVALUATION_TYPE = "Eval"
+"""The type whose jobs evaluate a model (the trace's ``evaluation``: no optimizer state)."""
 _QUARTILES = (0.0, 0.25, 0.5, 0.75, 1.0)
 _GRID = 100_000
 """Midpoints of this many equal quantile steps give a type's expected GPUs and duration."""
@@ -180,6 +182,7 @@ def llm_trace(
             workload=arch,
             num_gpus=g,
             duration_s=round(d, 1),
+            evaluation=name == EVALUATION_TYPE,
             row=i + 2,  # its line once written (write_trace)
         )
         for i, (t, name, g, d, arch) in enumerate(drawn)

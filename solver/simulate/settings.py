@@ -23,6 +23,9 @@ as uncertain as model predictions, because a simulated profile's watts are the m
 CHECKPOINT_BYTES_PER_PARAMETER = 14
 """Mixed-precision Adam: fp16 weights (2 bytes) and fp32 weights, momentum and variance (12)
 (Rajbhandari et al., ZeRO, SC'20, section 3.1); gradients are not checkpointed."""
+WEIGHT_BYTES_PER_PARAMETER = 2
+"""An evaluation job's model: its 16-bit weights alone (the same source), what it loads when it
+restarts; it has no training state to save (its progress is the batches done)."""
 
 
 RECONFIGURATION_S = 60.0
@@ -45,9 +48,16 @@ class RestartCost:
     bandwidth_bytes_per_s: float = 2e9
     """Per node."""
 
-    def seconds(self, parameters: float, save_nodes: int = 1, load_nodes: int = 1) -> float:
-        size = CHECKPOINT_BYTES_PER_PARAMETER * parameters
+    def seconds(
+        self, parameters: float, save_nodes: int = 1, load_nodes: int = 1, evaluation: bool = False
+    ) -> float:
+        """A training job saves and loads its checkpoint; an evaluation job only loads its
+        weights."""
         bandwidth = self.bandwidth_bytes_per_s
+        if evaluation:
+            weights = WEIGHT_BYTES_PER_PARAMETER * parameters
+            return self.overhead_s + weights / (bandwidth * max(load_nodes, 1))
+        size = CHECKPOINT_BYTES_PER_PARAMETER * parameters
         return (
             self.overhead_s
             + size / (bandwidth * max(save_nodes, 1))

@@ -35,6 +35,10 @@ COLUMNS = REQUIRED + OPTIONAL
 SLICES = "slices"
 """Optional: the job may run on one MIG instance (empty: false); written only for a trace
 with such a job, so traces without slices keep their nine columns."""
+EVALUATION = "evaluation"
+"""Optional: the job evaluates a model and keeps no optimizer state, so a restart reloads its
+weights and saves nothing (empty: false, a training job); written only for a trace with such
+a job."""
 
 MAX_DURATION_S = 365 * 86_400.0
 """Longest ``duration_s``: a year, 6.8 times the longest job of the whole Philly trace (4,628,226
@@ -226,6 +230,7 @@ def _job(row: _Row) -> TraceJob:
         or 1.0,
         preemptible=row.flag("preemptible"),
         slices=row.flag(SLICES, default=False),
+        evaluation=row.flag(EVALUATION, default=False),
         row=row.line,
     )
 
@@ -255,9 +260,12 @@ def trace_text(jobs: Sequence[TraceJob]) -> str:
     out = io.StringIO()
     w = csv.writer(out, lineterminator="\n")
     slices = any(j.slices for j in jobs)
-    w.writerow((*COLUMNS, SLICES) if slices else COLUMNS)
+    evaluation = any(j.evaluation for j in jobs)
+    w.writerow((*COLUMNS, *[SLICES] * slices, *[EVALUATION] * evaluation))
     for j in jobs:
         extra = ["true" if j.slices else "false"] if slices else []
+        if evaluation:
+            extra.append("true" if j.evaluation else "false")
         w.writerow(
             [
                 j.job_id,
