@@ -65,13 +65,8 @@ def grid_of(args: argparse.Namespace) -> GridSettings | dict[str, Any] | str | N
     """The grid of the flags; without --grid, the changes they make to the scenario's own grid
     (checked when the scenario is loaded); None without either; or the error naming the flag
     or the row."""
-    tweaks: dict[str, Any] = {}
-    if args.forecast_error is not None:
-        tweaks["forecast_error"] = args.forecast_error
-    if args.min_saving is not None:
-        tweaks["min_saving"] = args.min_saving
-    if args.saving_per_delay is not None:
-        tweaks["saving_per_delay"] = args.saving_per_delay
+    given = {k: getattr(args, k) for k in ("forecast_error", "min_saving", "saving_per_delay")}
+    tweaks: dict[str, Any] = {k: v for k, v in given.items() if v is not None}
     if args.scale_energy:
         tweaks["scale_energy"] = True
     if args.grid is None:
