@@ -1,6 +1,7 @@
 """The DSFRO wire contract (``dsfro.v1``, ``proto/dsfro/v1/scheduler.proto``) for its callers:
-the messages, the service stub, and requests read from JSON text, JSON files or plain Python
-data.
+the messages, the service stub, requests read from JSON text, JSON files or plain Python data,
+and a grid schedule (hourly carbon intensity and price, CSV) turned into the snapshot's
+``GridForecast``.
 
     from solver.wire import SolveRequest, request_from_dict
 
@@ -11,8 +12,12 @@ their path may change, this one does not.
 
 from __future__ import annotations
 
+import csv
 import json
-from collections.abc import Mapping
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -149,6 +154,100 @@ def duration_to_proto(seconds: float) -> Duration:
     return d
 
 
+MAX_CARBON_G_PER_KWH = 5000.0
+"""Above any grid: lignite, the dirtiest source, is about 1,000 gCO2/kWh (IPCC AR5)."""
+MAX_PRICE_PER_KWH = 1e6
+"""A bound on a price (any currency): keeps cost sums finite."""
+
+
+class GridScheduleError(ValueError):
+    """A grid schedule that cannot be read; the message names the file, row and column."""
+
+
+@dataclass(frozen=True)
+class GridHour:
+    """One row of a grid schedule: the hour's start (UTC), gCO2/kWh, price per kWh (or None)."""
+
+    start: datetime
+    carbon_g_per_kwh: float
+    price_per_kwh: float | None = None
+
+
+def read_grid_schedule(path: str | Path) -> list[GridHour]:
+    """The rows of a grid schedule CSV (``time`` an ISO time, UTC; ``carbon_g_per_kwh``;
+    optional ``price_per_kwh``, which may be negative), in file order, times increasing."""
+    where = str(path)
+    try:
+        with open(path, newline="", encoding="utf-8") as f:
+            rows = list(csv.DictReader(f))
+    except (OSError, UnicodeDecodeError, csv.Error) as e:
+        raise GridScheduleError(f"{where}: cannot read: {e}") from e
+    if not rows:
+        raise GridScheduleError(f"{where}: no rows (columns: time, carbon_g_per_kwh)")
+    for column in ("time", "carbon_g_per_kwh"):
+        if column not in rows[0]:
+            raise GridScheduleError(f"{where}: column {column!r} missing")
+    priced = "price_per_kwh" in rows[0]
+    out: list[GridHour] = []
+    for i, r in enumerate(rows):
+        at = f"{where}:{i + 2}"
+        start = _schedule_time(r["time"] or "", f"{at}: time")
+        if out and start <= out[-1].start:
+            raise GridScheduleError(f"{at}: time {r['time']} is not after the row before")
+        carbon = _schedule_number(r, "carbon_g_per_kwh", at, 0.0, MAX_CARBON_G_PER_KWH)
+        price = (
+            _schedule_number(r, "price_per_kwh", at, -MAX_PRICE_PER_KWH, MAX_PRICE_PER_KWH)
+            if priced
+            else None
+        )
+        out.append(GridHour(start, carbon, price))
+    return out
+
+
+def grid_forecast_at(
+    schedule: Sequence[GridHour], now: datetime, hours: int = 48
+) -> GridForecast | None:
+    """The snapshot's forecast at `now` (UTC): the schedule's row in force now, from now, and
+    the rows that start in the next `hours` hours; None when no row is in force now (a row
+    lasts until the next one; the last as long as the one before it, or an hour)."""
+    current = [h for h in schedule if h.start <= now]
+    if not current:
+        return None
+    first = current[-1]
+    if first is schedule[-1]:
+        last = first.start - schedule[-2].start if len(schedule) > 1 else timedelta(hours=1)
+        if now >= first.start + last:
+            return None
+    rows = [first, *(h for h in schedule if now < h.start <= now + timedelta(hours=hours))]
+    out = GridForecast()
+    for k, h in enumerate(rows):
+        point = out.points.add(carbon_g_per_kwh=h.carbon_g_per_kwh)
+        point.start.CopyFrom(duration_to_proto(0.0 if k == 0 else (h.start - now).total_seconds()))
+        if h.price_per_kwh is not None:
+            point.price_per_kwh = h.price_per_kwh
+    return out
+
+
+def _schedule_time(text: str, where: str) -> datetime:
+    try:
+        return datetime.fromisoformat(text.strip()).replace(tzinfo=None)
+    except ValueError as e:
+        raise GridScheduleError(f"{where} {text!r} is not an ISO time") from e
+
+
+def _schedule_number(
+    row: Mapping[str, str], column: str, where: str, least: float, most: float
+) -> float:
+    text = (row.get(column) or "").strip()
+    try:
+        value = float(text)
+    except ValueError as e:
+        raise GridScheduleError(f"{where}: {column} {text!r} is not a number") from e
+    if not (math.isfinite(value) and least <= value <= most):
+        raise GridScheduleError(f"{where}: {column} must be in [{least:g}, {most:g}], got {text}")
+    return value
+
+
 def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key, value in pairs:
@@ -177,7 +276,9 @@ __all__ = [
     "GpuSlice",
     "GpuType",
     "GridForecast",
+    "GridHour",
     "GridPoint",
+    "GridScheduleError",
     "Job",
     "JobAssignment",
     "JobState",
@@ -215,10 +316,12 @@ __all__ = [
     "ValidateSnapshotRequest",
     "ValidateSnapshotResponse",
     "duration_to_proto",
+    "grid_forecast_at",
     "load_request_json",
     "message_from_dict",
     "message_from_json",
     "message_to_json",
+    "read_grid_schedule",
     "request_from_dict",
     "request_from_json",
     "scheduler_pb2",

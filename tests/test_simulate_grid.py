@@ -197,3 +197,18 @@ def test_the_comparison_gives_carbon_ratios_only_where_runs_have_a_grid() -> Non
     without = [summarize(run(jobs, make_policy(p))) for p in ("fifo", "las")]
     text = comparison_markdown(comparison_rows(without, ["fifo"]), ["fifo"])
     assert "kg CO2 at equal horizon / fifo" not in text and "mean JCT (s) / fifo" in text
+
+
+def test_a_schedule_that_has_ended_gives_no_forecast() -> None:
+    """solver.wire.grid_forecast_at: a row lasts until the next; the last one as long as the
+    one before it."""
+    from datetime import datetime, timedelta
+
+    from solver.wire import GridHour, grid_forecast_at
+
+    t0 = datetime(2026, 1, 1)
+    rows = [GridHour(t0 + timedelta(hours=2 * k), 100.0 + k) for k in range(3)]
+    assert grid_forecast_at(rows, t0 - timedelta(seconds=1)) is None
+    inside = grid_forecast_at(rows, t0 + timedelta(hours=5, minutes=30), hours=1)
+    assert inside is not None and [p.carbon_g_per_kwh for p in inside.points] == [102.0]
+    assert grid_forecast_at(rows, t0 + timedelta(hours=6)) is None  # 04:00 + 2 h: over

@@ -181,3 +181,48 @@ def test_the_guide_documents_every_key() -> None:
     table = [line for line in guide.splitlines() if line.startswith("| `")]
     for key in KEYS:
         assert any(f"`{key}`" in line.split("|")[1] for line in table), key
+
+
+def _schedule(tmp_path: Path) -> Path:
+    path = tmp_path / "grid.csv"
+    rows = "".join(f"2026-12-01T{h:02d}:00:00,{400 - 10 * h}\n" for h in range(24))
+    path.write_text("time,carbon_g_per_kwh\n" + rows)
+    return path
+
+
+def test_the_site_grid_reads_its_schedule_and_options(tmp_path: Path) -> None:
+    data = {"grid": {"schedule": str(_schedule(tmp_path)), "hours": 6, "saving_per_delay": 0.25}}
+    grid = site_from_dict(data).grid
+    assert grid is not None and len(grid.schedule) == 24 and grid.hours == 6
+    assert grid.schedule[3].carbon_g_per_kwh == 370.0
+    assert (grid.min_saving, grid.saving_per_delay, grid.scale_energy) == (None, 0.25, False)
+
+
+@pytest.mark.parametrize(
+    ("entry", "message"),
+    [
+        ({"hourz": 3}, r"site\.grid: unknown keys \['hourz'\]"),
+        ({}, r"site\.grid\.schedule: the path of a grid schedule CSV is required"),
+        ({"hours": -1}, r"site\.grid\.hours: an integer in \[0, 720\]"),
+        ({"min_saving": 1.5}, r"site\.grid\.min_saving: a number in \[0, 1\)"),
+        ({"saving_per_delay": -2}, r"site\.grid\.saving_per_delay: a number in \[0, 100\]"),
+        ({"scale_energy": "yes"}, r"site\.grid\.scale_energy: true or false"),
+    ],
+)
+def test_every_wrong_grid_entry_names_its_key(
+    tmp_path: Path, entry: dict[str, object], message: str
+) -> None:
+    data = {"grid": {"schedule": str(_schedule(tmp_path)), **entry}}
+    if entry == {}:
+        data = {"grid": {}}
+    with pytest.raises(SiteError, match=message):
+        site_from_dict(data)
+
+
+def test_a_bad_schedule_names_its_row(tmp_path: Path) -> None:
+    path = tmp_path / "grid.csv"
+    path.write_text("time,carbon_g_per_kwh\n2026-12-01T00:00:00,10\n2026-12-01T00:00:00,20\n")
+    with pytest.raises(
+        SiteError, match=r"site\.grid\.schedule: .*grid\.csv:3: time .* is not after"
+    ):
+        site_from_dict({"grid": {"schedule": str(path)}})

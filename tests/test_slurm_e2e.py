@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from datetime import UTC
 from pathlib import Path
 
 from solver.slurm.decide import Action
@@ -155,3 +156,41 @@ def test_dry_run_prints_the_plan_and_changes_nothing(slurm: Cluster, dsfro: str)
     assert any("| place | planned | node" in r for r in rows)
     after = {i: (j.held, j.admin_comment, j.required_nodes) for i, j in slurm.jobs().items()}
     assert after == before
+
+
+def test_a_job_with_slack_waits_for_cleaner_hours_and_the_others_run(
+    slurm: Cluster, dsfro: str, make_adapter: MakeAdapter, tmp_path: Path
+) -> None:
+    """A site grid schedule: dirty now (400 gCO2/kWh), clean from two hours on (100). The job
+    with a 12-hour deadline and 30 minutes of work stays held, queued DEFERRED; the job without
+    a deadline is placed and runs."""
+    from datetime import datetime, timedelta
+
+    from solver.slurm.site import site_from_dict
+
+    hour = datetime.now(UTC).replace(tzinfo=None, minute=0, second=0, microsecond=0)
+    rows = "".join(
+        f"{(hour + timedelta(hours=k)).isoformat()},{400 if k < 2 else 100}\n" for k in range(24)
+    )
+    schedule = tmp_path / "grid.csv"
+    schedule.write_text("time,carbon_g_per_kwh\n" + rows)
+    site = site_from_dict({"grid": {"schedule": str(schedule), "hours": 24}})
+    script = job_script(tmp_path)
+    # 30 minutes of gpt3-1.3b at its predicted best on one H100 is far below 1e9 samples: a
+    # run of minutes; its deadline leaves hours of slack.
+    patient = slurm.sbatch(
+        "gpt3-1.3b",
+        demand("gpt3-1.3b", 1, 1, remaining_samples=2e5, deadline="12h"),
+        "--gres=gpu:h100:1",
+        script=script,
+    )
+    urgent = slurm.sbatch(
+        "bert-large", demand("bert-large", 1, 1), "--gres=gpu:h100:1", script=script
+    )
+    report = make_adapter(dsfro, site=site).round()
+    assert report.outcome == "planned", report.error
+    got = by_job(report)
+    assert got[patient].action is Action.WAIT and got[patient].detail.startswith("deferred:")
+    assert got[urgent].action is Action.PLACE
+    slurm.wait_running([urgent])
+    assert slurm.jobs()[patient].held

@@ -4,6 +4,9 @@ request passes the service's own validation."""
 from __future__ import annotations
 
 import json
+from datetime import UTC
+
+import pytest
 
 from solver.app.limits import Limits
 from solver.app.validation import validate_request
@@ -117,3 +120,30 @@ def test_a_job_asking_for_a_gpu_type_without_nodes_is_not_sent() -> None:
     [(job, why)] = snap.unplaceable
     assert job.job_id == 3 and why == "no node in the snapshot has A100-80GB"
     assert [j.name for j in snap.request.jobs] == ["4"]
+
+
+def test_a_site_grid_puts_the_hour_now_and_the_next_hours_in_the_snapshot(tmp_path: object) -> None:
+    """At 17:40 UTC: the 17:00 row from now, then 18:00 (20 min later), 19:00 and 20:00 with
+    three hours asked for; the request stays valid. Outside the schedule: carbon-blind."""
+    from datetime import datetime
+    from pathlib import Path
+
+    from solver.slurm.site import site_from_dict
+
+    path = Path(str(tmp_path)) / "grid.csv"
+    rows = "".join(f"2026-12-02T{h:02d}:00:00,{100 + h},{0.01 * h}\n" for h in range(24))
+    path.write_text("time,carbon_g_per_kwh,price_per_kwh\n" + rows)
+    now = NOW + 2400
+    assert datetime.fromtimestamp(now, tz=UTC).strftime("%d %H:%M") == "02 17:40"
+    site = site_from_dict({"grid": {"schedule": str(path), "hours": 3, "min_saving": 0.2}})
+    nodes = parse_sinfo(captured("mixed", "sinfo"))
+    jobs = parse_squeue(captured("mixed", "squeue"))
+    snap = build_snapshot(nodes, jobs, site, now=now, budget_seconds=2)
+    grid = snap.request.cluster.grid
+    assert [p.start.ToSeconds() for p in grid.points] == [0, 1200, 4800, 8400]
+    assert [p.carbon_g_per_kwh for p in grid.points] == [117.0, 118.0, 119.0, 120.0]
+    assert grid.points[0].price_per_kwh == 0.17 and grid.min_saving == pytest.approx(0.2)
+    assert validate_request(snap.request, Limits()) == []
+    for outside in (NOW - 86400, NOW + 86400):  # before its first row, after its last hour
+        snap = build_snapshot(nodes, jobs, site, now=outside, budget_seconds=2)
+        assert not snap.request.cluster.HasField("grid")

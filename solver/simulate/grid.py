@@ -11,7 +11,6 @@ larger of the two Wiesner et al. (Middleware 2021) simulate.
 
 from __future__ import annotations
 
-import csv
 import math
 from dataclasses import dataclass
 from datetime import datetime
@@ -20,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from solver._proto.dsfro.v1 import scheduler_pb2 as pb
-from solver.app.validation.grid import MAX_CARBON_G_PER_KWH, MAX_PRICE_PER_KWH
+from solver.wire import MAX_CARBON_G_PER_KWH, GridScheduleError, read_grid_schedule
 
 HOUR_S = 3600.0
 JOULES_PER_KWH = 3.6e6
@@ -32,7 +31,8 @@ National Grid ESO carbon intensity forecast: 48 h)."""
 
 
 class GridFileError(ValueError):
-    """A grid schedule that cannot be read; the message names the file, row and column."""
+    """A grid schedule that cannot be read; the message names the file, row and column (or
+    the flag)."""
 
 
 @dataclass(frozen=True)
@@ -105,57 +105,25 @@ def _integral(series: tuple[float, ...], start: float, end: float) -> float:
 
 
 def load_grid(path: str | Path, start: str | None = None, days: float = 366.0) -> GridSettings:
-    """The hourly series of a CSV (``time``, ``carbon_g_per_kwh``, optional ``price_per_kwh``)
-    from its row at `start` (an ISO time; default: its first row) for `days` days."""
-    where = str(path)
+    """The hourly series of a grid schedule CSV (``solver.wire.read_grid_schedule``: ``time``,
+    ``carbon_g_per_kwh``, optional ``price_per_kwh``) from its row at `start` (an ISO time;
+    default: its first row) for `days` days."""
     try:
-        with open(path, newline="") as f:
-            rows = list(csv.DictReader(f))
-    except (OSError, UnicodeDecodeError, csv.Error) as e:
-        raise GridFileError(f"{where}: cannot read: {e}") from e
-    if not rows:
-        raise GridFileError(f"{where}: no rows (columns: time, carbon_g_per_kwh)")
-    for column in ("time", "carbon_g_per_kwh"):
-        if column not in rows[0]:
-            raise GridFileError(f"{where}: column {column!r} missing")
+        rows = read_grid_schedule(path)
+    except GridScheduleError as e:
+        raise GridFileError(str(e)) from e
     first = 0
     if start is not None:
-        wanted = _time(start, f"{where}: --grid-start")
-        first = next(
-            (i for i, r in enumerate(rows) if _time(r["time"], f"{where}:{i + 2}") >= wanted), -1
-        )
+        try:
+            wanted = datetime.fromisoformat(start.strip()).replace(tzinfo=None)
+        except ValueError as e:
+            raise GridFileError(f"{path}: --grid-start {start!r} is not an ISO time") from e
+        first = next((i for i, r in enumerate(rows) if r.start >= wanted), -1)
         if first < 0:
-            raise GridFileError(f"{where}: no row at or after {start}")
+            raise GridFileError(f"{path}: no row at or after {start}")
     chosen = rows[first : first + max(1, round(days * 24))]
-    carbon = tuple(
-        _number(r, "carbon_g_per_kwh", f"{where}:{first + i + 2}", MAX_CARBON_G_PER_KWH)
-        for i, r in enumerate(chosen)
-    )
+    carbon = tuple(r.carbon_g_per_kwh for r in chosen)
     prices = None
-    if "price_per_kwh" in rows[0]:  # prices may be negative (surplus hours)
-        prices = tuple(
-            _number(r, "price_per_kwh", f"{where}:{first + i + 2}", MAX_PRICE_PER_KWH, True)
-            for i, r in enumerate(chosen)
-        )
-    return GridSettings(carbon, prices, source=f"{Path(path).name} from {chosen[0]['time']}")
-
-
-def _time(text: str, where: str) -> datetime:
-    try:
-        return datetime.fromisoformat(text.strip())
-    except ValueError as e:
-        raise GridFileError(f"{where}: time {text!r} is not an ISO time") from e
-
-
-def _number(
-    row: dict[str, str], column: str, where: str, maximum: float, signed: bool = False
-) -> float:
-    text = (row.get(column) or "").strip()
-    try:
-        value = float(text)
-    except ValueError as e:
-        raise GridFileError(f"{where}: {column} {text!r} is not a number") from e
-    least = -maximum if signed else 0.0
-    if not (math.isfinite(value) and least <= value <= maximum):
-        raise GridFileError(f"{where}: {column} must be in [{least:g}, {maximum:g}], got {text}")
-    return value
+    if chosen[0].price_per_kwh is not None:
+        prices = tuple(r.price_per_kwh or 0.0 for r in chosen)
+    return GridSettings(carbon, prices, source=f"{Path(path).name} from {chosen[0].start}")

@@ -10,7 +10,12 @@ overrides any of it:
      "models": {"my-7b": {"parameters": 7e9, "layers": 32, ...}},
      "racks": {"node[1-16]": "r1", "node[17-32]": "r2"},
      "network_bandwidth_gbps": 400, "power_budget_watts": 60000,
-     "rack_power_budgets": {"r1": 30000}, "weights": {"energy": 0.2}, "fairness": {...}}
+     "rack_power_budgets": {"r1": 30000}, "weights": {"energy": 0.2}, "fairness": {...},
+     "grid": {"schedule": "grid.csv", "hours": 48, "min_saving": 0.1, "saving_per_delay": 0.25}}
+
+``grid`` makes rounds carbon-aware (docs/carbon.md): each round's snapshot carries the
+schedule's hour in force and the next ``hours`` hours (its times in UTC), and pending jobs
+whose deadline leaves slack may be deferred to cleaner hours.
 
 Messages (a GPU type, a model, weights, fairness) are in the wire's protobuf JSON form.
 """
@@ -25,7 +30,16 @@ from pathlib import Path
 from typing import Any
 
 from solver.slurm.hostlist import HostlistError, expand
-from solver.wire import Fairness, GpuType, ModelSpec, ObjectiveWeights, message_from_dict
+from solver.wire import (
+    Fairness,
+    GpuType,
+    GridHour,
+    GridScheduleError,
+    ModelSpec,
+    ObjectiveWeights,
+    message_from_dict,
+    read_grid_schedule,
+)
 
 GRES_ALIASES = {
     "h100": "H100-80GB",
@@ -51,7 +65,9 @@ _SITE_KEYS = {
     "rack_power_budgets",
     "weights",
     "fairness",
+    "grid",
 }
+_GRID_KEYS = {"schedule", "hours", "min_saving", "saving_per_delay", "scale_energy"}
 
 
 class SiteError(ValueError):
@@ -86,6 +102,18 @@ def catalog_models() -> dict[str, dict[str, Any]]:
 
 
 @dataclass(frozen=True)
+class GridSite:
+    """The site's grid schedule and how rounds use it."""
+
+    schedule: tuple[GridHour, ...]
+    hours: int = 48
+    """Hours of the schedule after now that each snapshot carries (the forecast)."""
+    min_saving: float | None = None
+    saving_per_delay: float | None = None
+    scale_energy: bool = False
+
+
+@dataclass(frozen=True)
 class Site:
     """Everything the snapshot needs that Slurm does not say."""
 
@@ -100,6 +128,7 @@ class Site:
     rack_power_budgets: Mapping[str, float] = field(default_factory=dict)
     weights: ObjectiveWeights | None = None
     fairness: Fairness | None = None
+    grid: GridSite | None = None
 
     def gpu_type(self, gres_type: str) -> GpuType | None:
         """The GPU type of a GRES type, None if the site does not know it."""
@@ -197,7 +226,40 @@ def site_from_dict(data: Mapping[str, Any], where: str = "site") -> Site:
                 )
             except ValueError as e:
                 raise SiteError(str(e)) from None
+    if "grid" in data:
+        kwargs["grid"] = _grid(_object(data["grid"], f"{where}.grid"), f"{where}.grid")
     return Site(**kwargs)
+
+
+def _grid(data: Mapping[str, Any], where: str) -> GridSite:
+    """The grid entry: the schedule (a CSV path, relative to the working directory) and the
+    forecast's options, each checked here so a round never sends a bad one."""
+    unknown = set(data) - _GRID_KEYS
+    if unknown:
+        raise SiteError(f"{where}: unknown keys {sorted(unknown)} (known: {sorted(_GRID_KEYS)})")
+    if not isinstance(data.get("schedule"), str):
+        raise SiteError(f"{where}.schedule: the path of a grid schedule CSV is required")
+    try:
+        schedule = tuple(read_grid_schedule(data["schedule"]))
+    except GridScheduleError as e:
+        raise SiteError(f"{where}.schedule: {e}") from None
+    hours = data.get("hours", 48)
+    if not isinstance(hours, int) or isinstance(hours, bool) or not 0 <= hours <= 24 * 30:
+        raise SiteError(f"{where}.hours: an integer in [0, 720] (a month), got {hours!r}")
+    min_saving = data.get("min_saving")
+    if min_saving is not None and not (
+        isinstance(min_saving, (int, float)) and 0 <= min_saving < 1
+    ):
+        raise SiteError(f"{where}.min_saving: a number in [0, 1), got {min_saving!r}")
+    price = data.get("saving_per_delay")
+    if price is not None:
+        price = _number(price, f"{where}.saving_per_delay", positive=False)
+        if not 0 <= price <= 100:  # NaN fails too
+            raise SiteError(f"{where}.saving_per_delay: a number in [0, 100], got {price!r}")
+    scale = data.get("scale_energy", False)
+    if not isinstance(scale, bool):
+        raise SiteError(f"{where}.scale_energy: true or false, got {scale!r}")
+    return GridSite(schedule, hours, min_saving, price, scale)
 
 
 def load_site(path: str | Path | None) -> Site:

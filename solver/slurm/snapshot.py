@@ -14,10 +14,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 
 from solver.slurm.demand import Demand, DemandError, parse_demand
 from solver.slurm.record import Record, Target, decode
-from solver.slurm.site import Site
+from solver.slurm.site import GridSite, Site
 from solver.slurm.state import SlurmJob, SlurmNode, in_partition
 from solver.wire import (
     Allocation,
@@ -31,6 +32,7 @@ from solver.wire import (
     SolveRequest,
     ThroughputProfile,
     duration_to_proto,
+    grid_forecast_at,
     message_from_dict,
 )
 
@@ -259,6 +261,8 @@ def build_snapshot(
     for rack, watts in sorted(site.rack_power_budgets.items()):
         if rack in racks:
             cluster.rack_power_budgets.append(RackPowerBudget(rack=rack, watts=watts))
+    if site.grid is not None:
+        _add_grid(cluster, site.grid, now)
     out.request.cluster.CopyFrom(cluster)
     for t in out.tracked.values():
         out.request.jobs.append(_job(t, site, types, now))
@@ -269,3 +273,18 @@ def build_snapshot(
     if site.fairness is not None:
         out.request.fairness.CopyFrom(site.fairness)
     return out
+
+
+def _add_grid(cluster: ClusterSnapshot, grid: GridSite, now: float) -> None:
+    """The schedule's hours from `now` (Unix time) as the snapshot's forecast; none when the
+    schedule has no row in force now (the round is then carbon-blind)."""
+    at = datetime.fromtimestamp(now, tz=UTC).replace(tzinfo=None)
+    forecast = grid_forecast_at(grid.schedule, at, grid.hours)
+    if forecast is None:
+        return
+    if grid.min_saving is not None:
+        forecast.min_saving = grid.min_saving
+    if grid.saving_per_delay is not None:
+        forecast.saving_per_delay = grid.saving_per_delay
+    forecast.scale_energy = grid.scale_energy
+    cluster.grid.CopyFrom(forecast)

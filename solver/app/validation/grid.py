@@ -9,18 +9,13 @@ from google.protobuf.duration_pb2 import Duration
 from solver._proto.dsfro.v1 import scheduler_pb2 as pb
 from solver.app.limits import MAX_JOB_AGE_SECONDS
 from solver.app.validation.common import Collector, duration_seconds
+from solver.wire import MAX_CARBON_G_PER_KWH, MAX_PRICE_PER_KWH
 
 MAX_GRID_POINTS = 24 * 31
 """A month of hourly periods: more than any deferral needs, and a bound on the request's size."""
 
-MAX_CARBON_G_PER_KWH = 5000.0
-"""Above any grid: lignite, the dirtiest source, is about 1,000 gCO2/kWh (IPCC AR5)."""
-
 MAX_SAVING_PER_DELAY = 100.0
 """Above it no wait ever pays (a saving is at most 1): a bound that catches unit mistakes."""
-
-MAX_PRICE_PER_KWH = 1e6
-"""A bound on a price (any currency): keeps cost sums finite."""
 
 
 def check_grid(c: Collector, cluster: pb.ClusterSnapshot) -> None:
