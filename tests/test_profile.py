@@ -93,6 +93,11 @@ def test_empty_profile_is_all_defaults(tmp_path: Path) -> None:
         ("[solver]\nbackend = 3\n", "solver.backend", "must be a string"),
         ("[solver]\nrelative_gap = 1.5\n", "solver.relative_gap", "[0, 1)"),
         ('[solver]\npyomo_solver = "cbc"\n', "solver.pyomo_solver", 'backend = "pyomo"'),
+        ("[carbon]\nmin_saving = 1.0\n", "carbon.min_saving", "[0, 1)"),
+        ("[carbon]\nsaving_per_delay = -1\n", "carbon.saving_per_delay", "[0, 100]"),
+        ("[carbon]\nsaving_per_delay = nan\n", "carbon.saving_per_delay", "[0, 100]"),
+        ('[carbon]\nscale_energy = "yes"\n', "carbon.scale_energy", "true or false"),
+        ("[carbon]\nmin_savings = 0.1\n", "carbon.min_savings", "unknown key"),
     ],
 )
 def test_each_kind_of_error_names_file_and_key(
@@ -203,3 +208,30 @@ def test_example_profile_is_valid() -> None:
     assert examples
     for path in examples:
         load_profile(path)
+
+
+CARBON = """
+[carbon]
+min_saving = 0.2
+saving_per_delay = 0.25
+"""
+
+
+def test_the_carbon_table_fills_a_grid_the_request_leaves_open(tmp_path: Path) -> None:
+    profile = load_profile(write(tmp_path, CARBON))
+    with_grid = pb.SolveRequest()
+    with_grid.cluster.grid.points.add(carbon_g_per_kwh=300.0)
+    with_grid.cluster.grid.saving_per_delay = 0.5  # the request's own value wins
+    apply_profile(with_grid, profile)
+    g = with_grid.cluster.grid
+    assert g.min_saving == pytest.approx(0.2) and g.saving_per_delay == 0.5
+    assert not g.scale_energy
+    without = pb.SolveRequest()
+    apply_profile(without, profile)
+    assert not without.cluster.HasField("grid")  # the forecast comes from the scheduler
+    text = format_profile(profile)
+    assert "min_saving = 0.2\n" in text and "scale_energy = false  # default" in text
+    again = load_profile(write(tmp_path, text, "again.toml"))
+    c, d = again.carbon, profile.carbon  # the same effective values
+    assert (c.min_saving, c.saving_per_delay, bool(c.scale_energy)) == (0.2, 0.25, False)
+    assert (d.min_saving, d.saving_per_delay, d.scale_energy) == (0.2, 0.25, None)

@@ -1,6 +1,6 @@
 """Operator profiles: objective weights and solver settings kept in a TOML file.
 
-A profile has two optional tables, every key optional::
+Every table and every key is optional::
 
     [weights]                # ObjectiveWeights (docs/objective.md)
     throughput = 1.0
@@ -25,6 +25,7 @@ A profile has two optional tables, every key optional::
     seed = 0
     pyomo_solver = ""        # only with backend = "pyomo"
 
+    [carbon]                 # min_saving, saving_per_delay, scale_energy (docs/carbon.md)
     [tuning]                 # SolverSettings: the solver's timing and size knobs
     heuristic_share = 0.5    # every key of docs/operations.md, "Tuning"
 
@@ -34,8 +35,7 @@ server's). ``apply_profile`` fills only what the request leaves unset. For the o
 gives no presence to (backend, relative_gap, seed, threads, pyomo_solver), unset means the zero
 value: a request cannot ask for seed 0 against a profile's seed 7 (it gets 7).
 
-The [tuning] table is not about requests but about the solver itself (``SolverSettings``):
-``DSFRO_TUNING_<KEY>`` environment variables win over it (``solver_settings``).
+[tuning] is about the solver itself (``SolverSettings``); ``DSFRO_TUNING_<KEY>`` wins over it.
 
 Every problem of a file is reported at once, each naming the file and the key.
 """
@@ -50,6 +50,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from solver._proto.dsfro.v1 import scheduler_pb2 as pb
+from solver.app import profile_carbon as carbons
 from solver.app.convert import backend_to_proto, wire_name
 from solver.app.limits import (
     INT32_MAX,
@@ -81,6 +82,7 @@ from solver.domain import (
     SolveOptions,
 )
 
+TABLES = ("weights", "fairness", "solver", carbons.TABLE, TUNING)
 FAIRNESS_KEYS = ("mode", "scope", "horizon", "mean_weight")
 SOLVER_KEYS = ("time_budget", "backend", "relative_gap", "threads", "seed", "pyomo_solver")
 
@@ -124,6 +126,7 @@ class Profile:
     """The file it came from (for messages)."""
     tuning: Mapping[str, Any] = field(default_factory=dict)
     """The [tuning] table as written (checked when loaded): SolverSettings keys."""
+    carbon: carbons.ProfileCarbon = field(default_factory=carbons.ProfileCarbon)
 
     def effective_weights(self) -> ObjectiveWeights:
         """The weights with the built-in defaults filled in."""
@@ -176,16 +179,13 @@ def profile_from_dict(data: Mapping[str, Any], source: str = "<profile>") -> Pro
         problems.append(f"{source}: {key}: {message}")
 
     for key in data:
-        if key not in ("weights", "fairness", "solver", TUNING):
-            bad(
-                key,
-                "unknown key; a profile has the tables [weights], [fairness], [solver] and "
-                "[tuning]",
-            )
+        if key not in TABLES:
+            bad(key, f"unknown key; the tables: {', '.join(TABLES)}")
     weights = _table(data, "weights", TABLE_KEYS, bad)
     basis = read_energy_basis(weights, bad)
     fairness = _fairness(_table(data, "fairness", FAIRNESS_KEYS, bad), bad)
     solver = _table(data, "solver", SOLVER_KEYS, bad)
+    carbon = carbons.read_carbon(_table(data, carbons.TABLE, carbons.KEYS, bad), bad)
     tuning = _table(
         data, TUNING, tuple(SolverSettings.model_fields), bad, "the keys of docs/operations.md"
     )
@@ -241,6 +241,7 @@ def profile_from_dict(data: Mapping[str, Any], source: str = "<profile>") -> Pro
         fairness=fairness,
         source=source,
         tuning=tuning,
+        carbon=carbon,
     )
 
 
@@ -387,6 +388,7 @@ def apply_profile(request: pb.SolveRequest, profile: Profile) -> None:
         o.seed = s.seed
     if s.pyomo_solver is not None and not o.pyomo_solver:
         o.pyomo_solver = s.pyomo_solver
+    carbons.apply_carbon(request, profile.carbon)
 
 
 def format_profile(profile: Profile) -> str:
@@ -403,9 +405,8 @@ def format_profile(profile: Profile) -> str:
     lines.append(format_energy_basis(profile.weights.energy_basis))
     lines.extend(("", "[fairness]"))
     f, d = profile.fairness, Fairness()
-    lines.append(
-        f'mode = "{(f.mode or d.mode).name.lower()}"' + ("  # default" if f.mode is None else "")
-    )
+    mode = f'mode = "{(f.mode or d.mode).name.lower()}"'
+    lines.append(mode + ("  # default" if f.mode is None else ""))
     lines.append(
         f'scope = "{(f.scope or d.scope).name.lower()}"'
         + ("  # default" if f.scope is None else "")
@@ -437,6 +438,7 @@ def format_profile(profile: Profile) -> str:
         set_value, text = values[key]
         comment = "" if set_value is not None else notes.get(key, "  # default")
         lines.append(f"{key} = {text}{comment}")
+    lines.extend(carbons.format_carbon(profile.carbon))
     lines.append("")
     lines.append(f"[{TUNING}]")
     settings = load_settings(profile.tuning, source=profile.source or "profile", environ={})
