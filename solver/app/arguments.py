@@ -32,34 +32,33 @@ def backend_arg(text: str) -> str:
         raise argparse.ArgumentTypeError(str(e)) from None
 
 
-def int_arg(low: int, high: int) -> Callable[[str], int]:
-    """An integer in [low, high]."""
+N = TypeVar("N", int, float)
 
-    def parse(text: str) -> int:
+
+def _ranged(kind: Callable[[str], N], name: str, low: N, high: N) -> Callable[[str], N]:
+    """A `kind` value in [low, high] (NaN is never in it), errors naming the bound."""
+
+    def parse(text: str) -> N:
         try:
-            n = int(text)
+            value = kind(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"invalid integer {text!r}") from None
-        if not low <= n <= high:
-            raise argparse.ArgumentTypeError(f"must be in [{low}, {high}], got {n}")
-        return n
+            raise argparse.ArgumentTypeError(f"invalid {name} {text!r}") from None
+        if not low <= value <= high:
+            bounds = ", ".join(str(b) if isinstance(b, int) else f"{b:g}" for b in (low, high))
+            raise argparse.ArgumentTypeError(f"must be in [{bounds}], got {text.strip()}")
+        return value
 
     return parse
+
+
+def int_arg(low: int, high: int) -> Callable[[str], int]:
+    """An integer in [low, high]."""
+    return _ranged(int, "integer", low, high)
 
 
 def float_arg(low: float, high: float) -> Callable[[str], float]:
     """A finite number in [low, high]."""
-
-    def parse(text: str) -> float:
-        try:
-            x = float(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"invalid number {text!r}") from None
-        if not low <= x <= high:  # NaN fails too
-            raise argparse.ArgumentTypeError(f"must be in [{low:g}, {high:g}], got {text}")
-        return x
-
-    return parse
+    return _ranged(float, "number", low, high)
 
 
 int32_arg = int_arg(-INT32_MAX - 1, INT32_MAX)
