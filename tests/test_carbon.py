@@ -338,3 +338,14 @@ def test_saving_per_delay_prices_the_wait_against_the_run() -> None:
     assert "a start in 2.0 h" in with_price(0.3)["j"]
     assert with_price(0.5) == {}
     assert "a start in 2.0 h" in with_price(0.0)["j"]
+
+
+def test_the_energy_scale_stays_within_a_factor_of_ten() -> None:
+    """Now 5,000 against a day that is otherwise 1 gCO2/kWh: x10, not x200."""
+    spiky = forecast(5000.0, *[1.0] * 23, scale=True)
+    scaled = scaled_energy(round_of(waiting(), grid=spiky, energy=0.1), spiky)
+    assert scaled.weights.energy == pytest.approx(1.0)
+    calm = forecast(1.0, *[5000.0] * 23, scale=True)
+    assert scaled_energy(round_of(waiting(), grid=calm, energy=0.1), calm).weights.energy == (
+        pytest.approx(0.01)
+    )

@@ -46,6 +46,11 @@ log = logging.getLogger(__name__)
 
 Floats = npt.NDArray[np.float64]
 
+MAX_SCALE = 10.0
+"""The energy weight's scale stays within [1/10, 10]: real grids swing a few-fold within a day
+(Great Britain 2020: a day's cleanest hour 0.72 of its mean), and a forecast near zero must not
+make the weight, and the models' coefficients, explode."""
+
 SCALE_WINDOW_SECONDS = 24 * 3600.0
 """The window whose mean intensity is the energy weight's reference: a day, the grid's cycle."""
 
@@ -88,12 +93,12 @@ def defer_for_carbon(problem: Problem, settings: SolverSettings) -> Deferral:
 
 
 def scaled_energy(problem: Problem, grid: GridForecast) -> Problem:
-    """`problem` with its energy weight scaled by the intensity now over the next day's mean
-    (the problem itself unless the forecast asks for it)."""
+    """`problem` with its energy weight scaled by the intensity now over the next day's mean,
+    within [1/MAX_SCALE, MAX_SCALE] (the problem itself unless the forecast asks for it)."""
     mean = grid.mean_carbon(0.0, SCALE_WINDOW_SECONDS)
     if not grid.scale_energy or not mean:
         return problem
-    factor = grid.now_g_per_kwh / mean
+    factor = min(max(grid.now_g_per_kwh / mean, 1 / MAX_SCALE), MAX_SCALE)
     weights = dataclasses.replace(problem.weights, energy=problem.weights.energy * factor)
     return dataclasses.replace(problem, weights=weights)
 
