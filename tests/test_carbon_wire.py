@@ -194,3 +194,18 @@ def test_each_bad_field_is_named(edit: Edit, field: str) -> None:
     violations = validate_request(req, Limits())
     assert field in {v.field for v in violations}, violations
     assert all(v.field.startswith(("cluster.grid", "jobs[0].max_deferral")) for v in violations)
+
+
+def test_a_forecast_longer_than_a_month_is_refused_as_a_whole() -> None:
+    """MAX_GRID_POINTS (744 hours) bounds the request; one more point is one violation naming
+    the list, not 745."""
+    from solver.app.validation.grid import MAX_GRID_POINTS
+
+    req = carbon_request()
+    del req.cluster.grid.points[:]
+    for k in range(MAX_GRID_POINTS + 1):
+        req.cluster.grid.points.add(carbon_g_per_kwh=100.0).start.FromSeconds(k * 3600)
+    violations = validate_request(req, Limits())
+    assert [v.field for v in violations] == ["cluster.grid.points"]
+    del req.cluster.grid.points[-1]
+    assert validate_request(req, Limits()) == []
