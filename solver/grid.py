@@ -8,11 +8,9 @@ its covered part: what lies beyond is not known.
 
 from __future__ import annotations
 
-from bisect import bisect_right
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cached_property
-from itertools import accumulate
 
 DEFAULT_MIN_SAVING = 0.1
 """Least share of a job's carbon that waiting must save (design choice: below it, the forecast's
@@ -60,25 +58,19 @@ class GridForecast:
 
     def mean_carbon(self, start: float, end: float) -> float | None:
         """Time-weighted mean intensity over [start, end] clipped to the forecast; the
-        intensity at `start` when the window is empty; None when `start` is past the end."""
+        intensity at `start` when the window is empty; None when `start` is past the end.
+        (Once a round; the deferral's many means are solver.core.carbon's, vectorised.)"""
         if start >= self.end_seconds:
             return None
         end = min(end, self.end_seconds)
         if end <= start:
-            return self.points[self._period_at(start)].carbon_g_per_kwh
-        return (self._integral(end) - self._integral(start)) / (end - start)
-
-    def _period_at(self, t: float) -> int:
-        return max(bisect_right(self._starts, t) - 1, 0)
-
-    def _integral(self, t: float) -> float:
-        """The intensity integrated from 0 to `t` (within the forecast; 0 before it): with
-        it a mean costs a binary search, not a pass over a month of periods, for each of
-        thousands of jobs and starts a round (solver.core.carbon)."""
-        if t <= 0:
-            return 0.0
-        i = self._period_at(t)
-        return self._cumulative[i] + (t - self._starts[i]) * self.points[i].carbon_g_per_kwh
+            return next(p.carbon_g_per_kwh for a, b, p in self.periods() if start < b)
+        weighted = sum(
+            (min(b, end) - max(a, start)) * p.carbon_g_per_kwh
+            for a, b, p in self.periods()
+            if min(b, end) > max(a, start)
+        )
+        return weighted / (end - start)
 
     @cached_property
     def _starts(self) -> tuple[float, ...]:
@@ -89,9 +81,3 @@ class GridForecast:
         starts = self._starts
         last = starts[-1] - starts[-2] if len(starts) > 1 else LONE_PERIOD_SECONDS
         return (*starts[1:], starts[-1] + last)
-
-    @cached_property
-    def _cumulative(self) -> tuple[float, ...]:
-        """The integral up to each period's start."""
-        lengths = ((b - a) * p.carbon_g_per_kwh for a, b, p in self.periods())
-        return tuple(accumulate(lengths, initial=0.0))

@@ -95,8 +95,10 @@ def defer_for_carbon(problem: Problem, settings: SolverSettings) -> Deferral:
 def scaled_energy(problem: Problem, grid: GridForecast) -> Problem:
     """`problem` with its energy weight scaled by the intensity now over the next day's mean,
     within [1/MAX_SCALE, MAX_SCALE] (the problem itself unless the forecast asks for it)."""
+    if not grid.scale_energy:
+        return problem
     mean = grid.mean_carbon(0.0, SCALE_WINDOW_SECONDS)
-    if not grid.scale_energy or not mean:
+    if not mean:
         return problem
     factor = min(max(grid.now_g_per_kwh / mean, 1 / MAX_SCALE), MAX_SCALE)
     weights = dataclasses.replace(problem.weights, energy=problem.weights.energy * factor)
@@ -182,9 +184,10 @@ class _Intensity:
     thousands of waiting jobs, each with up to a month of hourly starts, within a round."""
 
     def __init__(self, grid: GridForecast) -> None:
-        self.starts = np.array([p.start_seconds for p in grid.points])
-        self.carbon = np.array([p.carbon_g_per_kwh for p in grid.points])
-        ends = np.append(self.starts[1:], grid.end_seconds)
+        periods = list(grid.periods())
+        self.starts = np.array([a for a, _, _ in periods])
+        self.carbon = np.array([p.carbon_g_per_kwh for _, _, p in periods])
+        ends = np.array([b for _, b, _ in periods])
         self.cumulative = np.concatenate(([0.0], np.cumsum((ends - self.starts) * self.carbon)))
         self.end = grid.end_seconds
         self.fill = self.cumulative[-1] / self.end if self.end > 0 else float(self.carbon[0])

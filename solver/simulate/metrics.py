@@ -62,7 +62,7 @@ from typing import Any
 
 import numpy as np
 
-from solver.simulate.carbon_metrics import pad_carbon, run_carbon
+from solver.simulate.carbon_metrics import idle_steps, pad_carbon, run_carbon
 from solver.simulate.core import JobRecord, PowerSegment, SimulationLog
 from solver.simulate.grid import GridSettings
 from solver.simulate.tenant_metrics import TenantSummary, tenant_summaries
@@ -210,13 +210,8 @@ class Summary:
     def pad(self, seconds: float) -> float:
         """The idle cluster's energy (J) over ``seconds`` after the run's end: ``idle_watts``,
         then each ``idle_tail`` step's draw from its time on."""
-        energy, since, watts = 0.0, 0.0, self.idle_watts
-        for at, after in self.idle_tail:
-            if at >= seconds:
-                break
-            energy += watts * (at - since)
-            since, watts = at, after
-        return energy + watts * (seconds - since)
+        steps = idle_steps(0.0, seconds, self.idle_watts, self.idle_tail)
+        return sum(watts * (end - start) for start, end, watts in steps)
 
 
 def equal_horizon(summaries: Sequence[Summary], horizon_s: float = 0.0) -> list[Summary]:

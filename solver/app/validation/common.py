@@ -44,6 +44,14 @@ class Collector:
     def add(self, path: str, description: str) -> None:
         self.out.append(FieldViolation(path, description))
 
+    def period(self, path: str, d: Duration, maximum: float) -> float | None:
+        """Seconds of a well-formed duration in [0, maximum]; None (and a violation) otherwise."""
+        secs = duration_seconds(d)
+        if d.seconds < 0 or not 0 <= d.nanos < 1_000_000_000 or secs > maximum:
+            self.add(path, f"must be in [0, {maximum:g}]s, got {secs:g}s")
+            return None
+        return secs
+
     def positive(
         self, path: str, value: float, maximum: float | None = None, minimum: float | None = None
     ) -> bool:

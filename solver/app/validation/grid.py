@@ -4,11 +4,9 @@ from __future__ import annotations
 
 import math
 
-from google.protobuf.duration_pb2 import Duration
-
 from solver._proto.dsfro.v1 import scheduler_pb2 as pb
 from solver.app.limits import MAX_JOB_AGE_SECONDS
-from solver.app.validation.common import Collector, duration_seconds
+from solver.app.validation.common import Collector
 from solver.wire import MAX_CARBON_G_PER_KWH, MAX_PRICE_PER_KWH
 
 MAX_GRID_POINTS = 24 * 31
@@ -31,7 +29,7 @@ def check_grid(c: Collector, cluster: pb.ClusterSnapshot) -> None:
     last = -math.inf
     for i, point in enumerate(g.points):
         q = f"{p}.points[{i}]"
-        start = _offset(c, f"{q}.start", point.start)
+        start = c.period(f"{q}.start", point.start, MAX_JOB_AGE_SECONDS)
         if start is not None:
             if i == 0 and start != 0:
                 c.add(f"{q}.start", f"the first period must start at 0s (now), got {start:g}s")
@@ -52,13 +50,4 @@ def check_grid(c: Collector, cluster: pb.ClusterSnapshot) -> None:
 
 def check_max_deferral(c: Collector, p: str, job: pb.Job) -> None:
     if job.HasField("max_deferral"):
-        _offset(c, f"{p}.max_deferral", job.max_deferral)
-
-
-def _offset(c: Collector, path: str, d: Duration) -> float | None:
-    """Seconds of a well-formed duration in [0, ten years]; None (and a violation) otherwise."""
-    secs = duration_seconds(d)
-    if d.seconds < 0 or not 0 <= d.nanos < 1_000_000_000 or secs > MAX_JOB_AGE_SECONDS:
-        c.add(path, f"must be in [0, {MAX_JOB_AGE_SECONDS:g}]s, got {secs:g}s")
-        return None
-    return secs
+        c.period(f"{p}.max_deferral", job.max_deferral, MAX_JOB_AGE_SECONDS)

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from google.protobuf.duration_pb2 import Duration
-
 from solver._proto.dsfro.v1 import scheduler_pb2 as pb
 from solver.app.limits import MAX_JOB_AGE_SECONDS, MAX_POWER_WATTS
-from solver.app.validation.common import Collector, duration_seconds, quoted
+from solver.app.validation.common import Collector, quoted
 
 MAX_PERIOD_SECONDS = MAX_JOB_AGE_SECONDS
 """Idle times and the policy's durations: ten years, as a job's age."""
@@ -22,14 +20,14 @@ def check_power_states(c: Collector, cluster: pb.ClusterSnapshot) -> None:
         if n.power_state not in _STATES:
             c.add(f"{p}.power_state", f"unknown power state {n.power_state}")
         if n.HasField("idle_for"):
-            _period(c, f"{p}.idle_for", n.idle_for)
+            c.period(f"{p}.idle_for", n.idle_for, MAX_PERIOD_SECONDS)
         if n.HasField("base_watts"):
             c.non_negative(f"{p}.base_watts", n.base_watts, MAX_POWER_WATTS)
     if not cluster.HasField("power_saving"):
         return
     s, p = cluster.power_saving, "cluster.power_saving"
-    _period(c, f"{p}.suspend_after", s.suspend_after)
-    _period(c, f"{p}.resume_time", s.resume_time)
+    c.period(f"{p}.suspend_after", s.suspend_after, MAX_PERIOD_SECONDS)
+    c.period(f"{p}.resume_time", s.resume_time, MAX_PERIOD_SECONDS)
     c.non_negative(f"{p}.suspended_node_watts", s.suspended_node_watts, MAX_POWER_WATTS)
     if s.spare_nodes_per_type < 0:
         c.add(f"{p}.spare_nodes_per_type", f"must be >= 0, got {s.spare_nodes_per_type}")
@@ -51,10 +49,3 @@ def check_running_on_suspended(c: Collector, req: pb.SolveRequest) -> None:
                     f"jobs[{i}].current_allocation.placement[{k}].node",
                     f"node {quoted(s.node)} is suspended: no job runs on it",
                 )
-
-
-def _period(c: Collector, path: str, d: Duration) -> None:
-    secs = duration_seconds(d)
-    well_formed = d.seconds >= 0 and 0 <= d.nanos < 1_000_000_000
-    if not well_formed or secs > MAX_PERIOD_SECONDS:
-        c.add(path, f"must be in [0, {MAX_PERIOD_SECONDS:g}]s, got {secs:g}s")
