@@ -38,6 +38,9 @@ class PowerSaving:
     resume_seconds: float = 0.0
     suspended_node_watts: float = 0.0
     spare_nodes_per_type: int = 0
+    price_node_floor: bool = True
+    """Whether the energy term charges each busy node it may suspend its floor (base power and
+    its free GPUs' idle power): solver.scoring.node_floor."""
 
 
 class PowerActionKind(enum.Enum):

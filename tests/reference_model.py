@@ -408,6 +408,7 @@ REFERENCE_FAMILIES: dict[str, RefFamily] = {
     "add_power_budget": add_power_budget,
     "add_rack_power_budget": add_rack_power_budget,
     "add_queue_quotas": lambda f: _queue_quotas(f),
+    "add_node_floor": lambda f: _node_floor(f),
 }
 """By the name of the solver.exact.constraints function each one was."""
 
@@ -416,6 +417,12 @@ def _queue_quotas(f: RefFormulation) -> None:
     from tests.reference_quotas import add_queue_quotas  # it builds on this module
 
     add_queue_quotas(f)
+
+
+def _node_floor(f: RefFormulation) -> None:
+    from tests.reference_node_floor import add_node_floor  # it builds on this module
+
+    add_node_floor(f)
 
 
 def build_reference(

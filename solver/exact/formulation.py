@@ -33,6 +33,7 @@ from solver.exact.constraints import (
 from solver.exact.index import Values, dense
 from solver.exact.milp import Formulation
 from solver.exact.milp_parts import Constraint, ObjectiveGroup, Variable
+from solver.exact.node_floor import add_node_floor, hint_node_floor
 from solver.exact.quotas import add_queue_quotas
 from solver.exact.rows import IntArray, ints
 from solver.perfmodel.configs import ConfigSet
@@ -52,6 +53,7 @@ __all__ = [
     "add_gpu_type_match",
     "add_locality",
     "add_migration",
+    "add_node_floor",
     "add_placement_vars",
     "add_power_budget",
     "add_queue_quotas",
@@ -77,6 +79,7 @@ CONSTRAINT_FAMILIES: tuple[Family, ...] = (
     add_power_budget,
     add_rack_power_budget,
     add_queue_quotas,
+    add_node_floor,
 )
 
 
@@ -141,6 +144,7 @@ def hint(f: Formulation, plan: Plan) -> Values:
         out[ix.q[has_q]] = np.where(t > 1, count[has_q] // t, 0)
     if ix.z is not None:
         out[ix.z] = count > 0
+    hint_node_floor(f, out, count)
     racks = len(lay.rack_names)
     rack_key = lay.pair_job * racks + lay.node_rack[lay.pair_node]
     if ix.r.size or ix.w.size:

@@ -45,6 +45,10 @@ class Indices:
     w_config: IntArray = field(default_factory=lambda: _EMPTY)
     """Flat configuration index."""
     w: IntArray = field(default_factory=lambda: _EMPTY)
+    floor_node: IntArray = field(default_factory=lambda: _EMPTY)
+    """Layout codes of the nodes whose floor is priced (solver.exact.node_floor)."""
+    busy: IntArray = field(default_factory=lambda: _EMPTY)
+    free: IntArray = field(default_factory=lambda: _EMPTY)
     quota_claims: list[tuple[int, IntArray, IntArray]] = field(default_factory=list)
     """Per cohort and queue: its claim variable, and the usage it covers (y indices and
     coefficients)."""

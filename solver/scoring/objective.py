@@ -23,6 +23,7 @@ from solver.domain import (
 )
 from solver.mig import LayoutChange
 from solver.scoring.fairness import fairness_value
+from solver.scoring.node_floor import node_floor_watts
 
 AGING_SECONDS = 3600.0
 """tau: the age (``Job.age``) at which leaving a job queued costs as much as the energy term can
@@ -224,6 +225,7 @@ def score_plan(
     throughput = energy = migration = locality = deadline = waiting = 0.0
     chosen: list[tuple[str, Config]] = []
     partitioned: set[tuple[str, int]] = set()
+    assignments = tuple(assignments)
     for a in assignments:
         job = jobs[a.job]
         running = a.state is JobState.RUNNING and a.config is not None
@@ -242,6 +244,7 @@ def score_plan(
         if is_migrated(job, a):
             migration += job.weight
     energy += partitioned_idle_watts(problem.cluster, partitioned) / max_watts
+    energy += node_floor_watts(problem.cluster, assignments) / max_watts
     migration += reconfigured_gpus(problem.cluster, layout_changes)
     w = problem.weights
     fairness = fairness_value(problem, best, chosen)

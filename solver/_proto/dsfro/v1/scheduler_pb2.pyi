@@ -160,20 +160,22 @@ class Node(_message.Message):
     def __init__(self, name: _Optional[str] = ..., gpu_type: _Optional[str] = ..., gpu_count: _Optional[int] = ..., unavailable_gpu_indices: _Optional[_Iterable[int]] = ..., rack: _Optional[str] = ..., network_bandwidth_gbps: _Optional[float] = ..., mig_layouts: _Optional[_Iterable[_Union[MigLayout, _Mapping]]] = ..., power_state: _Optional[_Union[NodePowerState, str]] = ..., idle_for: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., base_watts: _Optional[float] = ...) -> None: ...
 
 class PowerSaving(_message.Message):
-    __slots__ = ("enabled", "exclude_nodes", "suspend_after", "resume_time", "suspended_node_watts", "spare_nodes_per_type")
+    __slots__ = ("enabled", "exclude_nodes", "suspend_after", "resume_time", "suspended_node_watts", "spare_nodes_per_type", "price_node_floor")
     ENABLED_FIELD_NUMBER: _ClassVar[int]
     EXCLUDE_NODES_FIELD_NUMBER: _ClassVar[int]
     SUSPEND_AFTER_FIELD_NUMBER: _ClassVar[int]
     RESUME_TIME_FIELD_NUMBER: _ClassVar[int]
     SUSPENDED_NODE_WATTS_FIELD_NUMBER: _ClassVar[int]
     SPARE_NODES_PER_TYPE_FIELD_NUMBER: _ClassVar[int]
+    PRICE_NODE_FLOOR_FIELD_NUMBER: _ClassVar[int]
     enabled: bool
     exclude_nodes: _containers.RepeatedScalarFieldContainer[str]
     suspend_after: _duration_pb2.Duration
     resume_time: _duration_pb2.Duration
     suspended_node_watts: float
     spare_nodes_per_type: int
-    def __init__(self, enabled: _Optional[bool] = ..., exclude_nodes: _Optional[_Iterable[str]] = ..., suspend_after: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., resume_time: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., suspended_node_watts: _Optional[float] = ..., spare_nodes_per_type: _Optional[int] = ...) -> None: ...
+    price_node_floor: bool
+    def __init__(self, enabled: _Optional[bool] = ..., exclude_nodes: _Optional[_Iterable[str]] = ..., suspend_after: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., resume_time: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., suspended_node_watts: _Optional[float] = ..., spare_nodes_per_type: _Optional[int] = ..., price_node_floor: _Optional[bool] = ...) -> None: ...
 
 class MigInstance(_message.Message):
     __slots__ = ("profile", "start", "job")
