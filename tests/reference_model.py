@@ -308,8 +308,14 @@ def add_migration(f: RefFormulation) -> None:
 
 
 def _idle(f: RefFormulation, nodes: Sequence[Node]) -> float:
-    types = f.problem.cluster.gpu_types
-    return sum(n.gpu_count * types[n.gpu_type].idle_watts for n in nodes)
+    """The nodes' floor: up, idle GPUs and base power; suspended, the policy's draw."""
+    c = f.problem.cluster
+    return sum(
+        c.power_saving.suspended_node_watts
+        if n.power.state.value == "SUSPENDED"
+        else n.gpu_count * c.gpu_types[n.gpu_type].idle_watts + n.power.base_watts
+        for n in nodes
+    )
 
 
 MILLIWATTS = 1000

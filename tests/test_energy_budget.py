@@ -82,7 +82,7 @@ def test_every_plan_keeps_the_cap_and_says_so() -> None:
     tight = pipeline.solve_request(tight_req, _solver())
     cluster = tight.problem.cluster
     assert cluster.power_budget_watts == pytest.approx(IDLE + 900.0)
-    drawn = budgets.idle_watts(cluster) + sum(
+    drawn = budgets.floor_watts(cluster) + sum(
         budgets.extra_watts(cluster, a.config)
         for a in tight.result.plan.assignments
         if a.config is not None

@@ -193,13 +193,13 @@ CASES = [
     pytest.param(
         _set("cluster.power_budget_watts", 1000.0),
         "cluster.power_budget_watts",
-        "below the idle power of the cluster's GPUs (1080 W)",
+        "below the idle power of the cluster's GPUs and nodes (1080 W)",
         id="power-below-idle",
     ),
     pytest.param(
         _set("cluster.rack_power_budgets[0].watts", 700.0),
         "cluster.rack_power_budgets[0].watts",
-        'below the idle power of rack "r1"\'s GPUs (800 W)',
+        'below the idle power of rack "r1"\'s GPUs and nodes (800 W)',
         id="rack-below-idle",
     ),
     pytest.param(

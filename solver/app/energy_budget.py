@@ -26,9 +26,16 @@ def energy_cap_watts(req: pb.SolveRequest) -> float | None:
 
 
 def unavoidable_watts(req: pb.SolveRequest) -> float:
-    """Every GPU's idle power, and each non-preemptible running job's GPUs at their TDP."""
+    """Every node's floor (up: its GPUs' idle power and its base power; suspended: the
+    power-saving policy's draw), and each non-preemptible running job's GPUs at their TDP."""
     types = {t.name: t for t in req.cluster.gpu_types}
-    idle = sum(n.gpu_count * types[n.gpu_type].idle_watts for n in req.cluster.nodes)
+    asleep = req.cluster.power_saving.suspended_node_watts
+    idle = sum(
+        asleep
+        if n.power_state == pb.NODE_POWER_STATE_SUSPENDED
+        else n.gpu_count * types[n.gpu_type].idle_watts + n.base_watts
+        for n in req.cluster.nodes
+    )
     kept = 0.0
     for j in req.jobs:
         a = j.current_allocation

@@ -26,7 +26,7 @@ from solver.domain import (
     SolveResult,
     Termination,
 )
-from solver.perfmodel.budgets import idle_watts
+from solver.perfmodel.budgets import floor_watts
 from solver.perfmodel.configs import build_config_set
 from solver.perfmodel.guard import GuardParams, margin_of, plan_draws, settle
 from solver.scoring.objective import score_plan
@@ -52,7 +52,7 @@ def solve_within_margin(
     budget = problem.cluster.power_budget_watts
     if budget is None or params.z <= 0:
         return settle_plan(problem, solve_once(problem, deadline, True), params)
-    floor = idle_watts(problem.cluster)
+    floor = floor_watts(problem.cluster)
     target = budget  # first the request's budget: its bound then bounds the margin's problem
     result: SolveResult | None = None
     tightened = False

@@ -1,52 +1,71 @@
 """Power-budget arithmetic that every solver path shares: what is left of a budget once every
-installed GPU draws its idle power, and what a configuration draws above that.
+node draws its floor, and what a configuration draws above that.
 
-Every GPU draws at least its idle power whether a job runs on it or not (unavailable ones too:
-they are installed), so a budget's room for jobs is the budget less the idle draw of its GPUs,
-and a running configuration costs its watts less the idle power of the GPUs it uses. The
-checker (solver.scoring.checker) re-derives these on its own, on purpose.
+A node draws a floor whether a job runs on it or not: up, its base power (``Node.base_watts``)
+and every GPU's idle power (unavailable ones too: they are installed); suspended, the power
+saving policy's ``suspended_node_watts`` instead. So a budget's room for jobs is the budget
+less the floor of its nodes, a running configuration costs its watts less the idle power of
+the GPUs it uses, and waking a suspended node costs the difference of its floors
+(``resume_watts``). The checker (solver.scoring.checker) re-derives these on its own, on
+purpose.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from solver.domain import Cluster, Config
+from solver.domain import Cluster, Config, Node
+from solver.power_states import NodePowerState
 
 
-def idle_watts(cluster: Cluster) -> float:
-    """Idle draw of every installed GPU of the cluster."""
-    cached: float | None = cluster.__dict__.get("_idle_watts")
+def up_floor_watts(cluster: Cluster, node: Node) -> float:
+    """What `node` draws up with no job: its base power and its GPUs' idle power."""
+    return node.power.base_watts + node.gpu_count * cluster.gpu_types[node.gpu_type].idle_watts
+
+
+def node_floor_watts(cluster: Cluster, node: Node) -> float:
+    """What `node` draws with no job, in its power state of the snapshot."""
+    if node.power.state is NodePowerState.SUSPENDED:
+        return cluster.power_saving.suspended_node_watts
+    return up_floor_watts(cluster, node)
+
+
+def resume_watts(cluster: Cluster, node: Node) -> float:
+    """What waking suspended `node` adds to the cluster's floor."""
+    return up_floor_watts(cluster, node) - node_floor_watts(cluster, node)
+
+
+def floor_watts(cluster: Cluster) -> float:
+    """Floor of every node of the cluster."""
+    cached: float | None = cluster.__dict__.get("_floor_watts")
     if cached is None:
         # Node by node, in order: the MILP's rows are floored in milliwatts, so the summation
         # order is part of the model.
-        types = cluster.gpu_types
-        cached = sum(n.gpu_count * types[n.gpu_type].idle_watts for n in cluster.nodes)
-        object.__setattr__(cluster, "_idle_watts", cached)
+        cached = sum(node_floor_watts(cluster, n) for n in cluster.nodes)
+        object.__setattr__(cluster, "_floor_watts", cached)
     return cached
 
 
-def rack_idle_watts(cluster: Cluster) -> Mapping[str, float]:
-    """Idle draw of every installed GPU, per rack."""
-    cached: dict[str, float] | None = cluster.__dict__.get("_rack_idle_watts")
+def rack_floor_watts(cluster: Cluster) -> Mapping[str, float]:
+    """Floor of every node, per rack."""
+    cached: dict[str, float] | None = cluster.__dict__.get("_rack_floor_watts")
     if cached is None:
         cached = {}
         for n in cluster.nodes:
-            idle = n.gpu_count * cluster.gpu_types[n.gpu_type].idle_watts
-            cached[n.rack] = cached.get(n.rack, 0.0) + idle
-        object.__setattr__(cluster, "_rack_idle_watts", cached)
+            cached[n.rack] = cached.get(n.rack, 0.0) + node_floor_watts(cluster, n)
+        object.__setattr__(cluster, "_rack_floor_watts", cached)
     return cached
 
 
 def power_room(cluster: Cluster) -> float | None:
-    """Watts the cluster budget leaves for jobs above idle; None without a budget."""
+    """Watts the cluster budget leaves for jobs above the floor; None without a budget."""
     budget = cluster.power_budget_watts
-    return None if budget is None else budget - idle_watts(cluster)
+    return None if budget is None else budget - floor_watts(cluster)
 
 
 def rack_power_room(cluster: Cluster) -> dict[str, float]:
-    """Watts each rack budget leaves for jobs above idle (racks with a budget only)."""
-    idle = rack_idle_watts(cluster)
+    """Watts each rack budget leaves for jobs above the floor (racks with a budget only)."""
+    idle = rack_floor_watts(cluster)
     return {r: b - idle.get(r, 0.0) for r, b in cluster.rack_power_budgets_watts.items()}
 
 
@@ -74,9 +93,12 @@ def partitioned_gpu_watts(cluster: Cluster, gpu_type: str, slices: Iterable[Conf
 __all__ = [
     "extra_watts",
     "extra_watts_per_gpu",
-    "idle_watts",
+    "floor_watts",
+    "node_floor_watts",
     "partitioned_gpu_watts",
     "power_room",
-    "rack_idle_watts",
+    "rack_floor_watts",
     "rack_power_room",
+    "resume_watts",
+    "up_floor_watts",
 ]

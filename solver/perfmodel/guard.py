@@ -21,7 +21,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from solver.domain import Config, GpuType, Job, JobAssignment, JobState, Problem, ThroughputProfile
-from solver.perfmodel.budgets import idle_watts
+from solver.perfmodel.budgets import floor_watts
 from solver.perfmodel.configs import TypeFacts, resolve_config, type_facts
 from solver.perfmodel.guard_params import GuardParams
 
@@ -146,7 +146,7 @@ def margin_of(problem: Problem, draws: Iterable[JobDraw], params: GuardParams) -
     budget = problem.cluster.power_budget_watts
     if budget is None:
         return None
-    predicted = idle_watts(problem.cluster)
+    predicted = floor_watts(problem.cluster)
     variance = headroom = 0.0
     for d in draws:
         predicted += d.mean - d.idle

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Iterator, Sequence
 
 from solver.domain import DEFAULT_QUEUE, POWER, Job, JobAssignment, JobState, Problem
 from solver.mig import LayoutChange
-from solver.power_states import PowerAction
+from solver.power_states import NodePowerState, PowerAction, PowerActionKind
 from solver.scoring import mig_checks, power_checks
 from solver.scoring.view import POWER_TOLERANCE as POWER_TOLERANCE
 from solver.scoring.view import Check
@@ -166,14 +166,30 @@ def check_non_preemptible(view: PlanView) -> Iterator[PlanViolation]:
             )
 
 
+def node_floors(view: PlanView) -> dict[str, float]:
+    """What each node draws with no job after the plan: suspended (and not resumed by the
+    plan), the policy's suspended_node_watts; else its base power and its GPUs' idle power. A
+    node the plan suspends counts as up: this round's budget holds while it drains."""
+    cluster = view.problem.cluster
+    resumed = {a.node for a in view.power_actions if a.kind is PowerActionKind.RESUME}
+    out = {}
+    for node in cluster.nodes:
+        if node.power.state is NodePowerState.SUSPENDED and node.name not in resumed:
+            out[node.name] = cluster.power_saving.suspended_node_watts
+        else:
+            idle = cluster.gpu_types[node.gpu_type].idle_watts
+            out[node.name] = node.power.base_watts + node.gpu_count * idle
+    return out
+
+
 def rack_watts(view: PlanView) -> dict[str, float]:
-    """Power drawn per rack: running jobs' watts spread over their GPUs, and idle power of
-    every GPU no job uses."""
+    """Power drawn per rack: running jobs' watts spread over their GPUs, and every node's
+    floor less the idle power of the GPUs jobs use."""
     cluster = view.problem.cluster
     out: dict[str, float] = {}
+    floors = node_floors(view)
     for node in cluster.nodes:
-        idle = node.gpu_count * cluster.gpu_types[node.gpu_type].idle_watts
-        out[node.rack] = out.get(node.rack, 0.0) + idle
+        out[node.rack] = out.get(node.rack, 0.0) + floors[node.name]
     for name, _ in view.used:
         node = view.nodes[name]
         out[node.rack] -= cluster.gpu_types[node.gpu_type].idle_watts
@@ -188,13 +204,13 @@ def rack_watts(view: PlanView) -> dict[str, float]:
 
 
 def check_power_budget(view: PlanView) -> Iterator[PlanViolation]:
-    """The cluster draws at most its power budget: running jobs' configured watts plus the
-    idle power of every unused GPU."""
+    """The cluster draws at most its power budget: running jobs' configured watts plus every
+    node's floor less the idle power of the GPUs jobs use."""
     budget = view.problem.cluster.power_budget_watts
     if budget is None:
         return
     cluster = view.problem.cluster
-    idle = sum(n.gpu_count * cluster.gpu_types[n.gpu_type].idle_watts for n in cluster.nodes)
+    idle = sum(node_floors(view).values())
     idle -= sum(cluster.gpu_types[view.nodes[name].gpu_type].idle_watts for name, _ in view.used)
     drawn = sum(r.config.watts for r in view.running) + idle
     if drawn > budget * (1 + POWER_TOLERANCE):

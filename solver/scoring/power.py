@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from solver.domain import Job, JobAssignment, JobState, Problem, ThroughputProfile
 from solver.perfmodel.configs import resolve_config
 from solver.perfmodel.guard import GuardParams
+from solver.power_states import NodePowerState
 
 
 @dataclass(frozen=True)
@@ -24,7 +25,8 @@ class PowerMarginReport:
 
     budget: float
     predicted: float
-    """Idle power of every installed GPU, plus each running job's mean above its GPUs' idle."""
+    """Every node's floor (base power and idle GPUs; suspended: the policy's draw), plus each
+    running job's mean above its GPUs' idle."""
     margin: float
     """The smaller of z standard deviations of the draw and ``limited - predicted``."""
     limited: float
@@ -69,8 +71,12 @@ def power_margin(
     g = guard if guard is not None else GuardParams()
     jobs = {j.name: j for j in problem.jobs}
     idle = 0.0
-    for node in cluster.nodes:
-        idle += node.gpu_count * cluster.gpu_types[node.gpu_type].idle_watts
+    for node in cluster.nodes:  # the snapshot's floor: suspended nodes at the policy's draw
+        if node.power.state is NodePowerState.SUSPENDED:
+            idle += cluster.power_saving.suspended_node_watts
+        else:
+            idle += node.power.base_watts
+            idle += node.gpu_count * cluster.gpu_types[node.gpu_type].idle_watts
     predicted = limited = idle
     variance = 0.0
     for a in assignments:

@@ -149,11 +149,11 @@ def _sub_problem(
 
 
 def _power_share(cluster: Cluster, nodes: Sequence[Node]) -> float:
-    """The part's idle power plus its share of the budget's headroom, by dynamic range."""
+    """The part's floor plus its share of the budget's headroom, by dynamic range."""
     assert cluster.power_budget_watts is not None
 
     def idle(ns: Sequence[Node]) -> float:
-        return sum(n.gpu_count * cluster.gpu_types[n.gpu_type].idle_watts for n in ns)
+        return sum(budgets.node_floor_watts(cluster, n) for n in ns)
 
     def span(ns: Sequence[Node]) -> float:
         return sum(

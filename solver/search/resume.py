@@ -35,7 +35,8 @@ def asleep(problem: Problem) -> list[str]:
 
 
 class _Ledger:
-    """Watts and quotas the plan draws, and what one more configuration would."""
+    """Watts and quotas the plan draws, and what one more configuration would: its watts
+    above its GPUs' idle, and each node it wakes the difference of the node's floors."""
 
     def __init__(self, problem: Problem, assignments: Sequence[JobAssignment]) -> None:
         self.problem = problem
@@ -43,32 +44,45 @@ class _Ledger:
         self.jobs = {j.name: j for j in problem.jobs}
         self.room = budgets.power_room(cluster)
         self.rack_room = dict(budgets.rack_power_room(cluster))
-        self.rack_of = {n.name: n.rack for n in cluster.nodes}
+        self.nodes = {n.name: n for n in cluster.nodes}
+        self.woken: set[str] = set()
         self.quotas = QuotaLedger(cluster)
         for a in assignments:
             if a.state is JobState.RUNNING and a.config is not None:
                 self.take(self.jobs[a.job], a.config, gpus_per_node(a.placement))
 
-    def take(self, job: Job, config: Config, counts: dict[str, int]) -> None:
+    def _needs(self, config: Config, counts: dict[str, int]) -> tuple[float, dict[str, float]]:
+        """Watts for the cluster and per rack."""
         cluster = self.problem.cluster
-        if self.room is not None:
-            self.room -= budgets.extra_watts(cluster, config)
+        total = budgets.extra_watts(cluster, config)
         per_gpu = budgets.extra_watts_per_gpu(cluster, config)
-        for node, k in counts.items():
-            rack = self.rack_of[node]
+        racks: dict[str, float] = {}
+        for name, k in counts.items():
+            node = self.nodes[name]
+            wake = 0.0
+            if node.power.state is NodePowerState.SUSPENDED and name not in self.woken:
+                wake = budgets.resume_watts(cluster, node)
+            total += wake
+            racks[node.rack] = racks.get(node.rack, 0.0) + per_gpu * k + wake
+        return total, racks
+
+    def take(self, job: Job, config: Config, counts: dict[str, int]) -> None:
+        total, racks = self._needs(config, counts)
+        if self.room is not None:
+            self.room -= total
+        for rack, watts in racks.items():
             if rack in self.rack_room:
-                self.rack_room[rack] -= per_gpu * k
+                self.rack_room[rack] -= watts
+        self.woken.update(
+            n for n in counts if self.nodes[n].power.state is NodePowerState.SUSPENDED
+        )
         self.quotas.take(job, config)
 
     def fits(self, job: Job, config: Config, counts: dict[str, int]) -> bool:
-        cluster = self.problem.cluster
-        if self.room is not None and budgets.extra_watts(cluster, config) > self.room + EPSILON:
+        total, racks = self._needs(config, counts)
+        if self.room is not None and total > self.room + EPSILON:
             return False
-        per_gpu = budgets.extra_watts_per_gpu(cluster, config)
-        need: dict[str, float] = {}
-        for node, k in counts.items():
-            need[self.rack_of[node]] = need.get(self.rack_of[node], 0.0) + per_gpu * k
-        if any(r in self.rack_room and w > self.rack_room[r] + EPSILON for r, w in need.items()):
+        if any(r in self.rack_room and w > self.rack_room[r] + EPSILON for r, w in racks.items()):
             return False
         return not self.quotas.active or self.quotas.fits(job, config)
 

@@ -115,14 +115,14 @@ class Packer:
         if self.quotas.active and not self.quotas.fits(job, config):
             return False
         if cluster.power_budget_watts is not None:
-            drawn = budgets.idle_watts(cluster) + self.job_watts + config.watts
+            drawn = budgets.floor_watts(cluster) + self.job_watts + config.watts
             if drawn > cluster.power_budget_watts:
                 return False
         rack = self.rack_of[node]
         budget = cluster.rack_power_budgets_watts.get(rack)
         if budget is None:
             return True
-        drawn = budgets.rack_idle_watts(cluster)[rack] + self.rack_watts.get(rack, 0.0)
+        drawn = budgets.rack_floor_watts(cluster)[rack] + self.rack_watts.get(rack, 0.0)
         return drawn + config.watts <= budget
 
     def take_slice(

@@ -42,8 +42,8 @@ class SearchState:
         self.quotas = QuotaLedger(cluster)
         """Queue usage of the running jobs (inactive without declared queues)."""
         self._jobs = {j.name: j for j in problem.jobs} if self.quotas.active else {}
-        self.idle_total = budgets.idle_watts(cluster)
-        self.idle_rack: Mapping[str, float] = budgets.rack_idle_watts(cluster)
+        self.idle_total = budgets.floor_watts(cluster)
+        self.idle_rack: Mapping[str, float] = budgets.rack_floor_watts(cluster)
         self._rack_nodes: dict[str, list[str]] = {}
         self._rack_of = {n.name: n.rack for n in cluster.nodes}
         self._unbudgeted = frozenset(

@@ -17,7 +17,7 @@ import dataclasses
 
 from solver._proto.dsfro.v1 import scheduler_pb2 as pb
 from solver.domain import JobAssignment, JobState, Problem
-from solver.perfmodel.budgets import idle_watts
+from solver.perfmodel.budgets import floor_watts
 from solver.perfmodel.configs import resolve_config, type_facts
 from solver.perfmodel.guard import GuardParams, expected_margin, plan_draws, settle
 from solver.simulate.core import Decision
@@ -42,7 +42,7 @@ class RoundGuard:
         budget = problem.cluster.power_budget_watts
         if self.params is None or budget is None:
             return request, problem
-        floor = idle_watts(problem.cluster)
+        floor = floor_watts(problem.cluster)
         told = max(budget - expected_margin(problem, self.params), floor)
         told = min(told, budget)
         request.cluster.power_budget_watts = told

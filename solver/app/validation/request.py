@@ -241,26 +241,34 @@ def _check_power_above_idle(
     types: dict[str, pb.GpuType],
     nodes: dict[str, pb.Node],
 ) -> None:
-    """A budget below what the GPUs draw idle can't be met by any plan: a snapshot error."""
+    """A budget below what the nodes draw with no job (up: idle GPUs and base power; suspended:
+    the power-saving policy's draw) can't be met by any plan: a snapshot error."""
     idle: dict[str, float] = {}
+    asleep = cluster.power_saving.suspended_node_watts
     for n in nodes.values():
         gpu = types.get(n.gpu_type)
-        if gpu is not None and n.gpu_count > 0:
-            idle[n.rack] = idle.get(n.rack, 0.0) + n.gpu_count * gpu.idle_watts
+        if n.power_state == pb.NODE_POWER_STATE_SUSPENDED:
+            floor = asleep if math.isfinite(asleep) else 0.0
+        elif gpu is not None and n.gpu_count > 0:
+            base = n.base_watts if math.isfinite(n.base_watts) else 0.0
+            floor = n.gpu_count * gpu.idle_watts + base
+        else:
+            continue
+        idle[n.rack] = idle.get(n.rack, 0.0) + floor
     total = sum(idle.values())
     budget = cluster.power_budget_watts
     if cluster.HasField("power_budget_watts") and math.isfinite(budget) and 0 < budget < total:
         c.add(
             "cluster.power_budget_watts",
-            f"{budget:g} W is below the idle power of the cluster's GPUs ({total:g} W)",
+            f"{budget:g} W is below the idle power of the cluster's GPUs and nodes ({total:g} W)",
         )
     for i, b in enumerate(cluster.rack_power_budgets):
         rack_idle = idle.get(b.rack, 0.0)
         if math.isfinite(b.watts) and 0 < b.watts < rack_idle:
             c.add(
                 f"cluster.rack_power_budgets[{i}].watts",
-                f"{b.watts:g} W is below the idle power of rack {quoted(b.rack)}'s GPUs "
-                f"({rack_idle:g} W)",
+                f"{b.watts:g} W is below the idle power of rack {quoted(b.rack)}'s GPUs and "
+                f"nodes ({rack_idle:g} W)",
             )
 
 

@@ -1,0 +1,107 @@
+"""Power budgets count what the nodes draw with no job (solver.perfmodel.budgets, the checker,
+the resume step, validation): up nodes their base power beside their idle GPUs, suspended nodes
+the power-saving policy's draw, and a node the plan wakes the difference."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from solver.domain import Backend, Config, GpuSlice, JobAssignment, JobState, Problem
+from solver.perfmodel import budgets
+from solver.perfmodel.configs import build_config_set
+from solver.power_states import NodePower, NodePowerState, PowerAction, PowerActionKind, PowerSaving
+from solver.scoring.checker import check_plan
+from tests.factories import A100, cluster, job, node, point, problem, solve
+
+UP, ASLEEP = NodePowerState.UP, NodePowerState.SUSPENDED
+SAVING = PowerSaving(enabled=True, suspend_after_seconds=600.0, suspended_node_watts=20.0)
+
+
+def powered(name: str, state: NodePowerState = UP, base: float = 500.0) -> object:
+    return dataclasses.replace(node(name, count=4), power=NodePower(state, 0.0, base))
+
+
+def snapshot(
+    *nodes: object, budget: float | None, jobs: int = 1, backend: Backend = Backend.HEURISTIC
+) -> Problem:
+    """One clock only: each job runs at 1,200 W or waits (no lower clock fits it under)."""
+    c = dataclasses.replace(cluster(*nodes, power=budget), power_saving=SAVING)  # type: ignore[arg-type]
+    one = dataclasses.replace(A100, sm_clocks_mhz=(A100.max_clock_mhz,))
+    c = dataclasses.replace(c, gpu_types={**c.gpu_types, A100.name: one})
+    fours = [
+        job(f"j{k}", point(4, 100.0, watts=1200.0), min_gpus=4, max_gpus=4) for k in range(jobs)
+    ]
+    return problem(c, *fours, backend=backend, budget=2.0)
+
+
+def test_the_floor_counts_base_power_up_and_the_policys_draw_asleep() -> None:
+    p = snapshot(powered("up"), powered("asleep", ASLEEP), budget=None)
+    c = p.cluster
+    up_floor = 500.0 + 4 * A100.idle_watts
+    assert budgets.floor_watts(c) == pytest.approx(up_floor + 20.0)
+    assert budgets.resume_watts(c, c.node("asleep")) == pytest.approx(up_floor - 20.0)
+    assert budgets.rack_floor_watts(c) == {"r0": pytest.approx(up_floor + 20.0)}
+
+
+def top(p: Problem, name: str) -> Config:
+    """The job's configuration at the profile's point: 4 GPUs at 1,200 W."""
+    [config] = [c for c in build_config_set(p).by_job[name] if c.watts == 1200.0]
+    return config
+
+
+def run_on_up(p: Problem) -> list[JobAssignment]:
+    config = top(p, "j0")
+    return [JobAssignment("j0", JobState.RUNNING, config, (GpuSlice("up", (0, 1, 2, 3)),))]
+
+
+def test_the_checker_counts_base_power_against_the_budget() -> None:
+    # The job's 1,200 W replace its GPUs' 200 W idle: 1,200 + 500 base + 20 asleep = 1,720 W.
+    fits = snapshot(powered("up"), powered("asleep", ASLEEP), budget=1720.0)
+    assert check_plan(fits, run_on_up(fits)) == []
+    short = snapshot(powered("up"), powered("asleep", ASLEEP), budget=1700.0)
+    [v] = check_plan(short, run_on_up(short))
+    assert v.constraint == "power_budget"
+    unbased = snapshot(powered("up", base=0.0), powered("asleep", ASLEEP), budget=1700.0)
+    assert check_plan(unbased, run_on_up(unbased)) == []
+
+
+def test_a_resumed_node_counts_its_up_floor_in_the_checker() -> None:
+    p = snapshot(powered("up"), powered("asleep", ASLEEP), budget=3000.0, jobs=2)
+    config = top(p, "j1")
+    plan = [
+        *run_on_up(p),
+        JobAssignment("j1", JobState.RUNNING, config, (GpuSlice("asleep", (0, 1, 2, 3)),)),
+    ]
+    wake = [PowerAction("asleep", PowerActionKind.RESUME, "a job of the plan is placed on it")]
+    # 1,200 + 500 (up) + 1,200 + 500 (asleep, now up) = 3,400 W > 3,000 W.
+    [v] = check_plan(p, plan, (), wake)
+    assert v.constraint == "power_budget"
+
+
+@pytest.mark.parametrize("budget, woken", [(3400.0, True), (3300.0, False)])
+def test_a_suspended_node_is_woken_only_where_the_budget_holds_its_floor(
+    budget: float, woken: bool
+) -> None:
+    p = snapshot(powered("up"), powered("asleep", ASLEEP), budget=budget, jobs=2)
+    r = solve(p)
+    plan = r.plan
+    assert check_plan(p, plan.assignments, plan.layout_changes, plan.power_actions) == []
+    resumed = [a.node for a in plan.power_actions if a.kind is PowerActionKind.RESUME]
+    assert (resumed == ["asleep"]) is woken
+    running = sum(a.state is JobState.RUNNING for a in plan.assignments)
+    assert running == (2 if woken else 1)
+
+
+def test_every_path_keeps_a_budget_that_base_power_makes_binding() -> None:
+    # Two 4-GPU jobs fit 3 x 4 GPUs, but the base power leaves room for one job only.
+    nodes = [powered(f"n{k}") for k in range(3)]
+    floor = 3 * (500.0 + 4 * A100.idle_watts)
+    budget = floor + 1.5 * (1200.0 - 4 * A100.idle_watts)
+    for backend in (Backend.HEURISTIC, Backend.CPSAT, Backend.HIGHS):
+        p = snapshot(*nodes, budget=budget, jobs=2, backend=backend)
+        r = solve(p)
+        plan = r.plan
+        assert check_plan(p, plan.assignments, plan.layout_changes, plan.power_actions) == []
+        assert sum(a.state is JobState.RUNNING for a in plan.assignments) == 1, backend
