@@ -128,6 +128,7 @@ def test_the_site_file_adds_gpu_types_models_and_racks(tmp_path: Path) -> None:
                     }
                 },
                 "racks": {"node[1-2]": "r1"},
+                "base_watts": {"node[1-2]": 1100, "node3": 0},
                 "power_budget_watts": 9000,
                 "rack_power_budgets": {"r1": 5000},
                 "weights": {"energy": 0.3},
@@ -141,6 +142,7 @@ def test_the_site_file_adds_gpu_types_models_and_racks(tmp_path: Path) -> None:
     assert site.gpu_type("h100") is not None  # the catalog's stay
     assert "tiny" in site.models and "gpt3-1.3b" in site.models
     assert (site.rack("node2"), site.rack("node3")) == ("r1", "rack0")
+    assert site.base_watts == {"node1": 1100.0, "node2": 1100.0, "node3": 0.0}
     assert site.power_budget_watts == 9000 and site.rack_power_budgets == {"r1": 5000}
     assert site.weights is not None and site.weights.energy == pytest.approx(0.3)
 
@@ -154,6 +156,9 @@ def test_the_site_file_adds_gpu_types_models_and_racks(tmp_path: Path) -> None:
         ({"models": {"m": {"layerz": 3}}}, r"site\.models\.m: not a valid ModelSpec"),
         ({"racks": {"node[1-": "r1"}}, r"site\.racks\.node\[1-: unbalanced"),
         ({"racks": {"node1": 3}}, r"site\.racks\.node1: expected a rack name"),
+        ({"base_watts": {"node1": -5}}, r"site\.base_watts\.node1: must be >= 0 W"),
+        ({"base_watts": {"node1": "lots"}}, r"site\.base_watts\.node1: expected a number"),
+        ({"base_watts": {"node[1-": 5}}, r"site\.base_watts\.node\[1-: unbalanced"),
         ({"power_budget_watts": 0}, r"site\.power_budget_watts: must be > 0"),
         ({"rack_power_budgets": {"r1": "x"}}, r"site\.rack_power_budgets\.r1: expected a number"),
         ({"weights": {"energi": 1}}, r"site\.weights: not a valid ObjectiveWeights"),

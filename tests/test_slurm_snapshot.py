@@ -110,6 +110,20 @@ def test_down_nodes_and_other_partitions_are_left_out() -> None:
     assert other.request.jobs == [] and other.request.cluster.nodes == []
 
 
+def test_the_site_gives_nodes_their_base_power_and_the_request_stays_valid() -> None:
+    nodes = parse_sinfo(captured("mixed", "sinfo"))
+    jobs = parse_squeue(captured("mixed", "squeue"))
+    site = Site(base_watts={"node1": 1100.0})
+    snap = build_snapshot(nodes, jobs, site, now=NOW, budget_seconds=2)
+    base = {
+        n.name: n.base_watts if n.HasField("base_watts") else None
+        for n in snap.request.cluster.nodes
+    }
+    assert base["node1"] == 1100.0
+    assert all(v is None for k, v in base.items() if k != "node1")
+    assert validate_request(snap.request, Limits()) == []
+
+
 def test_a_job_asking_for_a_gpu_type_without_nodes_is_not_sent() -> None:
     data = json.loads(captured("mixed", "squeue"))
     data["jobs"][2]["tres_per_node"] = "gres:gpu:a100:2"

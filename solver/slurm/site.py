@@ -8,10 +8,13 @@ overrides any of it:
 
     {"gpu_types": {"h100": "H100-80GB", "mi300": {"name": "MI300X", "memoryGib": 192, ...}},
      "models": {"my-7b": {"parameters": 7e9, "layers": 32, ...}},
-     "racks": {"node[1-16]": "r1", "node[17-32]": "r2"},
+     "racks": {"node[1-16]": "r1", "node[17-32]": "r2"}, "base_watts": {"node[1-32]": 1100},
      "network_bandwidth_gbps": 400, "power_budget_watts": 60000,
      "rack_power_budgets": {"r1": 30000}, "weights": {"energy": 0.2}, "fairness": {...},
      "grid": {"schedule": "grid.csv", "hours": 48, "min_saving": 0.1, "saving_per_delay": 0.25}}
+
+``base_watts`` is each node's draw beside its GPUs (CPU, memory, fans, NICs), which the power
+budgets count (docs/power-states.md, "Power budgets"); a node the file gives none draws 0 there.
 
 ``grid`` makes rounds carbon-aware (docs/carbon.md): each round's snapshot carries the
 schedule's hour in force and the next ``hours`` hours (its times in UTC), and pending jobs
@@ -60,6 +63,7 @@ _SITE_KEYS = {
     "gpu_types",
     "models",
     "racks",
+    "base_watts",
     "network_bandwidth_gbps",
     "power_budget_watts",
     "rack_power_budgets",
@@ -123,6 +127,8 @@ class Site:
     """Model name -> ModelSpec JSON, for demands that name their model."""
     racks: Mapping[str, str] = field(default_factory=dict)
     """Node -> rack."""
+    base_watts: Mapping[str, float] = field(default_factory=dict)
+    """Node -> its draw beside its GPUs, in W."""
     network_bandwidth_gbps: float = 400.0
     power_budget_watts: float | None = None
     rack_power_budgets: Mapping[str, float] = field(default_factory=dict)
@@ -193,6 +199,19 @@ def _racks(data: Mapping[str, Any], where: str) -> dict[str, str]:
     return out
 
 
+def _base_watts(data: Mapping[str, Any], where: str) -> dict[str, float]:
+    out = {}
+    for hosts, watts in data.items():
+        value = _number(watts, f"{where}.{hosts}", positive=False)
+        if not 0 <= value < 1e6:
+            raise SiteError(f"{where}.{hosts}: must be >= 0 W and < 1 MW, got {watts!r}")
+        try:
+            out.update(dict.fromkeys(expand(hosts), value))
+        except HostlistError as e:
+            raise SiteError(f"{where}.{hosts}: {e}") from None
+    return out
+
+
 def site_from_dict(data: Mapping[str, Any], where: str = "site") -> Site:
     """A Site from the site file's JSON; SiteError names the field."""
     data = _object(data, where)
@@ -208,6 +227,9 @@ def site_from_dict(data: Mapping[str, Any], where: str = "site") -> Site:
         kwargs["models"] = _models(_object(data["models"], f"{where}.models"), f"{where}.models")
     if "racks" in data:
         kwargs["racks"] = _racks(_object(data["racks"], f"{where}.racks"), f"{where}.racks")
+    if "base_watts" in data:
+        w = f"{where}.base_watts"
+        kwargs["base_watts"] = _base_watts(_object(data["base_watts"], w), w)
     if "network_bandwidth_gbps" in data:
         w = f"{where}.network_bandwidth_gbps"
         kwargs["network_bandwidth_gbps"] = _number(data["network_bandwidth_gbps"], w)

@@ -255,6 +255,8 @@ def build_snapshot(
                 network_bandwidth_gbps=site.network_bandwidth_gbps,
             )
         )
+        if name in site.base_watts:
+            cluster.nodes[-1].base_watts = site.base_watts[name]
     if site.power_budget_watts is not None:
         cluster.power_budget_watts = site.power_budget_watts
     racks = {n.rack for n in cluster.nodes}
