@@ -105,3 +105,20 @@ def test_every_path_keeps_a_budget_that_base_power_makes_binding() -> None:
         plan = r.plan
         assert check_plan(p, plan.assignments, plan.layout_changes, plan.power_actions) == []
         assert sum(a.state is JobState.RUNNING for a in plan.assignments) == 1, backend
+
+
+def test_the_resume_step_never_starts_a_job_in_a_configuration_kept_only_where_it_runs() -> None:
+    """A configuration over the memory model's limit is usable only on the job's current GPUs
+    (kept_only); a suspended node is never those."""
+    from solver.perfmodel.configs import ConfigSet
+    from solver.search.resume import resume_for_queued
+
+    p = snapshot(powered("asleep", ASLEEP), budget=None)
+    base = build_config_set(p)
+    kept = {"j0": tuple(c._replace(kept_only=True) for c in base.by_job["j0"])}
+    configs = ConfigSet(kept, base.best_samples_per_second, 0)
+    queued = [JobAssignment("j0", JobState.QUEUED)]
+    assignments, actions = resume_for_queued(p, configs, queued)
+    assert assignments == queued and actions == []
+    assignments, actions = resume_for_queued(p, base, queued)  # the same job, placeable
+    assert assignments[0].state is JobState.RUNNING and [a.node for a in actions] == ["asleep"]

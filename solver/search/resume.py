@@ -121,6 +121,8 @@ def resume_for_queued(
             if gain <= EPSILON:
                 break
             config = configs.by_job[name][i]
+            if config.kept_only:  # over the memory model's limit: only where the job runs now
+                continue
             counts = placer.place(config.gpu_type, config.num_gpus, config.tensor_parallel)
             if counts is None or not ledger.fits(jobs[name], config, counts):
                 continue
