@@ -122,3 +122,30 @@ def test_the_resume_step_never_starts_a_job_in_a_configuration_kept_only_where_i
     assert assignments == queued and actions == []
     assignments, actions = resume_for_queued(p, base, queued)  # the same job, placeable
     assert assignments[0].state is JobState.RUNNING and [a.node for a in actions] == ["asleep"]
+
+
+def test_the_baselines_power_ledger_counts_the_floor_as_the_checker_does() -> None:
+    """The simulator's baselines (solver.simulate.policies.common.PowerLedger) budget as DSFRO
+    and the checker do: a suspended node at the policy's draw until a job wakes it."""
+    from solver.simulate.policies.common import PowerLedger
+
+    p = snapshot(powered("up"), powered("asleep", ASLEEP), budget=3400.0, jobs=2)
+    ledger = PowerLedger(p.cluster)
+    assert ledger.watts == pytest.approx(budgets.floor_watts(p.cluster))
+    first = (GpuSlice("up", (0, 1, 2, 3)),)
+    second = (GpuSlice("asleep", (0, 1)),)
+    third = (GpuSlice("asleep", (2, 3)),)
+    config = top(p, "j0")
+    ledger.add(config, first)
+    half = config._replace(watts=600.0, shape=dataclasses.replace(config.shape, data_parallel=2))
+    ledger.add(half, second)
+    ledger.add(half, third)  # the node is woken once
+    # Both nodes up with 500 W base, 1,200 W of jobs each: what the checker counts.
+    assert ledger.watts == pytest.approx(2 * (500.0 + 1200.0))
+    plan = [
+        JobAssignment("j0", JobState.RUNNING, config, first),
+        JobAssignment("j1", JobState.RUNNING, config, (GpuSlice("asleep", (0, 1, 2, 3)),)),
+    ]
+    wake = [PowerAction("asleep", PowerActionKind.RESUME, "a job of the plan is placed on it")]
+    assert check_plan(p, plan, (), wake) == []
+    assert not ledger.fits(half, (GpuSlice("up", (0,)),))  # the budget is used up

@@ -27,8 +27,10 @@ from solver.domain import (
     Shape,
     ThroughputProfile,
 )
+from solver.perfmodel import budgets
 from solver.perfmodel.configs import MAX_PIPELINE_PARALLEL, TypeFacts, resolve_config, type_facts
 from solver.perfmodel.quotas import QuotaLedger
+from solver.power_states import NodePowerState
 from solver.search.placement import Placer
 from solver.simulate.core import Decision, JobHistory, RoundInput
 
@@ -191,18 +193,24 @@ def fastest_first(view: RoundView, job: Job, n: int) -> list[Config]:
 
 class PowerLedger:
     """The plan's predicted draw, cluster-wide and per rack, as the checker counts it: every
-    installed GPU idles until a job takes it; a job draws its configuration's watts instead."""
+    node draws its floor (up: base power and idle GPUs; suspended: the policy's draw) until a
+    job takes its GPUs, which then draw the configuration's watts instead, and a suspended node
+    a job is placed on is woken, its floor up (solver.perfmodel.budgets)."""
 
     def __init__(self, cluster: Cluster) -> None:
         self.budget = cluster.power_budget_watts
         self.rack_budgets = dict(cluster.rack_power_budgets_watts)
         self._idle = {n.name: cluster.gpu_types[n.gpu_type].idle_watts for n in cluster.nodes}
         self._rack = {n.name: n.rack for n in cluster.nodes}
+        self._wake = {
+            n.name: budgets.resume_watts(cluster, n)
+            for n in cluster.nodes
+            if n.power.state is NodePowerState.SUSPENDED
+        }
         self.rack_watts: dict[str, float] = {}
         for n in cluster.nodes:
-            self.rack_watts[n.rack] = (
-                self.rack_watts.get(n.rack, 0.0) + n.gpu_count * self._idle[n.name]
-            )
+            floor = budgets.node_floor_watts(cluster, n)
+            self.rack_watts[n.rack] = self.rack_watts.get(n.rack, 0.0) + floor
         self.watts = sum(self.rack_watts.values())
 
     def _deltas(self, c: Config, slices: Sequence[GpuSlice]) -> dict[str, float]:
@@ -210,7 +218,8 @@ class PowerLedger:
         out: dict[str, float] = {}
         for s in slices:
             rack = self._rack[s.node]
-            out[rack] = out.get(rack, 0.0) + len(s.gpu_indices) * (per_gpu - self._idle[s.node])
+            delta = len(s.gpu_indices) * (per_gpu - self._idle[s.node])
+            out[rack] = out.get(rack, 0.0) + delta + self._wake.get(s.node, 0.0)
         return out
 
     def fits(self, c: Config, slices: Sequence[GpuSlice]) -> bool:
@@ -227,6 +236,8 @@ class PowerLedger:
         for r, d in self._deltas(c, slices).items():
             self.rack_watts[r] += d
             self.watts += d
+        for s in slices:  # woken once
+            self._wake.pop(s.node, None)
 
 
 # ---------------------------------------------------------------- the plan
