@@ -3,12 +3,15 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import grpc
 import pytest
 
 from solver._proto.dsfro.v1 import scheduler_pb2 as pb
 from solver.app.limits import Limits
 from solver.app.validation import validate_request
+from solver.wire import load_request_json
 from tests.factories import make_request
 from tests.service_helpers import serving
 
@@ -79,3 +82,49 @@ def test_bad_power_fields_name_the_field(edit: object, field: str) -> None:
     req = request()
     edit(req)  # type: ignore[operator]
     assert field in {v.field for v in validate_request(req, Limits())}
+
+
+EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "power-saving.json"
+
+
+def test_the_example_is_request_and_valid() -> None:
+    """examples/power-saving.json is request() as protobuf JSON (regenerate it from there, as
+    json_format.MessageToJson with preserving_proto_field_name and indent 1)."""
+    got = load_request_json(EXAMPLE)
+    assert got == request()
+    assert validate_request(got, Limits()) == []
+
+
+def test_the_node_floor_is_in_the_served_objective_unless_the_policy_turns_it_off() -> None:
+    req = request()
+    blind = pb.SolveRequest()
+    blind.CopyFrom(req)
+    blind.cluster.power_saving.price_node_floor = False
+    with serving() as (_, stub):
+        response = stub.Solve(req, timeout=30)
+        plan = response.plan
+        priced = stub.EvaluatePlan(pb.EvaluatePlanRequest(request=req, plan=plan), timeout=30)
+        free = stub.EvaluatePlan(pb.EvaluatePlanRequest(request=blind, plan=plan), timeout=30)
+    assert priced.valid and free.valid
+    # The floor of each busy node: 600 W base and its GPUs no job uses (idle 50 W / 70 W).
+    idle = {"a100-0": 50.0, "a100-1": 50.0, "h100-0": 70.0}
+    count = {"a100-0": 8, "a100-1": 8, "h100-0": 4}
+    used: dict[str, set[int]] = {}
+    for a in plan.assignments:
+        for s in a.placement:
+            used.setdefault(s.node, set()).update(s.gpu_indices)
+    assert used, "the plan runs a job"
+    floor = sum(600.0 + idle[n] * (count[n] - len(g)) for n, g in used.items())
+    peak = 16 * 400.0 + 4 * 700.0
+    gap = priced.objective.energy - free.objective.energy
+    assert gap == pytest.approx(floor / peak, rel=1e-9)
+
+
+def test_a_budget_below_the_floor_with_base_power_is_named() -> None:
+    req = request()
+    # Floor: a100-0 600 + 8 x 50, a100-1 asleep 20, h100-0 600 + 4 x 70 = 1,900 W.
+    req.cluster.power_budget_watts = 1800.0
+    [v] = [v for v in validate_request(req, Limits()) if v.field == "cluster.power_budget_watts"]
+    assert "(1900 W)" in v.description
+    req.cluster.power_budget_watts = 1950.0
+    assert validate_request(req, Limits()) == []
