@@ -26,11 +26,11 @@ Messages (a GPU type, a model, weights, fairness) are in the wire's protobuf JSO
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from importlib.resources import files
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from solver.slurm.hostlist import HostlistError, expand
 from solver.wire import (
@@ -72,6 +72,9 @@ _SITE_KEYS = {
     "grid",
 }
 _GRID_KEYS = {"schedule", "hours", "min_saving", "saving_per_delay", "scale_energy"}
+
+
+T = TypeVar("T")
 
 
 class SiteError(ValueError):
@@ -187,29 +190,29 @@ def _models(data: Mapping[str, Any], where: str) -> dict[str, Mapping[str, Any]]
     return out
 
 
-def _racks(data: Mapping[str, Any], where: str) -> dict[str, str]:
-    out = {}
-    for hosts, rack in data.items():
-        if not isinstance(rack, str) or not rack:
-            raise SiteError(f"{where}.{hosts}: expected a rack name, got {rack!r}")
+def _per_node(data: Mapping[str, Any], where: str, value: Callable[[Any, str], T]) -> dict[str, T]:
+    """Hostlist -> value, per node; `value` reads one entry (SiteError naming it)."""
+    out: dict[str, T] = {}
+    for hosts, entry in data.items():
+        v = value(entry, f"{where}.{hosts}")
         try:
-            out.update(dict.fromkeys(expand(hosts), rack))
+            out.update(dict.fromkeys(expand(hosts), v))
         except HostlistError as e:
             raise SiteError(f"{where}.{hosts}: {e}") from None
     return out
 
 
-def _base_watts(data: Mapping[str, Any], where: str) -> dict[str, float]:
-    out = {}
-    for hosts, watts in data.items():
-        value = _number(watts, f"{where}.{hosts}", positive=False)
-        if not 0 <= value < 1e6:
-            raise SiteError(f"{where}.{hosts}: must be >= 0 W and < 1 MW, got {watts!r}")
-        try:
-            out.update(dict.fromkeys(expand(hosts), value))
-        except HostlistError as e:
-            raise SiteError(f"{where}.{hosts}: {e}") from None
-    return out
+def _rack_name(entry: Any, where: str) -> str:
+    if not isinstance(entry, str) or not entry:
+        raise SiteError(f"{where}: expected a rack name, got {entry!r}")
+    return entry
+
+
+def _watts(entry: Any, where: str) -> float:
+    value = _number(entry, where, positive=False)
+    if not 0 <= value < 1e6:
+        raise SiteError(f"{where}: must be >= 0 W and < 1 MW, got {entry!r}")
+    return value
 
 
 def site_from_dict(data: Mapping[str, Any], where: str = "site") -> Site:
@@ -226,10 +229,11 @@ def site_from_dict(data: Mapping[str, Any], where: str = "site") -> Site:
     if "models" in data:
         kwargs["models"] = _models(_object(data["models"], f"{where}.models"), f"{where}.models")
     if "racks" in data:
-        kwargs["racks"] = _racks(_object(data["racks"], f"{where}.racks"), f"{where}.racks")
+        w = f"{where}.racks"
+        kwargs["racks"] = _per_node(_object(data["racks"], w), w, _rack_name)
     if "base_watts" in data:
         w = f"{where}.base_watts"
-        kwargs["base_watts"] = _base_watts(_object(data["base_watts"], w), w)
+        kwargs["base_watts"] = _per_node(_object(data["base_watts"], w), w, _watts)
     if "network_bandwidth_gbps" in data:
         w = f"{where}.network_bandwidth_gbps"
         kwargs["network_bandwidth_gbps"] = _number(data["network_bandwidth_gbps"], w)
