@@ -223,6 +223,30 @@ def test_the_cli_flags_set_the_rule_and_name_a_wrong_one(
     assert summary["suspends"] > 0 and summary["node_hours_suspended"] > 0
 
 
+def test_node_base_power_is_drawn_while_a_node_is_up_and_sent_to_the_policy(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    trace = write_trace(tmp_path, GOOD)
+    base = ["simulate", "--trace", str(trace), "--cluster", str(CLUSTER), "--policy", "fifo"]
+    assert main([*base, "--node-base-watts", "500", "--out", str(tmp_path / "x")]) == 2
+    assert "--node-base-watts needs --power-saving on" in capsys.readouterr().err
+    assert main([*base, "--power-saving", "on", "--node-base-watts", "-1"]) == 2
+    summaries = {}
+    for watts in ("0", "500"):
+        out = tmp_path / watts
+        flags = ["--power-saving", "on", "--node-base-watts", watts, "--out", str(out)]
+        assert main([*base, *flags]) == 0
+        summaries[watts] = json.loads((out / "trace-fifo-s1-summary.json").read_text())
+    capsys.readouterr()
+    off, on = summaries["0"], summaries["500"]
+    assert off["horizon_s"] == on["horizon_s"] and off["suspends"] == on["suspends"]
+    # 500 W for every node-hour up, to the equal horizon: the nodes' hours less those asleep.
+    nodes = len(json.loads(CLUSTER.read_text())["nodes"])
+    up_hours = nodes * on["horizon_s"] / 3600 - on["node_hours_suspended"]
+    extra = on["energy_horizon_kwh"] - off["energy_horizon_kwh"]
+    assert extra == pytest.approx(0.5 * up_hours, rel=0.02)
+
+
 class SuspendsItsOwnNode(FirstFit):
     """FirstFit that also asks to suspend the node its first job runs on (a broken plan)."""
 

@@ -1,11 +1,12 @@
 """``dsfro simulate``'s node power-saving flags (``--power-saving``, ``--suspend-after``,
-``--resume-time``, ``--spare-nodes``) and the ``PowerSavingSettings`` they give."""
+``--resume-time``, ``--spare-nodes``, ``--node-base-watts``) and the ``PowerSavingSettings``
+they give."""
 
 from __future__ import annotations
 
 import argparse
 
-from solver.app.arguments import duration_arg, int_arg
+from solver.app.arguments import duration_arg, float_arg, int_arg
 from solver.app.validation.power_states import MAX_PERIOD_SECONDS
 from solver.simulate.power_saving import PowerSavingSettings
 
@@ -39,6 +40,14 @@ def add_power_saving(p: argparse.ArgumentParser) -> None:
         metavar="N",
         help="empty nodes of each GPU type kept up (default 0)",
     )
+    g.add_argument(
+        "--node-base-watts",
+        type=float_arg(0.0, 1e6),
+        metavar="W",
+        help="every node's draw when up beside its GPUs (CPU, memory, fans, NICs), in the "
+        "truth and in every request (default 0: no public measurement was at hand; give "
+        "your site's); needs --power-saving on",
+    )
 
 
 def power_saving_of(args: argparse.Namespace) -> PowerSavingSettings | str:
@@ -49,6 +58,7 @@ def power_saving_of(args: argparse.Namespace) -> PowerSavingSettings | str:
             ("--suspend-after", args.suspend_after),
             ("--resume-time", args.resume_time),
             ("--spare-nodes", args.spare_nodes),
+            ("--node-base-watts", args.node_base_watts),
         )
         if v is not None
     ]
@@ -63,4 +73,5 @@ def power_saving_of(args: argparse.Namespace) -> PowerSavingSettings | str:
         suspend_after_s=d.suspend_after_s if args.suspend_after is None else args.suspend_after,
         resume_s=d.resume_s if args.resume_time is None else args.resume_time,
         spare_nodes_per_type=args.spare_nodes or 0,
+        node_base_watts=args.node_base_watts or 0.0,
     )
