@@ -58,7 +58,9 @@ def build_mig(
     f = MigFormulation(problem, configs)
     add_choice_vars(f)
     for family in formulation.CONSTRAINT_FAMILIES:
-        if family is not add_power_budget:
+        # Its own power budget; and no node floor: its busy and free would not see the slice
+        # jobs (left out, the floor only loosens the bound).
+        if family is not add_power_budget and family is not formulation.add_node_floor:
             family(f)
     for mig_family in families:
         mig_family(f)
