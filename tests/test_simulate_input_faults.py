@@ -112,7 +112,21 @@ def test_a_budget_too_small_for_any_job_names_each_row(
         f"{trace}:3: job 'b'",
     ]
     assert "the largest budget (" + f"{p}:steps[0].watts, 650 W) less the headroom of 0 % " \
-        "leaves 62.8 W above the idle power" in lines[0]  # fmt: skip
+        "leaves 62.8 W above the cluster's floor" in lines[0]  # fmt: skip
+
+
+def test_a_budget_below_the_floor_with_node_base_power_is_an_error_naming_the_step(
+    tmp_path: Path, cluster: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Enough for the GPUs' idle power, not with each node's base power: was an internal
+    error (exit 1) at the first round."""
+    trace = trace_file(tmp_path, f"a,0,t,{RESNET},1,600")
+    p, out = power(tmp_path, 650), tmp_path / "out"
+    flags = ["--power-schedule", str(p), "--power-saving", "on", "--node-base-watts", "400"]
+    code, err = simulate(capsys, trace, cluster, out, *flags)
+    assert code == 2 and not out.exists()
+    assert f"{p}:steps[0].watts: 650 W" in err
+    assert "below the idle power of the cluster's GPUs and its nodes' base power" in err
 
 
 def test_a_policy_that_runs_nothing_stops_the_run_with_exit_1(

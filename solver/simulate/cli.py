@@ -285,7 +285,10 @@ def _preflight(spec: RunSpec) -> str:
         "cluster_name": spec.cluster or f"{scenario.name} cluster",
     }
     headroom = scenario.settings.power_headroom
-    problems = budget_problems(scenario.cluster, scenario.power, headroom, **names)
+    base = scenario.settings.power_saving.node_base_watts
+    problems = budget_problems(
+        scenario.cluster, scenario.power, headroom, node_base_watts=base, **names
+    )
     if not problems:
         jobs = scenario.sim_jobs()
         problem = scenario_problem(scenario.cluster, jobs, scenario.settings)
@@ -297,6 +300,7 @@ def _preflight(spec: RunSpec) -> str:
             scenario.power,
             headroom,
             lambda j: f"{trace}:{j.trace.row}",
+            node_base_watts=base,
             **names,
         )
     if problems:

@@ -80,12 +80,13 @@ class Simulation:
         if len(self._sims) != len(jobs):
             raise SimulationError(["job names are not unique"])
         headroom = self.settings.power_headroom
-        if problems := budget_problems(cluster, self.schedule, headroom):
+        base = self.settings.power_saving.node_base_watts
+        if problems := budget_problems(cluster, self.schedule, headroom, node_base_watts=base):
             raise SimulationError(problems)
         self._requests = Requests(cluster, self.schedule, self.settings, seed)
         self.problem: Problem = scenario_problem(cluster, jobs, self.settings, seed)
         if problems := unrunnable_problems(
-            self.problem, cluster, jobs, self.schedule, headroom, _where
+            self.problem, cluster, jobs, self.schedule, headroom, _where, node_base_watts=base
         ):
             raise SimulationError(problems)
         self._requests.know(self.problem)

@@ -3,9 +3,10 @@ so that input no plan could ever meet is an error naming the field or row, not a
 stalled run) hours later.
 
 - ``budget_problems``: every cluster budget of the scenario, less the headroom the scheduler keeps
-  back (``EngineSettings.power_headroom``), must hold the idle power of all the cluster's GPUs:
-  the request of a round says budget x (1 - headroom), and the service rejects a budget below
-  the idle floor (each round would end in an internal error).
+  back (``EngineSettings.power_headroom``), must hold the idle power of all the cluster's GPUs
+  and every node's base power (``--node-base-watts``; every node is up at the start): the
+  request of a round says budget x (1 - headroom), and the service rejects a budget below the
+  floor (each round would end in an internal error).
 - ``unrunnable_problems``: every job must fit the largest budget less the headroom in at least
   one of its configurations (any GPU type, count and clock the solver considers), counting the
   idle power of the GPUs it does not hold, as the checker does. A job that fits none would wait
@@ -39,6 +40,12 @@ def _budgets(
     return []
 
 
+def floor_watts(cluster: pb.ClusterSnapshot, node_base_watts: float = 0.0) -> float:
+    """What the cluster draws with no job and every node up: its GPUs' idle power and each
+    node's base power."""
+    return idle_watts(cluster) + node_base_watts * len(cluster.nodes)
+
+
 def budget_problems(
     cluster: pb.ClusterSnapshot,
     schedule: PowerSchedule,
@@ -46,18 +53,22 @@ def budget_problems(
     *,
     schedule_name: str = "power schedule",
     cluster_name: str = "cluster",
+    node_base_watts: float = 0.0,
 ) -> list[str]:
-    """One line per budget that, less the headroom, is below the idle power of the cluster's
-    GPUs, naming its field (``p.json:steps[1].watts``, or the cluster's ``power_budget_watts``
-    when the schedule is empty)."""
-    idle = idle_watts(cluster)
+    """One line per budget that, less the headroom, is below the floor of the cluster (its
+    GPUs' idle power and its nodes' base power), naming its field (``p.json:steps[1].watts``,
+    or the cluster's ``power_budget_watts`` when the schedule is empty)."""
+    idle = floor_watts(cluster, node_base_watts)
+    what = "the idle power of the cluster's GPUs" + (
+        " and its nodes' base power" if node_base_watts else ""
+    )
     problems = []
     for where, watts in _budgets(cluster, schedule, schedule_name, cluster_name):
         if watts is None or watts * (1 - headroom) >= idle:
             continue
         problems.append(
             f"{where}: {watts:g} W less the power headroom of {headroom * 100:g} % is "
-            f"{watts * (1 - headroom):g} W, below the idle power of the cluster's GPUs "
+            f"{watts * (1 - headroom):g} W, below {what} "
             f"({idle:g} W): no plan can meet it; give at least "
             f"{idle / (1 - headroom):.1f} W or a smaller headroom (--power-headroom)"
         )
@@ -94,6 +105,7 @@ def unrunnable_problems(
     *,
     schedule_name: str = "power schedule",
     cluster_name: str = "cluster",
+    node_base_watts: float = 0.0,
 ) -> list[str]:
     """One line per job that fits the run's largest budget, less the headroom, in none of its
     configurations (those of ``problem``, e.g. ``scenario_problem``'s); ``where(job)`` starts
@@ -103,7 +115,7 @@ def unrunnable_problems(
         return []
     field, largest = max(((f, w) for f, w in budgets if w is not None), key=lambda fw: fw[1])
     told = largest * (1 - headroom)
-    idle = idle_watts(cluster)
+    idle = floor_watts(cluster, node_base_watts)
     room = told - idle
     configs = build_config_set(problem)
     idle_of = {t.name: t.idle_watts for t in cluster.gpu_types}
@@ -118,7 +130,7 @@ def unrunnable_problems(
                 f"{where(job)}: job {job.name!r} fits no power budget of the run: in every "
                 f"configuration it draws at least {least:.1f} W above its GPUs' idle power, and "
                 f"the largest budget ({field}, {largest:g} W) less the headroom of "
-                f"{headroom * 100:g} % leaves {room:.1f} W above the idle power of the cluster's "
-                f"GPUs ({idle:g} W)"
+                f"{headroom * 100:g} % leaves {room:.1f} W above the cluster's floor, its GPUs' "
+                f"idle power and its nodes' base power ({idle:g} W)"
             )
     return problems
