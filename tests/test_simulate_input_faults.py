@@ -187,3 +187,23 @@ def test_max_time_reads_days(
     assert code == 0
     summary = json.loads((out / "t-fifo-s1-summary.json").read_text())
     assert summary["end_s"] == 172_800.0 and summary["jobs_unfinished"] == 1
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        ([], "give --scenario or --trace and --cluster"),
+        (["--trace", "t.csv"], "--trace needs --cluster"),
+        (["--scenario", "carbon-a", "--trace", "t.csv"], "give --scenario or --trace"),
+        (["--scenario", "carbon-a", "--power-schedule", "p.json"], "--power-schedule is for"),
+        (["--scenario", "carbon-a", "--cluster", "c.json"], "--cluster is for --trace runs"),
+    ],
+)
+def test_inputs_that_do_not_go_together_are_refused_before_anything_runs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], flags: list[str], message: str
+) -> None:
+    """A --power-schedule beside --scenario was silently ignored (the scenario's own ran)."""
+    out = tmp_path / "out"
+    assert main(["simulate", *flags, "--out", str(out)]) == 2
+    assert message in capsys.readouterr().err
+    assert not out.exists()

@@ -11,7 +11,6 @@ one line per problem naming file, row and column; nothing is written then.
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -20,19 +19,18 @@ from typing import Any
 
 from solver import extras
 from solver.app.arguments import add_profile_option, csv_arg, duration_arg, int_arg, seed_arg
-from solver.app.profile import WEIGHT_KEYS, solver_settings
+from solver.app.profile import solver_settings
 from solver.core.settings import SettingsError, SolverSettings
 from solver.core.solver import Solver
 from solver.runtime.cores import available_cores
 from solver.runtime.executors import make_executor
+from solver.simulate.cli_inputs import inputs_problem, settings_overrides
 from solver.simulate.core import SimulationError, SimulationLog
 from solver.simulate.front import SWEPT, energy_weight_arg, energy_weight_of, variant_label
-from solver.simulate.grid import GridSettings
-from solver.simulate.grid_cli import TWEAKS, add_grid, grid_of, with_tweaks
+from solver.simulate.grid_cli import TWEAKS, add_grid, with_tweaks
 from solver.simulate.metrics import Summary, summarize
 from solver.simulate.policies import POLICY_NAMES, make_policy
-from solver.simulate.power_saving_cli import add_power_saving, power_saving_of
-from solver.simulate.settings import RestartCost
+from solver.simulate.power_saving_cli import add_power_saving
 
 DEFAULT_COMPARE = ("fifo", "las", "gavel", "sia", "zeus", "dsfro")
 BASELINES = ("gavel", "fifo")
@@ -151,50 +149,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def command(args: argparse.Namespace) -> int:
-    if (args.scenario is None) == (args.trace is None):
-        print("dsfro simulate: give --scenario or --trace and --cluster", file=sys.stderr)
-        return 2
-    if args.trace is not None and args.cluster is None:
-        print("dsfro simulate: --trace needs --cluster", file=sys.stderr)
+    if problem := inputs_problem(args):
+        print(f"dsfro simulate: {problem}", file=sys.stderr)
         return 2
     if args.compare and (problem := extras.missing("plot", "dsfro simulate --compare's figures")):
         print(f"dsfro simulate: error: {problem}", file=sys.stderr)
         return 2
-    overrides: dict[str, Any] = {}
-    if args.budget is not None:
-        overrides["solver_budget_s"] = args.budget
-    if args.interval is not None:
-        overrides["round_interval_s"] = args.interval
-    if args.max_time is not None:
-        overrides["max_time_s"] = args.max_time
-    if args.feedback:
-        overrides["feedback"] = True
-    if args.no_restart_cost:
-        overrides["restart"] = RestartCost(overhead_s=0.0, bandwidth_bytes_per_s=math.inf)
-    if args.profile is not None:  # the operator's objective weights, for DSFRO's requests
-        w = args.profile.weights
-        given = {k: getattr(w, k) for k in WEIGHT_KEYS if getattr(w, k) is not None}
-        overrides["weights"] = given
-        if w.energy_basis is not None:
-            overrides["energy_basis"] = w.energy_basis
-    if args.power_headroom is not None:
-        if not 0 <= args.power_headroom < 1:
-            print("dsfro simulate: --power-headroom must be in [0, 1)", file=sys.stderr)
-            return 2
-        overrides["power_headroom"] = args.power_headroom
-    if args.power_guard == "off":
-        overrides["power_guard"] = None
-    saving = power_saving_of(args)
-    if isinstance(saving, str):
-        print(f"dsfro simulate: {saving}", file=sys.stderr)
+    overrides = settings_overrides(args)
+    if isinstance(overrides, str):
+        print(f"dsfro simulate: {overrides}", file=sys.stderr)
         return 2
-    if saving.enabled:
-        overrides["power_saving"] = saving
-    if isinstance(grid := grid_of(args), str):
-        print(f"dsfro simulate: {grid}", file=sys.stderr)
-        return 2
-    if grid is not None:
-        overrides["grid" if isinstance(grid, GridSettings) else TWEAKS] = grid
     try:  # DSFRO's own margin loop off: the simulator holds every policy to the same rule
         args.settings = solver_settings(args.profile).model_copy(update={"power_margin_z": 0.0})
     except SettingsError as e:
