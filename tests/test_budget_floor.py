@@ -149,3 +149,30 @@ def test_the_baselines_power_ledger_counts_the_floor_as_the_checker_does() -> No
     wake = [PowerAction("asleep", PowerActionKind.RESUME, "a job of the plan is placed on it")]
     assert check_plan(p, plan, (), wake) == []
     assert not ledger.fits(half, (GpuSlice("up", (0,)),))  # the budget is used up
+
+
+def test_the_margin_counts_the_nodes_a_plan_wakes_in_the_solver_and_in_the_report() -> None:
+    """The guard's predicted draw (solver.perfmodel.guard) and the checker's margin report
+    (solver.scoring.power), each its own derivation, count a node the plan wakes as up."""
+    from solver.perfmodel.guard import GuardParams, margin_of, plan_draws
+    from solver.scoring.power import power_margin
+
+    p = snapshot(powered("up"), powered("asleep", ASLEEP), budget=5000.0, jobs=2)
+    config = top(p, "j1")
+    plan = [
+        *run_on_up(p),
+        JobAssignment("j1", JobState.RUNNING, config, (GpuSlice("asleep", (0, 1, 2, 3)),)),
+    ]
+    params = GuardParams()
+    woken = budgets.woken_watts(p.cluster, plan)
+    assert woken == pytest.approx(500.0 + 4 * A100.idle_watts - 20.0)
+    guard = margin_of(p, plan_draws(p, plan, params), params, woken)
+    report = power_margin(p, plan, params)
+    assert guard is not None and report is not None
+    # Both nodes up with 500 W base, each job's 1,200 W in place of its GPUs' idle power.
+    assert guard.predicted == pytest.approx(2 * (500.0 + 1200.0))
+    assert report.predicted == pytest.approx(guard.predicted)
+    asleep_only = run_on_up(p)
+    assert budgets.woken_watts(p.cluster, asleep_only) == 0.0
+    report = power_margin(p, asleep_only, params)
+    assert report is not None and report.predicted == pytest.approx(500.0 + 1200.0 + 20.0)

@@ -26,7 +26,7 @@ from solver.domain import (
     SolveResult,
     Termination,
 )
-from solver.perfmodel.budgets import floor_watts
+from solver.perfmodel.budgets import floor_watts, woken_watts
 from solver.perfmodel.configs import build_config_set
 from solver.perfmodel.guard import GuardParams, margin_of, plan_draws, settle
 from solver.scoring.objective import score_plan
@@ -76,7 +76,9 @@ def solve_within_margin(
         tightened = run_budget < budget
         if not tightened:
             untightened = result
-        margin = margin_of(problem, plan_draws(problem, result.plan.assignments, params), params)
+        plan = result.plan.assignments
+        woken = woken_watts(problem.cluster, plan)
+        margin = margin_of(problem, plan_draws(problem, plan, params), params, woken)
         assert margin is not None
         if margin.slack >= 0 or (stop is not None and stop.is_set()) or run_budget <= floor:
             break
@@ -108,7 +110,8 @@ def settle_plan(problem: Problem, result: SolveResult, params: GuardParams) -> S
     jobs = {j.name: j for j in problem.jobs}
     keep = [j.name for j in problem.jobs if not j.preemptible and j.current is not None]
     first = [d.job for d in draws if jobs[d.job].current is None]
-    s = settle(problem, draws, params, keep, first)
+    woken = woken_watts(problem.cluster, result.plan.assignments)
+    s = settle(problem, draws, params, keep, first, woken)
     shed = set(s.shed)
     assignments = tuple(
         JobAssignment(

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from solver.domain import Cluster, Config, Node
+from solver.domain import Cluster, Config, JobAssignment, JobState, Node
 from solver.power_states import NodePowerState
 
 
@@ -33,6 +33,21 @@ def node_floor_watts(cluster: Cluster, node: Node) -> float:
 def resume_watts(cluster: Cluster, node: Node) -> float:
     """What waking suspended `node` adds to the cluster's floor."""
     return up_floor_watts(cluster, node) - node_floor_watts(cluster, node)
+
+
+def woken_watts(cluster: Cluster, assignments: Iterable[JobAssignment]) -> float:
+    """What the plan adds to the floor by running jobs on suspended nodes (each woken once)."""
+    asleep = {n.name: n for n in cluster.nodes if n.power.state is NodePowerState.SUSPENDED}
+    if not asleep:
+        return 0.0
+    used = {
+        s.node
+        for a in assignments
+        if a.state is JobState.RUNNING
+        for s in a.placement
+        if s.gpu_indices and s.node in asleep
+    }
+    return sum(resume_watts(cluster, asleep[name]) for name in sorted(used))
 
 
 def floor_watts(cluster: Cluster) -> float:
@@ -101,4 +116,5 @@ __all__ = [
     "rack_power_room",
     "resume_watts",
     "up_floor_watts",
+    "woken_watts",
 ]

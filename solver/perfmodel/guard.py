@@ -139,14 +139,17 @@ def plan_draws(
     ]
 
 
-def margin_of(problem: Problem, draws: Iterable[JobDraw], params: GuardParams) -> Margin | None:
+def margin_of(
+    problem: Problem, draws: Iterable[JobDraw], params: GuardParams, woken: float = 0.0
+) -> Margin | None:
     """The margin of a plan's running jobs; None without a cluster budget. The margin is the
     smaller of z standard deviations of the draw and the sum of the jobs' headrooms under
-    their limits (the most they can draw above their means: a hard bound)."""
+    their limits (the most they can draw above their means: a hard bound). `woken`: what the
+    plan adds to the floor by waking suspended nodes (budgets.woken_watts)."""
     budget = problem.cluster.power_budget_watts
     if budget is None:
         return None
-    predicted = floor_watts(problem.cluster)
+    predicted = floor_watts(problem.cluster) + woken
     variance = headroom = 0.0
     for d in draws:
         predicted += d.mean - d.idle
@@ -172,13 +175,15 @@ def settle(
     params: GuardParams,
     keep: Iterable[str] = (),
     first: Iterable[str] = (),
+    woken: float = 0.0,
 ) -> Settlement:
     """The limits (and, failing them, the jobs to queue) that keep the margin: while the plan
     breaks it, the limits come down towards the jobs' means, every job's headroom by the same
     factor (never below its GPUs' lowest limit), until the sum of limits plus idle power of
     the other GPUs fits the budget: the cap is then hard. When even the lowest limits do not
     fit, jobs are queued (those in `first`, the new starts, then the others, each by
-    decreasing standard deviation; never those in `keep`), one at a time."""
+    decreasing standard deviation; never those in `keep`), one at a time. `woken`: as for
+    margin_of (a queued job's node stays counted woken: the floor is not over-promised)."""
     running = list(draws)
     kept, early = set(keep), set(first)
     order = sorted(
@@ -186,7 +191,7 @@ def settle(
     )
     shed: list[str] = []
     while True:
-        margin = margin_of(problem, running, params)
+        margin = margin_of(problem, running, params, woken)
         limits = {d.job: d.limit_per_gpu for d in running}
         if margin is None or margin.slack >= 0:
             return Settlement(tuple(shed), limits, margin)

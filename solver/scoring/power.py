@@ -25,8 +25,8 @@ class PowerMarginReport:
 
     budget: float
     predicted: float
-    """Every node's floor (base power and idle GPUs; suspended: the policy's draw), plus each
-    running job's mean above its GPUs' idle."""
+    """Every node's floor (base power and idle GPUs; suspended and not woken by the plan: the
+    policy's draw), plus each running job's mean above its GPUs' idle."""
     margin: float
     """The smaller of z standard deviations of the draw and ``limited - predicted``."""
     limited: float
@@ -70,9 +70,17 @@ def power_margin(
         return None
     g = guard if guard is not None else GuardParams()
     jobs = {j.name: j for j in problem.jobs}
+    assignments = tuple(assignments)
+    used = {
+        s.node
+        for a in assignments
+        if a.state is JobState.RUNNING
+        for s in a.placement
+        if s.gpu_indices
+    }
     idle = 0.0
-    for node in cluster.nodes:  # the snapshot's floor: suspended nodes at the policy's draw
-        if node.power.state is NodePowerState.SUSPENDED:
+    for node in cluster.nodes:  # suspended nodes the plan leaves asleep at the policy's draw
+        if node.power.state is NodePowerState.SUSPENDED and node.name not in used:
             idle += cluster.power_saving.suspended_node_watts
         else:
             idle += node.power.base_watts

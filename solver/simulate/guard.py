@@ -17,7 +17,7 @@ import dataclasses
 
 from solver._proto.dsfro.v1 import scheduler_pb2 as pb
 from solver.domain import JobAssignment, JobState, Problem
-from solver.perfmodel.budgets import floor_watts
+from solver.perfmodel.budgets import floor_watts, woken_watts
 from solver.perfmodel.configs import resolve_config, type_facts
 from solver.perfmodel.guard import GuardParams, expected_margin, plan_draws, settle
 from solver.simulate.core import Decision
@@ -66,7 +66,8 @@ class RoundGuard:
         draws = plan_draws(problem, assignments, self.params)
         keep = [n for n, j in jobs.items() if not j.preemptible and j.current is not None]
         first = [n for n in decision.allocations if jobs[n].current is None]
-        settled = settle(problem, draws, self.params, keep, first)
+        woken = woken_watts(problem.cluster, assignments)
+        settled = settle(problem, draws, self.params, keep, first, woken)
         self.limits = dict(settled.limits)
         if settled.shed:
             self.shed += len(settled.shed)
