@@ -8,7 +8,7 @@ that run concurrently.
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -368,6 +368,17 @@ class JobAssignment:
 
     def gpus_per_node(self) -> dict[str, int]:
         return gpus_per_node(self.placement)
+
+
+def busy_nodes(assignments: Iterable[JobAssignment]) -> set[str]:
+    """The nodes on which a running assignment holds a GPU (whole or through a MIG instance)."""
+    return {
+        s.node
+        for a in assignments
+        if a.state is JobState.RUNNING
+        for s in a.placement
+        if s.gpu_indices
+    }
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from solver.domain import Cluster, Config, JobAssignment, JobState, Node
+from solver.domain import Cluster, Config, JobAssignment, Node, busy_nodes
 from solver.power_states import NodePowerState
 
 
@@ -40,13 +40,7 @@ def woken_watts(cluster: Cluster, assignments: Iterable[JobAssignment]) -> float
     asleep = {n.name: n for n in cluster.nodes if n.power.state is NodePowerState.SUSPENDED}
     if not asleep:
         return 0.0
-    used = {
-        s.node
-        for a in assignments
-        if a.state is JobState.RUNNING
-        for s in a.placement
-        if s.gpu_indices and s.node in asleep
-    }
+    used = busy_nodes(assignments) & asleep.keys()
     return sum(resume_watts(cluster, asleep[name]) for name in sorted(used))
 
 

@@ -13,7 +13,7 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from solver.domain import Job, JobAssignment, JobState, Problem, ThroughputProfile
+from solver.domain import Job, JobAssignment, JobState, Problem, ThroughputProfile, busy_nodes
 from solver.perfmodel.configs import resolve_config
 from solver.perfmodel.guard import GuardParams
 from solver.power_states import NodePowerState
@@ -71,13 +71,7 @@ def power_margin(
     g = guard if guard is not None else GuardParams()
     jobs = {j.name: j for j in problem.jobs}
     assignments = tuple(assignments)
-    used = {
-        s.node
-        for a in assignments
-        if a.state is JobState.RUNNING
-        for s in a.placement
-        if s.gpu_indices
-    }
+    used = busy_nodes(assignments)
     idle = 0.0
     for node in cluster.nodes:  # suspended nodes the plan leaves asleep at the policy's draw
         if node.power.state is NodePowerState.SUSPENDED and node.name not in used:

@@ -14,7 +14,16 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
-from solver.domain import Config, GpuSlice, Job, JobAssignment, JobState, Problem, gpus_per_node
+from solver.domain import (
+    Config,
+    GpuSlice,
+    Job,
+    JobAssignment,
+    JobState,
+    Problem,
+    busy_nodes,
+    gpus_per_node,
+)
 from solver.perfmodel import budgets
 from solver.perfmodel.configs import ConfigSet
 from solver.perfmodel.quotas import QuotaLedger
@@ -150,13 +159,7 @@ def suspend_idle(problem: Problem, assignments: Sequence[JobAssignment]) -> list
     policy = problem.cluster.power_saving
     if not policy.enabled:
         return []
-    used = {
-        s.node
-        for a in assignments
-        if a.state is JobState.RUNNING
-        for s in a.placement
-        if s.gpu_indices
-    }
+    used = busy_nodes(assignments)
     empty: dict[str, list[tuple[float, str, bool]]] = {}
     for n in problem.cluster.nodes:
         if n.power.state is NodePowerState.UP and n.name not in used:
