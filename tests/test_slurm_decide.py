@@ -72,6 +72,20 @@ def test_a_waiting_job_is_placed_as_planned() -> None:
     assert d.target.gres() == "gpu:h100:4" and d.target.num_gpus == 4
 
 
+def test_a_job_planned_onto_a_node_slurm_powered_down_is_placed_there() -> None:
+    """Slurm resumes a powered-down node when a job is sent to it; a node powering down or
+    failed can't take it."""
+    sinfo = json.loads(captured("placed", "sinfo"))
+    snap = snapshot("placed")
+    for flags, action in ((["POWERED_DOWN"], Action.PLACE), (["POWERING_DOWN"], Action.WAIT)):
+        for node in sinfo["nodes"]:
+            node["state_flags"] = flags if node["name"] == "node4" else []
+        nodes = {n.name: n for n in parse_sinfo(json.dumps(sinfo))}
+        plan = Plan(assignments=[running("8", {"node4": 4}, dp=2, tp=2)])
+        d = by_job(decide(snap, plan, nodes, DEFAULT_RULES, NOW))[8]
+        assert d.action is action, flags
+
+
 def test_a_plan_slurm_cant_express_or_that_no_longer_fits_waits() -> None:
     got = run(
         [running("8", {"node3": 4, "node4": 2}, dp=6), running("11", {"node4": 2}), queued("12")],

@@ -124,6 +124,34 @@ def test_the_site_gives_nodes_their_base_power_and_the_request_stays_valid() -> 
     assert validate_request(snap.request, Limits()) == []
 
 
+def test_a_node_slurm_powered_down_is_sent_suspended_and_used_after_the_up_ones() -> None:
+    """Slurm's power saving: an idle POWERED_DOWN node is in the snapshot as suspended (it was
+    left out, so DSFRO never placed a job there and Slurm never resumed it); a powering-down
+    one stays out. The waiting job fits an up node's free GPUs: it goes there, nothing wakes
+    (waking for jobs that fit no up node: tests/test_power_states.py)."""
+    from solver.app.pipeline import solve_request
+    from solver.core.solver import Solver
+    from solver.wire import NodePowerState
+
+    sinfo = json.loads(captured("mixed", "sinfo"))
+    sinfo["nodes"][2]["state_flags"] = ["POWERED_DOWN"]  # node3, idle
+    snap = snapshot("mixed", json.dumps(sinfo))
+    node3 = next(n for n in snap.request.cluster.nodes if n.name == "node3")
+    assert node3.power_state == NodePowerState.NODE_POWER_STATE_SUSPENDED
+    assert "node3" not in snap.ignored_nodes
+    assert validate_request(snap.request, Limits()) == []
+    solver = Solver()
+    try:
+        plan = solve_request(snap.request, solver).result.plan
+    finally:
+        solver.close()
+    [placed] = [a for a in plan.assignments if a.placement]
+    assert {s.node for s in placed.placement} == {"node2"} and plan.power_actions == ()
+    sinfo["nodes"][2]["state_flags"] = ["POWERING_DOWN"]
+    snap = snapshot("mixed", json.dumps(sinfo))
+    assert "node3" in snap.ignored_nodes
+
+
 def test_a_job_asking_for_a_gpu_type_without_nodes_is_not_sent() -> None:
     data = json.loads(captured("mixed", "squeue"))
     data["jobs"][2]["tres_per_node"] = "gres:gpu:a100:2"

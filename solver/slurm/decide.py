@@ -97,7 +97,8 @@ def target_of(a: JobAssignment, snapshot: Snapshot) -> Target | str:
 
 
 def _unusable(nodes: tuple[str, ...], fresh: Mapping[str, SlurmNode]) -> list[str]:
-    return [n for n in nodes if n not in fresh or not fresh[n].usable]
+    """The nodes that can't take a job now (a powered-down one can: Slurm resumes it)."""
+    return [n for n in nodes if n not in fresh or not (fresh[n].usable or fresh[n].powered_down)]
 
 
 def _same(a: Target, b: Target) -> bool:

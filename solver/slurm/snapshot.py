@@ -28,6 +28,7 @@ from solver.wire import (
     Job,
     ModelSpec,
     Node,
+    NodePowerState,
     RackPowerBudget,
     SolveRequest,
     ThroughputProfile,
@@ -174,7 +175,7 @@ def _nodes(
         if gpu is None:
             out.ignored_nodes[node.name] = f"GRES type {node.gpu_type!r} is not in the site file"
             continue
-        if not (node.usable or node.draining):
+        if not (node.usable or node.draining or node.powered_down):
             out.ignored_nodes[node.name] = f"{node.state} {'+'.join(sorted(node.flags))}".strip()
             continue
         out.nodes[node.name] = node
@@ -257,6 +258,8 @@ def build_snapshot(
         )
         if name in site.base_watts:
             cluster.nodes[-1].base_watts = site.base_watts[name]
+        if node.powered_down:  # Slurm's power saving: used last, resumed by Slurm when used
+            cluster.nodes[-1].power_state = NodePowerState.NODE_POWER_STATE_SUSPENDED
     if site.power_budget_watts is not None:
         cluster.power_budget_watts = site.power_budget_watts
     racks = {n.rack for n in cluster.nodes}

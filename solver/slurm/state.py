@@ -83,6 +83,16 @@ class SlurmNode:
         """Drained or draining: up, but no new job starts here."""
         return self.state in USABLE_STATES and "DRAIN" in self.flags
 
+    @property
+    def powered_down(self) -> bool:
+        """Idle and powered down by Slurm's power saving, nothing else wrong: a job placed
+        here makes Slurm resume the node (ResumeProgram) and starts once it is up."""
+        return (
+            self.state == "idle"
+            and "POWERED_DOWN" in self.flags
+            and not (self.flags & (UNUSABLE_FLAGS - {"POWERED_DOWN"}))
+        )
+
 
 @dataclass(frozen=True)
 class SlurmJob:
