@@ -38,9 +38,10 @@ class PowerSaving:
     resume_seconds: float = 0.0
     suspended_node_watts: float = 0.0
     spare_nodes_per_type: int = 0
-    price_node_floor: bool = True
+    price_node_floor: bool = False
     """Whether the energy term charges each busy node it may suspend its floor (base power and
-    its free GPUs' idle power): solver.scoring.node_floor."""
+    its free GPUs' idle power): solver.scoring.node_floor. Opt-in: it saved no energy on the
+    simulated scenarios (docs/evaluation.md)."""
 
 
 class PowerActionKind(enum.Enum):

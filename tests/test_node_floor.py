@@ -28,7 +28,7 @@ from tests.reference_model import build_reference
 from tests.test_formulation import _new, _reference
 
 BASE = 600.0
-POLICY = PowerSaving(enabled=True, suspend_after_seconds=600.0)
+POLICY = PowerSaving(enabled=True, suspend_after_seconds=600.0, price_node_floor=True)
 WEIGHTS = ObjectiveWeights(1.0, 0.5, 0.2, 0.0, 0.3)
 
 
@@ -77,7 +77,8 @@ def test_a_busy_node_is_charged_its_base_and_its_free_gpus_idle_power() -> None:
 @pytest.mark.parametrize(
     "saving, nodes",
     [
-        (PowerSaving(), ("n0", "n1")),  # power saving off: no node can be suspended
+        (PowerSaving(price_node_floor=True), ("n0", "n1")),  # off: no node can be suspended
+        (PowerSaving(enabled=True), ("n0", "n1")),  # the floor is priced only when asked
         (dataclasses.replace(POLICY, price_node_floor=False), ("n0", "n1")),
         (dataclasses.replace(POLICY, exclude_nodes=frozenset({"n0", "n1"})), ("n0", "n1")),
     ],
@@ -186,6 +187,7 @@ def test_with_slices_the_bound_stays_above_the_plan_and_the_plan_valid(backend: 
     for n in req.cluster.nodes:
         n.base_watts = 400.0
     req.cluster.power_saving.enabled = True
+    req.cluster.power_saving.price_node_floor = True
     req.options.backend = getattr(pb, backend)
     solver = Solver()
     try:

@@ -31,6 +31,7 @@ def request() -> pb.SolveRequest:
     s.suspend_after.FromSeconds(600)
     s.resume_time.FromSeconds(300)
     s.suspended_node_watts = 20.0
+    s.price_node_floor = True
     req.options.backend = pb.BACKEND_HEURISTIC
     req.options.time_budget.FromSeconds(2)
     return req
@@ -95,7 +96,7 @@ def test_the_example_is_request_and_valid() -> None:
     assert validate_request(got, Limits()) == []
 
 
-def test_the_node_floor_is_in_the_served_objective_unless_the_policy_turns_it_off() -> None:
+def test_the_node_floor_is_in_the_served_objective_where_the_policy_asks() -> None:
     req = request()
     blind = pb.SolveRequest()
     blind.CopyFrom(req)
@@ -105,7 +106,10 @@ def test_the_node_floor_is_in_the_served_objective_unless_the_policy_turns_it_of
         plan = response.plan
         priced = stub.EvaluatePlan(pb.EvaluatePlanRequest(request=req, plan=plan), timeout=30)
         free = stub.EvaluatePlan(pb.EvaluatePlanRequest(request=blind, plan=plan), timeout=30)
+        blind.cluster.power_saving.ClearField("price_node_floor")  # unset: not priced
+        unset = stub.EvaluatePlan(pb.EvaluatePlanRequest(request=blind, plan=plan), timeout=30)
     assert priced.valid and free.valid
+    assert unset.objective.energy == free.objective.energy
     # The floor of each busy node: 600 W base and its GPUs no job uses (idle 50 W / 70 W).
     idle = {"a100-0": 50.0, "a100-1": 50.0, "h100-0": 70.0}
     count = {"a100-0": 8, "a100-1": 8, "h100-0": 4}

@@ -42,7 +42,7 @@ def power_saving_from_proto(c: pb.ClusterSnapshot) -> PowerSaving:
         resume_seconds=duration_seconds(p.resume_time),
         suspended_node_watts=p.suspended_node_watts,
         spare_nodes_per_type=p.spare_nodes_per_type,
-        price_node_floor=p.price_node_floor if p.HasField("price_node_floor") else True,
+        price_node_floor=p.price_node_floor,
     )
 
 

@@ -36,7 +36,7 @@ _DSFRO: dict[str, Callable[[str | None], DsfroOptions]] = {
     "dsfro-heuristic": lambda server: DsfroOptions(server=server, backend=Backend.HEURISTIC),
     "dsfro-whole": lambda server: DsfroOptions(server=server, slices=False),
     "dsfro-carbon-blind": lambda server: DsfroOptions(server=server, carbon=False),
-    "dsfro-floor-blind": lambda server: DsfroOptions(server=server, node_floor=False),
+    "dsfro-floor": lambda server: DsfroOptions(server=server, node_floor=True),
     "dsfro-maxmin": lambda server: DsfroOptions(
         server=server, fairness=Fairness(FairnessMode.MAX_MIN, FairnessScope.TENANT)
     ),

@@ -9,8 +9,8 @@ scheduler calls it. Ablations change only what DSFRO may decide, through the req
   partitions a GPU). ``dsfro`` itself uses slices where the snapshot allows them.
 - ``dsfro-carbon-blind``: the requests without the grid forecast (``dsfro`` itself defers
   waiting jobs to cleaner hours where the scenario has a grid; docs/carbon.md).
-- ``dsfro-floor-blind``: power saving's ``price_node_floor`` off (``dsfro`` itself, with power
-  saving on, charges each busy node's floor: docs/objective.md, "Node floor").
+- ``dsfro-floor``: power saving's ``price_node_floor`` on (each busy node's floor charged:
+  docs/objective.md, "Node floor"; ``dsfro`` leaves it as the request has it, off by default).
 
 Fairness variants send the request with a fairness mode (docs/objective.md, "Fairness"), the
 round interval as its horizon: ``dsfro-maxmin`` (max-min by tenant), ``dsfro-prop``
@@ -61,8 +61,8 @@ class DsfroOptions:
     """False: no job may run on a MIG instance (whole GPUs only)."""
     carbon: bool = True
     """False: the requests carry no grid forecast (carbon-blind DSFRO)."""
-    node_floor: bool = True
-    """False: the node floor is not priced (PowerSaving.price_node_floor off)."""
+    node_floor: bool = False
+    """True: the node floor is priced (PowerSaving.price_node_floor on)."""
 
 
 class DsfroPolicy:
@@ -126,8 +126,8 @@ class DsfroPolicy:
                 p = replace(p, jobs=tuple(replace(j, slices=None) for j in p.jobs))
             if not o.carbon:
                 p = replace(p, cluster=replace(p.cluster, grid=None))
-            if not o.node_floor:
-                saving = replace(p.cluster.power_saving, price_node_floor=False)
+            if o.node_floor:
+                saving = replace(p.cluster.power_saving, price_node_floor=True)
                 p = replace(p, cluster=replace(p.cluster, power_saving=saving))
             if not o.fairness.active:
                 return p
@@ -171,8 +171,8 @@ class DsfroPolicy:
                 job.ClearField("slices")
         if not o.carbon:
             request.cluster.ClearField("grid")
-        if not o.node_floor:
-            request.cluster.power_saving.price_node_floor = False
+        if o.node_floor:
+            request.cluster.power_saving.price_node_floor = True
         return request
 
     def _call(self, request: pb.SolveRequest) -> pb.SolveResponse:
