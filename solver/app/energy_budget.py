@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from solver._proto.dsfro.v1 import scheduler_pb2 as pb
 from solver.app.validation.common import duration_seconds
+from solver.app.validation.power_states import wire_floor_watts
 
 
 def energy_cap_watts(req: pb.SolveRequest) -> float | None:
@@ -29,13 +30,7 @@ def unavoidable_watts(req: pb.SolveRequest) -> float:
     """Every node's floor (up: its GPUs' idle power and its base power; suspended: the
     power-saving policy's draw), and each non-preemptible running job's GPUs at their TDP."""
     types = {t.name: t for t in req.cluster.gpu_types}
-    asleep = req.cluster.power_saving.suspended_node_watts
-    idle = sum(
-        asleep
-        if n.power_state == pb.NODE_POWER_STATE_SUSPENDED
-        else n.gpu_count * types[n.gpu_type].idle_watts + n.base_watts
-        for n in req.cluster.nodes
-    )
+    idle = sum(wire_floor_watts(req.cluster, n, types.get(n.gpu_type)) for n in req.cluster.nodes)
     kept = 0.0
     for j in req.jobs:
         a = j.current_allocation

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 from solver._proto.dsfro.v1 import scheduler_pb2 as pb
 from solver.app.limits import MAX_JOB_AGE_SECONDS, MAX_POWER_WATTS
 from solver.app.validation.common import Collector, quoted
@@ -10,6 +12,20 @@ MAX_PERIOD_SECONDS = MAX_JOB_AGE_SECONDS
 """Idle times and the policy's durations: ten years, as a job's age."""
 
 _STATES = frozenset(pb.NodePowerState.values())
+
+
+def wire_floor_watts(cluster: pb.ClusterSnapshot, node: pb.Node, gpu: pb.GpuType | None) -> float:
+    """What `node` draws with no job, read from the wire (solver.perfmodel.budgets reads the
+    domain): suspended, the policy's draw; up, its GPUs' idle power and its base power. A
+    value not yet validated (non-finite) or a GPU type not known counts 0."""
+
+    def finite(x: float) -> float:
+        return x if math.isfinite(x) else 0.0
+
+    if node.power_state == pb.NODE_POWER_STATE_SUSPENDED:
+        return finite(cluster.power_saving.suspended_node_watts)
+    idle = node.gpu_count * gpu.idle_watts if gpu is not None and node.gpu_count > 0 else 0.0
+    return finite(idle) + finite(node.base_watts)
 
 
 def check_power_states(c: Collector, cluster: pb.ClusterSnapshot) -> None:

@@ -36,6 +36,7 @@ from solver.app.validation.mig import check_mig
 from solver.app.validation.power_states import (
     check_power_states,
     check_running_on_suspended,
+    wire_floor_watts,
 )
 from solver.app.validation.queues import check_job_queue, check_queues
 
@@ -244,16 +245,8 @@ def _check_power_above_idle(
     """A budget below what the nodes draw with no job (up: idle GPUs and base power; suspended:
     the power-saving policy's draw) can't be met by any plan: a snapshot error."""
     idle: dict[str, float] = {}
-    asleep = cluster.power_saving.suspended_node_watts
     for n in nodes.values():
-        gpu = types.get(n.gpu_type)
-        if n.power_state == pb.NODE_POWER_STATE_SUSPENDED:
-            floor = asleep if math.isfinite(asleep) else 0.0
-        elif gpu is not None and n.gpu_count > 0:
-            base = n.base_watts if math.isfinite(n.base_watts) else 0.0
-            floor = n.gpu_count * gpu.idle_watts + base
-        else:
-            continue
+        floor = wire_floor_watts(cluster, n, types.get(n.gpu_type))
         idle[n.rack] = idle.get(n.rack, 0.0) + floor
     total = sum(idle.values())
     budget = cluster.power_budget_watts
