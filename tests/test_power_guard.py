@@ -6,9 +6,12 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import time
 
 import pytest
 
+from solver.core.deadline import Deadline
+from solver.core.power_guard import solve_within_margin
 from solver.core.settings import SolverSettings
 from solver.core.solver import Solver
 from solver.domain import (
@@ -20,6 +23,7 @@ from solver.domain import (
     ModelSpec,
     Problem,
     Shape,
+    SolveResult,
 )
 from solver.perfmodel.configs import resolve_config
 from solver.perfmodel.guard import (
@@ -201,3 +205,52 @@ def test_a_lone_job_runs_under_lowered_limits_rather_than_not_at_all() -> None:
     assert report is not None and report.limited == pytest.approx(1850.0)
     assert report.slack == pytest.approx(0.0, abs=1e-6)
     assert "power limits lowered" in result.stats.detail
+
+
+def test_a_cut_short_resolve_never_replaces_the_first_plan_settled() -> None:
+    # j0 runs and was observed drawing 15 % above its prediction, so the first plan (all four
+    # jobs at lowered clocks, at the budget) breaks the margin, and settling it queues one new
+    # job. Every re-solve is cut short (its deadline already past: the keep-only plan, j0
+    # alone). The answer is the first plan settled, three jobs under lowered limits, and its
+    # first plan time is the first solve's.
+    p = four_equal_jobs(3850.0)
+    now = dataclasses.replace(running(A100.name, {"n0": (0, 1, 2, 3)}), observed_watts=1380.0)
+    p = dataclasses.replace(p, jobs=(dataclasses.replace(p.jobs[0], current=now), *p.jobs[1:]))
+    settings = SolverSettings()
+    solver = Solver(settings)
+    calls: list[bool] = []
+
+    def once(q: Problem, d: Deadline, first: bool) -> SolveResult:
+        calls.append(first)
+        if first:
+            return solver._solve_once(q, d, None, None)
+        return solver._solve_once(q, dataclasses.replace(d, end=time.monotonic()), None, None)
+
+    result = solve_within_margin(p, Deadline.after(2.0, settings), once, settings)
+    assert calls[0] and len(calls) >= 2  # it did re-solve, and the re-solves lost
+    running_jobs = {a.job for a in result.plan.assignments if a.state is JobState.RUNNING}
+    assert len(running_jobs) == 3 and "j0" in running_jobs
+    assert "1 jobs queued to keep the power margin" in result.stats.detail
+    assert "power limits lowered" in result.stats.detail
+    report = power_margin(p, result.plan.assignments)
+    assert report is not None and report.slack >= -1e-6
+    assert result.stats.first_plan_seconds < 1.0
+
+
+def test_no_resolve_without_time_for_its_first_plan() -> None:
+    # The first solve took (in effect) the whole deadline to its first plan: no re-solve runs.
+    p = four_equal_jobs(3850.0)
+    settings = SolverSettings()
+    solver = Solver(settings)
+    calls: list[bool] = []
+
+    def once(q: Problem, d: Deadline, first: bool) -> SolveResult:
+        calls.append(first)
+        result = solver._solve_once(q, d, None, None)
+        stats = dataclasses.replace(result.stats, first_plan_seconds=10.0)
+        return dataclasses.replace(result, stats=stats)
+
+    result = solve_within_margin(p, Deadline.after(2.0, settings), once, settings)
+    assert calls == [True]
+    report = power_margin(p, result.plan.assignments)
+    assert report is not None and report.slack >= -1e-6

@@ -1,10 +1,10 @@
 """Every solver path honours the power margin without a formulation of its own: the solve runs on
 the request's budget, the plan's margin is checked, and while it is broken the budget is
-tightened by the excess and the problem solved again (at most
-``power_margin_solves`` times, within the deadline); a plan still over it has its power limits
-lowered until their sum fits the budget, or failing that jobs queued (``settle``). Every
-running job gets its per-GPU power limit. docs/objective.md, "Power margin", says why this
-and not a model row.
+tightened by the excess and the problem solved again (at most ``power_margin_solves`` times,
+within the deadline, each with time to finish); a plan over it has its power limits lowered
+until their sum fits the budget, or failing that jobs queued (``settle``), and the best
+settled plan wins. Every running job gets its per-GPU power limit. docs/objective.md, "Power
+margin", says why this and not a model row.
 """
 
 from __future__ import annotations
@@ -33,9 +33,10 @@ from solver.scoring.objective import score_plan
 
 SHED_DETAIL = "queued to keep the power margin (docs/objective.md, Power margin)"
 CAP_DISCOUNT = 0.06
-"""The first plan with lowered limits is taken over a tightened solve's only when worth more than
-it by this share of its objective, which does not see the throughput a lowered limit may cost:
-the Zeus sweeps' median slowdown at 86 % of a job's free draw (solver/simulate/power_cap.py)."""
+"""A plan whose limits were lowered to fit the margin is taken over another attempt's only when
+worth more than it by this share of its objective, which does not see the throughput a lowered
+limit may cost: the Zeus sweeps' median slowdown at 86 % of a job's free draw
+(solver/simulate/power_cap.py)."""
 SolveOnce = Callable[[Problem, Deadline, bool], SolveResult]
 """Solves a problem by a deadline; the flag: whether this is the first solve of the request."""
 
@@ -47,60 +48,84 @@ def solve_within_margin(
     settings: SolverSettings,
     stop: threading.Event | None = None,
 ) -> SolveResult:
-    """The best plan `solve_once` finds that satisfies the margin, with power limits."""
+    """The best plan `solve_once` finds that satisfies the margin, with power limits.
+
+    Every attempt's plan is a candidate once settled (its limits set, lowered and jobs queued
+    where it breaks the margin); the one worth most wins, a settled plan that broke the margin
+    discounted by ``CAP_DISCOUNT``. A re-solve runs only with time for its first plan and as
+    long again to improve it (``power_margin_resolve_factor`` times the first solve's time to its
+    first plan): a cut-short re-solve is worth less than the first plan settled."""
     params = settings.guard_params()
     budget = problem.cluster.power_budget_watts
     if budget is None or params.z <= 0:
         return settle_plan(problem, solve_once(problem, deadline, True), params)
     floor = floor_watts(problem.cluster)
     target = budget  # first the request's budget: its bound then bounds the margin's problem
-    result: SolveResult | None = None
-    tightened = False
     bound: float | None = None  # of an untightened solve: it bounds the margin's problem too
-    untightened: SolveResult | None = None
+    candidates: list[_Candidate] = []
+    first_plan_seconds: float | None = None
+    needs = 0.0  # the first solve's time to its first plan: what a re-solve needs at least
     for attempt in range(settings.power_margin_solves):
-        last = attempt == settings.power_margin_solves - 1
-        left = deadline.end - time.monotonic()
-        share = 1.0 if last else settings.power_margin_first_share if attempt == 0 else 0.5
-        when = dataclasses.replace(deadline, end=time.monotonic() + max(left, 0.0) * share)
-        run_budget = max(min(target, budget), floor)
-        attempt_result = solve_once(_with_budget(problem, run_budget), when, attempt == 0)
-        if run_budget >= budget:
-            bound = attempt_result.stats.best_bound
-        if attempt_result.stats.termination is Termination.INFEASIBLE:
-            if result is None:  # nothing feasible yet: the budget alone, as asked
-                full = run_budget >= budget
-                result = attempt_result if full else solve_once(problem, deadline, False)
+        now = time.monotonic()
+        left = max(deadline.end - now, 0.0)
+        wanted = settings.power_margin_resolve_factor * needs
+        if attempt > 0 and left < wanted:
             break
-        result = attempt_result
-        tightened = run_budget < budget
-        if not tightened:
-            untightened = result
+        last = attempt == settings.power_margin_solves - 1
+        share = 1.0 if last else settings.power_margin_first_share if attempt == 0 else 0.5
+        window = left * share if left * share >= wanted else left
+        when = dataclasses.replace(deadline, end=now + window)
+        run_budget = max(min(target, budget), floor)
+        result = solve_once(_with_budget(problem, run_budget), when, attempt == 0)
+        if attempt == 0:
+            first_plan_seconds = result.stats.first_plan_seconds
+            needs = max(first_plan_seconds - (now - deadline.start), 0.0)
+        if run_budget >= budget:
+            bound = result.stats.best_bound
+        if result.stats.termination is Termination.INFEASIBLE:
+            if not candidates:  # the request's own budget (the first solve's) admits no plan
+                return result
+            break
         plan = result.plan.assignments
         woken = woken_watts(problem.cluster, plan)
         margin = margin_of(problem, plan_draws(problem, plan, params), params, woken)
         assert margin is not None
+        candidates.append(_candidate(problem, result, params, run_budget < budget, margin.slack))
         if margin.slack >= 0 or (stop is not None and stop.is_set()) or run_budget <= floor:
             break
         target = run_budget + margin.slack - 1.0  # 1 W below: floors of the model's rows
-    assert result is not None
-    if result.stats.termination is Termination.INFEASIBLE:
-        return result
-    if tightened:
-        result = _rebound(result, bound, "budget tightened for the power margin")
+    best = max(candidates, key=lambda c: c.value)  # the earliest of equals
+    result = best.result
+    if best.tightened or best.broken or result.stats.best_bound != bound:
+        result = _rebound(result, bound, best.note)
+    assert first_plan_seconds is not None
+    stats = dataclasses.replace(result.stats, first_plan_seconds=first_plan_seconds)
+    return dataclasses.replace(result, stats=stats)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Candidate:
+    result: SolveResult
+    """Settled: with its power limits, lowered and jobs queued where the margin broke."""
+    value: float
+    tightened: bool
+    broken: bool
+
+    @property
+    def note(self) -> str:
+        if self.broken:
+            return "power limits lowered to fit the power margin"
+        return "budget tightened for the power margin" if self.tightened else ""
+
+
+def _candidate(
+    problem: Problem, result: SolveResult, params: GuardParams, tightened: bool, slack: float
+) -> _Candidate:
     settled = settle_plan(problem, result, params)
-    if settled.stats.objective != result.stats.objective:
-        settled = _rebound(settled, settled.stats.best_bound, "")
-    if untightened is not None and untightened is not result:
-        # The first plan with its limits lowered to fit (a hard cap), if it queues no job and
-        # is worth more than what the tightened solves found.
-        capped = settle_plan(problem, untightened, params)
-        unchanged = capped.stats.objective == untightened.stats.objective
-        value = capped.stats.objective - CAP_DISCOUNT * abs(capped.stats.objective)
-        if unchanged and value > settled.stats.objective:
-            note = "power limits lowered to fit the margin (worth more than a tightened solve)"
-            return _rebound(capped, bound, note)
-    return settled
+    objective = settled.stats.objective
+    broken = slack < 0
+    value = objective - CAP_DISCOUNT * abs(objective) if broken else objective
+    return _Candidate(settled, value, tightened, broken)
 
 
 def settle_plan(problem: Problem, result: SolveResult, params: GuardParams) -> SolveResult:

@@ -200,6 +200,11 @@ class SolverSettings(BaseSettings):
     tightened by the excess); then jobs are queued until it holds."""
     power_margin_first_share: float = Field(0.7, gt=0.0, le=1.0)
     """Share of the time left the first solve gets when more may follow."""
+    power_margin_resolve_factor: float = Field(2.0, ge=1.0, le=100.0)
+    """A re-solve under a tightened budget runs only with this many times the first solve's
+    time to its first plan left (its own first plan, and as long again to improve it): cut
+    shorter, it ends on a partial greedy pass, worth less than the first plan with its limits
+    lowered (at 1,024 nodes and 5 s, 16 % below; docs/benchmarks.md)."""
 
     def guard_params(self) -> GuardParams:
         """The margin and limit parameters as the perfmodel takes them."""
