@@ -5,6 +5,7 @@ splits add up to what the LP put in each rack."""
 from __future__ import annotations
 
 import dataclasses
+import json
 from pathlib import Path
 
 import highspy
@@ -19,6 +20,7 @@ from solver.perfmodel import budgets
 from solver.perfmodel.configs import ConfigSet, build_config_set
 from solver.scoring.objective import migration_cost, queued_value, running_gain
 from solver.search.bound import LP_SAFETY, aggregate_columns, solve_aggregate
+from tests import factories as f
 
 STORED = Path(__file__).resolve().parent.parent / "instances" / "hetero-power"
 
@@ -131,3 +133,44 @@ def test_the_guides_rack_splits_fit_the_racks_and_the_jobs() -> None:
             n.available_gpus for n in p.cluster.nodes if (n.rack, n.gpu_type) == (rack, gpu_type)
         )
         assert gpus <= have + 1e-6
+
+
+def test_integral_rack_splits_tighten_the_bound_and_still_bound_the_optimum() -> None:
+    # Stored instances with proven optima: optimum <= integral-split bound <= continuous bound.
+    optima = {
+        e["instance"]: float(e["objective"])
+        for e in json.loads((STORED / "optima.json").read_text())["instances"]
+        if e["proven_optimal"]
+    }
+    for name in ("hetero-power-32-s1", "hetero-power-32-s2"):
+        request = load_request_json(STORED / f"{name}.json")
+        p = pipeline.to_problem(request, Limits(max_time_budget_seconds=3600))
+        configs = build_config_set(p)
+        loose = solve_aggregate(p, configs, integer=True, time_limit=60)
+        tight = solve_aggregate(p, configs, integer=True, time_limit=60, integral_racks=True)
+        assert loose.best_bound is not None and tight.best_bound is not None
+        assert tight.status == "OPTIMAL"
+        assert optima[f"{name}.json"] <= tight.best_bound <= loose.best_bound
+
+
+def test_integral_rack_splits_keep_a_gpu_whole_in_one_rack() -> None:
+    # Two racks of one 4-GPU node, each with room above idle for 1.5 GPUs of the only
+    # configuration (250 W above idle): split continuously, three jobs run (one half in each
+    # rack); in whole GPUs, two.
+    j = [f.job(f"j{i}", f.point(1, 10.0), min_gpus=1, max_gpus=1) for i in range(4)]
+    idle = 4 * f.A100.idle_watts
+    c = f.cluster(
+        f.node("n0", count=4, rack="r0"),
+        f.node("n1", count=4, rack="r1"),
+        rack_power={"r0": idle + 375.0, "r1": idle + 375.0},
+    )
+    one_clock = dataclasses.replace(f.A100, sm_clocks_mhz=(f.A100.max_clock_mhz,))
+    c = dataclasses.replace(c, gpu_types={**c.gpu_types, f.A100.name: one_clock})
+    p = f.problem(c, *j)
+    configs = build_config_set(p)
+    assert {x.watts for x in configs.by_job["j0"]} == {300.0}, "one configuration per job"
+    loose = solve_aggregate(p, configs, integer=True, time_limit=10)
+    tight = solve_aggregate(p, configs, integer=True, time_limit=10, integral_racks=True)
+    assert loose.best_bound is not None and tight.best_bound is not None
+    assert len(loose.choice) == 3 and len(tight.choice) == 2
+    assert tight.best_bound < loose.best_bound - 0.1

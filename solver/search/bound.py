@@ -162,6 +162,7 @@ def solve_aggregate(
     stop: Callable[[], bool] | None = None,
     on_choice: Callable[[Guide, float], None] | None = None,
     slices: bool = False,
+    integral_racks: bool = False,
 ) -> AggregateOutcome:
     """LP relaxation of the aggregated model: a bound in milliseconds, and a rounding.
 
@@ -176,6 +177,9 @@ def solve_aggregate(
     rounding each job to its heaviest configuration is close to optimal. With `integer`, each
     job's choice is integral (a MIP on HiGHS within `time_limit`): a tighter bound, often the
     full problem's optimum when power rather than placement binds, and an integral guide.
+    With `integral_racks` too, each power class's GPUs per budgeted rack are whole (as every
+    plan's are): tighter where rack budgets bind (0.08-0.11 % at 1,024 nodes in 100 racks,
+    docs/benchmarks.md), and harder, so for offline references rather than a solve's budget.
     """
     start = time.monotonic()
     cluster = problem.cluster
@@ -230,11 +234,14 @@ def solve_aggregate(
     # of the sum disaggregates in proportion) and the LP has a column per class and rack, not
     # per configuration and rack (360,000 columns at 1,024 nodes in 26 racks became 6,000).
     splits: dict[PowerClass, list[tuple[str, int]]] = {}
+    split_columns: list[int] = []
     for key, members in classes.items():
         gpu_type, extra_per_gpu = key
         split = [(col, -gpus) for _, _, col, gpus in members]
         for rack in rack_pools[gpu_type]:
             z = lp.column(0.0, 0.0, _INF)
+            if integral_racks:
+                split_columns.append(z)
             splits.setdefault(key, []).append((rack, z))
             split.append((z, 1.0))
             rack_gpus.setdefault((rack, gpu_type), []).append((z, 1.0))
@@ -265,7 +272,7 @@ def solve_aggregate(
             on_choice(_guide(problem, opts, y, classes, splits, values), objective + offset)
 
     status, objective, values = lp.solve(
-        choice_columns if integer else None,
+        [*choice_columns, *split_columns] if integer else None,
         time_limit,
         stop,
         improved if on_choice is not None else None,
