@@ -75,7 +75,13 @@ class SolverSettings(BaseSettings):
     speed. 400: on the hetero-power instances of 32 and 64 nodes, 150 left one 0.4 % below the
     optimum that 400 brought to 0.003 % (docs/benchmarks.md); 0 turns it off."""
     max_guided_seconds: float = Field(2.0, gt=0.0)
-    """Safety stop of one guided placement (an aggregated choice placed, then local search)."""
+    """Safety stop of one guided placement (an aggregated choice placed, then local search) at
+    short budgets; with more time left, ``guided_share`` of it."""
+    guided_share: float = Field(0.6, gt=0.0, le=1.0)
+    """Safety stop of one guided placement as a share of the time left, when above
+    ``max_guided_seconds``: a fixed 2 s cut the placement in the racks of the aggregated
+    split at 1,024 nodes / 1,600 jobs whenever the first placement ran 10 % slow (0.3 % of
+    the objective, docs/benchmarks.md)."""
     extract_seconds: float = Field(0.15, ge=0.0)
     """Kept back after an exact solver stops, to extract, check and return its plan."""
     aggregate_seconds_per_column: float = Field(1e-5, gt=0.0)

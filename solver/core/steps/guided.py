@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 
+from solver.core.settings import SolverSettings
 from solver.core.steps import SolveRun
 from solver.domain import Backend
 from solver.search.bound import Guide
@@ -21,8 +22,15 @@ def place_guided(
         return
     with run.heuristic_lock:
         started = time.monotonic()
-        end = started + min(clock.left() - s.extract_seconds, s.max_guided_seconds)
+        end = started + guided_window(clock.left(), s)
         search_until = None if search_seconds is None else started + search_seconds
         plan = run.heuristic.run_guided(guide.choice, end, guide.racks, search_until)
     run.incumbent.offer(plan, source, Backend.AGGREGATE)
     run.incumbent.note(f"{source} placement in {time.monotonic() - started:.2f} s")
+
+
+def guided_window(left: float, s: SolverSettings) -> float:
+    """Seconds one guided placement may take with `left` seconds left: its safety stop
+    (``max_guided_seconds``, or ``guided_share`` of the time left when more), never past the
+    extraction reserve."""
+    return min(left - s.extract_seconds, max(s.max_guided_seconds, s.guided_share * left))
