@@ -322,7 +322,9 @@ class Heuristic:
         started = time.monotonic()
         best = _Best(self.problem, self.configs, self.guided(choice))
         took = time.monotonic() - started
-        if racks and time.monotonic() + 2 * took < deadline:
+        # The placement in the split's racks repeats the work of the first (its time, with
+        # half again for noise); re-insertion and local search then stop at `deadline`.
+        if racks and time.monotonic() + 1.5 * took < deadline:
             best.offer(self.guided(choice, racks))
         [state] = best.leaders(1)
         self.improve(state, deadline)
