@@ -61,6 +61,40 @@ def test_evaluate_plan_reports_the_margin_of_the_callers_plan(
     assert ev.power_margin.budget_watts == 4500.0
     assert ev.power_margin.predicted_watts == pytest.approx(plan.power_margin.predicted_watts)
     assert ev.power_margin.margin_watts > 0
+    # It reads the plan's power limits, as the solver's own report does.
+    assert ev.power_margin.limited_watts == pytest.approx(plan.power_margin.limited_watts)
+    assert ev.power_margin.slack_watts == pytest.approx(plan.power_margin.slack_watts)
+    unlimited = pb.Plan()
+    unlimited.CopyFrom(plan)
+    for a in unlimited.assignments:
+        a.ClearField("power_limit_watts")
+    bare = stub.EvaluatePlan(pb.EvaluatePlanRequest(request=req, plan=unlimited), timeout=WAIT)
+    assert bare.valid and bare.power_margin.limited_watts > ev.power_margin.limited_watts
+
+
+@pytest.mark.parametrize(
+    ("state", "limit", "words"),
+    [
+        (pb.JOB_STATE_RUNNING, float("nan"), "positive finite"),
+        (pb.JOB_STATE_RUNNING, -1.0, "positive finite"),
+        (pb.JOB_STATE_QUEUED, 300.0, "unset for a JOB_STATE_QUEUED"),
+    ],
+)
+def test_a_bad_power_limit_in_a_callers_plan_is_named(
+    stub: scheduler_pb2_grpc.SchedulerServiceStub, state: int, limit: float, words: str
+) -> None:
+    req = tight_request()
+    plan = stub.Solve(req, timeout=WAIT).plan
+    i = next(k for k, a in enumerate(plan.assignments) if a.state == pb.JOB_STATE_RUNNING)
+    if state == pb.JOB_STATE_QUEUED:  # the running job queued, its limit left on
+        plan.assignments[i].state = pb.JOB_STATE_QUEUED
+        del plan.assignments[i].placement[:]
+    plan.assignments[i].power_limit_watts = limit
+    with pytest.raises(grpc.RpcError) as e:
+        stub.EvaluatePlan(pb.EvaluatePlanRequest(request=req, plan=plan), timeout=WAIT)
+    assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert f"plan.assignments[{i}].power_limit_watts" in str(e.value.details())
+    assert words in str(e.value.details())
 
 
 def test_a_negative_observed_power_is_named(

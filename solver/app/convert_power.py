@@ -54,3 +54,8 @@ def actions_from_proto(plan: pb.Plan) -> tuple[PowerAction, ...]:
     """A caller's (validated) plan's power actions."""
     back = {v: k for k, v in _KINDS.items()}
     return tuple(PowerAction(a.node, back[a.kind], a.reason) for a in plan.power_actions)
+
+
+def power_limits_from_proto(plan: pb.Plan) -> dict[str, float]:
+    """The per-GPU power limits a (validated) plan sets, by job."""
+    return {a.job: a.power_limit_watts for a in plan.assignments if a.HasField("power_limit_watts")}

@@ -9,6 +9,7 @@ at most ``check_slots`` at a time.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections.abc import Iterator
@@ -29,7 +30,7 @@ from solver.app.convert import (
     problem_from_proto,
 )
 from solver.app.convert_mig import changes_from_proto
-from solver.app.convert_power import actions_from_proto
+from solver.app.convert_power import actions_from_proto, power_limits_from_proto
 from solver.app.validation import FieldViolation, validate_plan, validate_request
 from solver.core.solver import Solver
 from solver.runtime import crashes
@@ -225,7 +226,14 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
             if response.valid and ev.plan is not None:
                 response.objective.CopyFrom(objective_to_proto(ev.plan.objective))
                 params = self.solver.settings.guard_params()
-                if (m := power_margin(problem, ev.plan.assignments, params)) is not None:
+                limits = power_limits_from_proto(request.plan)  # the hard term reads them
+                limited = [
+                    dataclasses.replace(a, power_limit_watts=limits[a.job])
+                    if a.job in limits
+                    else a
+                    for a in ev.plan.assignments
+                ]
+                if (m := power_margin(problem, limited, params)) is not None:
                     response.power_margin.CopyFrom(margin_to_proto(m))
             return response
 

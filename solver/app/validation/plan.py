@@ -41,9 +41,13 @@ def validate_plan(
         if a.state == pb.JOB_STATE_QUEUED:
             if a.placement:
                 c.add(f"{p}.placement", "must be empty for a JOB_STATE_QUEUED assignment")
+            if a.HasField("power_limit_watts"):
+                c.add(f"{p}.power_limit_watts", "must be unset for a JOB_STATE_QUEUED assignment")
         elif a.state == pb.JOB_STATE_RUNNING:
             if placement_sizes(c, p, a.placement, limits):
                 _check_running(c, p, a, types, nodes)
+            if a.HasField("power_limit_watts"):
+                c.positive(f"{p}.power_limit_watts", a.power_limit_watts)
         else:
             c.add(f"{p}.state", f"must be JOB_STATE_RUNNING or JOB_STATE_QUEUED, got {a.state}")
     for j in req.jobs:
