@@ -178,7 +178,7 @@ def solve_aggregate(
     job's choice is integral (a MIP on HiGHS within `time_limit`): a tighter bound, often the
     full problem's optimum when power rather than placement binds, and an integral guide.
     With `integral_racks` too, each power class's GPUs per budgeted rack are whole (as every
-    plan's are): tighter where rack budgets bind (0.08-0.11 % at 1,024 nodes in 100 racks,
+    plan's are): tighter where rack budgets bind (0.08-0.11 % at 1,024 nodes,
     docs/benchmarks.md), and harder, so for offline references rather than a solve's budget.
     """
     start = time.monotonic()
