@@ -96,7 +96,7 @@ def solve_within_margin(
         target = run_budget + margin.slack - 1.0  # 1 W below: floors of the model's rows
     best = max(candidates, key=lambda c: c.value)  # the earliest of equals
     result = best.result
-    if best.tightened or best.broken or result.stats.best_bound != bound:
+    if best.tightened or best.broken:  # its own bound is not the request's
         result = _rebound(result, bound, best.note)
     assert first_plan_seconds is not None
     stats = dataclasses.replace(result.stats, first_plan_seconds=first_plan_seconds)

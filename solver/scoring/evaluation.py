@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -26,9 +27,11 @@ def evaluate_allocations(
     allocations: Mapping[str, Allocation | None],
     layout_changes: Sequence[LayoutChange] = (),
     power_actions: Sequence[PowerAction] = (),
+    power_limits: Mapping[str, float] | None = None,
 ) -> Evaluation:
     """Check and score job -> allocation (None: queued) and the plan's MIG layout changes with
-    the solver's own checker and objective.
+    the solver's own checker and objective; the scored plan keeps `power_limits` (per-GPU, by
+    running job), which its power margin report reads.
 
     Each allocation's performance comes from the unfiltered model or profile, so that shapes a
     backend would have pruned can still be scored; a job on a MIG instance gets its slice
@@ -89,7 +92,12 @@ def evaluate_allocations(
         changes,
         configs.least_joules_per_sample,
     )
-    return Evaluation((), Plan(tuple(assignments), objective, changes, actions))
+    limits = power_limits or {}
+    limited = tuple(
+        dataclasses.replace(a, power_limit_watts=limits[a.job]) if a.job in limits else a
+        for a in assignments
+    )
+    return Evaluation((), Plan(limited, objective, changes, actions))
 
 
 def _slice_config(configs: ConfigSet, job: Job, alloc: Allocation) -> Config | None:

@@ -9,7 +9,6 @@ at most ``check_slots`` at a time.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import time
 from collections.abc import Iterator
@@ -211,10 +210,13 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
             allocations = allocations_from_proto(request.plan)
             changes = changes_from_proto(request.plan)
             actions = actions_from_proto(request.plan)
+            limits = power_limits_from_proto(request.plan)
             ev = guard(
                 context,
                 "evaluating the plan",
-                lambda: evaluation.evaluate_allocations(problem, allocations, changes, actions),
+                lambda: evaluation.evaluate_allocations(
+                    problem, allocations, changes, actions, limits
+                ),
             )
             response = pb.EvaluatePlanResponse(
                 valid=not ev.violations and ev.plan is not None,
@@ -226,14 +228,7 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
             if response.valid and ev.plan is not None:
                 response.objective.CopyFrom(objective_to_proto(ev.plan.objective))
                 params = self.solver.settings.guard_params()
-                limits = power_limits_from_proto(request.plan)  # the hard term reads them
-                limited = [
-                    dataclasses.replace(a, power_limit_watts=limits[a.job])
-                    if a.job in limits
-                    else a
-                    for a in ev.plan.assignments
-                ]
-                if (m := power_margin(problem, limited, params)) is not None:
+                if (m := power_margin(problem, ev.plan.assignments, params)) is not None:
                     response.power_margin.CopyFrom(margin_to_proto(m))
             return response
 
