@@ -5,15 +5,19 @@ from __future__ import annotations
 
 import contextlib
 import os
+import queue
 import signal
 import threading
 import time
+
+import pytest
 
 from solver.domain import Backend
 from solver.exact import formulation, isolated
 from solver.exact.backends import ExactOptions, SolverStatus
 from solver.exact.solve import plan_of, solve_full
 from solver.perfmodel.configs import build_config_set
+from solver.runtime.workers import Worker
 from solver.scoring.checker import check_plan
 from tests.factories import cluster, job, node, point, problem
 
@@ -64,26 +68,29 @@ def test_a_worker_past_the_deadline_is_killed_on_time() -> None:
     assert out.status is SolverStatus.NO_SOLUTION and "killed" in out.detail
 
 
-def test_a_dead_worker_is_no_solution_and_the_next_solve_works() -> None:
+def test_a_dead_worker_is_no_solution_and_the_next_solve_works(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     p = _problem(jobs=60, nodes=24)
     configs = build_config_set(p)
     isolated.warm_up(wait=True)
-    seen = set(isolated.idle_workers())
-    assert seen
+    # The worker the solve takes, told by the pool itself: watching the idle list raced with
+    # background top-ups (a worker started and taken between two looks was never seen).
+    taken: queue.Queue[int] = queue.Queue()
+    take = isolated._pool.take
+
+    def take_and_tell() -> Worker:
+        worker = take()
+        taken.put(worker.pid)
+        return worker
+
+    monkeypatch.setattr(isolated._pool, "take", take_and_tell)
 
     def kill_soon() -> None:
-        # The worker the solve took: idle once, idle no more (a background top-up may add
-        # one after this test looked, and a solve takes the newest idle worker). Polled until
-        # it is taken, not for a fixed time: on a loaded machine taking it can take seconds.
-        end = time.monotonic() + 20.0
-        taken: set[int] = set()
-        while not taken and time.monotonic() < end:
-            seen.update(isolated.idle_workers())
-            time.sleep(0.05)
-            taken = seen - set(isolated.idle_workers())
-        for pid in taken:  # an idle worker that had died is taken out too: already gone
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
+        pid = taken.get(timeout=20.0)
+        time.sleep(0.5)  # into the solve, not before the task is sent
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
 
     threading.Thread(target=kill_soon).start()
     out = isolated.solve_isolated(
