@@ -36,12 +36,21 @@ def test_a_fairness_variant_sends_its_mode_and_the_round_as_horizon() -> None:
 
 def test_the_mean_weight_reaches_the_least_row_variants_only() -> None:
     ri = round_of(_two_jobs_one_gpu(), {"x": past(0, 1), "y": past(0, 1)})
-    for name, expected in (("dsfro-ftf", 2.5), ("dsfro-drf", 2.5), ("dsfro-prop", 0.0)):
+    for name, expected in (
+        ("dsfro-ftf", 2.5),
+        ("dsfro-ftf-tenant", 2.5),
+        ("dsfro-drf", 2.5),
+        ("dsfro-prop", 0.0),
+    ):
         policy = make_policy(name, fairness_mean_weight=2.5)
         assert isinstance(policy, DsfroPolicy)
         assert policy.adapt(ri).fairness.mean_weight == expected, name
         assert policy.restricted(ri).fairness.mean_weight == expected, name
         policy.close()
+    tenant = make_policy("dsfro-ftf-tenant")
+    assert isinstance(tenant, DsfroPolicy)
+    assert tenant.adapt(ri).fairness.scope == pb.FAIRNESS_SCOPE_TENANT
+    tenant.close()
 
 
 def test_proportional_fairness_runs_the_job_with_less_attained_service() -> None:

@@ -49,6 +49,9 @@ _DSFRO: dict[str, Callable[[str | None], DsfroOptions]] = {
     "dsfro-ftf": lambda server: DsfroOptions(
         server=server, fairness=Fairness(FairnessMode.FINISH_TIME, FairnessScope.JOB)
     ),
+    "dsfro-ftf-tenant": lambda server: DsfroOptions(
+        server=server, fairness=Fairness(FairnessMode.FINISH_TIME, FairnessScope.TENANT)
+    ),
 }
 
 POLICY_NAMES: tuple[str, ...] = (*_BASELINES, *_DSFRO)

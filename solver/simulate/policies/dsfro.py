@@ -15,7 +15,8 @@ scheduler calls it. Ablations change only what DSFRO may decide, through the req
 Fairness variants send the request with a fairness mode (docs/objective.md, "Fairness"), the
 round interval as its horizon: ``dsfro-maxmin`` (max-min by tenant), ``dsfro-prop``
 (proportional by job), ``dsfro-drf`` (DRF by tenant), ``dsfro-ftf`` (finish-time fairness by
-job). The engine fills every job's and queue's attained service and each job's age.
+job), ``dsfro-ftf-tenant`` (finish-time fairness by tenant). The engine fills every job's and
+queue's attained service and each job's age.
 """
 
 from __future__ import annotations
