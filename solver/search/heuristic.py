@@ -20,6 +20,7 @@ from solver.search.local import local_search
 from solver.search.moves import EPSILON, Placement, best_config, move_reshape
 from solver.search.placement import Placer
 from solver.search.pricing import Prices, dual_bound, lagrangian_prices, price_ladder, uniform
+from solver.search.relocate import start_with_rack_room
 from solver.search.scorer import Scorer
 from solver.search.state import SearchState, keep_counts
 
@@ -233,6 +234,8 @@ class Heuristic:
                 fitted = state.fit(job, c)
             if fitted is not None and state.within_budgets(c, fitted[0]):
                 state.take(job.name, c, fitted[0])
+            elif state.problem.cluster.rack_power_budgets_watts:
+                start_with_rack_room(self.scorer, state, job, self.scorer.position(job.name, c))
         self._fill(state)
         return state
 

@@ -128,12 +128,18 @@ class SearchState:
         counts = keep_counts(job, config, self.placer)
         if counts is not None:
             return counts, True
+        placed = self.fit_anew(config)
+        return (placed, False) if placed is not None else None
+
+    def fit_anew(self, config: Config) -> dict[str, int] | None:
+        """GPUs per node for a new placement of `config` (not where its job runs): best fit,
+        away from racks short of power for it where it can."""
         if config.kept_only:
             return None
         placed = self.place(config.gpu_type, config.num_gpus, config.tensor_parallel)
         if placed is not None and self.problem.cluster.rack_power_budgets_watts:
             placed = self._rack_fit(config, placed)
-        return (placed, False) if placed is not None else None
+        return placed
 
     def fit_split(
         self, job: Job, config: Config, split: Mapping[str, float]
