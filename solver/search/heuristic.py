@@ -39,6 +39,12 @@ and the local search makes one pass."""
 CHECK_EVERY = 64
 """Jobs placed between two looks at the clock in a greedy pass that has a stop."""
 
+GUIDED_PASSES = 1.0
+"""A guided placement best-fit anywhere costs at most this many first greedy passes (0.64-0.89
+at 1,024 nodes / 1,600 jobs, docs/benchmarks.md): one look per job at one configuration."""
+SPLIT_PASSES = 0.7
+"""The same in the racks of the aggregated split (0.31-0.65: each job searches its racks)."""
+
 LOCAL_SEARCH_STATES = 1
 """The local search runs on this many of the passes' best distinct states: the pass that leads
 before it (usually at the dual prices) mostly leads after it too, and a second costs as much."""
@@ -184,6 +190,10 @@ class Heuristic:
             default=float("-inf"),
         )
 
+    def guided_seconds(self, racks: bool) -> float:
+        """About what ``run_guided``'s first placement takes (0 before the first pass)."""
+        return (SPLIT_PASSES if racks else GUIDED_PASSES) * self.pass_seconds
+
     def improve(self, state: SearchState, deadline: float, passes: int = IMPROVE_PASSES) -> None:
         """Re-insert each job at its best configuration given the others, until no gain or
         `passes` passes: a work limit, so the result does not depend on the machine's speed.
@@ -320,15 +330,22 @@ class Heuristic:
         search_until: float | None = None,
     ) -> Plan:
         """`choice` placed best-fit anywhere and, with `racks` and the time for it, in the
-        racks of its split (the better of the two), re-insertion, then local search until
+        racks of its split (the better of the two; in the racks alone when the time left is
+        short of both, measured in first passes), re-insertion, then local search until
         `search_until` (default: `deadline`)."""
         started = time.monotonic()
-        best = _Best(self.problem, self.configs, self.guided(choice))
-        took = time.monotonic() - started
-        # The placement in the split's racks repeats the work of the first (its time, with
-        # half again for noise); re-insertion and local search then stop at `deadline`.
-        if racks and time.monotonic() + 1.5 * took < deadline:
-            best.offer(self.guided(choice, racks))
+        both = (GUIDED_PASSES + SPLIT_PASSES) * self.pass_seconds
+        if racks and started + both >= deadline:
+            # Time for one placement: the split's, the cheaper and the one the bound's split
+            # was made for (where rack budgets bind, the better too).
+            best = _Best(self.problem, self.configs, self.guided(choice, racks))
+        else:
+            best = _Best(self.problem, self.configs, self.guided(choice))
+            took = time.monotonic() - started
+            # The placement in the split's racks repeats the work of the first (its time,
+            # with half again for noise); re-insertion and local search stop at `deadline`.
+            if racks and time.monotonic() + 1.5 * took < deadline:
+                best.offer(self.guided(choice, racks))
         [state] = best.leaders(1)
         self.improve(state, deadline)
         local_search(self.scorer, state, min(deadline, search_until or deadline), stop=self.stop)

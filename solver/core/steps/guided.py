@@ -16,8 +16,9 @@ def place_guided(
     """Place `guide` (in its racks, and best-fit anywhere: the better), re-insertion and local
     search for at most `search_seconds` (default: up to the safety stop); offer the plan."""
     clock, s = run.clock, run.settings
-    # Placing a choice costs about a greedy pass; what is left goes to local search.
-    needed = s.extract_seconds + 1.5 * run.heuristic.pass_seconds
+    # Placing a choice costs at most about a greedy pass (less in the split's racks), half
+    # again for noise; what is left goes to local search.
+    needed = s.extract_seconds + 1.5 * run.heuristic.guided_seconds(bool(guide.racks))
     if not guide.choice or clock.left() <= needed or run.incumbent.done():
         return
     with run.heuristic_lock:
