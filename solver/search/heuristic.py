@@ -334,7 +334,8 @@ class Heuristic:
         short of both, measured in first passes), re-insertion, then local search until
         `search_until` (default: `deadline`)."""
         started = time.monotonic()
-        both = (GUIDED_PASSES + SPLIT_PASSES) * self.pass_seconds
+        # Both: the placement anywhere, then the split's with half again its time to spare.
+        both = 2.5 * GUIDED_PASSES * self.pass_seconds
         if racks and started + both >= deadline:
             # Time for one placement: the split's, the cheaper and the one the bound's split
             # was made for (where rack budgets bind, the better too).

@@ -48,7 +48,12 @@ def start_with_rack_room(scorer: Scorer, state: SearchState, job: Job, index: in
             best = (net, k)
     if best is None:
         return 0.0
-    return _start_at(scorer, Journal(state), job, index, options[best[1]])
+    journal = Journal(state)
+    net = _start_at(scorer, journal, job, index, options[best[1]])
+    if net <= 0.0:  # cannot happen: the same steps on the same state
+        journal.undo()
+        return 0.0
+    return net
 
 
 def _start_at(
