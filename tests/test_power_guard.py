@@ -254,3 +254,31 @@ def test_no_resolve_without_time_for_its_first_plan() -> None:
     assert calls == [True]
     report = power_margin(p, result.plan.assignments)
     assert report is not None and report.slack >= -1e-6
+
+
+def test_the_first_solve_takes_the_whole_window_when_no_resolve_could_follow() -> None:
+    # 2 s left: with no hint (or a fast one) the first solve gets power_margin_first_share of
+    # it, in case a re-solve follows; when a recent solve of this size took 1 s to its first
+    # plan, the 0.6 s left after it could not hold a re-solve (2 x 1 s), so it gets all 2 s.
+    p = four_equal_jobs(3850.0)
+    settings = SolverSettings()
+    solver = Solver(settings)
+    windows: list[float] = []
+
+    def once(q: Problem, d: Deadline, first: bool) -> SolveResult:
+        windows.append(d.end - time.monotonic())
+        return solver._solve_once(q, d, None, None)
+
+    for hint, expected in ((None, 0.7 * 2.0), (0.01, 0.7 * 2.0), (1.0, 2.0)):
+        windows.clear()
+        solve_within_margin(p, Deadline.after(2.0, settings), once, settings, None, hint)
+        assert windows[0] == pytest.approx(expected, abs=0.05), hint
+
+
+def test_the_solver_hints_the_margin_loop_with_its_last_pace() -> None:
+    p = four_equal_jobs(3850.0)
+    solver = Solver(SolverSettings())
+    assert solver.first_plan_per_job is None
+    result = solver.solve(p)
+    assert result.stats.first_plan_seconds is not None
+    assert solver.first_plan_per_job == pytest.approx(result.stats.first_plan_seconds / len(p.jobs))

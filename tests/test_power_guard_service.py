@@ -9,8 +9,11 @@ import pytest
 
 from solver._proto.dsfro.v1 import scheduler_pb2 as pb
 from solver._proto.dsfro.v1 import scheduler_pb2_grpc
+from solver.core.settings import SolverSettings
+from solver.core.solver import Solver
 from solver.perfmodel.guard import MIN_POWER_LIMIT_FRACTION
 from tests.factories import make_request
+from tests.service_helpers import serving
 
 WAIT = 60.0
 
@@ -107,3 +110,16 @@ def test_a_negative_observed_power_is_named(
         stub.Solve(req, timeout=WAIT)
     assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert f"jobs[{resnet}].current_allocation.observed_watts" in str(e.value.details())
+
+
+def test_the_server_learns_the_pace_its_workers_solved_at() -> None:
+    # Solves run on copies of the server's solver in worker processes: the pace the margin's
+    # loop sizes its first solve by comes back with each answer.
+    solver = Solver(SolverSettings())
+    assert solver.first_plan_per_job is None
+    req = tight_request()
+    with serving(solver) as (_, stub):
+        response = stub.Solve(req, timeout=WAIT)
+    first = response.stats.time_to_first_plan.ToTimedelta().total_seconds()
+    assert solver.first_plan_per_job is not None and solver.first_plan_per_job > 0
+    assert solver.first_plan_per_job * len(req.jobs) == pytest.approx(first, abs=2e-6)

@@ -47,6 +47,7 @@ def solve_within_margin(
     solve_once: SolveOnce,
     settings: SolverSettings,
     stop: threading.Event | None = None,
+    first_plan_hint: float | None = None,
 ) -> SolveResult:
     """The best plan `solve_once` finds that satisfies the margin, with power limits.
 
@@ -54,7 +55,9 @@ def solve_within_margin(
     where it breaks the margin); the one worth most wins, a settled plan that broke the margin
     discounted by ``CAP_DISCOUNT``. A re-solve runs only with time for its first plan and as
     long again to improve it (``power_margin_resolve_factor`` times the first solve's time to its
-    first plan): a cut-short re-solve is worth less than the first plan settled."""
+    first plan): a cut-short re-solve is worth less than the first plan settled. So when
+    `first_plan_hint` (seconds to a first plan, as a recent solve of this size took) says the
+    time the first solve would leave cannot hold a re-solve, the first solve gets all of it."""
     params = settings.guard_params()
     budget = problem.cluster.power_budget_watts
     if budget is None or params.z <= 0:
@@ -73,6 +76,12 @@ def solve_within_margin(
             break
         last = attempt == settings.power_margin_solves - 1
         share = 1.0 if last else settings.power_margin_first_share if attempt == 0 else 0.5
+        if (
+            attempt == 0
+            and first_plan_hint is not None
+            and left * (1.0 - share) < (settings.power_margin_resolve_factor * first_plan_hint)
+        ):
+            share = 1.0  # no re-solve could follow: the first solve takes the whole window
         window = left * share if left * share >= wanted else left
         when = dataclasses.replace(deadline, end=now + window)
         run_budget = max(min(target, budget), floor)

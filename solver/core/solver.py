@@ -73,6 +73,8 @@ class Solver:
         self._given = executor
         self._own: LazyExecutor | None = None
         self._lock = threading.Lock()
+        self.first_plan_per_job: float | None = None
+        """Seconds a job to the last solve's first plan (``note_first_plan``)."""
         isolated.keep_workers(self.settings.kept_exact_workers)
 
     # ------------------------------------------------------------ pickling
@@ -110,8 +112,18 @@ class Solver:
         def once(p: Problem, d: Deadline, first: bool) -> SolveResult:
             return self._solve_once(p, d, stop, told if first else None)
 
-        result = solve_within_margin(deferral.problem, deadline, once, s, stop)
+        per_job = self.first_plan_per_job
+        hint = None if per_job is None else per_job * max(len(problem.jobs), 1)
+        result = solve_within_margin(deferral.problem, deadline, once, s, stop, hint)
+        self.note_first_plan(result.stats.first_plan_seconds, len(problem.jobs))
         return with_deferred(problem, deferral, result)
+
+    def note_first_plan(self, seconds: float | None, jobs: int) -> None:
+        """Remember a solve's time to its first plan over `jobs` jobs: this machine's pace
+        now, which the power margin's loop reads to size its first solve. The service, whose
+        solves run on copies of this solver in worker processes, tells it each answer's."""
+        if seconds is not None:
+            self.first_plan_per_job = seconds / max(jobs, 1)
 
     def _solve_once(
         self,

@@ -157,6 +157,7 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
         assert answer.response is not None
         s = answer.summary
         if s is not None:
+            self.solver.note_first_plan(s.first_plan_seconds, s.jobs)  # the next call's pace
             self.metrics.solved(s.backend, s.termination.name, s.wall_seconds, s.relative_gap)
             tracing.annotate(
                 {

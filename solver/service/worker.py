@@ -71,6 +71,7 @@ class Summary:
     wall_seconds: float
     jobs: int
     nodes: int
+    first_plan_seconds: float | None = None
 
 
 @dataclass(frozen=True)
@@ -138,6 +139,7 @@ def summary(result: SolveResult, problem: Problem) -> Summary:
         s.wall_seconds,
         len(problem.jobs),
         len(problem.cluster.nodes),
+        s.first_plan_seconds,
     )
 
 
