@@ -11,7 +11,7 @@ import time
 import pytest
 
 from solver.core.deadline import Deadline
-from solver.core.power_guard import solve_within_margin
+from solver.core.power_guard import ALONE_SHARE, solve_within_margin
 from solver.core.settings import SolverSettings
 from solver.core.solver import Solver
 from solver.domain import (
@@ -259,7 +259,7 @@ def test_no_resolve_without_time_for_its_first_plan() -> None:
 def test_the_first_solve_takes_the_whole_window_when_no_resolve_could_follow() -> None:
     # 2 s left: with no hint (or a fast one) the first solve gets power_margin_first_share of
     # it, in case a re-solve follows; when a recent solve of this size took 1 s to its first
-    # plan, the 0.6 s left after it could not hold a re-solve (2 x 1 s), so it gets all 2 s.
+    # plan, the 0.6 s left after it could not hold a re-solve (2 x 1 s), so it gets 90 %.
     p = four_equal_jobs(3850.0)
     settings = SolverSettings()
     solver = Solver(settings)
@@ -269,7 +269,7 @@ def test_the_first_solve_takes_the_whole_window_when_no_resolve_could_follow() -
         windows.append(d.end - time.monotonic())
         return solver._solve_once(q, d, None, None)
 
-    for hint, expected in ((None, 0.7 * 2.0), (0.01, 0.7 * 2.0), (1.0, 2.0)):
+    for hint, expected in ((None, 0.7 * 2.0), (0.01, 0.7 * 2.0), (1.0, ALONE_SHARE * 2.0)):
         windows.clear()
         solve_within_margin(p, Deadline.after(2.0, settings), once, settings, None, hint)
         assert windows[0] == pytest.approx(expected, abs=0.05), hint

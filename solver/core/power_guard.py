@@ -37,6 +37,10 @@ CAP_DISCOUNT = 0.06
 worth more than it by this share of its objective, which does not see the throughput a lowered
 limit may cost: the Zeus sweeps' median slowdown at 86 % of a job's free draw
 (solver/simulate/power_cap.py)."""
+ALONE_SHARE = 0.9
+"""Share of the time left the first solve gets when no re-solve could follow: the rest absorbs
+the tail of a large solve (at 1,024 nodes an exact side past its deadline held the answer up to
+0.42 s past a 5 s budget), and settling the plan."""
 SolveOnce = Callable[[Problem, Deadline, bool], SolveResult]
 """Solves a problem by a deadline; the flag: whether this is the first solve of the request."""
 
@@ -57,7 +61,8 @@ def solve_within_margin(
     long again to improve it (``power_margin_resolve_factor`` times the first solve's time to its
     first plan): a cut-short re-solve is worth less than the first plan settled. So when
     `first_plan_hint` (seconds to a first plan, as a recent solve of this size took) says the
-    time the first solve would leave cannot hold a re-solve, the first solve gets all of it."""
+    time the first solve would leave cannot hold a re-solve, the first solve gets
+    ``ALONE_SHARE`` of it."""
     params = settings.guard_params()
     budget = problem.cluster.power_budget_watts
     if budget is None or params.z <= 0:
@@ -81,7 +86,7 @@ def solve_within_margin(
             and first_plan_hint is not None
             and left * (1.0 - share) < (settings.power_margin_resolve_factor * first_plan_hint)
         ):
-            share = 1.0  # no re-solve could follow: the first solve takes the whole window
+            share = ALONE_SHARE  # no re-solve could follow
         window = left * share if left * share >= wanted else left
         when = dataclasses.replace(deadline, end=now + window)
         run_budget = max(min(target, budget), floor)
