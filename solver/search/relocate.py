@@ -71,7 +71,7 @@ def _start_at(
     for rack, deficit in racks.items():
         if deficit > POWER_SLACK:
             net += _empty_enough(scorer, journal, rack, exclude=job.name)
-            if _rack_over(state, rack) > POWER_SLACK:
+            if state.rack_over(rack) > POWER_SLACK:
                 return float("-inf")
     return net
 
@@ -80,7 +80,6 @@ def _empty_enough(scorer: Scorer, journal: Journal, rack: str, exclude: str) -> 
     """Move running jobs out of `rack` (those drawing most there first) until its budget
     holds; the objective change of the moves (<= 0: locality and migration)."""
     state = journal.state
-    rack_of = {n.name: n.rack for n in state.problem.cluster.nodes}
     movers = []
     for name, (config, counts) in state.choices.items():
         if name == exclude or scorer.fixed(scorer.jobs[name]):
@@ -91,7 +90,7 @@ def _empty_enough(scorer: Scorer, journal: Journal, rack: str, exclude: str) -> 
     movers.sort()
     change = 0.0
     for _, name in movers[:MOVERS_PER_RACK]:
-        if _rack_over(state, rack) <= POWER_SLACK:
+        if state.rack_over(rack) <= POWER_SLACK:
             break
         mover = scorer.jobs[name]
         before = state.choices[name]
@@ -100,7 +99,7 @@ def _empty_enough(scorer: Scorer, journal: Journal, rack: str, exclude: str) -> 
         moved = state.fit_anew(before[0])  # racks short of power are avoided
         if (
             moved is None
-            or any(rack_of[node] == rack for node in moved)
+            or rack in state.rack_delta(before[0], moved)
             or not state.within_budgets(before[0], moved)
         ):
             journal.take(name, *before)
@@ -108,8 +107,3 @@ def _empty_enough(scorer: Scorer, journal: Journal, rack: str, exclude: str) -> 
         journal.take(name, before[0], moved)
         change += scorer.choice_gain(mover, state.choices[name]) - old
     return change
-
-
-def _rack_over(state: SearchState, rack: str) -> float:
-    budget = state.problem.cluster.rack_power_budgets_watts[rack]
-    return state.idle_rack[rack] + state.rack_watts.get(rack, 0.0) - budget

@@ -81,6 +81,11 @@ class SearchState:
                     racks[rack] = self.idle_rack[rack] + self.rack_watts.get(rack, 0.0) + d - budget
         return over, racks
 
+    def rack_over(self, rack: str) -> float:
+        """Watts the rack draws over its budget now (<= 0: within it); the rack has one."""
+        budget = self.problem.cluster.rack_power_budgets_watts[rack]
+        return self.idle_rack[rack] + self.rack_watts.get(rack, 0.0) - budget
+
     def within_budgets(self, config: Config, counts: Mapping[str, int]) -> bool:
         """Whether the job may also run so: the power budgets (cluster and racks) and its
         queue's quota."""
