@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import random
 
+import numpy as np
+
 from solver.domain import Cluster
 from solver.search.placement import Placer
 from tests.factories import A100, V100, cluster, node
@@ -74,3 +76,30 @@ def test_unknown_type_and_full_cluster() -> None:
     assert placer.place(A100.name, 4, 2) == {"a": 4}
     placer.take({"a": 4})
     assert placer.place(A100.name, 1, 1) is None
+
+
+def test_place_outside_hidden_racks_is_best_fit_over_the_others() -> None:
+    rng = random.Random(5)
+    nodes = [
+        node(f"n{i}", rng.choice([A100, V100]), rng.choice([4, 8]), f"r{rng.randrange(6)}")
+        for i in range(40)
+    ]
+    c = cluster(*nodes)
+    placer = Placer(c)
+    for _ in range(50):  # some GPUs taken, so racks differ in room
+        got = placer.place(rng.choice([A100, V100]).name, rng.choice([1, 2, 4]), 1)
+        if got is not None:
+            placer.take(got)
+    for _ in range(1000):
+        gpu = rng.choice([A100, V100]).name
+        tp = rng.choice([1, 2, 4])
+        gpus = tp * rng.choice([1, 2, 3, 4])
+        racks = placer.rack_names(gpu)
+        hidden = np.array([rng.random() < 0.4 for _ in racks], dtype=bool)
+        hidden_names = {r for r, h in zip(racks, hidden, strict=True) if h}
+        free = {n.name: 0 if n.rack in hidden_names else placer.free(n.name) for n in nodes}
+        assert placer.place(gpu, gpus, tp, hidden) == reference_place(c, free, gpu, gpus, tp)
+        room = placer.rack_room(gpu, tp)
+        for r, got_room in zip(racks, room, strict=True):
+            members = [n for n in nodes if n.gpu_type == gpu and n.rack == r]
+            assert got_room == sum(placer.free(n.name) // tp * tp for n in members)

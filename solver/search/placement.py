@@ -16,6 +16,7 @@ import numpy.typing as npt
 from solver.domain import Cluster
 
 IntArray = npt.NDArray[np.int64]
+BoolArray = npt.NDArray[np.bool_]
 _NO_ROOM = np.iinfo(np.int64).max
 """Stands for the room of a node that cannot hold the job, in the best-fit argmin."""
 
@@ -31,6 +32,14 @@ class _TypePool:
         self.rack_of: IntArray = np.array([index[r] for r in racks], dtype=np.int64)
         self.free: IntArray = np.array(free, dtype=np.int64)
         self.position = {n: i for i, n in enumerate(names)}
+        self.rack_index = index
+
+    def room(self, tensor_parallel: int, hidden: BoolArray | None = None) -> IntArray:
+        """GPUs per node usable by whole tensor groups; none in the racks `hidden` marks."""
+        room = _room(self.free, tensor_parallel)
+        if hidden is not None:
+            room[hidden[self.rack_of]] = 0
+        return room
 
 
 class Placer:
@@ -63,13 +72,33 @@ class Placer:
     def fits(self, counts: Mapping[str, int]) -> bool:
         return all(self.free(node) >= k for node, k in counts.items())
 
-    def place(self, gpu_type: str, num_gpus: int, tensor_parallel: int) -> dict[str, int] | None:
-        """GPUs per node for a job of `num_gpus` in groups of `tensor_parallel`; None if none."""
+    def place(
+        self,
+        gpu_type: str,
+        num_gpus: int,
+        tensor_parallel: int,
+        hidden: BoolArray | None = None,
+    ) -> dict[str, int] | None:
+        """GPUs per node for a job of `num_gpus` in groups of `tensor_parallel`, outside the
+        racks `hidden` marks (in the order of ``rack_names``); None if none."""
         pool = self.pools.get(gpu_type)
         if pool is None:
             return None
-        room = pool.free if tensor_parallel == 1 else _room(pool.free, tensor_parallel)
-        return _place(pool, room, num_gpus)
+        if hidden is None and tensor_parallel == 1:
+            return _place(pool, pool.free, num_gpus)
+        return _place(pool, pool.room(tensor_parallel, hidden), num_gpus)
+
+    def rack_names(self, gpu_type: str) -> list[str]:
+        """The racks with nodes of the type, in the order rack arrays of the type use."""
+        pool = self.pools.get(gpu_type)
+        return [] if pool is None else pool.rack_names
+
+    def rack_room(self, gpu_type: str, tensor_parallel: int) -> npt.NDArray[np.float64]:
+        """GPUs per rack (``rack_names``) usable by whole tensor groups of the type."""
+        pool = self.pools[gpu_type]
+        room = pool.room(tensor_parallel)
+        racks = np.bincount(pool.rack_of, weights=room, minlength=len(pool.rack_names))
+        return racks.astype(np.float64, copy=False)
 
     def place_split(
         self, gpu_type: str, tensor_parallel: int, quotas: Mapping[frozenset[str], int]

@@ -9,14 +9,18 @@ tentative move exactly.
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Mapping
+
+import numpy as np
+import numpy.typing as npt
 
 from solver.domain import Config, Job, JobState, Plan, Problem, gpus_per_node
 from solver.perfmodel import budgets
 from solver.perfmodel.quotas import QuotaLedger
 from solver.scoring.plans import Choice
 from solver.search.bound import UNBUDGETED
-from solver.search.placement import Placer
+from solver.search.placement import BoolArray, Placer
 
 POWER_SLACK = 1e-9
 """Watts below which a deficit counts as none (floating-point sums of watts)."""
@@ -51,6 +55,15 @@ class SearchState:
         )
         for n in cluster.nodes:
             self._rack_nodes.setdefault(n.rack, []).append(n.name)
+        # Rack watts as arrays too (the same sums in the same order as ``rack_watts``), so
+        # a placement finds the racks short of power for it in a few vector operations.
+        self._rack_id = {r: i for i, r in enumerate(self._rack_nodes)}
+        self._rack_idle = np.array([self.idle_rack.get(r, 0.0) for r in self._rack_nodes])
+        self._rack_drawn = np.zeros(len(self._rack_nodes))
+        self._rack_budget = np.array(
+            [cluster.rack_power_budgets_watts.get(r, math.inf) for r in self._rack_nodes]
+        )
+        self._type_racks: dict[str, npt.NDArray[np.int64]] = {}
 
     def extra_watts(self, config: Config) -> float:
         """What the configuration draws over the idle power of its GPUs."""
@@ -114,6 +127,7 @@ class SearchState:
         self.job_watts += self.extra_watts(config)
         for rack, d in self.rack_delta(config, counts).items():
             self.rack_watts[rack] = self.rack_watts.get(rack, 0.0) + d
+            self._rack_drawn[self._rack_id[rack]] += d
         self.choices[job] = (config, dict(counts))
 
     def release(self, job: str) -> Choice:
@@ -126,6 +140,7 @@ class SearchState:
         self.job_watts -= self.extra_watts(config)
         for rack, d in self.rack_delta(config, counts).items():
             self.rack_watts[rack] -= d
+            self._rack_drawn[self._rack_id[rack]] -= d
         return config, counts
 
     def fit(self, job: Job, config: Config) -> tuple[dict[str, int], bool] | None:
@@ -176,28 +191,40 @@ class SearchState:
 
     def _rack_fit(self, config: Config, placed: dict[str, int]) -> dict[str, int]:
         """`placed` if its racks have the power for it; else the best fit outside the racks
-        that lack it (hidden from the placer meanwhile), rack after rack; else `placed` (a
-        clock repair may still make room there)."""
-        hidden: dict[str, int] = {}
-        current = placed
-        try:
-            while True:
-                _, racks = self.deficits(config, current)
-                short = [r for r, d in racks.items() if d > POWER_SLACK]
-                if not short:
-                    return current
-                for rack in short:
-                    for node in self._rack_nodes[rack]:
-                        free = self.placer.free(node)
-                        if free:
-                            self.placer.take({node: free})
-                            hidden[node] = hidden.get(node, 0) + free
-                again = self.placer.place(config.gpu_type, config.num_gpus, config.tensor_parallel)
-                if again is None:
-                    return placed
-                current = again
-        finally:
-            self.placer.give(hidden)
+        that lack it, rack after rack; else `placed` (a clock repair may still make room
+        there). The racks that could hold the whole job but lack the watts for it are skipped
+        at once: best fit would try them one by one, tightest first."""
+        _, racks = self.deficits(config, placed)
+        if not any(d > POWER_SLACK for d in racks.values()):
+            return placed
+        hidden = self._short_for_all(config)
+        position = {r: i for i, r in enumerate(self.placer.rack_names(config.gpu_type))}
+        while True:
+            again = self.placer.place(
+                config.gpu_type, config.num_gpus, config.tensor_parallel, hidden
+            )
+            if again is None:
+                return placed
+            _, racks = self.deficits(config, again)
+            short = [position[r] for r, d in racks.items() if d > POWER_SLACK]
+            if not short:
+                return again
+            hidden[short] = True
+
+    def _short_for_all(self, config: Config) -> BoolArray:
+        """Per rack of the configuration's GPU type (``Placer.rack_names``): whether it has
+        the GPUs for the whole job but not the watts (as ``deficits`` sums them)."""
+        ids = self._type_racks.get(config.gpu_type)
+        if ids is None:
+            names = self.placer.rack_names(config.gpu_type)
+            ids = np.array([self._rack_id[r] for r in names], dtype=np.int64)
+            self._type_racks[config.gpu_type] = ids
+        per_gpu = budgets.extra_watts_per_gpu(self.problem.cluster, config)
+        delta = 0.0 + per_gpu * config.num_gpus  # as rack_delta sums it: the same rounding
+        over = self._rack_idle[ids] + self._rack_drawn[ids] + delta - self._rack_budget[ids]
+        room = self.placer.rack_room(config.gpu_type, config.tensor_parallel)
+        short: BoolArray = (room >= config.num_gpus) & (over > POWER_SLACK)
+        return short
 
     def place(self, gpu_type: str, num_gpus: int, tensor_parallel: int) -> dict[str, int] | None:
         """Best-fit placement on the free GPUs, remembered until the state changes (the clocks
