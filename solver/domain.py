@@ -113,10 +113,15 @@ class Cluster:
         return cached.get(tenant or DEFAULT_QUEUE)
 
     def max_gpu_watts(self) -> float:
-        """Power of every installed GPU at its TDP: the energy term's denominator."""
+        """Power of every installed GPU at its TDP: the energy term's denominator (summed
+        once: every queued job's reason reads it)."""
         if self.reference_gpu_watts is not None:
             return self.reference_gpu_watts
-        return sum(n.gpu_count * self.gpu_types[n.gpu_type].tdp_watts for n in self.nodes)
+        cached: float | None = self.__dict__.get("_max_gpu_watts")
+        if cached is None:
+            cached = sum(n.gpu_count * self.gpu_types[n.gpu_type].tdp_watts for n in self.nodes)
+            object.__setattr__(self, "_max_gpu_watts", cached)
+        return cached
 
 
 # ---------------------------------------------------------------- jobs
