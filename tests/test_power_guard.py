@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
+from typing import Any
 
 import pytest
 
@@ -282,3 +283,27 @@ def test_the_solver_hints_the_margin_loop_with_its_last_pace() -> None:
     result = solver.solve(p)
     assert result.stats.first_plan_seconds is not None
     assert solver.first_plan_per_job == pytest.approx(result.stats.first_plan_seconds / len(p.jobs))
+
+
+def test_before_its_first_answer_the_solver_hints_with_the_settings_estimate() -> None:
+    # No pace yet: the settings' estimate of the time to a first plan stands in for it. At 0.5 s
+    # (first_plan_seconds), a re-solve would need 1 s and the 30 % of 2 s left after a first
+    # solve at 70 % cannot hold it, so the first solve gets ALONE_SHARE; at the default
+    # estimate (milliseconds for four jobs) it gets 70 %.
+    p = four_equal_jobs(3850.0)
+    windows: list[float] = []
+
+    class Recording(Solver):
+        def _solve_once(self, *args: Any) -> SolveResult:
+            windows.append(args[1].end - time.monotonic())
+            return super()._solve_once(*args)
+
+    for settings, expected in (
+        (SolverSettings(), 0.7 * 2.0),
+        (SolverSettings(first_plan_seconds=0.5), ALONE_SHARE * 2.0),
+    ):
+        windows.clear()
+        solver = Recording(settings)
+        assert solver.first_plan_per_job is None
+        solver.solve(p, Deadline.after(2.0, settings))
+        assert windows[0] == pytest.approx(expected, abs=0.05), settings.first_plan_seconds

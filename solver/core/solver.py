@@ -112,8 +112,13 @@ class Solver:
         def once(p: Problem, d: Deadline, first: bool) -> SolveResult:
             return self._solve_once(p, d, stop, told if first else None)
 
+        # Before its first answer the solver has no pace of its own: the settings' estimate.
         per_job = self.first_plan_per_job
-        hint = None if per_job is None else per_job * max(len(problem.jobs), 1)
+        hint = (
+            self.first_plan_estimate(problem)
+            if per_job is None
+            else per_job * max(len(problem.jobs), 1)
+        )
         result = solve_within_margin(deferral.problem, deadline, once, s, stop, hint)
         self.note_first_plan(result.stats.first_plan_seconds, len(problem.jobs))
         return with_deferred(problem, deferral, result)
