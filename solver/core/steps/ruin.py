@@ -12,21 +12,29 @@ from solver.search.ruin import ruin_and_recreate
 from solver.search.state import state_of
 
 
-def run_ruin(run: SolveRun, until: float) -> None:
+def run_ruin(
+    run: SolveRun, until: float, *, yield_to_guides: bool = False, resumed: int = 0
+) -> None:
     """Ruin and recreate around the incumbent until its work limit or `until` (a
-    time.monotonic() instant); offer the result."""
+    time.monotonic() instant); offer the result. With `yield_to_guides`, it also stops when a
+    MIP incumbent is handed over, so that it is placed while there is time for it; `resumed`
+    counts the times it went on after that (each draws other ruins)."""
     best = run.incumbent.best
     if best is None or run.incumbent.done() or time.monotonic() >= until:
         return
     started = time.monotonic()
     state = state_of(run.problem, best)
+
+    def stop() -> bool:
+        return run.clock.stopped() or (yield_to_guides and run.has_pending())
+
     with run.heuristic_lock:
         gained = ruin_and_recreate(
             run.heuristic.scorer,
             state,
             until,
-            seed=run.problem.options.seed,
-            stop=run.clock.stopped,
+            seed=run.problem.options.seed + resumed,
+            stop=stop,
             stall_attempts=run.settings.ruin_stall_attempts,
         )
     if gained > 0:

@@ -1,0 +1,59 @@
+"""Ruin and recreate as a step of the solve (solver.core.steps.ruin.run_ruin): it offers what it
+gains, and beside the MIP it stops at once for an incumbent handed over, so that the search
+places it while there is time."""
+
+from __future__ import annotations
+
+import time
+
+from solver.core.deadline import Clock, Deadline
+from solver.core.incumbent import Incumbent
+from solver.core.settings import SolverSettings
+from solver.core.steps import SolveRun
+from solver.core.steps.ruin import run_ruin
+from solver.domain import Backend, Problem
+from solver.perfmodel.configs import build_config_set
+from solver.scoring.plans import materialize
+from solver.search.bound import Guide
+from solver.search.heuristic import Heuristic
+from tests.test_ruin import running, two_for_three
+
+
+def _run(p: Problem) -> SolveRun:
+    """A run whose incumbent is "a" and "b" on the one node (2.0; "c", "d", "e" make 2.4)."""
+    settings = SolverSettings()
+    configs = build_config_set(p)
+    run = SolveRun(
+        problem=p,
+        settings=settings,
+        clock=Clock(Deadline.after(30.0, settings)),
+        incumbent=Incumbent(p),
+        configs=configs,
+        heuristic=Heuristic(p, configs),
+        threads=1,
+    )
+    _, state = running(p, "a", "b")
+    run.incumbent.offer(materialize(p, configs, dict(state.choices)), "test", Backend.HEURISTIC)
+    return run
+
+
+def test_ruin_offers_the_exchange_single_moves_miss() -> None:
+    run = _run(two_for_three())
+    run_ruin(run, time.monotonic() + 30.0, yield_to_guides=True)  # nothing handed over
+    best = run.incumbent.best
+    assert best is not None
+    assert {a.job for a in best.assignments if a.config is not None} == {"c", "d", "e"}
+
+
+def test_ruin_beside_the_mip_stops_for_an_incumbent_handed_over() -> None:
+    run = _run(two_for_three())
+    run.hand_over(Guide({}, {}))
+    run_ruin(run, time.monotonic() + 30.0, yield_to_guides=True)
+    best = run.incumbent.best
+    assert best is not None  # still "a" and "b": no ruin was tried before the guide's turn
+    assert {a.job for a in best.assignments if a.config is not None} == {"a", "b"}
+    assert run.has_pending()  # left for place_pending
+    run_ruin(run, time.monotonic() + 30.0)  # alone (HEURISTIC): no guide stops it
+    best = run.incumbent.best
+    assert best is not None
+    assert {a.job for a in best.assignments if a.config is not None} == {"c", "d", "e"}
