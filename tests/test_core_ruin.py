@@ -1,6 +1,6 @@
 """Ruin and recreate as a step of the solve (solver.core.steps.ruin.run_ruin): it offers what it
-gains, and beside the MIP it stops at once for an incumbent handed over, so that the search
-places it while there is time."""
+gains, and beside the MIP it stops at once for an incumbent handed over that is worth more than
+the best plan, so that the search places it while there is time."""
 
 from __future__ import annotations
 
@@ -47,7 +47,7 @@ def test_ruin_offers_the_exchange_single_moves_miss() -> None:
 
 def test_ruin_beside_the_mip_stops_for_an_incumbent_handed_over() -> None:
     run = _run(two_for_three())
-    run.hand_over(Guide({}, {}))
+    run.hand_over(Guide({}, {}), 2.4)  # the aggregated model's value of "c", "d", "e"
     run_ruin(run, time.monotonic() + 30.0, yield_to_guides=True)
     best = run.incumbent.best
     assert best is not None  # still "a" and "b": no ruin was tried before the guide's turn
@@ -57,3 +57,16 @@ def test_ruin_beside_the_mip_stops_for_an_incumbent_handed_over() -> None:
     best = run.incumbent.best
     assert best is not None
     assert {a.job for a in best.assignments if a.config is not None} == {"c", "d", "e"}
+
+
+def test_ruin_goes_on_past_an_incumbent_worth_no_more_than_the_best() -> None:
+    # The aggregated model relaxes placement: a choice worth 2.0 there places at 2.0 at best,
+    # no gain over "a" and "b"; ruin and recreate keeps its turn.
+    run = _run(two_for_three())
+    run.hand_over(Guide({}, {}), 2.0)
+    assert not run.pending_promises_more()
+    run_ruin(run, time.monotonic() + 30.0, yield_to_guides=True)
+    best = run.incumbent.best
+    assert best is not None
+    assert {a.job for a in best.assignments if a.config is not None} == {"c", "d", "e"}
+    assert run.has_pending()  # still placed later, as before

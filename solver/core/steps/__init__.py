@@ -19,6 +19,7 @@ order, by backend and size.
 
 from __future__ import annotations
 
+import math
 import threading
 from dataclasses import dataclass, field
 
@@ -56,11 +57,28 @@ class SolveRun:
     """One guided placement at a time: the heuristic has state."""
     pending: Guide | None = None
     """The aggregated MIP's latest incumbent, not yet placed (guarded by `lock`)."""
+    pending_objective: float = math.inf
+    """The pending incumbent's objective in the aggregated model: at most what it placed is
+    worth (the aggregated model relaxes placement)."""
 
-    def hand_over(self, guide: Guide) -> None:
-        """The MIP found `guide`: to be placed by the search (the latest one wins)."""
+    def hand_over(self, guide: Guide, objective: float = math.inf) -> None:
+        """The MIP found `guide`, of `objective` in the aggregated model: to be placed by the
+        search (the latest one wins)."""
         with self.lock:
             self.pending = guide
+            self.pending_objective = objective
+
+    def pending_promises_more(self) -> bool:
+        """Whether an incumbent is pending whose objective is above the best plan's: only
+        then can placing it gain."""
+        best = self.incumbent.best
+        with self.lock:
+            if self.pending is None:
+                return False
+            if best is None:
+                return True
+            value = best.objective.total
+            return self.pending_objective > value + 1e-9 * max(1.0, abs(value))
 
     def take_pending(self) -> Guide | None:
         with self.lock:

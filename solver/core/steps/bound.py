@@ -65,7 +65,7 @@ def run_mip(run: SolveRun, until: float) -> None:
         return
 
     def improved(guide: Guide, objective: float) -> None:
-        run.hand_over(guide)
+        run.hand_over(guide, objective)
         with run.lock:
             run.guide = dict(guide.choice)
             if run.lns is not None:

@@ -17,8 +17,9 @@ def run_ruin(
 ) -> None:
     """Ruin and recreate around the incumbent until its work limit or `until` (a
     time.monotonic() instant); offer the result. With `yield_to_guides`, it also stops when a
-    MIP incumbent is handed over, so that it is placed while there is time for it; `resumed`
-    counts the times it went on after that (each draws other ruins)."""
+    MIP incumbent worth more than the best plan is handed over, so that it is placed while
+    there is time for it; `resumed` counts the times it went on after that (each draws other
+    ruins)."""
     best = run.incumbent.best
     if best is None or run.incumbent.done() or time.monotonic() >= until:
         return
@@ -26,7 +27,7 @@ def run_ruin(
     state = state_of(run.problem, best)
 
     def stop() -> bool:
-        return run.clock.stopped() or (yield_to_guides and run.has_pending())
+        return run.clock.stopped() or (yield_to_guides and run.pending_promises_more())
 
     with run.heuristic_lock:
         gained = ruin_and_recreate(
