@@ -93,6 +93,11 @@ class Placer:
         pool = self.pools.get(gpu_type)
         return [] if pool is None else pool.rack_names
 
+    def rack_position(self, gpu_type: str) -> Mapping[str, int]:
+        """Each rack's position in ``rack_names``."""
+        pool = self.pools.get(gpu_type)
+        return {} if pool is None else pool.rack_index
+
     def rack_room(self, gpu_type: str, tensor_parallel: int) -> npt.NDArray[np.float64]:
         """GPUs per rack (``rack_names``) usable by whole tensor groups of the type."""
         pool = self.pools[gpu_type]

@@ -43,7 +43,7 @@ def ruin_and_recreate(
     scorer: Scorer,
     state: SearchState,
     deadline: float,
-    seed: int,
+    seed: int | random.Random,
     stop: Callable[[], bool] | None = None,
     stall_attempts: int = STALL_ATTEMPTS,
     tolerance: float = RECORD_TOLERANCE,
@@ -51,8 +51,10 @@ def ruin_and_recreate(
     """Improve `state` in place until `stall_attempts` attempts in a row improve on the best
     state met (or the deadline, or `stop()`); returns the objective gained. A ruin is kept
     while the objective stays within `tolerance` (relative) of the best met (record-to-record
-    travel, Dueck 1993): the search crosses plateaus; the best state is the one left."""
-    rng = random.Random(seed)
+    travel, Dueck 1993): the search crosses plateaus; the best state is the one left. `seed`
+    may be a generator already drawn from: a search stopped and resumed on the state it left
+    draws on as if it had not stopped."""
+    rng = seed if isinstance(seed, random.Random) else random.Random(seed)
     ladders = Ladders(scorer)
     now = best = 0.0
     scale = max(

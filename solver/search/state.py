@@ -48,20 +48,18 @@ class SearchState:
         self._jobs = {j.name: j for j in problem.jobs} if self.quotas.active else {}
         self.idle_total = budgets.floor_watts(cluster)
         self.idle_rack: Mapping[str, float] = budgets.rack_floor_watts(cluster)
-        self._rack_nodes: dict[str, list[str]] = {}
         self._rack_of = {n.name: n.rack for n in cluster.nodes}
         self._unbudgeted = frozenset(
             n.rack for n in cluster.nodes if n.rack not in cluster.rack_power_budgets_watts
         )
-        for n in cluster.nodes:
-            self._rack_nodes.setdefault(n.rack, []).append(n.name)
         # Rack watts as arrays too (the same sums in the same order as ``rack_watts``), so
         # a placement finds the racks short of power for it in a few vector operations.
-        self._rack_id = {r: i for i, r in enumerate(self._rack_nodes)}
-        self._rack_idle = np.array([self.idle_rack.get(r, 0.0) for r in self._rack_nodes])
-        self._rack_drawn = np.zeros(len(self._rack_nodes))
+        racks = list(dict.fromkeys(n.rack for n in cluster.nodes))
+        self._rack_id = {r: i for i, r in enumerate(racks)}
+        self._rack_idle = np.array([self.idle_rack.get(r, 0.0) for r in racks])
+        self._rack_drawn = np.zeros(len(racks))
         self._rack_budget = np.array(
-            [cluster.rack_power_budgets_watts.get(r, math.inf) for r in self._rack_nodes]
+            [cluster.rack_power_budgets_watts.get(r, math.inf) for r in racks]
         )
         self._type_racks: dict[str, npt.NDArray[np.int64]] = {}
 
@@ -198,7 +196,7 @@ class SearchState:
         if not any(d > POWER_SLACK for d in racks.values()):
             return placed
         hidden = self._short_for_all(config)
-        position = {r: i for i, r in enumerate(self.placer.rack_names(config.gpu_type))}
+        position = self.placer.rack_position(config.gpu_type)
         while True:
             again = self.placer.place(
                 config.gpu_type, config.num_gpus, config.tensor_parallel, hidden

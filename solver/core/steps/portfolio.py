@@ -71,14 +71,13 @@ def improve(run: SolveRun, guide: Guide, start: SearchState, backend: Backend) -
     # Its plan needs only the finish, not an extraction: its last attempt, materializing and
     # checking the plan take about twice the finish reserve (256 nodes / 384 jobs: answers
     # 20 ms past a 1 s budget with one reserve), hence RUIN_FINISH_RESERVES of them.
-    # A MIP incumbent handed over meanwhile is placed at once (at short budgets the end of
-    # ruin and recreate leaves no time for it), and ruin and recreate goes on from the best.
+    # A MIP incumbent worth more than the best plan, handed over meanwhile, is placed at once
+    # (at short budgets the end of ruin and recreate leaves no time for it); ruin and recreate
+    # then goes on where it stopped, or from the placed plan when that is better.
     ruin_end = clock.end - RUIN_FINISH_RESERVES * clock.deadline.finish_seconds
-    run_ruin(run, ruin_end, yield_to_guides=side is not None)
-    resumed = 0
+    ruin = run_ruin(run, ruin_end, yield_to_guides=side is not None)
     while place_pending(run):
-        resumed += 1
-        run_ruin(run, ruin_end, yield_to_guides=True, resumed=resumed)
+        ruin = run_ruin(run, ruin_end, yield_to_guides=True, resume=ruin)
     if side is None and exact:  # one core: the exact side after the search
         if lns:
             run_lns(run, time.monotonic() + s.lns_share_one_core * (end - time.monotonic()))
