@@ -2,10 +2,12 @@
 
 - HEURISTIC: the LP's guide placed, the priced passes, then ruin and recreate on the best plan
   (work-limited); no solver beyond the LP.
-- AGGREGATE: the same, and the aggregated MIP whose incumbents are placed as they come.
-- AUTO: the same, in the same order (so not below HEURISTIC), then LNS until the
-  end; the MIP and, when it is small enough to build in time, the full model on HiGHS run on a
-  thread of their own (the solvers release the GIL), handing their results to the search.
+- AGGREGATE: the same, and the aggregated MIP whose incumbents are placed as they come (ruin
+  and recreate pauses for one worth more than the best plan, then resumes where it stopped: at
+  short budgets, nearly the heuristic's own search, not a guarantee of it).
+- AUTO: the same, in the same order, then LNS until the end; the MIP and, when it is small
+  enough to build in time, the full model on HiGHS run on a thread of their own (the solvers
+  release the GIL), handing their results to the search.
 
 On one core the exact side runs after the search instead of beside it.
 """
@@ -64,8 +66,9 @@ def improve(run: SolveRun, guide: Guide, start: SearchState, backend: Backend) -
         )
         side.start()
     # The heuristic's own sequence first, as backend HEURISTIC runs it (its passes are
-    # work-limited): AUTO's plan is not below the heuristic's alone for the MIP's sake; the
-    # MIP's incumbents are placed after it, then LNS searches around them.
+    # work-limited), so that AUTO's plan is not below the heuristic's alone for the MIP's
+    # sake; the MIP's incumbents are placed during ruin and recreate (below) and after it,
+    # then LNS searches around them.
     place_guided(run, guide, "guided", GUIDED_SEARCH_SECONDS)
     run_priced(run, start, time.monotonic() + PRICED_SHARE * max(end - time.monotonic(), 0.0))
     # Its plan needs only the finish, not an extraction: its last attempt, materializing and
