@@ -6,7 +6,7 @@ import random
 
 import numpy as np
 
-from solver.domain import Cluster
+from solver.domain import Cluster, Node
 from solver.search.placement import Placer
 from tests.factories import A100, V100, cluster, node
 
@@ -45,12 +45,17 @@ def reference_place(
     return None
 
 
-def test_place_follows_the_best_fit_rule_through_takes_and_gives() -> None:
-    rng = random.Random(3)
-    nodes = [
-        node(f"n{i}", rng.choice([A100, V100]), rng.choice([4, 8]), f"r{rng.randrange(5)}")
+def random_nodes(rng: random.Random, racks: int) -> list[Node]:
+    """40 nodes of 4 or 8 A100s or V100s over `racks` racks."""
+    return [
+        node(f"n{i}", rng.choice([A100, V100]), rng.choice([4, 8]), f"r{rng.randrange(racks)}")
         for i in range(40)
     ]
+
+
+def test_place_follows_the_best_fit_rule_through_takes_and_gives() -> None:
+    rng = random.Random(3)
+    nodes = random_nodes(rng, 5)
     c = cluster(*nodes)
     placer = Placer(c)
     taken: list[dict[str, int]] = []
@@ -80,10 +85,7 @@ def test_unknown_type_and_full_cluster() -> None:
 
 def test_place_outside_hidden_racks_is_best_fit_over_the_others() -> None:
     rng = random.Random(5)
-    nodes = [
-        node(f"n{i}", rng.choice([A100, V100]), rng.choice([4, 8]), f"r{rng.randrange(6)}")
-        for i in range(40)
-    ]
+    nodes = random_nodes(rng, 6)
     c = cluster(*nodes)
     placer = Placer(c)
     for _ in range(50):  # some GPUs taken, so racks differ in room
