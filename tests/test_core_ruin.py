@@ -47,16 +47,18 @@ def test_ruin_offers_the_exchange_single_moves_miss() -> None:
 
 def test_ruin_beside_the_mip_stops_for_an_incumbent_handed_over() -> None:
     run = _run(two_for_three())
+    first = run.incumbent.best
     run.hand_over(Guide({}, {}), 2.4)  # the aggregated model's value of "c", "d", "e"
-    run_ruin(run, time.monotonic() + 30.0, yield_to_guides=True)
+    progress = run_ruin(run, time.monotonic() + 30.0, yield_to_guides=True)
     best = run.incumbent.best
-    assert best is not None  # still "a" and "b": no ruin was tried before the guide's turn
-    assert {a.job for a in best.assignments if a.config is not None} == {"a", "b"}
-    assert run.has_pending()  # left for place_pending
-    run_ruin(run, time.monotonic() + 30.0)  # alone (HEURISTIC): no guide stops it
+    assert best is first  # still "a" and "b": no ruin was tried before the guide's turn
+    assert progress is not None and progress.left_best is first  # resumable
+    assert run.take_pending() is not None  # placed (here: nothing to place)
+    progress = run_ruin(run, time.monotonic() + 30.0, yield_to_guides=True, resume=progress)
     best = run.incumbent.best
     assert best is not None
     assert {a.job for a in best.assignments if a.config is not None} == {"c", "d", "e"}
+    assert progress is not None and progress.runs == 2 and progress.left_best is best
 
 
 def test_ruin_goes_on_past_an_incumbent_worth_no_more_than_the_best() -> None:

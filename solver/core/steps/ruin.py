@@ -17,7 +17,7 @@ from solver.search.state import SearchState, state_of
 @dataclass(frozen=True)
 class RuinProgress:
     """Where a ruin and recreate stopped: its state (the best it met), its random draws, and
-    the incumbent's best plan once it had offered its own."""
+    the plan that state stands for when it was the incumbent's best (else None)."""
 
     state: SearchState
     rng: random.Random
@@ -60,9 +60,13 @@ def run_ruin(
             stop=stop,
             stall_attempts=run.settings.ruin_stall_attempts,
         )
+    mine: Plan | None = best  # the plan its state stands for
     if gained > 0:
-        plan = materialize(run.problem, run.configs, dict(state.choices))
-        run.incumbent.offer(plan, "ruin and recreate", Backend.HEURISTIC)
+        mine = materialize(run.problem, run.configs, dict(state.choices))
+        run.incumbent.offer(mine, "ruin and recreate", Backend.HEURISTIC)
     run.incumbent.note(f"ruin and recreate +{gained:.4f} in {time.monotonic() - started:.2f} s")
     runs = 1 if resume is None else resume.runs + 1
-    return RuinProgress(state, rng, run.incumbent.best, runs)
+    # Resumable only while the best plan is its own: a better one found meanwhile (by the
+    # exact side) is where the next run starts.
+    left = mine if run.incumbent.best is mine else None
+    return RuinProgress(state, rng, left, runs)
