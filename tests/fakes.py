@@ -38,6 +38,7 @@ class Call:
     deadline: Deadline | None
     stop: threading.Event | None
     on_first_plan: Callable[[Plan], None] | None
+    on_better_plan: Callable[[Plan], None] | None = None
 
 
 class Fake(Solver, ABC):
@@ -49,8 +50,9 @@ class Fake(Solver, ABC):
         deadline: Deadline | None = None,
         stop: threading.Event | None = None,
         on_first_plan: Callable[[Plan], None] | None = None,
+        on_better_plan: Callable[[Plan], None] | None = None,
     ) -> SolveResult:
-        return self.answer(Call(problem, deadline, stop, on_first_plan))
+        return self.answer(Call(problem, deadline, stop, on_first_plan, on_better_plan))
 
     @abstractmethod
     def answer(self, call: Call) -> SolveResult: ...
@@ -164,16 +166,23 @@ class Broken(Fake):
 
 
 class Dying(Canned):
-    """Kills its own process, after offering its first plan when `first` (and giving the
-    worker a moment to send it)."""
+    """Kills its own process, after offering its first plan when `first`, and a better plan
+    (its first, worth 123) when `better`, giving the worker
+    a moment to send each."""
 
-    def __init__(self, *, first: bool) -> None:
+    def __init__(self, *, first: bool, better: bool = False) -> None:
         super().__init__()
         self.first = first
+        self.better = better
 
     def answer(self, call: Call) -> SolveResult:
+        plan = super().answer(call).plan
         if self.first and call.on_first_plan is not None:
-            call.on_first_plan(super().answer(call).plan)
+            call.on_first_plan(plan)
+            time.sleep(0.5)
+        if self.better and call.on_better_plan is not None:
+            worth = dataclasses.replace(plan.objective, total=123.0)
+            call.on_better_plan(dataclasses.replace(plan, objective=worth))
             time.sleep(0.5)
         os.kill(os.getpid(), signal.SIGKILL)
         raise AssertionError("unreachable")

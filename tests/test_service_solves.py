@@ -1,7 +1,7 @@
 """A Solve in its worker process on a real loopback server (solver.service.solves, worker): the
 RPC deadline and the budget counted from the call's arrival bound it, a cancelled call frees
 its slot long before its budget, and a worker that dies still answers its caller (with the
-quick plan, or the first plan it sent ahead)."""
+quick plan, or the last plan it sent ahead)."""
 
 from __future__ import annotations
 
@@ -92,4 +92,16 @@ def test_a_worker_that_dies_after_its_first_plan_answers_with_it() -> None:
         response = stub.Solve(make_request(), timeout=WAIT)
     assert response.stats.termination == pb.TERMINATION_FALLBACK
     assert "the first plan, sent ahead by the worker" in response.stats.detail
+    assert len(response.plan.assignments) == 3
+
+
+def test_a_worker_that_dies_after_a_better_plan_answers_with_that_one() -> None:
+    """The last plan sent ahead wins: a better one settled for the power margin replaces the
+    first (its objective shows which arrived)."""
+    with serving(Dying(first=True, better=True)) as (_, stub):
+        response = stub.Solve(make_request(), timeout=WAIT)
+    assert response.stats.termination == pb.TERMINATION_FALLBACK
+    detail = response.stats.detail
+    assert "the best plan settled for the power margin, sent ahead by the worker" in detail
+    assert response.stats.objective == 123.0
     assert len(response.plan.assignments) == 3

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
@@ -114,6 +115,8 @@ class Incumbent:
         self.notes: list[str] = []
         self.degraded: list[str] = []
         self.closed = False
+        self._kept: list[tuple[float, float]] = []
+        """(time.monotonic(), objective) of each plan kept."""
 
     def offer(
         self, plan: Plan | None, source: str, backend: Backend, *, checked: bool = False
@@ -137,8 +140,10 @@ class Incumbent:
                 if plan.objective.total <= self.best.objective.total + IMPROVEMENT_EPSILON:
                     return False
                 self.best, self.backend = plan, backend
+                self._kept.append((time.monotonic(), plan.objective.total))
                 return True
             self.best, self.first, self.backend = plan, plan, backend
+            self._kept.append((time.monotonic(), plan.objective.total))
         if self._on_first is not None:  # outside the lock: it may take a while
             self._on_first(plan)
         return True
@@ -204,6 +209,8 @@ class Incumbent:
         configurations it chose among, counted in the stats)."""
         self.close()
         assert self.best is not None, "a solve answers only once a plan was offered"
+        started = time.monotonic() - wall_seconds
+        progress = tuple((max(at - started, 0.0), value) for at, value in self._kept)
         objective = self.best.objective.total
         bound = None if self.bound is None else max(self.bound, objective)
         gap = relative_gap(objective, bound)
@@ -224,6 +231,7 @@ class Incumbent:
             num_configurations=configs.num_configurations if configs else 0,
             num_configurations_enumerated=configs.num_enumerated if configs else 0,
             detail=detail,
+            progress=progress,
         )
         return SolveResult(plan=self.best, stats=stats)
 

@@ -21,6 +21,7 @@ from solver.core.settings import SolverSettings
 from solver.domain import (
     JobAssignment,
     JobState,
+    Plan,
     Problem,
     QueueReason,
     SolveResult,
@@ -52,6 +53,9 @@ def solve_within_margin(
     settings: SolverSettings,
     stop: threading.Event | None = None,
     first_plan_hint: float | None = None,
+    *,
+    resolve_hint: float | None = None,
+    on_better_plan: Callable[[Plan], None] | None = None,
 ) -> SolveResult:
     """The best plan `solve_once` finds that satisfies the margin, with power limits.
 
@@ -59,10 +63,13 @@ def solve_within_margin(
     where it breaks the margin); the one worth most wins, a settled plan that broke the margin
     discounted by ``CAP_DISCOUNT``. A re-solve runs only with time for its first plan and as
     long again to improve it (``power_margin_resolve_factor`` times the first solve's time to its
-    first plan): a cut-short re-solve is worth less than the first plan settled. So when
-    `first_plan_hint` (seconds to a first plan, as a recent solve of this size took) says the
-    time the first solve would leave cannot hold a re-solve, the first solve gets
-    ``ALONE_SHARE`` of it."""
+    first plan), and at least the time the first solve took to a plan worth the best candidate:
+    a re-solve cut shorter is worth less than that candidate, and only risks the deadline (at
+    1,024 nodes one ran 0.1-0.3 s past it). When the hints (seconds, as recent solves of this
+    size took: `first_plan_hint` to a first plan, `resolve_hint` what a re-solve needed) say
+    the time the first solve would leave cannot hold a re-solve, the first solve gets
+    ``ALONE_SHARE`` of it. `on_better_plan` is told each better settled plan while more solving
+    follows (a worker sends it ahead, in case it dies)."""
     params = settings.guard_params()
     budget = problem.cluster.power_budget_watts
     if budget is None or params.z <= 0:
@@ -71,29 +78,32 @@ def solve_within_margin(
     target = budget  # first the request's budget: its bound then bounds the margin's problem
     bound: float | None = None  # of an untightened solve: it bounds the margin's problem too
     candidates: list[_Candidate] = []
-    first_plan_seconds: float | None = None
+    first: SolveResult | None = None
+    started = 0.0  # the first solve's start, in seconds since the deadline's
     needs = 0.0  # the first solve's time to its first plan: what a re-solve needs at least
+    factor = settings.power_margin_resolve_factor
     for attempt in range(settings.power_margin_solves):
         now = time.monotonic()
         left = max(deadline.end - now, 0.0)
-        wanted = settings.power_margin_resolve_factor * needs
-        if attempt > 0 and left < wanted:
-            break
+        wanted = 0.0
+        if attempt > 0:
+            assert first is not None
+            reach = _seconds_to(first.stats.progress, _best(candidates).value, started)
+            wanted = max(factor * needs, reach)
+            if left < wanted:
+                break
         last = attempt == settings.power_margin_solves - 1
         share = 1.0 if last else settings.power_margin_first_share if attempt == 0 else 0.5
-        if (
-            attempt == 0
-            and first_plan_hint is not None
-            and left * (1.0 - share) < (settings.power_margin_resolve_factor * first_plan_hint)
-        ):
+        after = max(factor * (first_plan_hint or 0.0), resolve_hint or 0.0)
+        if attempt == 0 and after > 0 and left * (1.0 - share) < after:
             share = ALONE_SHARE  # no re-solve could follow
         window = left * share if left * share >= wanted else left
         when = dataclasses.replace(deadline, end=now + window)
         run_budget = max(min(target, budget), floor)
         result = solve_once(_with_budget(problem, run_budget), when, attempt == 0)
         if attempt == 0:
-            first_plan_seconds = result.stats.first_plan_seconds
-            needs = max(first_plan_seconds - (now - deadline.start), 0.0)
+            first, started = result, now - deadline.start
+            needs = max(result.stats.first_plan_seconds - started, 0.0)
         if run_budget >= budget:
             bound = result.stats.best_bound
         if result.stats.termination is Termination.INFEASIBLE:
@@ -104,17 +114,39 @@ def solve_within_margin(
         woken = woken_watts(problem.cluster, plan)
         margin = margin_of(problem, plan_draws(problem, plan, params), params, woken)
         assert margin is not None
+        leader = _best(candidates) if candidates else None
         candidates.append(_candidate(problem, result, params, run_budget < budget, margin.slack))
         if margin.slack >= 0 or (stop is not None and stop.is_set()) or run_budget <= floor:
             break
+        if on_better_plan is not None and not last and _best(candidates) is not leader:
+            on_better_plan(_best(candidates).result.plan)
         target = run_budget + margin.slack - 1.0  # 1 W below: floors of the model's rows
-    best = max(candidates, key=lambda c: c.value)  # the earliest of equals
+    best = _best(candidates)
     result = best.result
     if best.tightened or best.broken:  # its own bound is not the request's
         result = _rebound(result, bound, best.note)
-    assert first_plan_seconds is not None
-    stats = dataclasses.replace(result.stats, first_plan_seconds=first_plan_seconds)
+    assert first is not None
+    broke = candidates[0].broken  # else no re-solve was wanted
+    resolve = _seconds_to(first.stats.progress, best.value, started) if broke else None
+    stats = dataclasses.replace(
+        result.stats,
+        first_plan_seconds=first.stats.first_plan_seconds,
+        resolve_seconds=resolve,
+    )
     return dataclasses.replace(result, stats=stats)
+
+
+def _best(candidates: list[_Candidate]) -> _Candidate:
+    return max(candidates, key=lambda c: c.value)  # the earliest of equals
+
+
+def _seconds_to(progress: tuple[tuple[float, float], ...], value: float, start: float) -> float:
+    """Seconds from `start` until a solve whose `progress` this is kept a plan worth `value`
+    (0 when its progress is unknown; its last plan's time when none was worth it)."""
+    for at, objective in progress:
+        if objective >= value - 1e-9 * max(1.0, abs(value)):
+            return max(at - start, 0.0)
+    return max(progress[-1][0] - start, 0.0) if progress else 0.0
 
 
 @dataclasses.dataclass(frozen=True)

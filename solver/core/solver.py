@@ -74,7 +74,9 @@ class Solver:
         self._own: LazyExecutor | None = None
         self._lock = threading.Lock()
         self.first_plan_per_job: float | None = None
-        """Seconds a job to the last solve's first plan (``note_first_plan``)."""
+        """Seconds a job to the last solve's first plan (``note_pace``)."""
+        self.resolve_per_job: float | None = None
+        """Seconds a job a re-solve for the power margin last needed (``note_pace``)."""
         isolated.keep_workers(self.settings.kept_exact_workers)
 
     # ------------------------------------------------------------ pickling
@@ -97,11 +99,14 @@ class Solver:
         deadline: Deadline | None = None,
         stop: threading.Event | None = None,
         on_first_plan: Callable[[Plan], None] | None = None,
+        on_better_plan: Callable[[Plan], None] | None = None,
     ) -> SolveResult:
         """Solve within `deadline` (default: the problem's time budget from now). Once `stop`
         is set, the search, the solvers (interrupted) and worker processes (stopped, or killed)
         stop and the best plan so far returns at once. `on_first_plan` is told the first
-        checked plan as soon as it exists (the quick plan answers at once without it)."""
+        checked plan as soon as it exists (the quick plan answers at once without it);
+        `on_better_plan` each better plan, settled for the power margin, while more solving
+        follows."""
         s = self.settings
         if deadline is None:
             deadline = Deadline.after(problem.options.time_budget_seconds, s, len(problem.jobs))
@@ -113,22 +118,32 @@ class Solver:
             return self._solve_once(p, d, stop, told if first else None)
 
         # Before its first answer the solver has no pace of its own: the settings' estimate.
+        jobs = max(len(problem.jobs), 1)
         per_job = self.first_plan_per_job
-        hint = (
-            self.first_plan_estimate(problem)
-            if per_job is None
-            else per_job * max(len(problem.jobs), 1)
+        hint = self.first_plan_estimate(problem) if per_job is None else per_job * jobs
+        resolve = None if self.resolve_per_job is None else self.resolve_per_job * jobs
+        result = solve_within_margin(
+            deferral.problem,
+            deadline,
+            once,
+            s,
+            stop,
+            hint,
+            resolve_hint=resolve,
+            on_better_plan=first_plan_with_deferred(deferral, on_better_plan),
         )
-        result = solve_within_margin(deferral.problem, deadline, once, s, stop, hint)
-        self.note_first_plan(result.stats.first_plan_seconds, len(problem.jobs))
+        self.note_pace(result.stats.first_plan_seconds, result.stats.resolve_seconds, jobs)
         return with_deferred(problem, deferral, result)
 
-    def note_first_plan(self, seconds: float | None, jobs: int) -> None:
-        """Remember a solve's time to its first plan over `jobs` jobs: this machine's pace
-        now, which the power margin's loop reads to size its first solve. The service, whose
-        solves run on copies of this solver in worker processes, tells it each answer's."""
-        if seconds is not None:
-            self.first_plan_per_job = seconds / max(jobs, 1)
+    def note_pace(self, first_plan: float | None, resolve: float | None, jobs: int) -> None:
+        """Remember a solve's time to its first plan over `jobs` jobs, and what a re-solve for
+        the power margin needed (when one was wanted): this machine's pace now, which the
+        power margin's loop reads to size its first solve. The service, whose solves run on
+        copies of this solver in worker processes, tells it each answer's."""
+        if first_plan is not None:
+            self.first_plan_per_job = first_plan / max(jobs, 1)
+        if resolve is not None:
+            self.resolve_per_job = resolve / max(jobs, 1)
 
     def _solve_once(
         self,

@@ -157,7 +157,7 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
         assert answer.response is not None
         s = answer.summary
         if s is not None:
-            self.solver.note_first_plan(s.first_plan_seconds, s.jobs)  # the next call's pace
+            self.solver.note_pace(s.first_plan_seconds, s.resolve_seconds, s.jobs)  # next call's
             self.metrics.solved(s.backend, s.termination.name, s.wall_seconds, s.relative_gap)
             tracing.annotate(
                 {

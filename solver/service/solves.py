@@ -5,9 +5,10 @@ worker, kills the worker once it is past the instant it said it would answer by 
 or over its memory limit, and answers:
 
 - with the worker's response (its bytes, relayed undecoded), or its request's violations;
-- when the worker died or was killed: with the first plan it sent ahead, relabelled a FALLBACK
-  with the reason; or, if it died before any plan, with the quick plan made here (running jobs
-  kept, queued ones placed until the deadline), also a FALLBACK;
+- when the worker died or was killed: with the last plan it sent ahead (its first, or a better
+  one settled for the power margin), relabelled a FALLBACK with the reason; or, if it died
+  before any plan, with the quick plan made here (running jobs kept, queued ones placed until
+  the deadline), also a FALLBACK;
 - when the solve raised: an internal error (logged with its traceback).
 """
 
@@ -31,7 +32,7 @@ from solver.service.worker import (
     PRELOAD,
     Answer,
     Due,
-    FirstPlan,
+    PlanAhead,
     SolveCall,
     fallback_stats,
     solve_call,
@@ -78,13 +79,13 @@ class SolveRunner:
 
     def run(self, call: SolveCall, running: Running) -> Outcome:
         """The call's outcome (SolveFailed when the solve raised)."""
-        first: list[bytes] = []
+        ahead: list[PlanAhead] = []  # the last one sent
 
         def on_report(value: object) -> None:
             if isinstance(value, Due):
                 running.due = value.end
-            elif isinstance(value, FirstPlan) and not first:
-                first.append(value.response)
+            elif isinstance(value, PlanAhead):
+                ahead[:] = [value]
 
         worker = self.pool.take()
         try:
@@ -99,18 +100,20 @@ class SolveRunner:
             )
         except WorkerLost as e:
             self.pool.discard(worker, str(e), crash=e.crash)
-            return self._without_worker(call, str(e), first)
+            return self._without_worker(call, str(e), ahead)
         except CallFailed as e:
             self.pool.give_back(worker)
             raise SolveFailed(str(e)) from e
         self.pool.give_back(worker)
         return Outcome(answer)
 
-    def _without_worker(self, call: SolveCall, why: str, first: list[bytes]) -> Outcome:
-        """The answer when the worker is gone: its first plan, or the quick plan made here."""
-        if first:
-            detail = f"{why}; the first plan, sent ahead by the worker"
-            return Outcome(Answer(response=first[0] + fallback_stats(detail, call.arrival)), why)
+    def _without_worker(self, call: SolveCall, why: str, ahead: list[PlanAhead]) -> Outcome:
+        """The answer when the worker is gone: the last plan it sent ahead, or the quick plan
+        made here."""
+        if ahead:
+            detail = f"{why}; {ahead[0].what}, sent ahead by the worker"
+            response = ahead[0].response + fallback_stats(detail, call.arrival)
+            return Outcome(Answer(response=response), why)
         try:
             request = pipeline.prepare(pb.SolveRequest.FromString(call.data), call.profile)
         except (DecodeError, ValueError) as e:

@@ -5,8 +5,9 @@ The worker decodes the request, applies the server's profile, validates and conv
 the call's deadline (``solver.app.pipeline.deadline_of``: its budget from the call's arrival,
 never past the RPC deadline) and solves with the solver the server was given. On the way it
 reports two things to the server: the instant it will answer by (so that the server kills it
-only past that), and the first checked plan as a serialized response (so that a worker killed
-or dead later still leaves an answer). A stop request from the server (a cancelled call, a
+only past that), and plans ahead of the answer as serialized responses (the first checked plan,
+then each better one settled for the power margin while re-solves follow), so that a worker
+killed or dead later still leaves an answer. A stop request from the server (a cancelled call, a
 shutdown) sets the solve's stop event: the best plan so far comes back at once.
 """
 
@@ -72,6 +73,7 @@ class Summary:
     jobs: int
     nodes: int
     first_plan_seconds: float | None = None
+    resolve_seconds: float | None = None
 
 
 @dataclass(frozen=True)
@@ -91,10 +93,13 @@ class Due:
 
 
 @dataclass(frozen=True)
-class FirstPlan:
-    """Report: the first checked plan, as a serialized SolveResponse labelled FALLBACK."""
+class PlanAhead:
+    """Report: the best checked plan so far, as a serialized SolveResponse labelled FALLBACK
+    (each replaces the one before)."""
 
     response: bytes
+    what: str
+    """What the plan is, for the answer's detail ("the first plan")."""
 
 
 def solve_call(call: SolveCall, ctx: CallContext) -> Answer:
@@ -122,8 +127,10 @@ def _solve(call: SolveCall, ctx: CallContext) -> Answer:
         call.solver, problem, arrival=call.arrival, caller_end=call.caller_end
     )
     ctx.report(Due(deadline.end))
-    first = FirstReport(call, ctx, problem)
-    result = call.solver.solve(problem, deadline, ctx.stop, on_first_plan=first)
+    ahead = PlansAhead(call, ctx, problem)
+    result = call.solver.solve(
+        problem, deadline, ctx.stop, on_first_plan=ahead.first, on_better_plan=ahead.better
+    )
     guard = call.solver.settings.guard_params()
     response = result_to_proto(result, problem, guard).SerializeToString()
     return Answer(response=response, summary=summary(result, problem))
@@ -140,32 +147,53 @@ def summary(result: SolveResult, problem: Problem) -> Summary:
         len(problem.jobs),
         len(problem.cluster.nodes),
         s.first_plan_seconds,
+        s.resolve_seconds,
     )
 
 
-class FirstReport:
-    """Sends the first checked plan to the server in a thread of its own (serializing a large
-    plan takes milliseconds the solve goes on meanwhile)."""
+class PlansAhead:
+    """Sends plans ahead of the answer to the server, each in a thread of its own (serializing
+    a large plan takes milliseconds the solve goes on meanwhile); a plan that would arrive
+    after a later one is dropped."""
 
     def __init__(self, call: SolveCall, ctx: CallContext, problem: Problem) -> None:
         self.call = call
         self.ctx = ctx
         self.problem = problem
+        self._lock = threading.Lock()
+        self._made = 0
+        self._sent = 0
 
-    def __call__(self, plan: Plan) -> None:
+    def first(self, plan: Plan) -> None:
+        self._start(plan, "the first plan")
+
+    def better(self, plan: Plan) -> None:
+        self._start(plan, "the best plan settled for the power margin")
+
+    def _start(self, plan: Plan, what: str) -> None:
+        with self._lock:
+            self._made += 1
+            order = self._made
         threading.Thread(
-            target=self._send, args=(plan,), name="dsfro-first-plan", daemon=True
+            target=self._send, args=(plan, what, order), name="dsfro-plan-ahead", daemon=True
         ).start()
 
-    def _send(self, plan: Plan) -> None:
+    def _send(self, plan: Plan, what: str, order: int) -> None:
         try:
-            self.ctx.report(FirstPlan(first_plan_response(plan, self.call.arrival, self.problem)))
+            response = first_plan_response(plan, self.call.arrival, self.problem, what)
+            with self._lock:
+                if order < self._sent:
+                    return
+                self._sent = order
+                self.ctx.report(PlanAhead(response, what))
         except Exception:  # the answer goes on without it
-            log.exception("could not send the first plan ahead")
+            log.exception("could not send %s ahead", what)
 
 
-def first_plan_response(plan: Plan, arrival: float, problem: Problem | None = None) -> bytes:
-    """A plan as the answer of a solve that went no further than its first plan."""
+def first_plan_response(
+    plan: Plan, arrival: float, problem: Problem | None = None, what: str = "the first plan"
+) -> bytes:
+    """A plan as the answer of a solve that went no further than it (`what` it is)."""
     stats = SolveStats(
         termination=Termination.FALLBACK,
         backend_used=Backend.HEURISTIC,
@@ -176,7 +204,7 @@ def first_plan_response(plan: Plan, arrival: float, problem: Problem | None = No
         first_plan_seconds=time.monotonic() - arrival,
         num_configurations=0,
         num_configurations_enumerated=0,
-        detail="the first plan",
+        detail=what,
     )
     return result_to_proto(SolveResult(plan=plan, stats=stats), problem).SerializeToString()
 
