@@ -437,11 +437,9 @@ class SolveStats:
     num_configurations_enumerated: int
     detail: str = ""
     progress: tuple[tuple[float, float], ...] = ()
-    """(seconds since the solve started, objective) of each better plan it kept, in order: how
-    fast it got where it did (empty when not recorded: a quick plan, a merged answer)."""
+    """(seconds since the start, objective) of each better plan kept, in order (or unknown)."""
     resolve_seconds: float | None = None
-    """What a re-solve for the power margin would have needed to beat this answer: the time its
-    first solve took to a plan worth as much (None: no plan broke the margin, or not known)."""
+    """Time the first solve took to a plan worth this answer, when the power margin broke."""
 
 
 @dataclass(frozen=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import threading
+import time
 from pathlib import Path
 
 from solver.app.convert import load_request_json
@@ -161,3 +162,19 @@ def test_a_solve_with_a_relative_gap_reports_the_gap_and_is_not_optimal_unless_p
     assert (s.termination is Termination.OPTIMAL) == (s.relative_gap <= OPTIMALITY_TOLERANCE)
     assert s.termination in (Termination.OPTIMAL, Termination.FEASIBLE, Termination.FALLBACK)
     assert s.wall_seconds < 2.0  # stopped at the requested gap, long before the budget
+
+
+def test_the_answer_carries_each_kept_plan_with_its_time() -> None:
+    # Kept plans only (a worse offer is not progress), in order, in seconds since the start
+    # (the answer's wall time back from when it is made).
+    p, worse, better = _plans()
+    incumbent = Incumbent(p)
+    start = time.monotonic()
+    incumbent.offer(worse, "first", Backend.HEURISTIC)
+    time.sleep(0.05)
+    incumbent.offer(better, "guided", Backend.AGGREGATE)
+    incumbent.offer(worse, "again", Backend.CPSAT)
+    result = incumbent.result(wall_seconds=time.monotonic() - start, first_plan_seconds=0.0)
+    (t0, v0), (t1, v1) = result.stats.progress
+    assert (v0, v1) == (worse.objective.total, better.objective.total)
+    assert 0.0 <= t0 < 0.04 and 0.05 <= t1 - t0 < 1.0

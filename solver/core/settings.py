@@ -210,7 +210,8 @@ class SolverSettings(BaseSettings):
     """A re-solve under a tightened budget runs only with this many times the first solve's
     time to its first plan left (its own first plan, and as long again to improve it): cut
     shorter, it ends on a partial greedy pass, worth less than the first plan with its limits
-    lowered (at 1,024 nodes and 5 s, 16 % below; docs/benchmarks.md)."""
+    lowered (at 1,024 nodes and 5 s, 16 % below; docs/benchmarks.md). It also needs the time
+    the first solve took to a plan worth the best settled one (``solve_within_margin``)."""
 
     def guard_params(self) -> GuardParams:
         """The margin and limit parameters as the perfmodel takes them."""
