@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -36,6 +37,17 @@ def chatty(x: int, call: CallContext) -> str:
     for i in range(x):
         call.report(i)
     return "done"
+
+
+def reports_late(x: int, call: CallContext) -> str:
+    """Returns at once; a thread of its own reports `x` a moment later, after the result."""
+
+    def late() -> None:
+        time.sleep(0.2)
+        call.report(x)
+
+    threading.Thread(target=late, daemon=True).start()
+    return "early"
 
 
 def until_stopped(seconds: float, call: CallContext) -> float:
@@ -85,6 +97,16 @@ def test_a_call_answers_and_the_worker_takes_the_next(worker: Worker) -> None:
     reports: list[int] = []
     assert _call(worker, chatty, 3, on_report=reports.append) == "done"
     assert reports == [0, 1, 2]
+
+
+def test_a_report_sent_after_its_call_never_reaches_the_next_call(worker: Worker) -> None:
+    # The late report arrives while the next call runs: it belongs to the call before.
+    seen: list[Any] = []
+    assert _call(worker, reports_late, 7, on_report=seen.append) == "early"
+    assert _call(worker, until_stopped, 0.6, on_report=seen.append) >= 0.5
+    assert seen == []
+    assert _call(worker, chatty, 2, on_report=seen.append) == "done"
+    assert seen == [0, 1]
 
 
 def test_a_call_that_raises_leaves_the_worker_usable(worker: Worker) -> None:

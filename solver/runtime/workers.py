@@ -178,7 +178,11 @@ class Worker:
         if kind == "ready":
             self.ready = True
             return self.receive(0.0) if select.select([self._result_r], [], [], 0)[0] else None
-        return Report(value) if kind == "report" else (kind, value)
+        if kind == "report":
+            call_id, value = value
+            # A report an earlier call's thread sent after that call's result: not this call's.
+            return Report(value) if call_id == self._calls else None
+        return (kind, value)
 
     def _death(self, what: str) -> str:
         with contextlib.suppress(subprocess.TimeoutExpired):
@@ -315,7 +319,8 @@ def _serve(task_fd: int, result_fd: int, control_fd: int, preload: Sequence[str]
         stop.clear()
         current[0] = call_id
         try:
-            result: tuple[str, Any] = ("result", fn(arg, CallContext(stop, _reporter(send))))
+            context = CallContext(stop, _reporter(send, call_id))
+            result: tuple[str, Any] = ("result", fn(arg, context))
         except BaseException as e:  # reported to the parent, which decides what it means
             result = ("error", f"{type(e).__name__}: {e}\n{traceback.format_exc()}")
         try:
@@ -326,9 +331,11 @@ def _serve(task_fd: int, result_fd: int, control_fd: int, preload: Sequence[str]
             send("error", f"the call's answer could not be sent: {type(e).__name__}: {e}")
 
 
-def _reporter(send: Callable[[str, Any], None]) -> Callable[[Any], None]:
+def _reporter(send: Callable[[str, Any], None], call_id: int) -> Callable[[Any], None]:
+    """Reports stamped with their call: a thread of a call may still report after it ended."""
+
     def report(value: Any) -> None:
-        send("report", value)
+        send("report", (call_id, value))
 
     return report
 
