@@ -258,10 +258,12 @@ def test_no_resolve_without_time_for_its_first_plan() -> None:
     assert report is not None and report.slack >= -1e-6
 
 
-def test_the_first_solve_takes_the_whole_window_when_no_resolve_could_follow() -> None:
+@pytest.mark.parametrize("which", ["first_plan", "resolve"])
+def test_the_first_solve_takes_the_whole_window_when_no_resolve_could_follow(which: str) -> None:
     # 2 s left: with no hint (or a fast one) the first solve gets power_margin_first_share of
-    # it, in case a re-solve follows; when a recent solve of this size took 1 s to its first
-    # plan, the 0.6 s left after it could not hold a re-solve (2 x 1 s), so it gets 90 %.
+    # it, in case a re-solve follows. When a recent solve of this size took 1 s to its first
+    # plan, the 0.6 s left after it could not hold a re-solve (2 x 1 s); nor when a recent
+    # re-solve needed 1 s to reach the first solve's settled plan: it gets 90 % then.
     p = four_equal_jobs(3850.0)
     settings = SolverSettings()
     solver = Solver(settings)
@@ -273,7 +275,11 @@ def test_the_first_solve_takes_the_whole_window_when_no_resolve_could_follow() -
 
     for hint, expected in ((None, 0.7 * 2.0), (0.01, 0.7 * 2.0), (1.0, ALONE_SHARE * 2.0)):
         windows.clear()
-        solve_within_margin(p, Deadline.after(2.0, settings), once, settings, None, hint)
+        deadline = Deadline.after(2.0, settings)
+        if which == "first_plan":
+            solve_within_margin(p, deadline, once, settings, None, hint)
+        else:
+            solve_within_margin(p, deadline, once, settings, None, None, resolve_hint=hint)
         assert windows[0] == pytest.approx(expected, abs=0.05), hint
 
 
@@ -352,25 +358,6 @@ def test_a_plan_within_the_margin_needs_no_resolve_and_says_none() -> None:
     assert result.stats.resolve_seconds is None
     assert [v for _, v in result.stats.progress] == sorted(v for _, v in result.stats.progress)
     assert result.stats.progress[-1][1] == pytest.approx(result.stats.objective)
-
-
-def test_the_resolve_hint_gives_the_first_solve_the_whole_window() -> None:
-    # A recent re-solve at this size needed 1 s: the 30 % of 2 s a first solve at 70 % would
-    # leave cannot hold it, so the first solve gets ALONE_SHARE.
-    p = four_equal_jobs(3850.0)
-    settings = SolverSettings()
-    solver = Solver(settings)
-    windows: list[float] = []
-
-    def once(q: Problem, d: Deadline, first: bool) -> SolveResult:
-        windows.append(d.end - time.monotonic())
-        return solver._solve_once(q, d, None, None)
-
-    for hint, expected in ((None, 0.7 * 2.0), (0.1, 0.7 * 2.0), (1.0, ALONE_SHARE * 2.0)):
-        windows.clear()
-        deadline = Deadline.after(2.0, settings)
-        solve_within_margin(p, deadline, once, settings, None, None, resolve_hint=hint)
-        assert windows[0] == pytest.approx(expected, abs=0.05), hint
 
 
 def test_each_better_settled_plan_is_told_while_a_resolve_follows() -> None:

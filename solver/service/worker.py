@@ -180,7 +180,7 @@ class PlansAhead:
 
     def _send(self, plan: Plan, what: str, order: int) -> None:
         try:
-            response = first_plan_response(plan, self.call.arrival, self.problem, what)
+            response = plan_ahead_response(plan, self.call.arrival, self.problem, what)
             with self._lock:
                 if order < self._sent:
                     return
@@ -190,7 +190,7 @@ class PlansAhead:
             log.exception("could not send %s ahead", what)
 
 
-def first_plan_response(
+def plan_ahead_response(
     plan: Plan, arrival: float, problem: Problem | None = None, what: str = "the first plan"
 ) -> bytes:
     """A plan as the answer of a solve that went no further than it (`what` it is)."""
