@@ -34,10 +34,12 @@ from solver.scoring.objective import score_plan
 
 SHED_DETAIL = "queued to keep the power margin (docs/objective.md, Power margin)"
 CAP_DISCOUNT = 0.06
-"""A plan whose limits were lowered to fit the margin is taken over another attempt's only when
-worth more than it by this share of its objective, which does not see the throughput a lowered
-limit may cost: the Zeus sweeps' median slowdown at 86 % of a job's free draw
-(solver/simulate/power_cap.py)."""
+"""A plan whose limits were lowered to their floors (the jobs' mean draws) to fit the margin is
+taken over another attempt's only when worth more than it by this share of its objective,
+which does not see the throughput a lowered limit may cost: the Zeus sweeps' median slowdown at
+86 % of a job's free draw (solver/simulate/power_cap.py), what a cap at the mean costs a job
+drawing one standard deviation (18 %) above its prediction. Limits lowered part of the way
+cost that share of it (an assumption: linear between no cost unlowered and this at the floor)."""
 ALONE_SHARE = 0.9
 """Share of the time left the first solve gets when no re-solve could follow: the rest absorbs
 the tail of a large solve (at 1,024 nodes an exact side past its deadline held the answer up to
@@ -60,16 +62,17 @@ def solve_within_margin(
     """The best plan `solve_once` finds that satisfies the margin, with power limits.
 
     Every attempt's plan is a candidate once settled (its limits set, lowered and jobs queued
-    where it breaks the margin); the one worth most wins, a settled plan that broke the margin
-    discounted by ``CAP_DISCOUNT``. A re-solve runs only with time for its first plan and as
-    long again to improve it (``power_margin_resolve_factor`` times the first solve's time to its
-    first plan), and at least the time the first solve took to a plan worth the best candidate:
-    a re-solve cut shorter is worth less than that candidate, and only risks the deadline (at
-    1,024 nodes one ran 0.1-0.3 s past it). When the hints (seconds, as recent solves of this
-    size took: `first_plan_hint` to a first plan, `resolve_hint` what a re-solve needed) say
-    the time the first solve would leave cannot hold a re-solve, the first solve gets
-    ``ALONE_SHARE`` of it. `on_better_plan` is told each better settled plan while more solving
-    follows (a worker sends it ahead, in case it dies)."""
+    where it breaks the margin); the one worth most wins, a settled plan with lowered limits
+    discounted by up to ``CAP_DISCOUNT``, as far as they came down. A re-solve runs only with
+    time for its first plan and as long again to improve it (``power_margin_resolve_factor``
+    times the first solve's time to its first plan), and at least the time the first solve
+    took to a plan worth the best candidate: a re-solve cut shorter is worth less than that
+    candidate, and only risks the deadline (at 1,024 nodes one ran 0.1-0.3 s past it). When
+    the hints (seconds, as recent solves of this size took: `first_plan_hint` to a first plan,
+    `resolve_hint` what a re-solve needed) say the time the first solve would leave cannot
+    hold a re-solve, the first solve gets ``ALONE_SHARE`` of it. `on_better_plan` is told each
+    better settled plan while more solving follows (a worker sends it ahead, in case it
+    dies)."""
     params = settings.guard_params()
     budget = problem.cluster.power_budget_watts
     if budget is None or params.z <= 0:
@@ -167,16 +170,22 @@ class _Candidate:
 def _candidate(
     problem: Problem, result: SolveResult, params: GuardParams, tightened: bool, slack: float
 ) -> _Candidate:
-    settled = settle_plan(problem, result, params)
+    settled, lowered = _settled(problem, result, params)
     objective = settled.stats.objective
-    broken = slack < 0
-    value = objective - CAP_DISCOUNT * abs(objective) if broken else objective
-    return _Candidate(settled, value, tightened, broken)
+    value = objective - CAP_DISCOUNT * lowered * abs(objective)
+    return _Candidate(settled, value, tightened, slack < 0)
 
 
 def settle_plan(problem: Problem, result: SolveResult, params: GuardParams) -> SolveResult:
     """The plan with its power limits, lowered (and jobs queued) as ``settle`` says when it
     breaks the margin; rescored when jobs were queued."""
+    return _settled(problem, result, params)[0]
+
+
+def _settled(
+    problem: Problem, result: SolveResult, params: GuardParams
+) -> tuple[SolveResult, float]:
+    """``settle_plan``'s result, and how far its limits came down (``Settlement.lowered``)."""
     draws = plan_draws(problem, result.plan.assignments, params)
     jobs = {j.name: j for j in problem.jobs}
     keep = [j.name for j in problem.jobs if not j.preemptible and j.current is not None]
@@ -200,7 +209,7 @@ def settle_plan(problem: Problem, result: SolveResult, params: GuardParams) -> S
     )
     plan = dataclasses.replace(result.plan, assignments=assignments)
     if not shed:
-        return dataclasses.replace(result, plan=plan)
+        return dataclasses.replace(result, plan=plan), s.lowered
     configs = build_config_set(problem)
     best, least = configs.best_samples_per_second, configs.least_joules_per_sample
     objective = score_plan(problem, assignments, best, result.plan.layout_changes, least)
@@ -211,7 +220,7 @@ def settle_plan(problem: Problem, result: SolveResult, params: GuardParams) -> S
         objective=objective.total,
         detail=f"{result.stats.detail}; {note}" if result.stats.detail else note,
     )
-    return SolveResult(plan=plan, stats=stats)
+    return SolveResult(plan=plan, stats=stats), s.lowered
 
 
 def _with_budget(problem: Problem, watts: float) -> Problem:

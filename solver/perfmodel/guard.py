@@ -167,6 +167,9 @@ class Settlement:
     limits: dict[str, float | None]
     margin: Margin | None
     """The margin of the running jobs with these limits (None without a budget)."""
+    lowered: float = 0.0
+    """How far the limits came down: 0 not at all, 1 every limit at its floor (the job's mean
+    draw, or its GPUs' lowest limit when that is higher)."""
 
 
 def settle(
@@ -208,7 +211,7 @@ def settle(
                 lowered = floor + f * (max(d.headroom, 0.0) - floor)
                 limits[d.job] = min(d.limit_per_gpu, (d.mean + lowered) / d.gpus)
             capped = dataclasses.replace(margin, margin=room, limited=margin.predicted + room)
-            return Settlement(tuple(shed), limits, capped)
+            return Settlement(tuple(shed), limits, capped, min(max(1.0 - f, 0.0), 1.0))
         if not order:
             return Settlement(tuple(shed), limits, margin)
         out = order.pop(0)
