@@ -140,6 +140,9 @@ def test_settle_sheds_the_largest_new_job_when_even_the_means_do_not_fit() -> No
     assert s.lowered == 0.0
     kept = settle(p, plan_draws(p, plan, GuardParams()), GuardParams(), keep=["j2"])
     assert kept.shed == ("j1",)
+    stuck = settle(p, plan_draws(p, plan, GuardParams()), GuardParams(), keep=["j1", "j2"])
+    assert stuck.shed == () and stuck.margin is not None and stuck.margin.slack < 0
+    assert stuck.lowered == 1.0  # the margin stays broken: it counts as at the floors
 
 
 def test_checker_report_agrees_with_the_solver_and_reads_the_plan_limits() -> None:

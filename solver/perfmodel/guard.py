@@ -169,7 +169,7 @@ class Settlement:
     """The margin of the running jobs with these limits (None without a budget)."""
     lowered: float = 0.0
     """How far the limits came down: 0 not at all, 1 every limit at its floor (the job's mean
-    draw, or its GPUs' lowest limit when that is higher)."""
+    draw, or its GPUs' lowest limit when that is higher), or the margin still broken."""
 
 
 def settle(
@@ -212,8 +212,8 @@ def settle(
                 limits[d.job] = min(d.limit_per_gpu, (d.mean + lowered) / d.gpus)
             capped = dataclasses.replace(margin, margin=room, limited=margin.predicted + room)
             return Settlement(tuple(shed), limits, capped, min(max(1.0 - f, 0.0), 1.0))
-        if not order:
-            return Settlement(tuple(shed), limits, margin)
+        if not order:  # nothing left to queue: the margin stays broken, counted as at floors
+            return Settlement(tuple(shed), limits, margin, 1.0)
         out = order.pop(0)
         shed.append(out.job)
         running = [d for d in running if d.job != out.job]
