@@ -132,11 +132,11 @@ def plan_with_deferred(deferral: Deferral, plan: Plan) -> Plan:
     return dataclasses.replace(plan, assignments=(*plan.assignments, *held))
 
 
-def first_plan_with_deferred(
+def plans_with_deferred(
     deferral: Deferral, told: Callable[[Plan], None] | None
 ) -> Callable[[Plan], None] | None:
-    """`told`, given first plans with the deferred jobs queued: the service answers with the
-    first plan when a solve's worker dies, and that answer must list every job."""
+    """`told`, given plans sent ahead with the deferred jobs queued: the service answers with
+    the last one when a solve's worker dies, and that answer must list every job."""
     if told is None or not deferral.held:
         return told
     hook = told

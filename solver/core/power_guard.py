@@ -80,8 +80,9 @@ def solve_within_margin(
     floor = floor_watts(problem.cluster)
     target = budget  # first the request's budget: its bound then bounds the margin's problem
     bound: float | None = None  # of an untightened solve: it bounds the margin's problem too
-    candidates: list[_Candidate] = []
+    best: _Candidate | None = None  # the settled candidate worth most, the earliest of equals
     first: SolveResult | None = None
+    first_broke = False
     started = 0.0  # the first solve's start, in seconds since the deadline's
     needs = 0.0  # the first solve's time to its first plan: what a re-solve needs at least
     factor = settings.power_margin_resolve_factor
@@ -90,16 +91,17 @@ def solve_within_margin(
         left = max(deadline.end - now, 0.0)
         wanted = 0.0
         if attempt > 0:
-            assert first is not None
-            reach = _seconds_to(first.stats.progress, _best(candidates).value, started)
+            assert first is not None and best is not None
+            reach = _seconds_to(first.stats.progress, best.value, started)
             wanted = max(factor * needs, reach)
             if left < wanted:
                 break
         last = attempt == settings.power_margin_solves - 1
         share = 1.0 if last else settings.power_margin_first_share if attempt == 0 else 0.5
-        after = max(factor * (first_plan_hint or 0.0), resolve_hint or 0.0)
-        if attempt == 0 and after > 0 and left * (1.0 - share) < after:
-            share = ALONE_SHARE  # no re-solve could follow
+        if attempt == 0:
+            after = max(factor * (first_plan_hint or 0.0), resolve_hint or 0.0)
+            if after > 0 and left * (1.0 - share) < after:
+                share = ALONE_SHARE  # no re-solve could follow
         window = left * share if left * share >= wanted else left
         when = dataclasses.replace(deadline, end=now + window)
         run_budget = max(min(target, budget), floor)
@@ -110,37 +112,34 @@ def solve_within_margin(
         if run_budget >= budget:
             bound = result.stats.best_bound
         if result.stats.termination is Termination.INFEASIBLE:
-            if not candidates:  # the request's own budget (the first solve's) admits no plan
+            if best is None:  # the request's own budget (the first solve's) admits no plan
                 return result
             break
         plan = result.plan.assignments
         woken = woken_watts(problem.cluster, plan)
         margin = margin_of(problem, plan_draws(problem, plan, params), params, woken)
         assert margin is not None
-        leader = _best(candidates) if candidates else None
-        candidates.append(_candidate(problem, result, params, run_budget < budget, margin.slack))
+        candidate = _candidate(problem, result, params, run_budget < budget, margin.slack)
+        if attempt == 0:
+            first_broke = candidate.broken  # a re-solve was wanted
+        better = best is None or candidate.value > best.value
+        best = candidate if better else best
         if margin.slack >= 0 or (stop is not None and stop.is_set()) or run_budget <= floor:
             break
-        if on_better_plan is not None and not last and _best(candidates) is not leader:
-            on_better_plan(_best(candidates).result.plan)
+        if on_better_plan is not None and not last and better:
+            on_better_plan(candidate.result.plan)
         target = run_budget + margin.slack - 1.0  # 1 W below: floors of the model's rows
-    best = _best(candidates)
+    assert first is not None and best is not None
     result = best.result
     if best.tightened or best.broken:  # its own bound is not the request's
         result = _rebound(result, bound, best.note)
-    assert first is not None
-    broke = candidates[0].broken  # else no re-solve was wanted
-    resolve = _seconds_to(first.stats.progress, best.value, started) if broke else None
+    resolve = _seconds_to(first.stats.progress, best.value, started) if first_broke else None
     stats = dataclasses.replace(
         result.stats,
         first_plan_seconds=first.stats.first_plan_seconds,
         resolve_seconds=resolve,
     )
     return dataclasses.replace(result, stats=stats)
-
-
-def _best(candidates: list[_Candidate]) -> _Candidate:
-    return max(candidates, key=lambda c: c.value)  # the earliest of equals
 
 
 def _seconds_to(progress: tuple[tuple[float, float], ...], value: float, start: float) -> float:

@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from solver.core.carbon import defer_for_carbon, first_plan_with_deferred, with_deferred
+from solver.core.carbon import defer_for_carbon, plans_with_deferred, with_deferred
 from solver.core.deadline import Clock, Deadline
 from solver.core.incumbent import Incumbent, infeasible
 from solver.core.mig import JOINT_MARGIN_SECONDS, solve_with_slices, uses_mig
@@ -112,7 +112,7 @@ class Solver:
             deadline = Deadline.after(problem.options.time_budget_seconds, s, len(problem.jobs))
 
         deferral = defer_for_carbon(problem, s)
-        told = first_plan_with_deferred(deferral, on_first_plan)
+        told = plans_with_deferred(deferral, on_first_plan)
 
         def once(p: Problem, d: Deadline, first: bool) -> SolveResult:
             return self._solve_once(p, d, stop, told if first else None)
@@ -130,7 +130,7 @@ class Solver:
             stop,
             hint,
             resolve_hint=resolve,
-            on_better_plan=first_plan_with_deferred(deferral, on_better_plan),
+            on_better_plan=plans_with_deferred(deferral, on_better_plan),
         )
         self.note_pace(result.stats.first_plan_seconds, result.stats.resolve_seconds, jobs)
         return with_deferred(problem, deferral, result)
