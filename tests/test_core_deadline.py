@@ -55,6 +55,12 @@ def test_a_request_read_slowly_stretches_every_reserve() -> None:
     slow = Deadline.for_call(S, arrival=0.0, budget_seconds=5.0, jobs=jobs, read_seconds=3 * idle)
     respond = S.respond_seconds + S.respond_seconds_per_job * jobs
     assert fast.end - slow.end == pytest.approx(2 * respond + 2 * finish_seconds(S, jobs))
+    # Work after a step's end (settling a plan, ruin's last attempt) keeps reserves at the
+    # call's pace; the solver's own finish keeps its idle size (the rest came off the end).
+    assert slow.finish_seconds == fast.finish_seconds == pytest.approx(finish_seconds(S, jobs))
+    assert fast.finishes(3) == pytest.approx(3 * finish_seconds(S, jobs))
+    assert slow.finishes(3) == pytest.approx(9 * finish_seconds(S, jobs))
+    assert slow.sooner(1.0).finishes() == pytest.approx(slow.finishes())
 
 
 def test_a_clock_has_no_time_once_stopped() -> None:

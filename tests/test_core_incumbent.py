@@ -65,6 +65,23 @@ def test_the_first_plan_is_kept_then_only_better_ones() -> None:
     assert not incumbent.offer(better, "late", Backend.HIGHS)
 
 
+def test_only_a_plan_that_would_be_kept_is_checked() -> None:
+    # A check of a large plan takes tenths of a second on a loaded machine: a plan no better
+    # than the best is turned away before it.
+    p, worse, better = _plans()
+    checked: list[Plan] = []
+
+    def check(problem: Problem, assignments: object, changes: object) -> list[object]:
+        checked.append(next(q for q in (worse, better) if q.assignments is assignments))
+        return []
+
+    incumbent = Incumbent(p, check=check)  # type: ignore[arg-type]
+    assert incumbent.offer(better, "guided", Backend.AGGREGATE)
+    assert not incumbent.offer(worse, "priced", Backend.HEURISTIC)
+    assert not incumbent.offer(better, "again", Backend.CPSAT)
+    assert checked == [better]
+
+
 def test_a_plan_the_checker_rejects_is_never_kept_and_is_noted() -> None:
     p, _, good = _plans()
     [a, b] = good.assignments

@@ -19,7 +19,7 @@ from solver.search.heuristic import Heuristic
 from tests.test_ruin import running, two_for_three
 
 
-def _run(p: Problem) -> SolveRun:
+def run_holding_a_and_b(p: Problem) -> SolveRun:
     """A run whose incumbent is "a" and "b" on the one node (2.0; "c", "d", "e" make 2.4)."""
     settings = SolverSettings()
     configs = build_config_set(p)
@@ -38,7 +38,7 @@ def _run(p: Problem) -> SolveRun:
 
 
 def test_ruin_offers_the_exchange_single_moves_miss() -> None:
-    run = _run(two_for_three())
+    run = run_holding_a_and_b(two_for_three())
     run_ruin(run, time.monotonic() + 30.0, yield_to_guides=True)  # nothing handed over
     best = run.incumbent.best
     assert best is not None
@@ -46,7 +46,7 @@ def test_ruin_offers_the_exchange_single_moves_miss() -> None:
 
 
 def test_ruin_beside_the_mip_stops_for_an_incumbent_handed_over() -> None:
-    run = _run(two_for_three())
+    run = run_holding_a_and_b(two_for_three())
     first = run.incumbent.best
     run.hand_over(Guide({}, {}), 2.4)  # the aggregated model's value of "c", "d", "e"
     progress = run_ruin(run, time.monotonic() + 30.0, yield_to_guides=True)
@@ -64,7 +64,7 @@ def test_ruin_beside_the_mip_stops_for_an_incumbent_handed_over() -> None:
 def test_ruin_goes_on_past_an_incumbent_worth_no_more_than_the_best() -> None:
     # The aggregated model relaxes placement: a choice worth 2.0 there places at 2.0 at best,
     # no gain over "a" and "b"; ruin and recreate keeps its turn.
-    run = _run(two_for_three())
+    run = run_holding_a_and_b(two_for_three())
     run.hand_over(Guide({}, {}), 2.0)
     assert not run.pending_promises_more()
     run_ruin(run, time.monotonic() + 30.0, yield_to_guides=True)

@@ -8,15 +8,27 @@ from __future__ import annotations
 
 import dataclasses
 import threading
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from solver.app.convert import load_request_json, problem_from_proto
 from solver.app.limits import Limits
+from solver.core.deadline import Deadline, finish_seconds
 from solver.core.settings import SolverSettings
-from solver.domain import Backend, JobAssignment, JobState, Problem, QueueReason, Termination
+from solver.core.solver import Solver
+from solver.domain import (
+    Backend,
+    JobAssignment,
+    JobState,
+    Problem,
+    QueueReason,
+    SolveResult,
+    Termination,
+)
 from solver.perfmodel.configs import build_config_set
 from solver.scoring.checker import check_plan
 from solver.scoring.objective import is_migrated, running_gain, score_plan
@@ -236,10 +248,18 @@ def test_the_first_greedy_pass_stops_at_its_stop_and_keeps_the_running_jobs() ->
 
 def test_a_slow_enumeration_still_switches_to_the_quick_plan() -> None:
     p = bundled("small")
-    # As if enumeration had taken an age: more than the whole budget is still needed after it.
     settings = SolverSettings(first_plan_seconds=1.0, after_enumeration_share=1.0)
+
+    class SlowEnumeration(Solver):
+        def _here(self, *args: Any, **kwargs: Any) -> SolveResult:
+            time.sleep(0.1)  # as if enumerating had taken an age
+            return super()._here(*args, **kwargs)
+
+    # Time for the look before enumeration (its estimate, the finish reserve the power margin
+    # keeps for settling, 50 ms to spare), not for the whole estimate after it.
     estimate = settings.first_plan_seconds + settings.first_plan_seconds_per_job * len(p.jobs)
-    r = solve(p, seconds=estimate + 0.0005, settings=settings)
+    seconds = estimate + finish_seconds(settings, len(p.jobs)) + 0.05
+    r = SlowEnumeration(settings).solve(p, Deadline.after(seconds, settings, len(p.jobs)))
     assert r.stats.detail.startswith("quick plan")
     assert "after enumeration" in r.stats.detail
     assert check_plan(p, r.plan.assignments) == []

@@ -121,11 +121,16 @@ class Incumbent:
     def offer(
         self, plan: Plan | None, source: str, backend: Backend, *, checked: bool = False
     ) -> bool:
-        """Keep `plan` if it passes the checker and beats the best so far (the first plan
-        offered is kept whatever its worth); whether it was kept. `checked`: the caller has
-        just had the checker pass it (``violations``), not to check a large plan twice."""
+        """Keep `plan` if it beats the best so far (the first plan offered is kept whatever
+        its worth) and passes the checker; whether it was kept. A plan that would not be kept
+        is not checked (at 1,024 nodes a check takes 0.06 s, 0.2 s on a loaded machine).
+        `checked`: the caller has just had the checker pass it (``violations``), not to check
+        a large plan twice."""
         if plan is None:
             return False
+        with self._lock:
+            if self.closed or not self._beats_best(plan):
+                return False
         violations = (
             [] if checked else self._check(self.problem, plan.assignments, plan.layout_changes)
         )
@@ -137,7 +142,7 @@ class Incumbent:
                 self.notes.append(f"{source} plan failed the checker ({violations[0].constraint})")
                 return False
             if self.best is not None:
-                if plan.objective.total <= self.best.objective.total + IMPROVEMENT_EPSILON:
+                if not self._beats_best(plan):  # a better one came while this was checked
                     return False
                 self.best, self.backend = plan, backend
                 self._kept.append((time.monotonic(), plan.objective.total))
@@ -147,6 +152,11 @@ class Incumbent:
         if self._on_first is not None:  # outside the lock: it may take a while
             self._on_first(plan)
         return True
+
+    def _beats_best(self, plan: Plan) -> bool:
+        """Whether `plan` would replace the best (under the lock)."""
+        best = self.best
+        return best is None or plan.objective.total > best.objective.total + IMPROVEMENT_EPSILON
 
     def violations(self, plan: Plan) -> list[PlanViolation]:
         """What the checker says of `plan` (for steps that must know why it failed)."""

@@ -78,6 +78,8 @@ class Heuristic:
         """time.monotonic() when the first complete plan existed."""
         self.pass_seconds = 0.0
         """Duration of one greedy pass with its plan: what another pass will roughly take."""
+        self.guided_took: dict[bool, float] = {}
+        """Duration of the last guided placement in a split's racks (True) and anywhere."""
         self.dual: LagrangianBound | None = None
         """The Lagrangian dual `run` priced its passes with: also a valid upper bound."""
         self.cut_short: int | None = None
@@ -191,7 +193,13 @@ class Heuristic:
         )
 
     def guided_seconds(self, racks: bool) -> float:
-        """About what ``run_guided``'s first placement takes (0 before the first pass)."""
+        """About what ``run_guided``'s first placement takes: as long as the last one of its
+        kind took, else a share of the first pass (0 before it). The share is a guess that
+        can be off several times over (at 1,024 nodes a placement in the racks took 1.7-2.3
+        first passes on a loaded machine): a placement started on it ran 0.6 s past the end."""
+        took = self.guided_took.get(racks)
+        if took is not None:
+            return took
         return (SPLIT_PASSES if racks else GUIDED_PASSES) * self.pass_seconds
 
     def improve(self, state: SearchState, deadline: float, passes: int = IMPROVE_PASSES) -> None:
@@ -335,22 +343,31 @@ class Heuristic:
         `search_until` (default: `deadline`)."""
         started = time.monotonic()
         # Both: the placement anywhere, then the split's with half again its time to spare.
-        both = 2.5 * GUIDED_PASSES * self.pass_seconds
+        both = self.guided_seconds(False) + 1.5 * self.guided_seconds(True)
         if racks and started + both >= deadline:
             # Time for one placement: the split's, the cheaper and the one the bound's split
             # was made for (where rack budgets bind, the better too).
-            best = _Best(self.problem, self.configs, self.guided(choice, racks))
+            best = _Best(self.problem, self.configs, self._timed_guided(choice, racks))
         else:
-            best = _Best(self.problem, self.configs, self.guided(choice))
-            took = time.monotonic() - started
+            best = _Best(self.problem, self.configs, self._timed_guided(choice, None))
+            took = self.guided_took[False]
             # The placement in the split's racks repeats the work of the first (its time,
             # with half again for noise); re-insertion and local search stop at `deadline`.
             if racks and time.monotonic() + 1.5 * took < deadline:
-                best.offer(self.guided(choice, racks))
+                best.offer(self._timed_guided(choice, racks))
         [state] = best.leaders(1)
         self.improve(state, deadline)
         local_search(self.scorer, state, min(deadline, search_until or deadline), stop=self.stop)
         return materialize(self.problem, self.configs, dict(state.choices))
+
+    def _timed_guided(
+        self, choice: Mapping[str, Config], racks: Mapping[str, Mapping[str, float]] | None
+    ) -> SearchState:
+        """``guided``, its time kept in `guided_took`."""
+        started = time.monotonic()
+        state = self.guided(choice, racks)
+        self.guided_took[bool(racks)] = time.monotonic() - started
+        return state
 
 
 class _Best:

@@ -40,12 +40,17 @@ def run_first(run: SolveRun) -> tuple[list[str], SearchState]:
 
 def run_priced(run: SolveRun, start: SearchState | None, until: float) -> None:
     """The priced greedy passes, re-insertion and local search on the best (safety stop at
-    `until`, a time.monotonic() instant); offer the best plan."""
+    `until`, a time.monotonic() instant); offer the best plan. Past `until` they do not start:
+    their first look at the clock comes after materializing a plan, which with its check took
+    0.3 s at 1,024 nodes on a loaded machine, past the end of the solve."""
     if run.priced or run.heuristic.cut_short is not None or run.incumbent.done():
         return
     started = time.monotonic()
+    stop = min(until, run.clock.work_end())
+    if started >= stop:
+        return
     with run.heuristic_lock:
-        plan = run.heuristic.priced(min(until, run.clock.work_end()), start)
+        plan = run.heuristic.priced(stop, start)
     run.priced = True
     run.incumbent.offer(plan, "priced passes", Backend.HEURISTIC)
     run.incumbent.note(f"priced passes in {time.monotonic() - started:.2f} s")

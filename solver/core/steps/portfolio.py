@@ -32,8 +32,8 @@ GUIDED_SEARCH_SECONDS = 0.2
 """Local search after placing the LP's guide (its gain comes in the first tenth of a second on
 hetero-power snapshots of 64-256 nodes); the priced passes and LNS take it from there."""
 RUIN_FINISH_RESERVES = 3
-"""Ruin and recreate stops this many finish reserves (``Deadline.finish_seconds``) before the
-end."""
+"""Ruin and recreate stops this many finish reserves (``Deadline.finishes``: stretched on a
+slowed machine) before the end."""
 PRICED_SHARE = 0.5
 """Safety stop of the priced passes, as a share of the time left when they start."""
 
@@ -77,7 +77,7 @@ def improve(run: SolveRun, guide: Guide, start: SearchState, backend: Backend) -
     # A MIP incumbent worth more than the best plan, handed over meanwhile, is placed at once
     # (at short budgets the end of ruin and recreate leaves no time for it); ruin and recreate
     # then goes on where it stopped, or from the placed plan when that is better.
-    ruin_end = clock.end - RUIN_FINISH_RESERVES * clock.deadline.finish_seconds
+    ruin_end = clock.end - clock.deadline.finishes(RUIN_FINISH_RESERVES)
     ruin = run_ruin(run, ruin_end, yield_to_guides=side is not None)
     while place_pending(run):
         ruin = run_ruin(run, ruin_end, yield_to_guides=True, resume=ruin)
