@@ -11,6 +11,7 @@ import os
 import signal
 import sys
 import threading
+import time
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
@@ -278,11 +279,14 @@ def build_server(config: ServerConfig, solver: Solver | None = None) -> Schedule
 def serve(config: ServerConfig) -> None:
     """Run until SIGTERM or SIGINT, then shut down gracefully."""
     server = build_server(config)
-    stop = threading.Event()
+    received: list[int] = []
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
-        log.info("received %s: shutting down", signal.Signals(signum).name)
-        stop.set()
+        # Only an append, which takes no lock: the handler runs between two bytecodes of the
+        # main thread, which may hold any lock then. It used to set an Event: a second SIGTERM
+        # (`timeout` passes its own on) ran inside the first's Event.set and waited for the
+        # lock that set held, and the server went on serving.
+        received.append(signum)
 
     previous = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
     # `kill -USR1 <pid>` prints every thread's stack to stderr: what a stuck server is doing.
@@ -290,10 +294,10 @@ def serve(config: ServerConfig) -> None:
     try:
         server.start()
         # Woken now and then: a signal the kernel hands to another thread only sets a flag,
-        # and the main thread runs the handler when it next runs Python code. A wait without
-        # a timeout could sleep through SIGTERM.
-        while not stop.wait(SIGNAL_POLL_SECONDS):
-            pass
+        # and the main thread runs the handler when it next runs Python code.
+        while not received:
+            time.sleep(SIGNAL_POLL_SECONDS)
+        log.info("received %s: shutting down", signal.Signals(received[0]).name)
         log.info("draining for up to %gs", config.grace_period_seconds)
         server.stop(config.grace_period_seconds).wait()
         log.info("stopped")
