@@ -23,6 +23,14 @@ def test_short_budgets_keep_the_fixed_safety_stop_and_the_extraction_reserve() -
     assert guided_window(3.0, s) == pytest.approx(2.0)  # 0.6 x 3 s is below the 2 s stop
 
 
+def test_a_slowed_call_keeps_a_stretched_extraction_reserve() -> None:
+    # Materializing and checking the placed plan come after the window, as slow as the call.
+    s = SolverSettings(max_guided_seconds=2.0, guided_share=0.6, extract_seconds=0.15)
+    assert guided_window(1.0, s, slowdown=2.0) == pytest.approx(0.7)
+    assert guided_window(1.0, s, slowdown=1.0) == pytest.approx(0.85)
+    assert guided_window(20.0, s, slowdown=2.0) == pytest.approx(12.0)  # the share binds
+
+
 def test_longer_budgets_give_a_share_of_the_time_left() -> None:
     # At 1,024 nodes a placement takes about 0.6 s and the placement in the aggregated split's
     # racks runs only with twice that left after it: a fixed 2 s stop left it out whenever the
