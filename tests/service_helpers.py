@@ -4,8 +4,12 @@ violations of a failed call, server flags parsed, and a snapshot no solver prove
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import grpc
@@ -62,3 +66,27 @@ def _unproven_in_seconds() -> pb.SolveRequest:
     request = generate(spec_from_args(["--family", "hetero-power-256", "--jobs", "400"]))
     request.options.time_budget.FromSeconds(60)
     return request
+
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def server_py(**env: str) -> subprocess.Popen[str]:
+    """`python server.py --port 0` in a process of its own, its environment without the
+    caller's DSFRO_ variables but with `env`; its stderr piped (the log)."""
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("DSFRO_")}
+    return subprocess.Popen(
+        [sys.executable, str(ROOT / "server.py"), "--port", "0"],
+        cwd=ROOT,
+        env={**clean, **env},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def kill(proc: subprocess.Popen[str]) -> None:
+    """Kill `proc` if it still runs, and reap it."""
+    if proc.poll() is None:
+        proc.kill()
+        proc.wait()

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import re
 import signal
 import subprocess
@@ -29,6 +28,7 @@ from solver.service.logs import (
 from solver.service.server import build_server, main
 from tests.factories import make_request
 from tests.fakes import RequestIds, records
+from tests.service_helpers import kill, server_py
 
 ROOT = Path(__file__).resolve().parents[1]
 WAIT = 30.0
@@ -89,16 +89,7 @@ def test_every_call_gets_a_request_id_that_reaches_the_solve_and_its_logs(
 
 
 def test_server_py_writes_json_lines_with_the_callers_request_id() -> None:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("DSFRO_")}
-    env["DSFRO_LOG_FORMAT"] = "json"
-    proc = subprocess.Popen(
-        [sys.executable, str(ROOT / "server.py"), "--port", "0"],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    proc = server_py(DSFRO_LOG_FORMAT="json")
     lines: list[str] = []
     port = threading.Event()
 
@@ -131,9 +122,7 @@ def test_server_py_writes_json_lines_with_the_callers_request_id() -> None:
             pytest.fail("server.py outlived SIGTERM:\n" + "".join(lines[-200:]))
         assert proc.returncode == 0
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        kill(proc)
     reader.join(WAIT)
     records = [json.loads(x) for x in lines]  # every line is one JSON object
     mine = [r for r in records if r["request_id"] == "sched-42"]

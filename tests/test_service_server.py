@@ -5,7 +5,6 @@ the server serves."""
 
 from __future__ import annotations
 
-import os
 import re
 import signal
 import subprocess
@@ -25,7 +24,7 @@ from solver.service.server import build_server
 from solver.service.servicer import SERVICE_NAME
 from tests.factories import make_request
 from tests.fakes import Held, release, wait_entered
-from tests.service_helpers import WAIT, Stub, _unproven_in_seconds, serving
+from tests.service_helpers import WAIT, Stub, _unproven_in_seconds, kill, server_py, serving
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -54,7 +53,7 @@ def test_shutdown_answers_a_running_solve_with_what_it_has(tmp_path: Path) -> No
 
 
 def test_server_py_serves_until_sigterm_then_exits_0() -> None:
-    proc = _server_py()
+    proc = server_py()
     try:
         port = _wait_for_port(proc)
         with grpc.insecure_channel(f"127.0.0.1:{port}") as ch:
@@ -65,14 +64,14 @@ def test_server_py_serves_until_sigterm_then_exits_0() -> None:
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=WAIT) == 0
     finally:
-        _kill(proc)
+        kill(proc)
 
 
 def test_server_py_stops_on_signals_in_a_burst() -> None:
     # `timeout` passes its SIGTERM on to a server that got one already: a handler that took a
     # lock deadlocked the main thread when the second ran inside the first, and the server
     # went on serving (found from outside; a race, which this burst gives chances to hit).
-    proc = _server_py()
+    proc = server_py()
     try:
         _wait_for_port(proc)
         for _ in range(20):
@@ -82,25 +81,7 @@ def test_server_py_stops_on_signals_in_a_burst() -> None:
         # 0, or killed by a late signal of the burst once the default handler was back.
         assert code in (0, -signal.SIGTERM)
     finally:
-        _kill(proc)
-
-
-def _server_py() -> subprocess.Popen[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("DSFRO_")}
-    return subprocess.Popen(
-        [sys.executable, str(ROOT / "server.py"), "--port", "0"],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-
-
-def _kill(proc: subprocess.Popen[str]) -> None:
-    if proc.poll() is None:
-        proc.kill()
-        proc.wait()
+        kill(proc)
 
 
 def _wait_for_port(proc: subprocess.Popen[str]) -> int:
