@@ -82,12 +82,17 @@ class Deadline:
         """This deadline, ending no later than `end`."""
         return Deadline(self.start, min(self.end, end), self.finish_seconds, self.slowdown)
 
+    def at_pace(self, seconds: float) -> float:
+        """An idle machine's `seconds` at this call's pace: what work after a step's end keeps
+        back. On a slowed machine it takes that much longer: at 1,024 nodes beside the test
+        suite, idle-sized reserves let answers run 0.2 s past a step's end and the call past
+        its due instant."""
+        return seconds * self.slowdown
+
     def finishes(self, count: float = 1.0) -> float:
-        """`count` finish reserves at this call's pace: what work after a step's end (settling
-        a plan for the power margin, ruin and recreate's last attempt) keeps back. On a slowed
-        machine it takes that much longer: at 1,024 nodes beside the test suite, idle-sized
-        reserves let answers run 0.2 s past a step's end and the call past its due instant."""
-        return count * self.finish_seconds * self.slowdown
+        """`count` finish reserves at this call's pace (``at_pace``): what settling a plan for
+        the power margin, or ruin and recreate's last attempt, keeps back."""
+        return self.at_pace(count * self.finish_seconds)
 
 
 def slowdown(settings: SolverSettings, read_seconds: float, jobs: int) -> float:

@@ -16,15 +16,15 @@ def place_guided(
     """Place `guide` (in its racks, and best-fit anywhere: the better), re-insertion and local
     search for at most `search_seconds` (default: up to the safety stop); offer the plan."""
     clock, s = run.clock, run.settings
-    slowdown = clock.deadline.slowdown
     # Placing a choice costs about what the last one took (a share of the first greedy pass
     # before any), half again for noise; what is left goes to local search.
-    needed = slowdown * s.extract_seconds + 1.5 * run.heuristic.guided_seconds(bool(guide.racks))
+    reserve = clock.deadline.at_pace(s.extract_seconds)
+    needed = reserve + 1.5 * run.heuristic.guided_seconds(bool(guide.racks))
     if not guide.choice or clock.left() <= needed or run.incumbent.done():
         return
     with run.heuristic_lock:
         started = time.monotonic()
-        end = started + guided_window(clock.left(), s, slowdown)
+        end = started + guided_window(clock.left(), s, clock.deadline.slowdown)
         search_until = None if search_seconds is None else started + search_seconds
         plan = run.heuristic.run_guided(guide.choice, end, guide.racks, search_until)
     run.incumbent.offer(plan, source, Backend.AGGREGATE)
