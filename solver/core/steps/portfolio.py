@@ -1,7 +1,7 @@
 """The improvement phase, by backend, once the first plan and the aggregated LP's guide exist.
 
-- HEURISTIC: the LP's guide placed, the priced passes, then ruin and recreate on the best plan
-  (work-limited); no solver beyond the LP.
+- HEURISTIC: the LP's guide placed, ruin and recreate on the best plan (work-limited), the
+  priced passes once it has stalled, then ruin and recreate again; no solver beyond the LP.
 - AGGREGATE: the same, and the aggregated MIP whose incumbents are placed as they come (ruin
   and recreate pauses for one worth more than the best plan, then resumes where it stopped: at
   short budgets, nearly the heuristic's own search, not a guarantee of it).
@@ -23,14 +23,14 @@ from solver.core.steps.first import run_priced
 from solver.core.steps.full import full_model_size, solve_full_model
 from solver.core.steps.guided import place_guided
 from solver.core.steps.lns import place_pending, run_lns
-from solver.core.steps.ruin import run_ruin
+from solver.core.steps.ruin import RuinProgress, run_ruin
 from solver.domain import Backend
 from solver.search.bound import Guide
 from solver.search.state import SearchState
 
 GUIDED_SEARCH_SECONDS = 0.2
 """Local search after placing the LP's guide (its gain comes in the first tenth of a second on
-hetero-power snapshots of 64-256 nodes); the priced passes and LNS take it from there."""
+hetero-power snapshots of 64-256 nodes); ruin and recreate and LNS take it from there."""
 RUIN_FINISH_RESERVES = 3
 """Ruin and recreate stops this many finish reserves (``Deadline.finishes``: stretched on a
 slowed machine) before the end."""
@@ -70,7 +70,6 @@ def improve(run: SolveRun, guide: Guide, start: SearchState, backend: Backend) -
     # sake; the MIP's incumbents are placed during ruin and recreate (below) and after it,
     # then LNS searches around them.
     place_guided(run, guide, "guided", GUIDED_SEARCH_SECONDS)
-    run_priced(run, start, time.monotonic() + PRICED_SHARE * max(end - time.monotonic(), 0.0))
     # Its plan needs only the finish, not an extraction: its last attempt, materializing and
     # checking the plan take about twice the finish reserve (256 nodes / 384 jobs: answers
     # 20 ms past a 1 s budget with one reserve), hence RUIN_FINISH_RESERVES of them.
@@ -78,9 +77,13 @@ def improve(run: SolveRun, guide: Guide, start: SearchState, backend: Backend) -
     # (at short budgets the end of ruin and recreate leaves no time for it); ruin and recreate
     # then goes on where it stopped, or from the placed plan when that is better.
     ruin_end = clock.end - clock.deadline.finishes(RUIN_FINISH_RESERVES)
-    ruin = run_ruin(run, ruin_end, yield_to_guides=side is not None)
-    while place_pending(run):
-        ruin = run_ruin(run, ruin_end, yield_to_guides=True, resume=ruin)
+    ruin = _ruin(run, ruin_end, side is not None, None)
+    # The priced passes once ruin and recreate has stalled (its work limit), for other
+    # starting points; ruin and recreate again from a better one, or on where it stopped.
+    # Before ruin and recreate they took a third to a half of a 1 s budget and gained
+    # nothing after the guide's placement (docs/benchmarks.md, "Ruin before the priced passes").
+    run_priced(run, start, time.monotonic() + PRICED_SHARE * max(end - time.monotonic(), 0.0))
+    ruin = _ruin(run, ruin_end, side is not None, ruin)
     if side is None and exact:  # one core: the exact side after the search
         if lns:
             run_lns(run, time.monotonic() + s.lns_share_one_core * (end - time.monotonic()))
@@ -98,3 +101,14 @@ def improve(run: SolveRun, guide: Guide, start: SearchState, backend: Backend) -
             why = "cancelled" if clock.stopped() else "ran past the deadline"
             incumbent.note(f"the exact side {why}; its result is ignored")
             incumbent.close()
+
+
+def _ruin(
+    run: SolveRun, until: float, side: bool, ruin: RuinProgress | None
+) -> RuinProgress | None:
+    """Ruin and recreate (resumed from `ruin`), each MIP incumbent handed over meanwhile placed
+    at once and ruin and recreate resumed after it."""
+    ruin = run_ruin(run, until, yield_to_guides=side, resume=ruin)
+    while place_pending(run):
+        ruin = run_ruin(run, until, yield_to_guides=True, resume=ruin)
+    return ruin
