@@ -14,6 +14,7 @@ from solver.domain import Config
 from solver.perfmodel.configs import build_config_set
 from solver.search.bound import Guide
 from solver.search.heuristic import GUIDED_PASSES, SPLIT_PASSES, Heuristic
+from solver.search.state import SearchState
 from tests.factories import cluster, job, node, point, problem
 
 
@@ -54,9 +55,13 @@ def _spied(pass_seconds: float) -> tuple[Heuristic, list[bool], Guide]:
     calls: list[bool] = []
     place = heuristic.guided
 
-    def spy(choice: Mapping[str, Config], racks: Mapping[str, Mapping[str, float]] | None = None):  # type: ignore[no-untyped-def]
+    def spy(
+        choice: Mapping[str, Config],
+        racks: Mapping[str, Mapping[str, float]] | None = None,
+        stop_at: float | None = None,
+    ) -> SearchState:
         calls.append(bool(racks))
-        return place(choice, racks)
+        return place(choice, racks, stop_at)
 
     heuristic.guided = spy  # type: ignore[method-assign]
     guide = Guide({"a": configs.by_job["a"][0]}, {"a": {"r1": 2.0}})
@@ -88,9 +93,13 @@ def test_once_a_placement_ran_its_time_is_the_estimate() -> None:
     heuristic, calls, guide = _spied(0.001)
     place = heuristic.guided
 
-    def slow(choice: Mapping[str, Config], racks: Mapping[str, Mapping[str, float]] | None = None):  # type: ignore[no-untyped-def]
+    def slow(
+        choice: Mapping[str, Config],
+        racks: Mapping[str, Mapping[str, float]] | None = None,
+        stop_at: float | None = None,
+    ) -> SearchState:
         time.sleep(0.05 if racks else 0.02)
-        return place(choice, racks)
+        return place(choice, racks, stop_at)
 
     heuristic.guided = slow  # type: ignore[method-assign]
     heuristic.run_guided(guide.choice, time.monotonic() + 5.0, guide.racks)
@@ -102,3 +111,36 @@ def test_once_a_placement_ran_its_time_is_the_estimate() -> None:
     calls.clear()
     heuristic.run_guided(guide.choice, time.monotonic() + 0.09, guide.racks)
     assert calls == [True]
+
+
+def _three_jobs() -> tuple[Heuristic, dict[str, Config]]:
+    p = problem(
+        cluster(node("n0"), node("n1")),
+        *(job(name, point(2, 100.0, 500.0), max_gpus=2) for name in ("a", "b", "c")),
+    )
+    configs = build_config_set(p)
+    return Heuristic(p, configs), {n: configs.by_job[n][0] for n in ("a", "b", "c")}
+
+
+def test_a_placement_stops_at_its_window_with_the_jobs_placed_by_then() -> None:
+    # At 1,024 nodes on a loaded machine a placement started on its estimate ran 0.9 s, 0.2 s
+    # past its window, and the worker was killed at its due instant: now it stops there.
+    heuristic, choice = _three_jobs()
+    whole = heuristic.guided(choice, stop_at=time.monotonic() + 60.0)
+    assert not heuristic.guided_cut and set(whole.choices) == {"a", "b", "c"}
+    cut = heuristic.guided(choice, stop_at=time.monotonic())  # already due
+    assert heuristic.guided_cut and not cut.choices
+    heuristic.guided(choice)  # no stop: the whole placement
+    assert not heuristic.guided_cut
+
+
+def test_a_placement_cut_short_only_raises_its_estimate() -> None:
+    # It ran for less than it needed: its time is a lower bound on the next placement's.
+    heuristic, choice = _three_jobs()
+    heuristic.guided_took[False] = 0.5
+    plan = heuristic.run_guided(choice, time.monotonic())  # due at once: cut at the start
+    assert heuristic.guided_cut
+    assert heuristic.guided_took[False] == 0.5
+    assert all(a.config is None for a in plan.assignments)  # nothing placed, nothing broken
+    heuristic.run_guided(choice, time.monotonic() + 60.0)
+    assert not heuristic.guided_cut and heuristic.guided_took[False] < 0.5
