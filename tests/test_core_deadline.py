@@ -36,6 +36,22 @@ def test_a_caller_deadline_ends_the_solve_before_it_by_a_margin() -> None:
     assert far.end == pytest.approx(101.0 - S.respond_seconds - 10 * S.respond_seconds_per_job)
 
 
+def test_the_answer_is_due_after_the_solver_ends_by_the_time_to_build_it() -> None:
+    # A worker is killed a little past the instant its answer is due. At 1,024 nodes on a
+    # loaded machine one was killed building its response: it had been due at the solver's
+    # end, though the budget kept time after it for the response.
+    d = Deadline.for_call(S, arrival=100.0, budget_seconds=2.0, jobs=1000, now=100.1)
+    assert d.answer_by == pytest.approx(102.0) and d.answer_by > d.end
+    assert d.sooner(101.0).answer_by == d.answer_by
+    # Under a caller deadline, a solve killed past it must still be answered for in time.
+    respond = S.respond_seconds + S.respond_seconds_per_job * 10
+    roomy = _rpc(budget=60.0, jobs=10, left=3.0)
+    assert roomy.answer_by == pytest.approx(roomy.end + respond)
+    short = _rpc(budget=60.0, jobs=10, left=0.5)
+    assert short.answer_by == pytest.approx(short.end)  # no later than before
+    assert Deadline.after(1.0).answer_by == float("inf")
+
+
 def _rpc(*, budget: float, jobs: int, left: float) -> Deadline:
     """The deadline of a call that arrived at 100 s with `left` seconds to its RPC deadline."""
     return Deadline.for_call(

@@ -38,6 +38,11 @@ class Deadline:
     machine (on a slowed one the rest of it comes off `end`)."""
     slowdown: float = 1.0
     """How much slower than on an idle machine the call was read (``slowdown``)."""
+    answer_by: float = math.inf
+    """When the answer must be ready to send: `end` and the time kept after it to turn the
+    result into the answer (at the call's pace), never so late that a solve past it could not
+    be stopped and answered for before the caller's deadline. A service kills a solve still
+    running a little past it (inf: no one waits)."""
 
     @classmethod
     def for_call(
@@ -62,12 +67,19 @@ class Deadline:
         # rest of that comes off its deadline.
         respond += (slow - 1.0) * finish
         end = arrival + budget_seconds - respond
+        answer_by = end + respond
         if caller_end is not None and math.isfinite(caller_end):
             remaining = caller_end - now
             if remaining < _NO_DEADLINE:
                 margin = min(settings.rpc_deadline_margin_seconds, max(respond, remaining / 10))
                 end = min(end, caller_end - margin)
-        return cls(start=arrival, end=end, finish_seconds=finish, slowdown=slow)
+                # A solve killed a little past it is answered for with a plan sent ahead:
+                # that answer too must reach the caller in time.
+                late = caller_end - 2 * settings.kill_grace_seconds
+                answer_by = max(min(end + respond, late), end)
+        return cls(
+            start=arrival, end=end, finish_seconds=finish, slowdown=slow, answer_by=answer_by
+        )
 
     @classmethod
     def after(
@@ -79,8 +91,10 @@ class Deadline:
         return cls(start=now, end=now + budget_seconds, finish_seconds=finish_seconds(s, jobs))
 
     def sooner(self, end: float) -> Deadline:
-        """This deadline, ending no later than `end`."""
-        return Deadline(self.start, min(self.end, end), self.finish_seconds, self.slowdown)
+        """This deadline, ending no later than `end` (the answer due no later than before)."""
+        return Deadline(
+            self.start, min(self.end, end), self.finish_seconds, self.slowdown, self.answer_by
+        )
 
     def at_pace(self, seconds: float) -> float:
         """An idle machine's `seconds` at this call's pace: what work after a step's end keeps

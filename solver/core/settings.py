@@ -174,8 +174,9 @@ class SolverSettings(BaseSettings):
     max_slowdown: float = Field(4.0, ge=1.0)
     """Largest slowdown gauged from reading a request (the reserves stretch by it)."""
     kill_grace_seconds: float = Field(0.05, ge=0.0)
-    """A solve worker still working this long after the instant its answer was due is killed,
-    and its first plan answers (a FALLBACK): an answer a little late beats none."""
+    """A solve worker still working this long after the instant its answer was due
+    (``Deadline.answer_by``: the solver's end and the time to build the answer) is killed, and
+    its first plan answers (a FALLBACK): an answer a little late beats none."""
     rpc_deadline_margin_seconds: float = Field(0.2, ge=0.0)
     """Time kept back from a caller's RPC deadline to send the answer; cut to a tenth of a
     short deadline, never below the time to send this answer."""

@@ -126,7 +126,7 @@ def _solve(call: SolveCall, ctx: CallContext) -> Answer:
     deadline = pipeline.deadline_of(
         call.solver, problem, arrival=call.arrival, caller_end=call.caller_end
     )
-    ctx.report(Due(deadline.end))
+    ctx.report(Due(deadline.answer_by))
     ahead = PlansAhead(call, ctx, problem)
     result = call.solver.solve(
         problem, deadline, ctx.stop, on_first_plan=ahead.first, on_better_plan=ahead.better
