@@ -144,7 +144,7 @@ def make_adapter(tmp_path: Path) -> Iterator[MakeAdapter]:
         client = Client(address)
         clients.append(client)
         applier = Applier(slurm, plan_dir=tmp_path / "plans", workers=4)
-        s = Settings(budget=BUDGET, **settings)
+        s = Settings(**{"budget": BUDGET, **settings})
         return Adapter(slurm, client, site or Site(), s, applier, Metrics())
 
     (tmp_path / "plans").mkdir()
