@@ -67,16 +67,16 @@ class Deadline:
         # rest of that comes off its deadline.
         respond += (slow - 1.0) * finish
         end = arrival + budget_seconds - respond
-        answer_by = end + respond
+        # A solve killed a little past its answer's due instant is answered for with a plan
+        # sent ahead: that answer too must reach a caller with a deadline in time.
+        late = math.inf
         if caller_end is not None and math.isfinite(caller_end):
             remaining = caller_end - now
             if remaining < _NO_DEADLINE:
                 margin = min(settings.rpc_deadline_margin_seconds, max(respond, remaining / 10))
                 end = min(end, caller_end - margin)
-                # A solve killed a little past it is answered for with a plan sent ahead:
-                # that answer too must reach the caller in time.
                 late = caller_end - 2 * settings.kill_grace_seconds
-                answer_by = max(min(end + respond, late), end)
+        answer_by = max(min(end + respond, late), end)
         return cls(
             start=arrival, end=end, finish_seconds=finish, slowdown=slow, answer_by=answer_by
         )
