@@ -9,7 +9,8 @@ from solver.domain import Backend, Termination
 from solver.exact import formulation
 from solver.exact.backends import SolverStatus
 from solver.perfmodel.configs import build_config_set
-from solver.search.bound import _Lp, solve_aggregate
+from solver.search.array_lp import ArrayLp
+from solver.search.bound import solve_aggregate
 from tests.bruteforce import solve_exact
 from tests.factories import (
     cluster,
@@ -65,11 +66,11 @@ def test_aggregate_backend_reports_the_lp_bound() -> None:
 
 def test_a_model_with_a_non_finite_coefficient_is_not_solved() -> None:
     """Defence behind validation: HiGHS is never handed an infinite cost (it could hang)."""
-    lp = _Lp()
+    lp = ArrayLp()
     x = lp.column(float("inf"))
     lp.row([(x, 1.0)], hi=1.0)
     assert lp.solve() == (highspy.HighsModelStatus.kModelError, None, None)
-    finite = _Lp()
+    finite = ArrayLp()
     y = finite.column(2.0)
     finite.row([(y, 1.0)], hi=1.0)
     status, bound, _ = finite.solve()

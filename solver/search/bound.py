@@ -23,10 +23,10 @@ import numpy as np
 import numpy.typing as npt
 
 from solver.domain import Config, Problem
-from solver.exact.backends.highs import new_highs, run_on_pool, stop_on_request
 from solver.perfmodel import budgets, quotas
 from solver.perfmodel.configs import ConfigSet
 from solver.scoring.objective import migration_cost, queued_value, running_gain
+from solver.search.array_lp import INF, ArrayLp
 
 PowerClass = tuple[str, float]
 """A GPU type and the watts per GPU above idle of configurations of it."""
@@ -51,106 +51,6 @@ LP_SAFETY = 1e-6
 MIP_SAFETY = 1e-7
 """Relative margin added to the MIP's dual bound: HiGHS's feasibility tolerances (as for the
 full model, solver.exact.backends.highs.BOUND_MARGIN), small enough to prove 1e-6 gaps."""
-
-_INF = highspy.kHighsInf
-
-
-class _Lp:
-    """Columns and rows collected as arrays, then loaded into HiGHS in two bulk calls."""
-
-    def __init__(self) -> None:
-        self.lower: list[float] = []
-        self.upper: list[float] = []
-        self.cost: list[float] = []
-        self.row_lo: list[float] = []
-        self.row_hi: list[float] = []
-        self.starts: list[int] = []
-        self.index: list[int] = []
-        self.value: list[float] = []
-
-    def column(self, cost: float, lower: float = 0.0, upper: float = 1.0) -> int:
-        self.lower.append(lower)
-        self.upper.append(upper)
-        self.cost.append(cost)
-        return len(self.cost) - 1
-
-    def row(self, terms: list[tuple[int, float]], lo: float = -_INF, hi: float = _INF) -> None:
-        self.starts.append(len(self.index))
-        self.row_lo.append(lo)
-        self.row_hi.append(hi)
-        for v, c in terms:
-            self.index.append(v)
-            self.value.append(c)
-
-    def solve(
-        self,
-        integer: list[int] | None = None,
-        time_limit: float | None = None,
-        stop: Callable[[], bool] | None = None,
-        on_solution: Callable[[npt.NDArray[np.float64], float], None] | None = None,
-    ) -> tuple[highspy.HighsModelStatus, float | None, list[float] | None]:
-        """Status, proven upper bound (the LP optimum, or the MIP's dual bound) and values
-        (None without a solution). `integer`: columns that must be integral (a MIP), whose
-        every improving solution goes to `on_solution(values, objective)` as it is found.
-
-        A model with a non-finite cost or coefficient is not solved (kModelError, no bound):
-        validation keeps requests from making one, and HiGHS could hang on it past any limit.
-        """
-        if not (
-            np.isfinite(self.cost).all()
-            and np.isfinite(self.value).all()
-            and np.isfinite(self.lower).all()
-        ):
-            return highspy.HighsModelStatus.kModelError, None, None
-        h = new_highs()
-        h.setOptionValue("threads", 1)
-        if time_limit is not None:
-            h.setOptionValue("time_limit", max(time_limit, 0.01))
-        n = len(self.cost)
-        h.addVars(n, np.array(self.lower), np.array(self.upper))
-        h.changeColsCost(n, np.arange(n, dtype=np.int32), np.array(self.cost))
-        if not integer:
-            h.setOptionValue("presolve", "off")  # 3-5x faster on these LPs (docs/benchmarks.md)
-        if integer:
-            h.setOptionValue("mip_rel_gap", 0.0)  # a proof, not HiGHS's default 1e-4
-            h.setOptionValue("mip_abs_gap", 1e-9)
-            cols = np.array(integer, dtype=np.int32)
-            kinds = np.full(cols.size, highspy.HighsVarType.kInteger)
-            h.changeColsIntegrality(cols.size, cols, kinds)
-        h.changeObjectiveSense(highspy.ObjSense.kMaximize)
-        if self.row_lo:
-            h.addRows(
-                len(self.row_lo),
-                np.array(self.row_lo),
-                np.array(self.row_hi),
-                len(self.index),
-                np.array(self.starts, dtype=np.int32),
-                np.array(self.index, dtype=np.int32),
-                np.array(self.value),
-            )
-        if stop is not None:
-            stop_on_request(h, stop)
-        if integer and on_solution is not None:
-
-            def improved(event: highspy.highs.HighsCallbackEvent) -> None:
-                out = event.data_out
-                if out is not None and out.mip_solution is not None:
-                    values = np.array(out.mip_solution, dtype=np.float64, copy=True)
-                    on_solution(values, float(out.objective_function_value))
-
-            h.cbMipImprovingSolution.subscribe(improved)
-        run_on_pool(h)
-        status = h.getModelStatus()
-        info = h.getInfo()
-        bound: float | None = None
-        if integer:
-            if info.mip_node_count >= 0 and np.isfinite(info.mip_dual_bound):
-                bound = float(info.mip_dual_bound)
-        elif status == highspy.HighsModelStatus.kOptimal:
-            bound = float(info.objective_function_value)
-        values = list(h.getSolution().col_value) if info.primal_solution_status == 2 else None
-        h.clear()
-        return status, bound, values
 
 
 def solve_aggregate(
@@ -185,7 +85,7 @@ def solve_aggregate(
     cluster = problem.cluster
     w = problem.weights
     max_watts = cluster.max_gpu_watts()
-    lp = _Lp()
+    lp = ArrayLp()
     y: dict[str, list[int]] = {}
     pools: dict[str, list[tuple[int, float]]] = {}
     power: list[tuple[int, float]] = []
@@ -239,7 +139,7 @@ def solve_aggregate(
         gpu_type, extra_per_gpu = key
         split = [(col, -gpus) for _, _, col, gpus in members]
         for rack in rack_pools[gpu_type]:
-            z = lp.column(0.0, 0.0, _INF)
+            z = lp.column(0.0, 0.0, INF)
             if integral_racks:
                 split_columns.append(z)
             splits.setdefault(key, []).append((rack, z))
@@ -343,7 +243,7 @@ def _guide(
 
 
 def _add_quota_rows(
-    lp: _Lp, problem: Problem, opts: Mapping[str, Sequence[Config]], y: Mapping[str, list[int]]
+    lp: ArrayLp, problem: Problem, opts: Mapping[str, Sequence[Config]], y: Mapping[str, list[int]]
 ) -> None:
     """The queues' quotas over the choice columns (docs/fairness.md): each queue within its
     limit per resource; per cohort, claims (a column each, at least the queue's usage and what
@@ -371,7 +271,7 @@ def _add_quota_rows(
                 if usage:
                     lp.row(usage, hi=quota.nominal)
                 continue
-            claim = lp.column(0.0, quota.guaranteed, _INF)
+            claim = lp.column(0.0, quota.guaranteed, INF)
             lp.row([*usage, (claim, -1.0)], hi=0.0)
             cohorts.setdefault((q.cohort, resource), []).append((claim, quota.nominal))
             if quota.borrowing_limit is not None and usage:
