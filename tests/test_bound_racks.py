@@ -174,3 +174,43 @@ def test_integral_rack_splits_keep_a_gpu_whole_in_one_rack() -> None:
     assert loose.best_bound is not None and tight.best_bound is not None
     assert len(loose.choice) == 3 and len(tight.choice) == 2
     assert tight.best_bound < loose.best_bound - 0.1
+
+
+def _kept_or_moved(rack_room: float) -> tuple[Problem, float]:
+    """One job running on one GPU of rack r0, whose room above idle is `rack_room` W; rack r1
+    has room for it (one configuration: 250 W above idle); the job's value when moved."""
+    idle = 4 * f.A100.idle_watts
+    c = f.cluster(
+        f.node("n0", count=4, rack="r0"),
+        f.node("n1", count=4, rack="r1"),
+        rack_power={"r0": idle + rack_room, "r1": idle + 250.0},
+    )
+    one_clock = dataclasses.replace(f.A100, sm_clocks_mhz=(f.A100.max_clock_mhz,))
+    c = dataclasses.replace(c, gpu_types={**c.gpu_types, f.A100.name: one_clock})
+    j = f.job(
+        "j", f.point(1, 10.0), min_gpus=1, max_gpus=1, current=f.running("A100", {"n0": (0,)})
+    )
+    p = f.problem(c, j)
+    configs = build_config_set(p)
+    [config] = configs.by_job["j"]
+    best = configs.best_samples_per_second["j"]
+    moved = queued_value(j, p.weights) - migration_cost(j, p.weights)
+    moved += running_gain(j, config, best, p.weights, c.max_gpu_watts(), configs.least_joules("j"))
+    return p, moved
+
+
+@pytest.mark.parametrize("integer", [False, True])
+def test_a_job_kept_on_its_gpus_draws_in_its_own_rack(integer: bool) -> None:
+    # Rack r0 has no watts for the job: keeping it (no migration cost) is impossible, so the
+    # bound is the moved job's value; the old model counted the kept job's watts in r1.
+    p, moved = _kept_or_moved(rack_room=0.0)
+    outcome = solve_aggregate(p, build_config_set(p), integer=integer, time_limit=10)
+    assert outcome.best_bound is not None
+    assert outcome.best_bound == pytest.approx(moved, abs=1e-5)
+    # With the watts in r0, keeping it earns the migration back.
+    p, moved = _kept_or_moved(rack_room=250.0)
+    outcome = solve_aggregate(p, build_config_set(p), integer=integer, time_limit=10)
+    assert outcome.best_bound is not None
+    kept = moved + migration_cost(p.jobs[0], p.weights)
+    assert outcome.best_bound == pytest.approx(kept, abs=1e-5)
+    assert outcome.choice["j"].shape == p.jobs[0].current.shape  # type: ignore[union-attr]
