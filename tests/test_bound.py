@@ -9,6 +9,7 @@ from solver.domain import Backend, Termination
 from solver.exact import formulation
 from solver.exact.backends import SolverStatus
 from solver.perfmodel.configs import build_config_set
+from solver.search import array_lp
 from solver.search.array_lp import ArrayLp
 from solver.search.bound import solve_aggregate
 from tests.bruteforce import solve_exact
@@ -99,3 +100,29 @@ def test_the_bound_is_proven_after_a_solve_that_sized_highs_thread_pool_otherwis
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
     )
     assert done.stdout.split() == ["OPTIMAL", "True"], done.stdout + done.stderr
+
+
+def test_the_time_limit_counts_to_the_instant_given_not_from_the_run(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """HiGHS's own limit counts from its run; loading the model before it (0.1 s for a MIP at
+    1,024 nodes) ran past the step's end, so the limit is what is left at the run."""
+    lp = ArrayLp()
+    x = lp.column(1.0)
+    lp.row([(x, 1.0)], hi=1.0)
+    seen: list[float] = []
+
+    def run(h: highspy.Highs) -> None:
+        seen.append(float(h.getOptionValue("time_limit")[1]))
+        h.run()
+
+    class Clock:
+        @staticmethod
+        def monotonic() -> float:
+            return 103.0  # 3 s after the caller's instant 100, loading done
+
+    monkeypatch.setattr(array_lp, "run_on_pool", run)
+    monkeypatch.setattr(array_lp, "time", Clock)
+    status, bound, _ = lp.solve([x], until=105.0)
+    assert seen == [2.0]
+    assert status == highspy.HighsModelStatus.kOptimal and bound == pytest.approx(1.0)

@@ -150,7 +150,8 @@ def test_integral_rack_splits_tighten_the_bound_and_still_bound_the_optimum() ->
         tight = solve_aggregate(p, configs, integer=True, time_limit=60, integral_racks=True)
         assert loose.best_bound is not None and tight.best_bound is not None
         assert tight.status == "OPTIMAL"
-        assert optima[f"{name}.json"] <= tight.best_bound <= loose.best_bound
+        # (equal bounds may differ in the last digits: the two MIPs sum in different orders)
+        assert optima[f"{name}.json"] <= tight.best_bound <= loose.best_bound * (1 + 1e-12)
 
 
 def test_integral_rack_splits_keep_a_gpu_whole_in_one_rack() -> None:

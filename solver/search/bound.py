@@ -78,8 +78,9 @@ def solve_aggregate(
 
     The multiple-choice knapsack behind it has an LP optimum with few fractional jobs, so
     rounding each job to its heaviest configuration is close to optimal. With `integer`, each
-    job's choice is integral (a MIP on HiGHS within `time_limit`): a tighter bound, often the
-    full problem's optimum when power rather than placement binds, and an integral guide.
+    job's choice is integral (a MIP on HiGHS within `time_limit` of the call, building the model
+    included): a tighter bound, often the full problem's optimum when power rather than
+    placement binds, and an integral guide.
     With `integral_racks` too, each power class's GPUs per budgeted rack are whole (as every
     plan's are): tighter where rack budgets bind (0.08-0.11 % at 1,024 nodes,
     docs/benchmarks.md), and harder, so for offline references rather than a solve's budget.
@@ -196,7 +197,7 @@ def solve_aggregate(
 
     status, objective, values = lp.solve(
         [*choice_columns, *split_columns] if integer else None,
-        time_limit,
+        None if time_limit is None else start + time_limit,
         stop,
         improved if on_choice is not None else None,
     )

@@ -50,7 +50,9 @@ def improve(run: SolveRun, guide: Guide, start: SearchState, backend: Backend) -
         incumbent.note(f"full model skipped: ~{size} variables")
 
     def exact_side(threads: int) -> None:
-        run_mip(run, end)
+        # Ends a finish reserve before the search's end: its last look at the side is there,
+        # and a MIP ending on the instant (its guide still being read) had its bound ignored.
+        run_mip(run, end - clock.deadline.finishes())
         if full and not incumbent.done():
             which = Backend[s.auto_exact_backend]
             solve_full_model(
