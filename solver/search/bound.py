@@ -11,7 +11,7 @@ above idle bound what goes there; the guide hands each chosen job its share of i
 this, a budget split over racks leaves the bound several per cent loose when racks bind.
 A running job kept in its shape on its own GPUs (not migrated) draws in its own racks, not on
 its class's split: a column of its own earns the migration back (at 1,024 nodes the bound fell
-0.05 %, and the MIP's choices became placeable: docs/benchmarks.md).
+0.05-0.06 %, and the MIP's choices became placeable: docs/benchmarks.md).
 The LP is built as arrays and solved by HiGHS's simplex.
 """
 
