@@ -136,6 +136,8 @@ def solve_aggregate(
                 cols.append((i, kept))
                 same_shape.append((kept, -1.0))
                 pools[c.gpu_type].append((kept, compute))
+                if slices and c.gpu_type in cluster.mig:
+                    memory[c.gpu_type].append((kept, memory_share))
                 power.append((kept, extra_per_gpu * c.num_gpus))
                 for rack, gpus in kept_racks.items():
                     rack_gpus.setdefault((rack, c.gpu_type), []).append((kept, gpus))
