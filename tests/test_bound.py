@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import itertools
+
 import highspy
+import numpy as np
 import pytest
 
+from solver.app import pipeline
+from solver.app.convert import load_request_json
+from solver.app.limits import Limits
 from solver.domain import Backend, Termination
 from solver.exact import formulation
 from solver.exact.backends import SolverStatus
@@ -12,6 +18,7 @@ from solver.perfmodel.configs import build_config_set
 from solver.search import array_lp
 from solver.search.array_lp import ArrayLp
 from solver.search.bound import solve_aggregate
+from tests.backend_helpers import ROOT
 from tests.bruteforce import solve_exact
 from tests.factories import (
     cluster,
@@ -126,3 +133,40 @@ def test_the_time_limit_counts_to_the_instant_given_not_from_the_run(
     status, bound, _ = lp.solve([x], until=105.0)
     assert seen == [2.0]
     assert status == highspy.HighsModelStatus.kOptimal and bound == pytest.approx(1.0)
+
+
+def test_the_mips_dual_bound_is_told_as_it_falls_and_stays_a_bound() -> None:
+    """A MIP still inside a heuristic at the answer has its result ignored; the bounds it
+    proved on the way are told as it proves them."""
+    rng = np.random.default_rng(3)
+    lp = ArrayLp()
+    n = 120
+    weights = rng.integers(10, 100, size=(2, n)).astype(float)
+    xs = [lp.column(float(w) + float(rng.integers(0, 20))) for w in weights[0]]
+    for row in weights:
+        lp.row(list(zip(xs, row.tolist(), strict=True)), hi=float(row.sum()) / 3)
+    told: list[float] = []
+    status, bound, values = lp.solve(xs, on_bound=told.append)
+    assert status == highspy.HighsModelStatus.kOptimal and bound is not None
+    assert values is not None
+    optimum = float(np.dot(lp.cost, values))
+    assert len(told) >= 2
+    assert all(a > b for a, b in itertools.pairwise(told))  # each one tighter
+    assert min(told) >= bound - 1e-9 * abs(bound)  # proofs on the way to the last one
+    assert bound >= optimum - 1e-6
+
+
+def test_solve_aggregate_tells_its_bounds_with_its_offset_and_margin() -> None:
+    request = load_request_json(ROOT / "instances/hetero-power/hetero-power-32-s2.json")
+    p = pipeline.to_problem(request, Limits(max_time_budget_seconds=600))
+    configs = build_config_set(p)
+    told: list[float] = []
+    outcome = solve_aggregate(p, configs, integer=True, on_bound=told.append)
+    assert outcome.status == "OPTIMAL" and outcome.best_bound is not None
+    # With the model's offset and the MIP's margin, as its final bound: the first told, at
+    # the root, is the LP's; the last, the final bound or above it (the proof can end
+    # between two polls).
+    lp = solve_aggregate(p, configs)
+    assert lp.best_bound is not None and told[0] <= lp.best_bound
+    assert min(told) >= outcome.best_bound - 1e-9 * abs(outcome.best_bound)
+    assert outcome.best_bound >= 109.558575  # the stored proven optimum (optima.json)

@@ -1,17 +1,22 @@
 """The aggregated bound as a step (solver.core.steps.bound): whether its LP fits in the time left
-is judged at the call's pace."""
+is judged at the call's pace; the MIP's bounds reach the incumbent as they are proven."""
 
 from __future__ import annotations
 
 import time
 
+from solver.app import pipeline
+from solver.app.convert import load_request_json
+from solver.app.limits import Limits
 from solver.core.deadline import Clock, Deadline
 from solver.core.incumbent import Incumbent
 from solver.core.settings import SolverSettings
 from solver.core.steps import SolveRun
-from solver.core.steps.bound import aggregate_fits, aggregate_seconds
+from solver.core.steps.bound import aggregate_fits, aggregate_seconds, run_mip
+from solver.domain import Problem
 from solver.perfmodel.configs import build_config_set
 from solver.search.heuristic import Heuristic
+from tests.backend_helpers import ROOT
 from tests.test_ruin import two_for_three
 
 
@@ -42,3 +47,37 @@ def test_the_lp_fits_only_with_its_time_and_the_extraction_at_the_calls_pace() -
     assert aggregate_fits(run_with(left=1.5 * need + 0.05, slowdown=1.0))
     assert not aggregate_fits(run_with(left=1.5 * need + 0.05, slowdown=2.0))
     assert aggregate_fits(run_with(left=2.0 * need + 0.1, slowdown=2.0))
+
+
+class RecordingIncumbent(Incumbent):
+    def __init__(self, problem: Problem) -> None:
+        super().__init__(problem)
+        self.told: list[float] = []
+
+    def tighten(self, bound: float | None, *, with_fairness: bool = False) -> None:
+        if bound is not None:
+            self.told.append(bound)
+        super().tighten(bound, with_fairness=with_fairness)
+
+
+def test_the_mip_tightens_the_incumbents_bound_while_it_runs() -> None:
+    # At 1,024 nodes the MIP can still be inside a heuristic's sub-MIP when the answer is
+    # made, and its result is then ignored: the bounds it proved on the way must be kept.
+    request = load_request_json(ROOT / "instances/hetero-power/hetero-power-32-s2.json")
+    p = pipeline.to_problem(request, Limits(max_time_budget_seconds=600))
+    configs = build_config_set(p)
+    now = time.monotonic()
+    incumbent = RecordingIncumbent(p)
+    run = SolveRun(
+        problem=p,
+        settings=SolverSettings(),
+        clock=Clock(Deadline(start=now, end=now + 60.0, finish_seconds=0.01)),
+        incumbent=incumbent,
+        configs=configs,
+        heuristic=Heuristic(p, configs),
+        threads=1,
+    )
+    run_mip(run, now + 60.0)
+    assert len(incumbent.told) >= 3  # before: once, when the MIP returned
+    assert all(b >= 109.558575 for b in incumbent.told)  # the stored proven optimum
+    assert incumbent.bound == min(incumbent.told)

@@ -48,12 +48,16 @@ class ArrayLp:
         until: float | None = None,
         stop: Callable[[], bool] | None = None,
         on_solution: Callable[[npt.NDArray[np.float64], float], None] | None = None,
+        on_bound: Callable[[float], None] | None = None,
     ) -> tuple[highspy.HighsModelStatus, float | None, list[float] | None]:
         """Status, proven upper bound (the LP optimum, or the MIP's dual bound) and values
         (None without a solution). `integer`: columns that must be integral (a MIP), whose
         every improving solution goes to `on_solution(values, objective)` as it is found.
         `until` (a time.monotonic() instant) ends the solve, loading the model included:
         HiGHS's time limit counts from its run, and loading a MIP of 1,024 nodes took 0.1 s.
+        `on_bound(bound)` is told the MIP's dual bound each time it falls, as HiGHS polls its
+        interrupt: proven before the MIP returns, which can be long after its limit (a
+        heuristic's sub-MIP polls neither; at 1,024 nodes beside the search, 0.5 s past it).
 
         A model with a non-finite cost or coefficient is not solved (kModelError, no bound):
         validation keeps requests from making one, and HiGHS could hang on it past any limit.
@@ -102,6 +106,17 @@ class ArrayLp:
                     on_solution(values, float(out.objective_function_value))
 
             h.cbMipImprovingSolution.subscribe(improved)
+        if integer and on_bound is not None:
+            told = [INF]
+
+            def tighter(event: highspy.highs.HighsCallbackEvent) -> None:
+                out = event.data_out
+                bound = INF if out is None else float(out.mip_dual_bound)
+                if bound < told[0]:  # not the +inf before the root's LP
+                    told[0] = bound
+                    on_bound(bound)
+
+            h.cbMipInterrupt.subscribe(tighter)
         if until is not None:
             h.setOptionValue("time_limit", max(until - time.monotonic(), 0.01))
         run_on_pool(h)

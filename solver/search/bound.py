@@ -66,6 +66,7 @@ def solve_aggregate(
     on_choice: Callable[[Guide, float], None] | None = None,
     slices: bool = False,
     integral_racks: bool = False,
+    on_bound: Callable[[float], None] | None = None,
 ) -> AggregateOutcome:
     """LP relaxation of the aggregated model: a bound in milliseconds, and a rounding.
 
@@ -84,6 +85,7 @@ def solve_aggregate(
     With `integral_racks` too, each power class's GPUs per budgeted rack are whole (as every
     plan's are): tighter where rack budgets bind (0.08-0.11 % at 1,024 nodes,
     docs/benchmarks.md), and harder, so for offline references rather than a solve's budget.
+    With `integer`, `on_bound(bound)` is told each proven bound as the MIP tightens it.
     """
     start = time.monotonic()
     cluster = problem.cluster
@@ -197,11 +199,17 @@ def solve_aggregate(
         if on_choice is not None:
             on_choice(_guide(problem, opts, y, classes, splits, values), objective + offset)
 
+    def tighter(objective: float) -> None:
+        if on_bound is not None:
+            value = objective + offset
+            on_bound(value + MIP_SAFETY * max(abs(value), 1.0))
+
     status, objective, values = lp.solve(
         [*choice_columns, *split_columns] if integer else None,
         None if time_limit is None else start + time_limit,
         stop,
         improved if on_choice is not None else None,
+        tighter if on_bound is not None else None,
     )
     elapsed = time.monotonic() - start
     if status == highspy.HighsModelStatus.kInfeasible:

@@ -2,8 +2,8 @@
 
 The LP over GPU pools (split over racks where racks have budgets), or its Lagrangian dual when
 the configurations are too many for the LP; then the same model with integral choices (a MIP
-on HiGHS), whose bound is tighter and whose every improving solution is handed to the search
-to be placed (``SolveRun.hand_over``).
+on HiGHS), whose every improving solution is handed to the search to be placed
+(``SolveRun.hand_over``) and whose dual bound, tighter, tightens the incumbent's as it falls.
 """
 
 from __future__ import annotations
@@ -86,6 +86,9 @@ def run_mip(run: SolveRun, until: float) -> None:
         # nodes); its interrupt callback, polled in the simplex, stops it at the instant.
         stop=lambda: run.clock.stopped() or run.incumbent.done() or time.monotonic() >= until,
         on_choice=improved,
+        # Its dual bound as it falls: a MIP still inside a heuristic at the answer (its result
+        # ignored) has proven it already.
+        on_bound=run.incumbent.tighten,
     )
     run.incumbent.note(f"aggregate MIP {outcome.status} in {outcome.wall_seconds:.2f} s")
     run.incumbent.tighten(outcome.best_bound)
