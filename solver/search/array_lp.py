@@ -57,7 +57,7 @@ class ArrayLp:
         HiGHS's time limit counts from its run, and loading a MIP of 1,024 nodes took 0.1 s.
         `on_bound(bound)` is told the MIP's dual bound each time it falls, as HiGHS polls its
         interrupt: proven before the MIP returns, which can be long after its limit (a
-        heuristic's sub-MIP polls neither; at 1,024 nodes beside the search, 0.5 s past it).
+        heuristic's sub-MIP polls neither; at 1,024 nodes, 0.5-0.9 s past it).
 
         A model with a non-finite cost or coefficient is not solved (kModelError, no bound):
         validation keeps requests from making one, and HiGHS could hang on it past any limit.

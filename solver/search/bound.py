@@ -192,7 +192,7 @@ def solve_aggregate(
         if rack in rack_room:
             lp.row(terms, hi=rack_room[rack])
     if not lp.cost:
-        bound = offset + LP_SAFETY * max(abs(offset), 1.0)
+        bound = _with_margin(offset, LP_SAFETY)
         return AggregateOutcome("OPTIMAL", bound, {}, time.monotonic() - start)
 
     def improved(values: npt.NDArray[np.float64], objective: float) -> None:
@@ -200,9 +200,8 @@ def solve_aggregate(
             on_choice(_guide(problem, opts, y, classes, splits, values), objective + offset)
 
     def tighter(objective: float) -> None:
-        if on_bound is not None:
-            value = objective + offset
-            on_bound(value + MIP_SAFETY * max(abs(value), 1.0))
+        assert on_bound is not None  # only handed to the MIP with one
+        on_bound(_with_margin(objective + offset, MIP_SAFETY))
 
     status, objective, values = lp.solve(
         [*choice_columns, *split_columns] if integer else None,
@@ -218,11 +217,17 @@ def solve_aggregate(
     if objective is None:
         return AggregateOutcome(name, None, {}, elapsed)
     value = objective + offset
-    bound = value + (MIP_SAFETY if integer else LP_SAFETY) * max(abs(value), 1.0)
+    bound = _with_margin(value, MIP_SAFETY if integer else LP_SAFETY)
     if values is None:
         return AggregateOutcome(name, bound, {}, elapsed)
     guide = _guide(problem, opts, y, classes, splits, values)
     return AggregateOutcome(name, bound, guide.choice, elapsed, guide.racks)
+
+
+def _with_margin(value: float, safety: float) -> float:
+    """A solver's optimum or dual bound `value` as a proven upper bound: its tolerances added
+    (relative, at least absolute for values near 0)."""
+    return value + safety * max(abs(value), 1.0)
 
 
 @dataclass(frozen=True)
