@@ -118,6 +118,58 @@ def test_gavel_recomputes_only_on_a_job_change_at_least_1920_s_after_the_last_re
     assert placed(d) == {"b": (FAST, 1), "c": (FAST, 1)}
 
 
+def test_gavel_renews_leases_mid_round_and_decides_again_at_its_next_round() -> None:
+    # Two equal jobs on one GPU (X = 1/2 each); rounds of 60 s.
+    gavel = GavelPolicy()
+    d = gavel.decide(round_of(one_gpu(), {"a": past(0, 1), "b": past(0, 1)}, now=100.0))
+    assert placed(d) == {"a": (FAST, 1)}
+    # 30 s later (the engine's call at an arrival or a completion elsewhere) b's priority is
+    # the higher (a's time 30 + 30 of the type's 90), but it is mid-round for Gavel: a's lease
+    # runs on.
+    ran = {"a": past(0, 1, by_type={FAST: 30.0}), "b": past(0, 1)}
+    mid = one_gpu(current_a=running(FAST, "f0", [0]))
+    d = gavel.decide(round_of(mid, ran, now=130.0))
+    assert placed(d) == {"a": (FAST, 1)} and "mid-round: leases renewed" in d.detail
+    assert violations(mid, d) == []
+    # A round after the last one Gavel decides again, and b takes the GPU.
+    ran = {"a": past(0, 1, by_type={FAST: 60.0}), "b": past(0, 1)}
+    d = gavel.decide(round_of(mid, ran, now=160.0))
+    assert placed(d) == {"b": (FAST, 1)} and "mid-round" not in d.detail
+    assert violations(mid, d) == []
+
+
+def test_gavel_fills_idle_gpus_mid_round_in_its_queues_order() -> None:
+    # Three equal jobs on two GPUs (X = 2/3 each): a and b run first, in arrival order.
+    req = cluster(("f0", FAST, 2))
+    for name in "abc":
+        profiled(req, name, {(FAST, 1): 10.0}, max_gpus=1)
+    gavel = GavelPolicy()
+    d = gavel.decide(round_of(req, {n: past(0, 1) for n in "abc"}, now=100.0))
+    assert placed(d) == {"a": (FAST, 1), "b": (FAST, 1)}
+    # b finished mid-round: a runs on where it is, c takes the idle GPU now.
+    mid = cluster(("f0", FAST, 2))
+    profiled(
+        mid,
+        "a",
+        {(FAST, 1): 10.0},
+        max_gpus=1,
+        current=running(FAST, "f0", [gpus_of(d, "a")[0][1]]),
+    )
+    profiled(mid, "c", {(FAST, 1): 10.0}, max_gpus=1)
+    history = {"a": past(0, 1, by_type={FAST: 30.0}), "c": past(0, 1)}
+    after = gavel.decide(round_of(mid, history, now=130.0))
+    assert placed(after) == {"a": (FAST, 1), "c": (FAST, 1)}
+    assert gpus_of(after, "a") == gpus_of(d, "a") and violations(mid, after) == []
+
+
+def one_gpu(current_a: pb.Allocation | None = None) -> pb.SolveRequest:
+    """One FAST GPU; jobs a and b, equal."""
+    req = cluster(("f0", FAST, 1))
+    profiled(req, "a", {(FAST, 1): 10.0}, max_gpus=1, current=current_a)
+    profiled(req, "b", {(FAST, 1): 10.0}, max_gpus=1)
+    return req
+
+
 def two_types(*jobs: tuple[str, float, float]) -> tuple[RoundView, dict[tuple[str, str], Config]]:
     """One FAST and one SLOW GPU; jobs (name, samples/s on FAST, on SLOW) on one GPU."""
     req = cluster(("f0", FAST, 1), ("s0", SLOW, 1))

@@ -26,8 +26,8 @@ share of time job j should run on GPU type t, under Gavel's base constraints
 
 Mechanism (scheduler/scheduler.py, as its simulator runs it, ``simulate=True``):
 
-- when: the allocation is recomputed only when the job set has changed (``add_job`` and
-  ``_remove_job`` set ``_need_to_update_allocation``) and at least
+- when: at a round boundary (leases, below), the allocation is recomputed only when the job
+  set has changed (``add_job`` and ``_remove_job`` set ``_need_to_update_allocation``) and at least
   ``minimum_time_between_allocation_resets`` (1,920 s) has passed since the last reset, or the
   last reset was at time 0 (``_update_priorities``). Jobs that arrive in between are not in the
   allocation: their priority is 0, and if one is picked for leftover GPUs it still does not run
@@ -41,6 +41,13 @@ Mechanism (scheduler/scheduler.py, as its simulator runs it, ``simulate=True``):
 - deficits (``_reset_time_run_so_far``): at each reset, deficit[t][j] += X_old[j, t] x time since
   the last reset - time received since then; set to 0 when a job arrives; the tie-break after
   the priority;
+- leases: Gavel decides at its round boundaries only (every ``time_per_iteration``): a job
+  scheduled again on the same workers keeps running on an extended lease, and nothing moves
+  mid-round. The engine also calls every policy at arrivals and completions (at least
+  ``min_round_spacing_s`` apart, the same rule for all); a call less than a round after the
+  policy's last full round is mid-round for Gavel, so every running job keeps its type (its
+  lease) and only GPUs left idle are filled, in the queue's order. Deciding anew at every
+  such call switched jobs between types more often than Gavel's rounds let it;
 - rounds (``_schedule_jobs_on_workers_helper``): per type in Gavel's fixed order v100, p100,
   k80 (here fastest datasheet peak first), entries sorted by (priority, deficit, X) descending
   (ties in arrival order: Python's stable sort over Gavel's insertion-ordered dicts), each job
@@ -231,6 +238,8 @@ class GavelPolicy:
         self.deficit: dict[str, dict[str, float]] = {}
         """deficit[type][job]."""
         self._seen: dict[str, dict[str, float]] = {}
+        self.last_round_s: float | None = None
+        """When the last full round (a round boundary of Gavel's) was decided."""
 
     # ------------------------------------------------------------ the LP
 
@@ -344,8 +353,13 @@ class GavelPolicy:
         jobs = [j for j in view.problem.jobs if j.name not in pinned]
         self.observe(view, jobs)
         elapsed = view.now_s - self.last_reset_s
+        full = self.round_boundary(view.now_s, view.round_length_s)
         recomputed = False
-        if self.need_update and (elapsed >= self.min_reset_interval_s or self.last_reset_s == 0):
+        if (
+            full
+            and self.need_update
+            and (elapsed >= self.min_reset_interval_s or self.last_reset_s == 0)
+        ):
             self.reset(view)
             alloc = self.allocation(view, jobs, pinned)
             self.shares = {}
@@ -365,7 +379,10 @@ class GavelPolicy:
         }
         picked: set[str] = set()
         chosen: list[Candidate] = []
-        for job, t in self.queue(view, jobs, configs):
+        queue = self.queue(view, jobs, configs)
+        if not full:  # mid-round: every lease runs on, idle GPUs are filled
+            queue = [*leases(jobs, configs), *queue]
+        for job, t in queue:
             c = configs[(job.name, t)]
             if job.name in picked or left[t] <= 0 or c.num_gpus > left[t]:
                 continue
@@ -378,10 +395,30 @@ class GavelPolicy:
         detail = f"{len(planner.allocations)} running; {shared} fractional shares in X" + (
             "; allocation recomputed" if recomputed else ""
         )
+        if not full:
+            detail += "; mid-round: leases renewed"
         return planner.decision(started, detail)
+
+    def round_boundary(self, now_s: float, round_length_s: float) -> bool:
+        """Whether a call at `now_s` is one of Gavel's round boundaries (a round or more
+        after the last one), and if so, mark it as the last."""
+        if self.last_round_s is not None and now_s - self.last_round_s < round_length_s - 1e-6:
+            return False
+        self.last_round_s = now_s
+        return True
 
     def close(self) -> None:
         """Nothing to release."""
+
+
+def leases(jobs: Sequence[Job], configs: Mapping[tuple[str, str], Config]) -> list[tuple[Job, str]]:
+    """(job, type) for every running job on the type it runs on (its lease), where it has a
+    configuration there."""
+    out = []
+    for job in jobs:
+        if job.current is not None and (job.name, job.current.shape.gpu_type) in configs:
+            out.append((job, job.current.shape.gpu_type))
+    return out
 
 
 class GavelMaxMinPolicy(GavelPolicy):
