@@ -4,6 +4,8 @@ value, and every decision through the independent checker."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -74,7 +76,7 @@ def test_gavel_priorities_count_time_since_the_reset_with_a_half_round_credit() 
     req = cluster(("f0", FAST, 1))
     profiled(req, "a", {(FAST, 1): 10.0}, max_gpus=1)
     profiled(req, "b", {(FAST, 1): 10.0}, max_gpus=1)
-    gavel = GavelPolicy()
+    gavel = GavelPolicy(round_s=60.0)  # Gavel's round: the test's 60 s
     d = gavel.decide(round_of(req, {"a": past(0, 1), "b": past(0, 1)}, now=100.0))
     assert gavel.resets == 1 and gavel.last_reset_s == 100.0
     assert gavel.shares == {"a": pytest.approx({FAST: 0.5}), "b": pytest.approx({FAST: 0.5})}
@@ -96,7 +98,7 @@ def test_gavel_recomputes_only_on_a_job_change_at_least_1920_s_after_the_last_re
     req = cluster(("f0", FAST, 2))
     profiled(req, "a", {(FAST, 1): 10.0}, max_gpus=1)
     profiled(req, "b", {(FAST, 1): 10.0}, max_gpus=1)
-    gavel = GavelPolicy()
+    gavel = GavelPolicy(round_s=60.0)  # Gavel's round: the test's 60 s
     gavel.decide(round_of(req, {"a": past(0, 1), "b": past(0, 1)}, now=100.0))
     assert gavel.resets == 1
     # a has finished and c arrives 360 s later: the allocation is not recomputed, c is not in
@@ -120,7 +122,7 @@ def test_gavel_recomputes_only_on_a_job_change_at_least_1920_s_after_the_last_re
 
 def test_gavel_renews_leases_mid_round_and_decides_again_at_its_next_round() -> None:
     # Two equal jobs on one GPU (X = 1/2 each); rounds of 60 s.
-    gavel = GavelPolicy()
+    gavel = GavelPolicy(round_s=60.0)  # Gavel's round: the test's 60 s
     d = gavel.decide(round_of(one_gpu(), {"a": past(0, 1), "b": past(0, 1)}, now=100.0))
     assert placed(d) == {"a": (FAST, 1)}
     # 30 s later (the engine's call at an arrival or a completion elsewhere) b's priority is
@@ -138,12 +140,22 @@ def test_gavel_renews_leases_mid_round_and_decides_again_at_its_next_round() -> 
     assert violations(mid, d) == []
 
 
+def test_gavels_round_is_its_own_six_minutes_or_the_engines_interval_when_longer() -> None:
+    gavel = GavelPolicy()
+    short = round_of(one_gpu(), {"a": past(0, 1), "b": past(0, 1)})
+    assert gavel.round_length(RoundView.of(short)) == 360.0  # the engine's 60 s are shorter
+    assert gavel.round_boundary(100.0, 360.0) and not gavel.round_boundary(459.0, 360.0)
+    assert gavel.round_boundary(460.0, 360.0) and gavel.last_round_s == 460.0
+    long = dataclasses.replace(short, round_length_s=1800.0)
+    assert GavelPolicy().round_length(RoundView.of(long)) == 1800.0
+
+
 def test_gavel_fills_idle_gpus_mid_round_in_its_queues_order() -> None:
     # Three equal jobs on two GPUs (X = 2/3 each): a and b run first, in arrival order.
     req = cluster(("f0", FAST, 2))
     for name in "abc":
         profiled(req, name, {(FAST, 1): 10.0}, max_gpus=1)
-    gavel = GavelPolicy()
+    gavel = GavelPolicy(round_s=60.0)  # Gavel's round: the test's 60 s
     d = gavel.decide(round_of(req, {n: past(0, 1) for n in "abc"}, now=100.0))
     assert placed(d) == {"a": (FAST, 1), "b": (FAST, 1)}
     # b finished mid-round: a runs on where it is, c takes the idle GPU now.

@@ -16,6 +16,7 @@ from solver.simulate.grid import load_grid
 from solver.simulate.llm import llm_trace
 from solver.simulate.mig_scenario import contended_mig_scenario, mig_scenario
 from solver.simulate.philly import philly_trace
+from solver.simulate.policies.gavel import GAVEL_ROUND_S
 from solver.simulate.scenario import (
     LLM_NODES,
     LLM_REFERENCE,
@@ -82,8 +83,6 @@ GAVEL_NODES = (
 """Gavel's physical cluster: 8 V100, 16 P100, 24 K80 (OSDI'20, section 7.1), in 4-GPU servers,
 one rack per type: Gavel's simulator counts GPUs per type, and a job of up to 4 GPUs always
 fits a type's rack when that many of its GPUs are free."""
-GAVEL_ROUND_S = 360.0
-"""Gavel's ``time_per_iteration`` on the physical cluster (scheduler.py default)."""
 
 
 def scenario_gavel_physical(seed: int = 0) -> Scenario:

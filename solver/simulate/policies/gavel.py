@@ -41,13 +41,14 @@ Mechanism (scheduler/scheduler.py, as its simulator runs it, ``simulate=True``):
 - deficits (``_reset_time_run_so_far``): at each reset, deficit[t][j] += X_old[j, t] x time since
   the last reset - time received since then; set to 0 when a job arrives; the tie-break after
   the priority;
-- leases: Gavel decides at its round boundaries only (every ``time_per_iteration``): a job
-  scheduled again on the same workers keeps running on an extended lease, and nothing moves
-  mid-round. The engine also calls every policy at arrivals and completions (at least
-  ``min_round_spacing_s`` apart, the same rule for all); a call less than a round after the
-  policy's last full round is mid-round for Gavel, so every running job keeps its type (its
-  lease) and only GPUs left idle are filled, in the queue's order. Deciding anew at every
-  such call switched jobs between types more often than Gavel's rounds let it;
+- leases: Gavel decides at its round boundaries only (every ``time_per_iteration``, 360 s, or
+  the engine's round interval when longer): a job scheduled again on the same workers keeps
+  running on an extended lease, and nothing moves mid-round. The engine calls every policy
+  every round interval (300 s by default) and at arrivals and completions (at least
+  ``min_round_spacing_s`` apart, the same rule for all); a call less than a Gavel round after
+  the last boundary is mid-round, so every running job keeps its type (its lease) and only
+  GPUs left idle are filled, in the queue's order. Deciding anew at every call switched jobs
+  between types more often than Gavel's rounds let it;
 - rounds (``_schedule_jobs_on_workers_helper``): per type in Gavel's fixed order v100, p100,
   k80 (here fastest datasheet peak first), entries sorted by (priority, deficit, X) descending
   (ties in arrival order: Python's stable sort over Gavel's insertion-ordered dicts), each job
@@ -97,6 +98,9 @@ NEVER_RUN_PRIORITY = 1e9
 """Gavel's priority multiplier while a type's worker time is 0 (``* 1e9``)."""
 MIN_RESET_INTERVAL_S = 1920.0
 """Gavel's ``minimum_time_between_allocation_resets`` (scheduler.py default)."""
+GAVEL_ROUND_S = 360.0
+"""Gavel's ``time_per_iteration``, its round: the physical cluster's driver default and the
+paper's 6 minutes."""
 
 Shares = dict[tuple[str, str], float]
 Solver = Callable[
@@ -224,10 +228,15 @@ class GavelPolicy:
     name = "gavel"
 
     def __init__(
-        self, normalize: bool = False, min_reset_interval_s: float = MIN_RESET_INTERVAL_S
+        self,
+        normalize: bool = False,
+        min_reset_interval_s: float = MIN_RESET_INTERVAL_S,
+        round_s: float = GAVEL_ROUND_S,
     ) -> None:
         self.normalize = normalize
         self.min_reset_interval_s = min_reset_interval_s
+        self.round_s = round_s
+        """Gavel's round (``time_per_iteration``); the engine's interval when that is longer."""
         self.shares: dict[str, dict[str, float]] = {}
         """The allocation in force: X per job in it and type."""
         self.last_reset_s = 0.0
@@ -282,7 +291,7 @@ class GavelPolicy:
     def observe(self, view: RoundView, jobs: Sequence[Job]) -> None:
         """Arrivals and departures since the last round, and the time each job ran."""
         present = {j.name for j in jobs}
-        credit = view.round_length_s / 2.0
+        credit = self.round_length(view) / 2.0
         for name in [n for n in self.job_time if n not in present]:
             del self.job_time[name], self._seen[name]
             for d in self.deficit.values():
@@ -306,7 +315,7 @@ class GavelPolicy:
     def reset(self, view: RoundView) -> None:
         """Gavel's ``_reset_time_run_so_far``: deficits grow by what each job should have had
         under the allocation in force less what it got; every job's time is back to the credit."""
-        credit = view.round_length_s / 2.0
+        credit = self.round_length(view) / 2.0
         elapsed = view.now_s - self.last_reset_s
         for t in view.facts:
             self.worker_time[t] = 0.0
@@ -353,7 +362,7 @@ class GavelPolicy:
         jobs = [j for j in view.problem.jobs if j.name not in pinned]
         self.observe(view, jobs)
         elapsed = view.now_s - self.last_reset_s
-        full = self.round_boundary(view.now_s, view.round_length_s)
+        full = self.round_boundary(view.now_s, self.round_length(view))
         recomputed = False
         if (
             full
@@ -398,6 +407,10 @@ class GavelPolicy:
         if not full:
             detail += "; mid-round: leases renewed"
         return planner.decision(started, detail)
+
+    def round_length(self, view: RoundView) -> float:
+        """Gavel's round here: its own, or the engine's interval when that is longer."""
+        return max(self.round_s, view.round_length_s)
 
     def round_boundary(self, now_s: float, round_length_s: float) -> bool:
         """Whether a call at `now_s` is one of Gavel's round boundaries (a round or more

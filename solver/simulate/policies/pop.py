@@ -13,6 +13,7 @@ import numpy as np
 
 from solver.domain import Config, Job
 from solver.simulate.policies.gavel import (
+    GAVEL_ROUND_S,
     MIN_RESET_INTERVAL_S,
     GavelPolicy,
     Shares,
@@ -38,9 +39,13 @@ class PopMaxMinPolicy(GavelPolicy):
     name = "pop-maxmin"
 
     def __init__(
-        self, k: int = POP_K, seed: int = 0, min_reset_interval_s: float = MIN_RESET_INTERVAL_S
+        self,
+        k: int = POP_K,
+        seed: int = 0,
+        min_reset_interval_s: float = MIN_RESET_INTERVAL_S,
+        round_s: float = GAVEL_ROUND_S,
     ) -> None:
-        super().__init__(min_reset_interval_s=min_reset_interval_s)
+        super().__init__(min_reset_interval_s=min_reset_interval_s, round_s=round_s)
         if k < 1:
             raise ValueError(f"POP needs k >= 1, got {k}")
         self.k = k
