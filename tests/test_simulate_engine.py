@@ -260,6 +260,25 @@ def test_while_no_job_waits_rounds_come_on_events_or_after_the_quiet_interval() 
     assert [r.time_s for r in log.rounds] == [0.0, 3000.0, 4000.0, 4100.0]  # none after the last
 
 
+class OwnRounds(FirstFit):
+    """Asks for its own round every 360 s (as Gavel's leases end), counted from each call."""
+
+    def decide(self, r: RoundInput) -> Decision:
+        return dataclasses.replace(super().decide(r), next_round_s=r.now_s + 360.0)
+
+
+def test_a_policy_is_also_called_when_its_own_round_ends() -> None:
+    # a runs 1,000 s, b arrives at 500 and runs 100 s: the engine's rounds (at 0, then the
+    # quiet interval) and events (b's arrival and completion; none after the last job), and
+    # the policy's own 360 s after each call.
+    jobs = [measured_job("a", 0, 1000), measured_job("b", 500, 100)]
+    log = run(jobs, OwnRounds(), round_interval_s=300, quiet_interval_s=3000)
+    assert [r.time_s for r in log.rounds] == [0.0, 360.0, 500.0, 600.0, 960.0]
+    plain = run(jobs, FirstFit(), round_interval_s=300, quiet_interval_s=3000)
+    assert [r.time_s for r in plain.rounds] == [0.0, 500.0, 600.0]
+    assert by_job(log) == by_job(plain) == {"a": (0.0, 1000.0), "b": (500.0, 600.0)}
+
+
 def test_fixed_rounds_make_arrivals_and_completions_wait_for_the_next_round() -> None:
     # Gavel's rule: rounds every 300 s; b (arrives at 50) waits for the round at 300; a's
     # completion at 400 does not bring a round while b still runs (to 700, round at 600); once

@@ -124,7 +124,7 @@ def test_gavel_renews_leases_mid_round_and_decides_again_at_its_next_round() -> 
     # Two equal jobs on one GPU (X = 1/2 each); rounds of 60 s.
     gavel = GavelPolicy(round_s=60.0)  # Gavel's round: the test's 60 s
     d = gavel.decide(round_of(one_gpu(), {"a": past(0, 1), "b": past(0, 1)}, now=100.0))
-    assert placed(d) == {"a": (FAST, 1)}
+    assert placed(d) == {"a": (FAST, 1)} and d.next_round_s == 160.0  # the engine calls then
     # 30 s later (the engine's call at an arrival or a completion elsewhere) b's priority is
     # the higher (a's time 30 + 30 of the type's 90), but it is mid-round for Gavel: a's lease
     # runs on.
@@ -132,6 +132,7 @@ def test_gavel_renews_leases_mid_round_and_decides_again_at_its_next_round() -> 
     mid = one_gpu(current_a=running(FAST, "f0", [0]))
     d = gavel.decide(round_of(mid, ran, now=130.0))
     assert placed(d) == {"a": (FAST, 1)} and "mid-round: leases renewed" in d.detail
+    assert d.next_round_s == 160.0  # the round's end has not moved
     assert violations(mid, d) == []
     # A round after the last one Gavel decides again, and b takes the GPU.
     ran = {"a": past(0, 1, by_type={FAST: 60.0}), "b": past(0, 1)}

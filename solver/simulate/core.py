@@ -175,6 +175,9 @@ class Decision:
     power_actions: tuple[PowerAction, ...] = ()
     """The node power actions the policy planned (DSFRO's); the engine checks its SUSPENDs and
     resumes every suspended node a plan uses, whoever planned (``power_saving.resumes_for``)."""
+    next_round_s: float | None = None
+    """When the policy's own round ends (Gavel's leases, every 360 s), if the engine is to call
+    it then as well as at its interval and at events; None: the engine's rounds only."""
 
 
 class Policy(Protocol):

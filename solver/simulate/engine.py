@@ -112,6 +112,7 @@ class Simulation:
             [n.name for n in cluster.nodes], self.settings.failures, seed=seed, horizon_s=horizon
         )
         self._rounds: list[RoundRecord] = []
+        self._asked = math.inf  # the policy's own next round (Decision.next_round_s)
         self.stopped = ""
         """Why the run stopped before every job finished ("" if it did not)."""
         self._power: list[PowerSegment] = []
@@ -165,11 +166,8 @@ class Simulation:
             waiting = any(j.allocation is None for j in active)
             s = self.settings
             fixed = s.fixed_rounds
-            due = t + (
-                s.round_interval_s
-                if waiting or fixed
-                else max(s.quiet_interval_s, s.round_interval_s)
-            )
+            regular = s.round_interval_s if waiting or fixed else s.quiet_interval_s
+            due = min(t + max(regular, s.round_interval_s), self._asked)
             idle = fixed and all(j.allocation is None for j in active)
             seen = next_arrival  # arrivals before the next round wait for it
             while True:  # events until the next round is due
@@ -222,6 +220,7 @@ class Simulation:
         )
         started = time.perf_counter()
         decision = self.policy.decide(round_input)
+        self._asked = decision.next_round_s if decision.next_round_s is not None else math.inf
         wall = time.perf_counter() - started
         decision = self._guard.enforce(decision)  # the same margin rule for every policy
         checked = check_decision(problem, decision, self.policy.name, t)

@@ -45,10 +45,11 @@ Mechanism (scheduler/scheduler.py, as its simulator runs it, ``simulate=True``):
   the engine's round interval when longer): a job scheduled again on the same workers keeps
   running on an extended lease, and nothing moves mid-round. The engine calls every policy
   every round interval (300 s by default) and at arrivals and completions (at least
-  ``min_round_spacing_s`` apart, the same rule for all); a call less than a Gavel round after
-  the last boundary is mid-round, so every running job keeps its type (its lease) and only
-  GPUs left idle are filled, in the queue's order. Deciding anew at every call switched jobs
-  between types more often than Gavel's rounds let it;
+  ``min_round_spacing_s`` apart, the same rule for all), and Gavel also at its next boundary
+  (``Decision.next_round_s``); a call less than a Gavel round after the last boundary is
+  mid-round, so every running job keeps its type (its lease) and only GPUs left idle are
+  filled, in the queue's order. Deciding anew at every call switched jobs between types more
+  often than Gavel's rounds let it;
 - rounds (``_schedule_jobs_on_workers_helper``): per type in Gavel's fixed order v100, p100,
   k80 (here fastest datasheet peak first), entries sorted by (priority, deficit, X) descending
   (ties in arrival order: Python's stable sort over Gavel's insertion-ordered dicts), each job
@@ -75,6 +76,7 @@ Adapted:
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -406,7 +408,9 @@ class GavelPolicy:
         )
         if not full:
             detail += "; mid-round: leases renewed"
-        return planner.decision(started, detail)
+        assert self.last_round_s is not None
+        next_round = self.last_round_s + self.round_length(view)
+        return dataclasses.replace(planner.decision(started, detail), next_round_s=next_round)
 
     def round_length(self, view: RoundView) -> float:
         """Gavel's round here: its own, or the engine's interval when that is longer."""
