@@ -145,8 +145,8 @@ def test_gavels_round_is_its_own_six_minutes_or_the_engines_interval_when_longer
     gavel = GavelPolicy()
     short = round_of(one_gpu(), {"a": past(0, 1), "b": past(0, 1)})
     assert gavel.round_length(RoundView.of(short)) == 360.0  # the engine's 60 s are shorter
-    assert gavel.round_boundary(100.0, 360.0) and not gavel.round_boundary(459.0, 360.0)
-    assert gavel.round_boundary(460.0, 360.0) and gavel.last_round_s == 460.0
+    assert gavel.begin_round_if_due(100.0, 360.0) and not gavel.begin_round_if_due(459.0, 360.0)
+    assert gavel.begin_round_if_due(460.0, 360.0) and gavel.last_round_s == 460.0
     long = dataclasses.replace(short, round_length_s=1800.0)
     assert GavelPolicy().round_length(RoundView.of(long)) == 1800.0
 

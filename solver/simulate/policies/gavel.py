@@ -364,7 +364,7 @@ class GavelPolicy:
         jobs = [j for j in view.problem.jobs if j.name not in pinned]
         self.observe(view, jobs)
         elapsed = view.now_s - self.last_reset_s
-        full = self.round_boundary(view.now_s, self.round_length(view))
+        full = self.begin_round_if_due(view.now_s, self.round_length(view))
         recomputed = False
         if (
             full
@@ -416,9 +416,9 @@ class GavelPolicy:
         """Gavel's round here: its own, or the engine's interval when that is longer."""
         return max(self.round_s, view.round_length_s)
 
-    def round_boundary(self, now_s: float, round_length_s: float) -> bool:
-        """Whether a call at `now_s` is one of Gavel's round boundaries (a round or more
-        after the last one), and if so, mark it as the last."""
+    def begin_round_if_due(self, now_s: float, round_length_s: float) -> bool:
+        """Begin a round at `now_s` if it is one of Gavel's boundaries (a round or more after
+        the last one); whether it began one."""
         if self.last_round_s is not None and now_s - self.last_round_s < round_length_s - 1e-6:
             return False
         self.last_round_s = now_s
