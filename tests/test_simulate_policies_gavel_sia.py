@@ -17,10 +17,9 @@ from solver.simulate.policies.gavel import (
     NEVER_RUN_PRIORITY,
     GavelMaxMinPolicy,
     GavelPolicy,
-    max_min_fairness,
     priority,
-    proportional_throughput,
 )
+from solver.simulate.policies.gavel_lp import max_min_fairness, proportional_throughput
 from solver.simulate.policies.pop import PopMaxMinPolicy, pop_partitions, pop_solve
 from solver.simulate.policies.sia import SiaPolicy, restart_factor, sia_counts, utility
 from tests.simulate_policy_helpers import (

@@ -41,15 +41,11 @@ Mechanism (scheduler/scheduler.py, as its simulator runs it, ``simulate=True``):
 - deficits (``_reset_time_run_so_far``): at each reset, deficit[t][j] += X_old[j, t] x time since
   the last reset - time received since then; set to 0 when a job arrives; the tie-break after
   the priority;
-- leases: Gavel decides at its round boundaries only (every ``time_per_iteration``, 360 s, or
-  the engine's round interval when longer): a job scheduled again on the same workers keeps
-  running on an extended lease, and nothing moves mid-round. The engine calls every policy
-  every round interval (300 s by default) and at arrivals and completions (at least
-  ``min_round_spacing_s`` apart, the same rule for all), and Gavel also at its next boundary
-  (``Decision.next_round_s``); a call less than a Gavel round after the last boundary is
-  mid-round, so every running job keeps its type (its lease) and only GPUs left idle are
-  filled, in the queue's order. Deciding anew at every call switched jobs between types more
-  often than Gavel's rounds let it;
+- leases: Gavel decides at its round boundaries only (``time_per_iteration``, 360 s, or the
+  engine's interval when longer; the engine calls it then, ``Decision.next_round_s``); a job
+  scheduled again keeps its lease. The engine's other calls (at arrivals and completions, the
+  same for every policy) are mid-round: every running job keeps its type and only idle GPUs
+  are filled, in the queue's order. Deciding at every call moved jobs more often than Gavel;
 - rounds (``_schedule_jobs_on_workers_helper``): per type in Gavel's fixed order v100, p100,
   k80 (here fastest datasheet peak first), entries sorted by (priority, deficit, X) descending
   (ties in arrival order: Python's stable sort over Gavel's insertion-ordered dicts), each job
@@ -77,9 +73,8 @@ Adapted:
 from __future__ import annotations
 
 import dataclasses
-import math
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from solver.domain import Config, Job
@@ -94,7 +89,7 @@ from solver.simulate.policies.common import (
     rigid_count,
     submission_order,
 )
-from solver.simulate.policies.lp import solve_max
+from solver.simulate.policies.gavel_lp import Shares, max_min_fairness, max_sum_throughput
 
 NEVER_RUN_PRIORITY = 1e9
 """Gavel's priority multiplier while a type's worker time is 0 (``* 1e9``)."""
@@ -103,106 +98,6 @@ MIN_RESET_INTERVAL_S = 1920.0
 GAVEL_ROUND_S = 360.0
 """Gavel's ``time_per_iteration``, its round: the physical cluster's driver default and the
 paper's 6 minutes."""
-
-Shares = dict[tuple[str, str], float]
-Solver = Callable[
-    [Sequence[Job], Sequence[str], Mapping[tuple[str, str], Config], Mapping[str, float], float],
-    Shares,
-]
-
-
-def max_sum_throughput(
-    jobs: Sequence[Job],
-    types: Sequence[str],
-    configs: Mapping[tuple[str, str], Config],
-    capacity: Mapping[str, float],
-    *,
-    normalize: bool = False,
-    time_limit_s: float = math.inf,
-) -> Shares:
-    """Gavel's max-sum-throughput LP: X[j, t] for every (job, type) with a configuration."""
-    keys = [(j.name, t) for j in jobs for t in types if (j.name, t) in configs]
-    best = {
-        j.name: max((configs[k].samples_per_second for k in keys if k[0] == j.name), default=1.0)
-        for j in jobs
-    }
-    gains = [configs[k].samples_per_second / (best[k[0]] if normalize else 1.0) for k in keys]
-    index = {k: i for i, k in enumerate(keys)}
-    x = solve_max(gains, _base_rows(jobs, types, configs, capacity, index), interior=True,
-                  time_limit_s=time_limit_s)  # fmt: skip
-    if x is None:
-        return {}
-    return {k: max(min(x[i], 1.0), 0.0) for k, i in index.items()}
-
-
-def proportional_throughput(
-    job: Job, types: Sequence[str], configs: Mapping[tuple[str, str], Config],
-    capacity: Mapping[str, float],
-) -> float:  # fmt: skip
-    """The job's throughput under Gavel's ProportionalPolicy: time on each type in proportion
-    to its GPU count, summing to 1."""
-    total = sum(capacity.get(t, 0.0) for t in types)
-    if total <= 0:
-        return 0.0
-    return sum(
-        configs[(job.name, t)].samples_per_second * capacity.get(t, 0.0) / total
-        for t in types
-        if (job.name, t) in configs
-    )
-
-
-def max_min_fairness(
-    jobs: Sequence[Job],
-    types: Sequence[str],
-    configs: Mapping[tuple[str, str], Config],
-    capacity: Mapping[str, float],
-    *,
-    time_limit_s: float = math.inf,
-) -> Shares:
-    """Gavel's max_min_fairness_perf LP: maximise the least normalised throughput
-    sum_t tput[j, t] * scale_factor_j / (weight_j * prop_j) * X[j, t] (module docstring)."""
-    prop = {j.name: proportional_throughput(j, types, configs, capacity) for j in jobs}
-    jobs = [j for j in jobs if prop[j.name] > 0]
-    keys = [(j.name, t) for j in jobs for t in types if (j.name, t) in configs]
-    if not keys:
-        return {}
-    weight = {j.name: j.weight for j in jobs}
-    coef = {
-        k: configs[k].samples_per_second * configs[k].num_gpus / (weight[k[0]] * prop[k[0]])
-        for k in keys
-    }
-    index = {k: i for i, k in enumerate(keys)}
-    z = len(keys)  # the least normalised throughput
-    rows = _base_rows(jobs, types, configs, capacity, index)
-    for j in jobs:
-        mine = [k for k in keys if k[0] == j.name]
-        rows.append(([z, *(index[k] for k in mine)], [1.0, *(-coef[k] for k in mine)], 0.0))
-    top = max(sum(coef[k] for k in keys if k[0] == j.name) for j in jobs)
-    gains = [0.0] * len(keys) + [1.0]
-    x = solve_max(gains, rows, interior=True, time_limit_s=time_limit_s,
-                  upper=[1.0] * len(keys) + [top])  # fmt: skip
-    if x is None:
-        return {}
-    return {k: max(min(x[i], 1.0), 0.0) for k, i in index.items()}
-
-
-def _base_rows(
-    jobs: Sequence[Job],
-    types: Sequence[str],
-    configs: Mapping[tuple[str, str], Config],
-    capacity: Mapping[str, float],
-    index: Mapping[tuple[str, str], int],
-) -> list[tuple[Sequence[int], Sequence[float], float]]:
-    """sum_t X[j, t] <= 1 per job and sum_j scale_factor_j X[j, t] <= num_gpus_t per type."""
-    rows: list[tuple[Sequence[int], Sequence[float], float]] = []
-    for j in jobs:
-        cols = [index[(j.name, t)] for t in types if (j.name, t) in index]
-        rows.append((cols, [1.0] * len(cols), 1.0))
-    for t in types:
-        cols = [index[(j.name, t)] for j in jobs if (j.name, t) in index]
-        coefs = [float(configs[(j.name, t)].num_gpus) for j in jobs if (j.name, t) in index]
-        rows.append((cols, coefs, float(capacity.get(t, 0.0))))
-    return rows
 
 
 def priority(share: float, job_time_s: float, worker_time_s: float) -> float:
@@ -237,8 +132,7 @@ class GavelPolicy:
     ) -> None:
         self.normalize = normalize
         self.min_reset_interval_s = min_reset_interval_s
-        self.round_s = round_s
-        """Gavel's round (``time_per_iteration``); the engine's interval when that is longer."""
+        self.round_s = round_s  # Gavel's round (time_per_iteration), unless the engine's is longer
         self.shares: dict[str, dict[str, float]] = {}
         """The allocation in force: X per job in it and type."""
         self.last_reset_s = 0.0

@@ -12,13 +12,8 @@ from collections.abc import Callable, Mapping, Sequence
 import numpy as np
 
 from solver.domain import Config, Job
-from solver.simulate.policies.gavel import (
-    GAVEL_ROUND_S,
-    MIN_RESET_INTERVAL_S,
-    GavelPolicy,
-    Shares,
-    max_min_fairness,
-)
+from solver.simulate.policies.gavel import GAVEL_ROUND_S, MIN_RESET_INTERVAL_S, GavelPolicy
+from solver.simulate.policies.gavel_lp import Shares, max_min_fairness
 
 
 def pop_partitions(jobs: Sequence[Job], k: int, rng: np.random.Generator) -> list[list[Job]]:
