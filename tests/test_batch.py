@@ -70,7 +70,13 @@ class CountingExecutor:
         self.workers = workers
         self.calls: list[int] = []
 
-    def map(self, fn: Callable[[T], R], items: Sequence[T], stop: Stop | None = None) -> list[R]:
+    def map(
+        self,
+        fn: Callable[[T], R],
+        items: Sequence[T],
+        stop: Stop | None = None,
+        retries: int = 0,
+    ) -> list[R]:
         self.calls.append(len(items))
         return [fn(x) for x in items]
 

@@ -106,7 +106,13 @@ class _DiesInTheSecondRound(InlineExecutor):
     def __init__(self) -> None:
         self.calls = 0
 
-    def map(self, fn: Callable[[T], R], items: Sequence[T], stop: Stop | None = None) -> list[R]:
+    def map(
+        self,
+        fn: Callable[[T], R],
+        items: Sequence[T],
+        stop: Stop | None = None,
+        retries: int = 0,
+    ) -> list[R]:
         self.calls += 1
         if self.calls == 2:
             raise WorkerLost("a solve worker process died (killed)")
@@ -114,7 +120,13 @@ class _DiesInTheSecondRound(InlineExecutor):
 
 
 class _DiesAtOnce(InlineExecutor):
-    def map(self, fn: Callable[[T], R], items: Sequence[T], stop: Stop | None = None) -> list[R]:
+    def map(
+        self,
+        fn: Callable[[T], R],
+        items: Sequence[T],
+        stop: Stop | None = None,
+        retries: int = 0,
+    ) -> list[R]:
         raise WorkerLost("a solve worker process died (killed)")
 
 

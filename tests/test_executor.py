@@ -149,5 +149,36 @@ def test_a_worker_killed_while_idle_does_not_fail_the_next_map() -> None:
         executor.close()
 
 
+def _die_once(task: tuple[int, str]) -> int:
+    """Dies the first time it runs for x (a marker file says it ran), then answers."""
+    x, marks = task
+    mark = Path(marks) / str(x)
+    if x == 2 and not mark.exists():
+        mark.touch()
+        os.kill(os.getpid(), signal.SIGKILL)
+    return x * x
+
+
+def test_a_task_whose_worker_died_runs_again_when_retries_allow(tmp_path: Path) -> None:
+    executor = LocalExecutor(2)
+    try:
+        tasks = [(x, str(tmp_path)) for x in (1, 2, 3, 4)]
+        assert executor.map(_die_once, tasks, retries=1) == [1, 4, 9, 16]
+        assert (tmp_path / "2").exists()  # it did die once
+    finally:
+        executor.close()
+
+
+def test_a_task_that_kills_every_worker_is_named_once_its_retries_are_spent() -> None:
+    executor = LocalExecutor(2)
+    try:
+        with pytest.raises(WorkerLost, match=r"task 2 of 3 lost its worker 2 times") as lost:
+            executor.map(_die_on_two, [1, 2, 3], retries=1)
+        assert lost.value.task == 1
+        assert executor.map(_die_on_two, [3]) == [9]
+    finally:
+        executor.close()
+
+
 def _square_pid(x: int) -> tuple[int, int]:
     return x * x, os.getpid()

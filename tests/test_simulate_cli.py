@@ -5,15 +5,20 @@ from __future__ import annotations
 
 import csv
 import json
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 
 from solver.cli.main import main
+from solver.runtime.pools import OFFLINE_RETRIES, InlineExecutor, Stop, WorkerLost
 
 ROOT = Path(__file__).resolve().parent.parent
 CLUSTER = ROOT / "instances" / "sim" / "philly-a-cluster.json"
 POWER = ROOT / "instances" / "sim" / "philly-a-power.json"
+T = TypeVar("T")
+R = TypeVar("R")
 HEADER = "job_id,submit_time_s,tenant,workload,num_gpus,duration_s,deadline_s\n"
 
 
@@ -62,6 +67,48 @@ def test_compare_writes_one_table_with_every_policy(
     table = (out / "trace-comparison.csv").read_text()
     assert "fifo" in table and "dsfro-heuristic" in table
     assert sorted(p.name for p in out.glob("*.png"))
+
+
+class _LosesTheSecondRun(InlineExecutor):
+    """Runs inline, or fails as the local pool does once a run has lost its worker too often."""
+
+    workers = 2  # both runs in one map, as a pool of two runs them
+
+    def __init__(self, lose: bool) -> None:
+        self.lose = lose
+        self.retries: list[int] = []
+
+    def map(
+        self,
+        fn: Callable[[T], R],
+        items: Sequence[T],
+        stop: Stop | None = None,
+        retries: int = 0,
+    ) -> list[R]:
+        self.retries.append(retries)
+        if self.lose and len(items) > 1:
+            raise WorkerLost("task 2 of 2 lost its worker 2 times: killed by SIGKILL", task=1)
+        return super().map(fn, items, stop, retries)
+
+
+@pytest.mark.parametrize("lose", [False, True])
+def test_compare_reruns_a_run_whose_worker_died_and_names_it_if_it_dies_again(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, lose: bool
+) -> None:
+    executor = _LosesTheSecondRun(lose)
+    monkeypatch.setattr("solver.simulate.cli.make_executor", lambda *_: executor)
+    trace = write_trace(tmp_path, GOOD)
+    out = tmp_path / "cmp"
+    args = ["simulate", "--trace", str(trace), "--cluster", str(CLUSTER), "--compare"]
+    args += ["--policies", "fifo,dsfro-heuristic", "--seeds", "1", "--workers", "2"]
+    assert main([*args, "--out", str(out)]) == (1 if lose else 0)
+    assert executor.retries == [OFFLINE_RETRIES] and OFFLINE_RETRIES >= 1
+    err = capsys.readouterr().err
+    if lose:
+        assert "dsfro-heuristic seed 1 lost its worker 2 times" in err
+        assert "nothing was written" in err and not out.exists()
+    else:
+        assert "dsfro-heuristic" in (out / "trace-comparison.csv").read_text()
 
 
 @pytest.mark.parametrize(

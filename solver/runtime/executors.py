@@ -50,8 +50,14 @@ class LazyExecutor:
     def workers(self) -> int:
         return self._get().workers
 
-    def map(self, fn: Callable[[T], R], items: Sequence[T], stop: Stop | None = None) -> list[R]:
-        return self._get().map(fn, items, stop)
+    def map(
+        self,
+        fn: Callable[[T], R],
+        items: Sequence[T],
+        stop: Stop | None = None,
+        retries: int = 0,
+    ) -> list[R]:
+        return self._get().map(fn, items, stop, retries)
 
     def close(self) -> None:
         with self._lock:

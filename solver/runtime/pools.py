@@ -37,6 +37,10 @@ Stop = Callable[[], bool]
 """Polled while a map runs: true once its caller no longer wants the results."""
 STOP_POLL_SECONDS = 0.05
 """How often a running map polls its stop request."""
+OFFLINE_RETRIES = 1
+"""How often an offline run (a batch solve, a sweep point, a simulation) whose worker died -
+killed, out of memory - runs again before its command gives up: one kill should not cost the
+other runs, but a run that kills its worker each time would only repeat."""
 
 
 class Executor(Protocol):
@@ -52,9 +56,16 @@ class Executor(Protocol):
         """Tasks it runs at once."""
         ...
 
-    def map(self, fn: Callable[[T], R], items: Sequence[T], stop: Stop | None = None) -> list[R]:
-        """fn over items, in order; Stopped once `stop()` is true, WorkerLost if a worker
-        died."""
+    def map(
+        self,
+        fn: Callable[[T], R],
+        items: Sequence[T],
+        stop: Stop | None = None,
+        retries: int = 0,
+    ) -> list[R]:
+        """fn over items, in order; Stopped once `stop()` is true. A task whose worker died is
+        run again on a fresh worker up to `retries` times (only for tasks that can run twice
+        without harm); past that, WorkerLost gives the task's index."""
         ...
 
     def close(self) -> None: ...
@@ -66,7 +77,13 @@ class InlineExecutor:
     name = "inline"
     workers = 1
 
-    def map(self, fn: Callable[[T], R], items: Sequence[T], stop: Stop | None = None) -> list[R]:
+    def map(
+        self,
+        fn: Callable[[T], R],
+        items: Sequence[T],
+        stop: Stop | None = None,
+        retries: int = 0,
+    ) -> list[R]:
         out = []
         for x in items:
             if stop is not None and stop():
@@ -81,9 +98,10 @@ class InlineExecutor:
 class LocalExecutor:
     """Kept worker processes on this machine (solver.runtime.workers), one task at a time
     each, capped to one thread each. A stopped map kills its running tasks' workers at once
-    (the pool replaces them in the background); a worker that dies fails the map with
-    WorkerLost. Each worker has its own pipes: a kill never leaves the caller waiting on a
-    half-sent message, as a process pool's shared queues can."""
+    (the pool replaces them in the background); a task whose worker dies runs again on a
+    fresh one while its retries last, and fails the map with WorkerLost after. Each worker
+    has its own pipes: a kill never leaves the caller waiting on a half-sent message, as a
+    process pool's shared queues can."""
 
     name = "local"
 
@@ -92,10 +110,17 @@ class LocalExecutor:
         caps = dict.fromkeys(THREAD_VARIABLES, "1")
         self._pool = WorkerPool("pool", env=caps, keep=self.workers)
 
-    def map(self, fn: Callable[[T], R], items: Sequence[T], stop: Stop | None = None) -> list[R]:
+    def map(
+        self,
+        fn: Callable[[T], R],
+        items: Sequence[T],
+        stop: Stop | None = None,
+        retries: int = 0,
+    ) -> list[R]:
         results: list[Any] = [None] * len(items)
         todo = list(range(len(items)))
         todo.reverse()
+        lost = [0] * len(items)
         failed: list[BaseException] = []
         halted = threading.Event()
         lock = threading.Lock()
@@ -130,8 +155,29 @@ class LocalExecutor:
                         crash=e.crash and not halted.is_set(),
                     )
                     worker = None
-                    if not halted.is_set():
-                        failed.append(e)
+                    if halted.is_set():
+                        continue
+                    lost[k] += 1
+                    if lost[k] <= retries:
+                        log.warning(
+                            "task %d of %d lost its worker (%s): running it again (%d of %d)",
+                            k + 1,
+                            len(items),
+                            e,
+                            lost[k],
+                            retries,
+                        )
+                        with lock:
+                            todo.append(k)
+                    else:
+                        failed.append(
+                            WorkerLost(
+                                f"task {k + 1} of {len(items)} lost its worker"
+                                f"{_times(lost[k])}: {e}",
+                                crash=e.crash,
+                                task=k,
+                            )
+                        )
                 except CallFailed as e:
                     failed.append(e)
             if worker is not None:
@@ -167,6 +213,10 @@ class LocalExecutor:
         self._pool.close()
 
 
+def _times(n: int) -> str:
+    return "" if n == 1 else f" {n} times"
+
+
 def _plain(task: tuple[Callable[[Any], Any], Any], call: CallContext) -> Any:
     """A task of the Executor interface (fn(item)) as a worker call."""
     fn, item = task
@@ -174,6 +224,7 @@ def _plain(task: tuple[Callable[[Any], Any], Any], call: CallContext) -> Any:
 
 
 __all__ = [
+    "OFFLINE_RETRIES",
     "Executor",
     "InlineExecutor",
     "LocalExecutor",

@@ -139,13 +139,20 @@ class RayExecutor:
         self.workers = max(int(resources.get("CPU", 1)), 1)
         self._remote: dict[Callable[..., Any], Any] = {}
 
-    def map(self, fn: Callable[[T], R], items: Sequence[T], stop: Stop | None = None) -> list[R]:
+    def map(
+        self,
+        fn: Callable[[T], R],
+        items: Sequence[T],
+        stop: Stop | None = None,
+        retries: int = 0,
+    ) -> list[R]:
         remote = self._remote.get(fn)
         if remote is None:
             remote = self._remote[fn] = self._ray.remote(
                 num_cpus=1, runtime_env={"env_vars": dict.fromkeys(THREAD_VARIABLES, "1")}
             )(fn)
-        refs = [remote.remote(x) for x in items]
+        # Ray reruns a task whose worker died up to max_retries times (3 unless told).
+        refs = [remote.options(max_retries=retries).remote(x) for x in items]
         pending = list(refs)
         while stop is not None and pending:
             if stop():

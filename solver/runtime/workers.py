@@ -48,11 +48,13 @@ _STOP = struct.Struct(">cQ")
 
 class WorkerLost(RuntimeError):
     """A worker died, or was killed, before its call answered; the reason is the message.
-    `crash` is False when it was killed on purpose (past its limit, or deaf to a stop)."""
+    `crash` is False when it was killed on purpose (past its limit, or deaf to a stop); `task`
+    is the index, in its map, of the task that was running (None outside a map)."""
 
-    def __init__(self, message: str, *, crash: bool = True) -> None:
+    def __init__(self, message: str, *, crash: bool = True, task: int | None = None) -> None:
         super().__init__(message)
         self.crash = crash
+        self.task = task
 
 
 class CallFailed(RuntimeError):

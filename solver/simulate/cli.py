@@ -24,6 +24,7 @@ from solver.core.settings import SettingsError, SolverSettings
 from solver.core.solver import Solver
 from solver.runtime.cores import available_cores
 from solver.runtime.executors import make_executor
+from solver.runtime.pools import OFFLINE_RETRIES, WorkerLost
 from solver.simulate.cli_inputs import inputs_problem, settings_overrides
 from solver.simulate.core import SimulationError, SimulationLog
 from solver.simulate.front import SWEPT, energy_weight_arg, energy_weight_of, variant_label
@@ -34,6 +35,7 @@ from solver.simulate.power_saving_cli import add_power_saving
 
 DEFAULT_COMPARE = ("fifo", "las", "gavel", "sia", "zeus", "dsfro")
 BASELINES = ("gavel", "fifo")
+
 """The comparison table gives DSFRO's ratios to these (the issue's targets)."""
 
 
@@ -320,7 +322,19 @@ def _compare(specs: Sequence[RunSpec], scenario: str, args: argparse.Namespace) 
         with tqdm(total=len(specs), desc="simulate", unit="run", file=sys.stderr) as bar:
             step = max(executor.workers, 1)
             for start in range(0, len(specs), step):
-                for result in executor.map(run_one, list(specs[start : start + step])):
+                chunk = list(specs[start : start + step])
+                try:  # a run is deterministic: a rerun gives what the lost one would have
+                    done = executor.map(run_one, chunk, retries=OFFLINE_RETRIES)
+                except WorkerLost as e:
+                    lost = chunk[e.task] if e.task is not None else None
+                    which = f"{lost.label or lost.policy} seed {lost.seed}" if lost else "a run"
+                    print(
+                        f"dsfro simulate: {which} lost its worker {OFFLINE_RETRIES + 1} times "
+                        f"({e}); nothing was written",
+                        file=sys.stderr,
+                    )
+                    return 1
+                for result in done:
                     results.append(result)
                     bar.set_postfix_str(f"{result[0].policy} seed {result[0].seed}")
                     bar.update(1)

@@ -37,7 +37,7 @@ from solver.offline.batch.records import (
 )
 from solver.offline.batch.results import ResultsLog, latest_by_key
 from solver.runtime.executors import make_executor
-from solver.runtime.pools import Executor, InlineExecutor
+from solver.runtime.pools import OFFLINE_RETRIES, Executor, InlineExecutor
 
 log = logging.getLogger(__name__)
 
@@ -246,7 +246,11 @@ def run_batch(
         try:
             for chunk in _chunks(pending, executor.workers if executor else 1):
                 tasks = [r.task for r in chunk if r.task is not None]
-                solved = iter(executor.map(solve_task, tasks) if executor and tasks else [])
+                solved = iter(
+                    executor.map(solve_task, tasks, retries=OFFLINE_RETRIES)
+                    if executor and tasks
+                    else []
+                )
                 for run in chunk:
                     record = run.record if run.record is not None else next(solved)
                     log_file.append(record)

@@ -18,7 +18,7 @@ from solver.core.solver import Solver
 from solver.offline.batch import Progress, make_batch_executor
 from solver.offline.sweep.front import Change, front_changes, pareto_front
 from solver.offline.sweep.grid import SweepError, SweepPoint, SweepTask, solve_point, weight_grid
-from solver.runtime.pools import Executor
+from solver.runtime.pools import OFFLINE_RETRIES, Executor
 
 
 @dataclass
@@ -82,7 +82,8 @@ def run_sweep(
     points: list[SweepPoint] = []
     try:
         for start in range(0, len(tasks), max(ex.workers, 1)):
-            for point in ex.map(solve_point, tasks[start : start + max(ex.workers, 1)]):
+            chunk = tasks[start : start + max(ex.workers, 1)]
+            for point in ex.map(solve_point, chunk, retries=OFFLINE_RETRIES):
                 points.append(point)
                 bar.update(_progress_record(point))
     finally:
