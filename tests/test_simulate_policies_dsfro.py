@@ -3,10 +3,19 @@ scope and the round interval as the horizon, and the plan follows the attained s
 
 from __future__ import annotations
 
+import socket
+import threading
+from contextlib import ExitStack
+from dataclasses import replace
+
+import pytest
+
 from solver._proto.dsfro.v1 import scheduler_pb2 as pb
 from solver.domain import FairnessMode, FairnessScope
+from solver.simulate.core import SimulationError
 from solver.simulate.policies import make_policy
 from solver.simulate.policies.dsfro import DsfroPolicy
+from tests.factories import running_server
 from tests.simulate_policy_helpers import FAST, cluster, past, placed, profiled, round_of
 
 
@@ -59,3 +68,41 @@ def test_proportional_fairness_runs_the_job_with_less_attained_service() -> None
     prop = make_policy("dsfro-prop")  # by job: y, with nothing attained, gains the most
     assert list(placed(prop.decide(ri))) == ["y"]
     prop.close()
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def test_over_grpc_a_round_waits_for_a_service_that_comes_back() -> None:
+    # A scheduler's round meets a restarting service: the product's client retries until it
+    # answers, and the wait shows in the round's wall time.
+    port = _free_port()
+    ri = round_of(_two_jobs_one_gpu(), {"x": past(0, 1), "y": past(0, 1)})
+    policy = make_policy("dsfro-heuristic", server=f"127.0.0.1:{port}")
+    assert isinstance(policy, DsfroPolicy)
+    with ExitStack() as stack:
+        started = threading.Timer(1.0, lambda: stack.enter_context(running_server(port=port)))
+        started.start()
+        try:
+            decision = policy.decide(ri)
+        finally:
+            started.join()
+            policy.close()
+    assert len(decision.allocations) == 1  # one GPU, two jobs
+    assert decision.solver_seconds >= 1.0
+
+
+def test_over_grpc_a_round_without_a_service_stops_the_run_naming_it() -> None:
+    port = _free_port()
+    ri = round_of(_two_jobs_one_gpu(), {"x": past(0, 1), "y": past(0, 1)})
+    policy = make_policy("dsfro-heuristic", server=f"127.0.0.1:{port}")
+    assert isinstance(policy, DsfroPolicy)
+    policy.options = replace(policy.options, server_wait_s=1.0)
+    with pytest.raises(SimulationError, match=rf"127\.0\.0\.1:{port}.*UNAVAILABLE") as stopped:
+        policy.decide(ri)
+    policy.close()
+    assert f"the round at t={ri.now_s:.0f} s got no plan" in stopped.value.problems[0]

@@ -24,7 +24,7 @@ from solver.core.settings import SettingsError, SolverSettings
 from solver.core.solver import Solver
 from solver.runtime.cores import available_cores
 from solver.runtime.executors import make_executor
-from solver.runtime.pools import OFFLINE_RETRIES, WorkerLost
+from solver.runtime.pools import OFFLINE_RETRIES, Executor, WorkerLost
 from solver.simulate.cli_inputs import inputs_problem, settings_overrides
 from solver.simulate.core import SimulationError, SimulationLog
 from solver.simulate.front import SWEPT, energy_weight_arg, energy_weight_of, variant_label
@@ -32,6 +32,7 @@ from solver.simulate.grid_cli import TWEAKS, add_grid, with_tweaks
 from solver.simulate.metrics import Summary, summarize
 from solver.simulate.policies import POLICY_NAMES, make_policy
 from solver.simulate.power_saving_cli import add_power_saving
+from solver.simulate.summary_text import format_summary
 
 DEFAULT_COMPARE = ("fifo", "las", "gavel", "sia", "zeus", "dsfro")
 BASELINES = ("gavel", "fifo")
@@ -306,9 +307,60 @@ def run_one(spec: RunSpec) -> tuple[Summary, SimulationLog]:
     return summary, log
 
 
-def _compare(specs: Sequence[RunSpec], scenario: str, args: argparse.Namespace) -> int:
+def run_or_problems(spec: RunSpec) -> tuple[Summary, SimulationLog] | list[str]:
+    """run_one for a worker: a run that stops on a SimulationError (a policy that broke the
+    rules, a service that did not answer) gives its problems, one line each."""
+    try:
+        return run_one(spec)
+    except SimulationError as e:
+        return e.problems
+
+
+def _stopped(problems: Sequence[str]) -> int:
+    for line in problems:
+        print(f"dsfro simulate: {line}", file=sys.stderr)
+    print(
+        "dsfro simulate: no comparison was written (the runs that finished have their files)",
+        file=sys.stderr,
+    )
+    return 1
+
+
+def _run_all(
+    specs: Sequence[RunSpec], executor: Executor
+) -> tuple[list[tuple[Summary, SimulationLog]], list[str]]:
+    """Every run, a chunk of the executor's width at a time, and the problems that stopped
+    them (none when every run finished)."""
     from tqdm import tqdm
 
+    results: list[tuple[Summary, SimulationLog]] = []
+    with tqdm(total=len(specs), desc="simulate", unit="run", file=sys.stderr) as bar:
+        step = max(executor.workers, 1)
+        for start in range(0, len(specs), step):
+            chunk = list(specs[start : start + step])
+            try:  # a run is deterministic: a rerun gives what the lost one would have
+                done = executor.map(run_or_problems, chunk, retries=OFFLINE_RETRIES)
+            except WorkerLost as e:
+                lost = chunk[e.task] if e.task is not None else None
+                which = f"{lost.label or lost.policy} seed {lost.seed}" if lost else "a run"
+                return results, [f"{which} lost its worker {OFFLINE_RETRIES + 1} times ({e})"]
+            failed = [
+                f"{spec.label or spec.policy} seed {spec.seed}: {line}"
+                for spec, result in zip(chunk, done, strict=True)
+                if isinstance(result, list)
+                for line in result
+            ]
+            if failed:
+                return results, failed
+            for result in done:
+                assert not isinstance(result, list)
+                results.append(result)
+                bar.set_postfix_str(f"{result[0].policy} seed {result[0].seed}")
+                bar.update(1)
+    return results, []
+
+
+def _compare(specs: Sequence[RunSpec], scenario: str, args: argparse.Namespace) -> int:
     from solver.simulate.figures import write_figures
     from solver.simulate.metrics import equal_horizon
     from solver.simulate.outputs import write_comparison, write_summary
@@ -317,29 +369,12 @@ def _compare(specs: Sequence[RunSpec], scenario: str, args: argparse.Namespace) 
         1 if args.ray_address is None and len(specs) == 1 else available_cores()
     )
     executor = make_executor(args.ray_address, workers)
-    results: list[tuple[Summary, SimulationLog]] = []
     try:
-        with tqdm(total=len(specs), desc="simulate", unit="run", file=sys.stderr) as bar:
-            step = max(executor.workers, 1)
-            for start in range(0, len(specs), step):
-                chunk = list(specs[start : start + step])
-                try:  # a run is deterministic: a rerun gives what the lost one would have
-                    done = executor.map(run_one, chunk, retries=OFFLINE_RETRIES)
-                except WorkerLost as e:
-                    lost = chunk[e.task] if e.task is not None else None
-                    which = f"{lost.label or lost.policy} seed {lost.seed}" if lost else "a run"
-                    print(
-                        f"dsfro simulate: {which} lost its worker {OFFLINE_RETRIES + 1} times "
-                        f"({e}); nothing was written",
-                        file=sys.stderr,
-                    )
-                    return 1
-                for result in done:
-                    results.append(result)
-                    bar.set_postfix_str(f"{result[0].policy} seed {result[0].seed}")
-                    bar.update(1)
+        results, problems = _run_all(specs, executor)
     finally:
         executor.close()
+    if problems:
+        return _stopped(problems)
     out = Path(args.out)
     summaries = equal_horizon([s for s, _ in results], args.energy_horizon or 0.0)
     for summary in summaries:  # each run's summary at the comparison's horizon
@@ -354,68 +389,6 @@ def _compare(specs: Sequence[RunSpec], scenario: str, args: argparse.Namespace) 
     for path in written:
         print(path)
     return 0
-
-
-def format_summary(s: Summary) -> str:
-    """The headline metrics of one run, one per line."""
-    d = s.to_dict()
-    keys: tuple[str, ...] = (
-        "jobs_finished",
-        "jct_mean_s",
-        "jct_p95_s",
-        "queue_mean_s",
-        "makespan_s",
-        "energy_kwh",
-        "energy_horizon_kwh",
-        "horizon_s",
-        "jobs_energy_kwh",
-        "jobs_energy_per_sample_j",
-        "carbon_horizon_kg",
-        "queue_max_s",
-        "over_budget_share",
-        "max_excess",
-        "utilisation_busy",
-        "migrations_per_job",
-        "preemptions_per_job",
-        "restarts_per_job",
-        "restart_gpu_share",
-        "deadline_hit_rate",
-        "solver_p99_s",
-    )
-    if s.jct_small_mean_s is not None:  # a trace with small jobs (MIG slices)
-        keys += (
-            "jct_small_mean_s",
-            "jct_large_mean_s",
-            "gpu_work_per_gpu_hour",
-            "small_on_slices",
-            "reconfigurations",
-            "invalid_layouts",
-        )
-    if s.suspends is not None:  # the cluster's node power saving was on
-        keys += ("suspends", "resumes", "node_hours_suspended", "resume_gpu_hours")
-    width = max(len(k) for k in keys)
-    lines = [f"{s.scenario} / {s.policy} / seed {s.seed}"]
-    for k in keys:
-        if k in d:
-            v = d[k]
-            lines.append(
-                f"  {k.ljust(width)}  {v:.6g}"
-                if isinstance(v, float)
-                else f"  {k.ljust(width)}  {v}"
-            )
-    if s.tenants:
-        lines.append(
-            "  per tenant: mean JCT (s), GPU-h received / entitled, borrowed GPU-h, max rho"
-        )
-        for t in s.tenants.values():
-            entitled = "-" if t.entitled_gpu_hours is None else f"{t.entitled_gpu_hours:.4g}"
-            jct = "-" if t.jct_mean_s is None else f"{t.jct_mean_s:.4g}"
-            rho = "-" if t.rho_max is None else f"{t.rho_max:.3g}"
-            lines.append(
-                f"    {t.tenant}: {jct}, {t.gpu_hours:.4g} / {entitled}, "
-                f"{t.borrowed_gpu_hours:.4g}, {rho}"
-            )
-    return "\n".join(lines)
 
 
 def add_commands(subparsers: Any) -> None:

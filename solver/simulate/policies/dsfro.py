@@ -24,10 +24,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, replace
 
-import grpc
-
 from solver._proto.dsfro.v1 import scheduler_pb2 as pb
-from solver._proto.dsfro.v1 import scheduler_pb2_grpc
 from solver.app import convert_mig, convert_power, pipeline
 from solver.app.convert import (
     allocations_from_proto,
@@ -37,12 +34,20 @@ from solver.app.convert import (
     requested_time_budget,
 )
 from solver.app.limits import Limits
+from solver.client import Client, DsfroError, RetryPolicy
+from solver.client.client import TRANSFER_ALLOWANCE_SECONDS
 from solver.core.solver import Solver
 from solver.domain import Allocation, Backend, Fairness, JobState, Problem
-from solver.simulate.core import Decision, RoundInput
+from solver.simulate.core import Decision, RoundInput, SimulationError
 
-RPC_SLACK_SECONDS = 5.0
-"""RPC deadline beyond the round's time budget."""
+SERVER_WAIT_SECONDS = TRANSFER_ALLOWANCE_SECONDS + 60.0
+"""How long a round over gRPC may take beyond its time budget: the client's transfer
+allowance, and a minute's wait for a service that is unreachable (restarting, a rolling
+update) or whose slots are full, before the run stops. Simulated time stands still meanwhile;
+the wait shows in the round's wall time."""
+SERVER_RETRY = RetryPolicy(max_attempts=30, initial_backoff=0.5, max_backoff=5.0)
+"""The product client's retries (UNAVAILABLE, RESOURCE_EXHAUSTED with a hint), enough
+attempts to fill the wait."""
 
 
 @dataclass(frozen=True)
@@ -64,6 +69,8 @@ class DsfroOptions:
     """False: the requests carry no grid forecast (carbon-blind DSFRO)."""
     node_floor: bool = False
     """True: the node floor is priced (PowerSaving.price_node_floor on)."""
+    server_wait_s: float = SERVER_WAIT_SECONDS
+    """Over gRPC: how long a round may take beyond its time budget before the run stops."""
 
 
 class DsfroPolicy:
@@ -79,8 +86,7 @@ class DsfroPolicy:
         self.options = options or DsfroOptions()
         self._own = solver is None
         self.solver = solver if solver is not None else Solver()
-        self._channel: grpc.Channel | None = None
-        self._stub: scheduler_pb2_grpc.SchedulerServiceStub | None = None
+        self._client: Client | None = None
 
     @property
     def name(self) -> str:
@@ -103,7 +109,7 @@ class DsfroPolicy:
             actions = result.plan.power_actions
             detail = f"{result.stats.termination.name} ({result.stats.backend_used.name})"
         else:
-            response = self._call(self.adapt(round_input))
+            response = self._call(self.adapt(round_input), round_input.now_s)
             allocations = {
                 name: a for name, a in allocations_from_proto(response.plan).items() if a
             }
@@ -176,23 +182,29 @@ class DsfroPolicy:
             request.cluster.power_saving.price_node_floor = True
         return request
 
-    def _call(self, request: pb.SolveRequest) -> pb.SolveResponse:
-        if self._stub is None:
-            assert self.options.server is not None
-            options = [
-                ("grpc.max_send_message_length", -1),
-                ("grpc.max_receive_message_length", -1),
-            ]
-            self._channel = grpc.insecure_channel(self.options.server, options=options)
-            self._stub = scheduler_pb2_grpc.SchedulerServiceStub(self._channel)  # type: ignore[no-untyped-call]
+    def _call(self, request: pb.SolveRequest, now_s: float) -> pb.SolveResponse:
+        """The service's answer, as a scheduler gets it: through the product's client, with its
+        retries; SimulationError naming the service and the round when none came."""
+        server = self.options.server
+        assert server is not None
+        if self._client is None:
+            self._client = Client(server, retry=SERVER_RETRY, max_message_bytes=-1)
         budget = requested_time_budget(request.options) or 0.0
-        response: pb.SolveResponse = self._stub.Solve(request, timeout=budget + RPC_SLACK_SECONDS)
-        return response
+        timeout = budget + self.options.server_wait_s
+        try:
+            return self._client.solve(request, timeout=timeout)
+        except DsfroError as e:
+            raise SimulationError(
+                [
+                    f"{self.name}: the round at t={now_s:.0f} s got no plan from the DSFRO "
+                    f"service at {server} (after {e.attempts} attempt(s), within "
+                    f"{timeout:.0f} s): {e}"
+                ]
+            ) from e
 
     def close(self) -> None:
         if self._own:
             self.solver.close()
-        if self._channel is not None:
-            self._channel.close()
-            self._channel = None
-            self._stub = None
+        if self._client is not None:
+            self._client.close()
+            self._client = None
