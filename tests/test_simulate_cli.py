@@ -13,6 +13,9 @@ import pytest
 
 from solver.cli.main import main
 from solver.runtime.pools import OFFLINE_RETRIES, InlineExecutor, Stop, WorkerLost
+from solver.service.security import TlsFiles
+from tests.factories import running_server
+from tests.tls_certs import Pki
 
 ROOT = Path(__file__).resolve().parent.parent
 CLUSTER = ROOT / "instances" / "sim" / "philly-a-cluster.json"
@@ -147,3 +150,48 @@ def test_a_scenario_or_files_but_not_both(capsys: pytest.CaptureFixture[str]) ->
     assert main(["simulate", "--scenario", "philly-a", "--trace", "x.csv"]) == 2
     assert main(["simulate", "--trace", "x.csv"]) == 2
     assert "--cluster" in capsys.readouterr().err
+
+
+TOKEN = "s3cr3t-token-for-simulate-tests"
+
+
+def test_over_grpc_with_tls_and_a_token_as_dsfro_solve_server(
+    pki: Pki,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("DSFRO_TOKEN", raising=False)
+    token_file = tmp_path / "token"
+    token_file.write_text(TOKEN + "\n")
+    trace = write_trace(tmp_path, GOOD)
+    args = ["simulate", "--trace", str(trace), "--cluster", str(CLUSTER)]
+    args += ["--policy", "dsfro-heuristic", "--seed", "2"]
+    with running_server(tls=TlsFiles(pki.server.cert, pki.server.key), token=TOKEN) as srv:
+        remote = ["--server", f"localhost:{srv.port}", "--tls-ca", str(pki.ca)]
+        with_token = ["--token-file", str(token_file)]
+        assert main([*args, *remote, *with_token, "--out", str(tmp_path / "a")]) == 0
+        assert "jobs_finished             4" in capsys.readouterr().out
+        # No token: the service refuses, and the run says so (never retried).
+        assert main([*args, *remote, "--out", str(tmp_path / "b")]) == 1
+        err = capsys.readouterr().err
+        assert f"the DSFRO service at localhost:{srv.port}" in err and "UNAUTHENTICATED" in err
+        monkeypatch.setenv("DSFRO_TOKEN", TOKEN)
+        assert main([*args, *remote, "--out", str(tmp_path / "c")]) == 0
+    assert main([*args, "--out", str(tmp_path / "here")]) == 0
+    jobs = "trace-dsfro-heuristic-s2-jobs.csv"
+    for remote_run in ("a", "c"):  # over gRPC the same plans as in this process
+        assert (tmp_path / remote_run / jobs).read_text() == (tmp_path / "here" / jobs).read_text()
+
+
+def test_connection_flags_need_the_server_and_go_together(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    trace = write_trace(tmp_path, GOOD)
+    out = tmp_path / "x"
+    args = ["simulate", "--trace", str(trace), "--cluster", str(CLUSTER), "--out", str(out)]
+    assert main([*args, "--tls", "--token-file", "t"]) == 2
+    assert "--tls, --token-file only apply with --server" in capsys.readouterr().err
+    assert main([*args, "--server", "127.0.0.1:1", "--tls-cert", "c"]) == 2
+    assert "--tls-cert and --tls-key go together" in capsys.readouterr().err
+    assert not out.exists()

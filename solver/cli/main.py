@@ -33,6 +33,7 @@ from solver.app.limits import (
 )
 from solver.cli import remote
 from solver.cli.common import InputError, RemoteError, print_violations
+from solver.client.connection import TOKEN_ENV, add_connection_arguments, connection_flags
 from solver.extras import MissingExtraError, MissingServerError
 from solver.wire import RequestFileError, load_request_json, message_to_json
 
@@ -145,8 +146,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def _connection_flags_need_server(args: argparse.Namespace) -> None:
-    if not args.server and remote.connection_flags(args):
-        flags = ", ".join(remote.connection_flags(args))
+    if not args.server and connection_flags(args):
+        flags = ", ".join(connection_flags(args))
         print(f"dsfro: error: {flags} only apply with --server", file=sys.stderr)
         raise InputError
 
@@ -156,9 +157,9 @@ def _server_option(parser: argparse.ArgumentParser, what: str) -> None:
         "--server",
         metavar="HOST:PORT",
         help=f"{what} a running service instead of here (with the flags below: TLS, and a "
-        f"bearer token from --token-file or {remote.TOKEN_ENV})",
+        f"bearer token from --token-file or {TOKEN_ENV})",
     )
-    remote.add_connection_arguments(parser, token=True)
+    add_connection_arguments(parser, token=True)
 
 
 def add_solve_commands(sub: Any) -> None:

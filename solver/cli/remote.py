@@ -13,10 +13,9 @@ import sys
 from solver._proto.dsfro.v1 import scheduler_pb2 as pb
 from solver.app.limits import parse_duration
 from solver.cli.common import InputError, RemoteError
-from solver.client import Client, DsfroError, InvalidRequest, TlsConfig
+from solver.client import Client, DsfroError, InvalidRequest
+from solver.client.connection import TOKEN_ENV, add_connection_arguments, connection_from_args
 
-TOKEN_ENV = "DSFRO_TOKEN"
-"""The bearer token ``dsfro solve --server`` sends (never a flag: argv is public)."""
 DEFAULT_PORT = 50051
 
 
@@ -52,55 +51,17 @@ def validate_remote(args: argparse.Namespace, req: pb.SolveRequest) -> pb.Valida
 # ---------------------------------------------------------------- connecting to a service
 
 
-def add_connection_arguments(parser: argparse.ArgumentParser, *, token: bool) -> None:
-    """TLS flags for calling a service (any of them turns TLS on), and ``--token-file`` when
-    the command sends a bearer token (the token itself only from DSFRO_TOKEN: argv is public)."""
-    parser.add_argument(
-        "--tls", action="store_true", help="use TLS, checking the server against the system roots"
-    )
-    parser.add_argument(
-        "--tls-ca", metavar="FILE", help="use TLS, checking the server against this CA (PEM)"
-    )
-    parser.add_argument(
-        "--tls-cert", metavar="FILE", help="client certificate (PEM) for mutual TLS"
-    )
-    parser.add_argument("--tls-key", metavar="FILE", help="its private key (PEM)")
-    parser.add_argument(
-        "--tls-server-name",
-        metavar="NAME",
-        help="the name the server's certificate must carry, if not the address's host",
-    )
-    if token:
-        parser.add_argument(
-            "--token-file",
-            metavar="FILE",
-            help=f"send the bearer token in this file, re-read when it changes "
-            f"({TOKEN_ENV}: the token itself)",
-        )
-
-
-def connection_flags(args: argparse.Namespace) -> list[str]:
-    """The connection flags given, as spelt on the command line."""
-    names = ("tls", "tls_ca", "tls_cert", "tls_key", "tls_server_name", "token_file")
-    return ["--" + n.replace("_", "-") for n in names if getattr(args, n, None)]
-
-
 def client_from_args(args: argparse.Namespace, token: str | None = None) -> Client:
-    """A Client for ``args.server`` with the connection flags; ValueError for a bad setting
-    (an unreadable file, a token that would travel in plaintext beyond loopback)."""
-    token_file = getattr(args, "token_file", None)
-    if bool(args.tls_cert) != bool(args.tls_key):
-        print("dsfro: error: --tls-cert and --tls-key go together", file=sys.stderr)
-        raise InputError
+    """A Client for ``args.server`` with the connection flags (``token``: the bearer token when
+    there is no --token-file); InputError, said on stderr, for a bad setting (clashing flags, an
+    unreadable file, a token that would travel in plaintext beyond loopback)."""
     try:
-        tls: TlsConfig | bool = bool(args.tls)
-        if args.tls_ca or args.tls_cert or args.tls_key or args.tls_server_name:
-            tls = TlsConfig(args.tls_ca, args.tls_cert, args.tls_key, args.tls_server_name)
+        connection = connection_from_args(args)
         return Client(
             args.server,
-            tls=tls,
-            token=None if token_file else token or None,
-            token_file=token_file,
+            tls=connection.tls,
+            token=None if connection.token_file else token or None,
+            token_file=connection.token_file,
             max_message_bytes=-1,  # no limit of our own: the server's applies
         )
     except ValueError as e:

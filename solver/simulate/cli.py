@@ -20,12 +20,13 @@ from typing import Any
 from solver import extras
 from solver.app.arguments import add_profile_option, csv_arg, duration_arg, int_arg, seed_arg
 from solver.app.profile import solver_settings
+from solver.client.connection import TOKEN_ENV, Connection, add_connection_arguments
 from solver.core.settings import SettingsError, SolverSettings
 from solver.core.solver import Solver
 from solver.runtime.cores import available_cores
 from solver.runtime.executors import make_executor
 from solver.runtime.pools import OFFLINE_RETRIES, Executor, WorkerLost
-from solver.simulate.cli_inputs import inputs_problem, settings_overrides
+from solver.simulate.cli_inputs import connection_of, inputs_problem, settings_overrides
 from solver.simulate.core import SimulationError, SimulationLog
 from solver.simulate.front import SWEPT, energy_weight_arg, energy_weight_of, variant_label
 from solver.simulate.grid_cli import TWEAKS, add_grid, with_tweaks
@@ -63,6 +64,8 @@ class RunSpec:
     own span; a comparison pads every run to the longest)."""
     label: str = ""
     """The run's name in files and tables when not the policy's (DSFRO at an energy weight)."""
+    connection: Connection | None = None
+    """TLS and the token's source for `server` (the token itself is read where the run runs)."""
 
 
 def _policy_arg(text: str) -> str:
@@ -102,7 +105,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="report energy also at this horizon after the first submission, idle power added "
         "after the run (default: the run's own span; --compare: the longest run's)",
     )
-    how.add_argument("--server", metavar="HOST:PORT", help="DSFRO policies call this service")
+    how.add_argument(
+        "--server",
+        metavar="HOST:PORT",
+        help="DSFRO policies call this service (with the TLS flags and a bearer token from "
+        f"--token-file or {TOKEN_ENV}, as dsfro solve --server)",
+    )
+    add_connection_arguments(how, token=True)
     how.add_argument(
         "--power-headroom",
         type=float,
@@ -222,6 +231,7 @@ def _spec(args: argparse.Namespace, policy: str, seed: int, overrides: dict[str,
         getattr(args, "settings", None) or SolverSettings(),
         (args.profile.fairness.mean_weight or 0.0) if args.profile is not None else 0.0,
         args.energy_horizon or 0.0,
+        connection=connection_of(args),
     )
 
 
@@ -286,6 +296,7 @@ def run_one(spec: RunSpec) -> tuple[Summary, SimulationLog]:
         policy = make_policy(
             spec.policy,
             server=spec.server,
+            connection=spec.connection,
             solver=solver,
             fairness_mean_weight=spec.fairness_mean_weight,
         )

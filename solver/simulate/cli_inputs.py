@@ -8,10 +8,17 @@ import math
 from typing import Any
 
 from solver.app.profile import WEIGHT_KEYS
+from solver.client.connection import Connection, connection_flags, connection_from_args
 from solver.simulate.grid import GridSettings
 from solver.simulate.grid_cli import TWEAKS, grid_of
 from solver.simulate.power_saving_cli import power_saving_of
 from solver.simulate.settings import RestartCost
+
+
+def connection_of(args: argparse.Namespace) -> Connection | None:
+    """How DSFRO's policies reach --server (None: they solve here); inputs_problem has
+    checked the flags."""
+    return connection_from_args(args) if args.server else None
 
 
 def inputs_problem(args: argparse.Namespace) -> str | None:
@@ -26,6 +33,10 @@ def inputs_problem(args: argparse.Namespace) -> str | None:
             f"{flag} is for --trace runs; a --scenario brings its own (write its files with "
             "'python -m solver.simulate.scenarios DIR' and run them with --trace)"
         )
+    if not args.server and connection_flags(args):
+        return f"{', '.join(connection_flags(args))} only apply with --server"
+    if bool(args.tls_cert) != bool(args.tls_key):
+        return "--tls-cert and --tls-key go together"
     return None
 
 

@@ -10,6 +10,7 @@ import importlib
 from collections.abc import Callable
 from dataclasses import replace
 
+from solver.client.connection import Connection
 from solver.core.solver import Solver
 from solver.domain import Backend, Fairness, FairnessMode, FairnessScope
 from solver.fairness import LEAST_ROW_MODES
@@ -63,13 +64,17 @@ def make_policy(
     server: str | None = None,
     solver: Solver | None = None,
     fairness_mean_weight: float = 0.0,
+    connection: Connection | None = None,
 ) -> Policy:
     """The policy called `name`; DSFRO variants solve over gRPC at `server` when given, else
-    in this process with `solver` (default settings when None); the least-row fairness
+    in this process with `solver` (default settings when None), reaching `server` by
+    `connection` (TLS, the token's source; default plaintext, $DSFRO_TOKEN); the least-row fairness
     variants send `fairness_mean_weight` (Fairness.mean_weight). ValueError names the known
     policies."""
     if name in _DSFRO:
         options = _DSFRO[name](server)
+        if connection is not None:
+            options = replace(options, connection=connection)
         if options.fairness.mode in LEAST_ROW_MODES:
             fair = replace(options.fairness, mean_weight=fairness_mean_weight)
             options = replace(options, fairness=fair)

@@ -36,6 +36,7 @@ from solver.app.convert import (
 from solver.app.limits import Limits
 from solver.client import Client, DsfroError, RetryPolicy
 from solver.client.client import TRANSFER_ALLOWANCE_SECONDS
+from solver.client.connection import Connection
 from solver.core.solver import Solver
 from solver.domain import Allocation, Backend, Fairness, JobState, Problem
 from solver.simulate.core import Decision, RoundInput, SimulationError
@@ -70,6 +71,8 @@ class DsfroOptions:
     node_floor: bool = False
     """True: the node floor is priced (PowerSaving.price_node_floor on)."""
     server_wait_s: float = SERVER_WAIT_SECONDS
+    connection: Connection = Connection()  # noqa: RUF009 (immutable)
+    """Over gRPC: TLS and the bearer token's source."""
     """Over gRPC: how long a round may take beyond its time budget before the run stops."""
 
 
@@ -188,7 +191,12 @@ class DsfroPolicy:
         server = self.options.server
         assert server is not None
         if self._client is None:
-            self._client = Client(server, retry=SERVER_RETRY, max_message_bytes=-1)
+            try:
+                self._client = self.options.connection.client(
+                    server, retry=SERVER_RETRY, max_message_bytes=-1
+                )
+            except ValueError as e:  # an unreadable TLS file, a token in plaintext
+                raise SimulationError([f"{self.name}: the DSFRO service at {server}: {e}"]) from e
         budget = requested_time_budget(request.options) or 0.0
         timeout = budget + self.options.server_wait_s
         try:
