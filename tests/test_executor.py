@@ -180,5 +180,16 @@ def test_a_task_that_kills_every_worker_is_named_once_its_retries_are_spent() ->
         executor.close()
 
 
+def test_ray_reruns_a_task_whose_worker_died_and_names_one_lost_for_good(
+    ray_executor: RayExecutor, tmp_path: Path
+) -> None:
+    tasks = [(x, str(tmp_path)) for x in (1, 2, 3)]
+    assert ray_executor.map(_die_once, tasks, retries=1) == [1, 4, 9]
+    assert (tmp_path / "2").exists()  # it did die once
+    with pytest.raises(WorkerLost, match=r"task 2 of 3 lost its Ray worker") as lost:
+        ray_executor.map(_die_on_two, [1, 2, 3])
+    assert lost.value.task == 1
+
+
 def _square_pid(x: int) -> tuple[int, int]:
     return x * x, os.getpid()

@@ -23,7 +23,7 @@ from typing import Any, TypeVar
 
 from solver.extras import MissingExtraError
 from solver.runtime.cores import THREAD_VARIABLES
-from solver.runtime.pools import STOP_POLL_SECONDS, Stop, Stopped
+from solver.runtime.pools import STOP_POLL_SECONDS, Stop, Stopped, WorkerLost
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -151,7 +151,8 @@ class RayExecutor:
             remote = self._remote[fn] = self._ray.remote(
                 num_cpus=1, runtime_env={"env_vars": dict.fromkeys(THREAD_VARIABLES, "1")}
             )(fn)
-        # Ray reruns a task whose worker died up to max_retries times (3 unless told).
+        # Ray reruns a task whose worker died up to max_retries times (3 unless told: a
+        # decomposed solve's deadline has no room for reruns, and wants its WorkerLost).
         refs = [remote.options(max_retries=retries).remote(x) for x in items]
         pending = list(refs)
         while stop is not None and pending:
@@ -163,7 +164,21 @@ class RayExecutor:
             _, pending = self._ray.wait(
                 pending, num_returns=len(pending), timeout=STOP_POLL_SECONDS
             )
-        results: list[R] = self._ray.get(refs)
+        lost = (
+            self._ray.exceptions.WorkerCrashedError,
+            self._ray.exceptions.NodeDiedError,
+            self._ray.exceptions.ObjectLostError,
+        )
+        results: list[R] = []
+        for k, ref in enumerate(refs):
+            try:
+                results.append(self._ray.get(ref))
+            except lost as e:  # the interface's WorkerLost, as the local pool raises it
+                raise WorkerLost(
+                    f"task {k + 1} of {len(refs)} lost its Ray worker"
+                    f"{f' {retries + 1} times' if retries else ''}: {type(e).__name__}",
+                    task=k,
+                ) from e
         return results
 
     def close(self) -> None:
