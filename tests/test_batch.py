@@ -27,7 +27,8 @@ from solver.offline.batch import (
     run_batch,
     strip_timing,
 )
-from solver.runtime.pools import LocalExecutor, Stop
+from solver.offline.batch.records import key_of
+from solver.runtime.pools import OFFLINE_RETRIES, LocalExecutor, Stop, WorkerLost
 
 ROOT = Path(__file__).resolve().parent.parent
 T = TypeVar("T")
@@ -275,6 +276,48 @@ def test_local_process_pool_gives_the_same_results(inputs: Path, tmp_path: Path)
     finally:
         executor.close()
     assert lines(pooled) == lines(inline)
+
+
+class LosesAWorkerForGood(CountingExecutor):
+    """Runs inline, but the run of ``doomed`` (a task index of the first map) loses its
+    worker every time, as the local pool reports it once the retries are spent."""
+
+    def __init__(self, workers: int, doomed: int) -> None:
+        super().__init__(workers)
+        self.doomed: Any = doomed
+        self.retries: list[int] = []
+
+    def map(
+        self,
+        fn: Callable[[T], R],
+        items: Sequence[T],
+        stop: Stop | None = None,
+        retries: int = 0,
+    ) -> list[R]:
+        self.retries.append(retries)
+        if isinstance(self.doomed, int):  # the first map: name the doomed run by its key
+            self.doomed = items[self.doomed].key  # type: ignore[attr-defined]
+        keys = [x.key for x in items]  # type: ignore[attr-defined]
+        if self.doomed in keys:
+            k = keys.index(self.doomed)
+            raise WorkerLost(f"task {k + 1} of {len(items)} lost its worker 2 times", task=k)
+        return super().map(fn, items, stop, retries)
+
+
+def test_a_run_that_loses_its_worker_for_good_is_a_failed_line_and_the_batch_goes_on(
+    inputs: Path, tmp_path: Path
+) -> None:
+    full = tmp_path / "full.jsonl"
+    run_batch(config(inputs, full))
+    out = tmp_path / "lost.jsonl"
+    executor = LosesAWorkerForGood(workers=4, doomed=1)
+    outcome = run_batch(config(inputs, out), executor=executor)
+    assert outcome.exit_code == 1 and outcome.failed == 1
+    assert set(executor.retries) == {OFFLINE_RETRIES} and OFFLINE_RETRIES >= 1
+    got, expected = lines(out), lines(full)
+    assert [key_of(r) for r in got] == [key_of(r) for r in expected]  # the plan's order
+    assert got[1]["ok"] is False and "lost its worker 2 times" in got[1]["error"]["message"]
+    assert got[:1] + got[2:] == expected[:1] + expected[2:]  # the others solved as always
 
 
 def test_progress_is_one_updating_line_on_a_terminal(inputs: Path, tmp_path: Path) -> None:
