@@ -15,7 +15,7 @@ from solver.app.convert import load_request_json, problem_from_proto
 from solver.app.limits import Limits
 from solver.runtime.cores import THREAD_VARIABLES
 from solver.runtime.executors import make_executor
-from solver.runtime.pools import Executor, InlineExecutor, LocalExecutor, WorkerLost
+from solver.runtime.pools import Executor, InlineExecutor, LocalExecutor, WorkerLost, map_or_lost
 from solver.runtime.ray import RayExecutor
 from solver.search.decompose import solve_decomposed
 
@@ -176,6 +176,21 @@ def test_a_task_that_kills_every_worker_is_named_once_its_retries_are_spent() ->
             executor.map(_die_on_two, [1, 2, 3], retries=1)
         assert lost.value.task == 1
         assert executor.map(_die_on_two, [3]) == [9]
+    finally:
+        executor.close()
+
+
+def test_map_or_lost_puts_a_stand_in_for_a_task_lost_for_good_and_runs_the_rest() -> None:
+    executor = LocalExecutor(2)
+    try:
+        stand_ins: list[str] = []
+
+        def lost(x: int, e: WorkerLost) -> int:
+            stand_ins.append(str(e))
+            return -x
+
+        assert map_or_lost(executor, _die_on_two, [1, 2, 3, 4], lost, retries=1) == [1, -2, 9, 16]
+        assert len(stand_ins) == 1 and "task 2 of 4 lost its worker 2 times" in stand_ins[0]
     finally:
         executor.close()
 

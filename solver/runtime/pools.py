@@ -213,6 +213,26 @@ class LocalExecutor:
         self._pool.close()
 
 
+def map_or_lost(
+    executor: Executor,
+    fn: Callable[[T], R],
+    items: Sequence[T],
+    lost: Callable[[T, WorkerLost], R],
+    retries: int = OFFLINE_RETRIES,
+) -> list[R]:
+    """fn over items as ``executor.map`` with `retries`; an item whose worker died on every
+    try gets ``lost(item, error)`` in its place, and the others are run again (the failed map
+    kept none of their results): for batches whose runs are independent."""
+    try:
+        return executor.map(fn, items, retries=retries)
+    except WorkerLost as e:
+        if e.task is None:
+            raise
+        log.warning("task %d of %d lost its worker for good: %s", e.task + 1, len(items), e)
+        rest = map_or_lost(executor, fn, [x for k, x in enumerate(items) if k != e.task], lost)
+        return [*rest[: e.task], lost(items[e.task], e), *rest[e.task :]]
+
+
 def _times(n: int) -> str:
     return "" if n == 1 else f" {n} times"
 
@@ -231,4 +251,5 @@ __all__ = [
     "Stop",
     "Stopped",
     "WorkerLost",
+    "map_or_lost",
 ]

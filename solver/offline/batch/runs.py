@@ -37,7 +37,13 @@ from solver.offline.batch.records import (
 )
 from solver.offline.batch.results import ResultsLog, latest_by_key
 from solver.runtime.executors import make_executor
-from solver.runtime.pools import OFFLINE_RETRIES, Executor, InlineExecutor, WorkerLost
+from solver.runtime.pools import (
+    OFFLINE_RETRIES,
+    Executor,
+    InlineExecutor,
+    WorkerLost,
+    map_or_lost,
+)
 
 log = logging.getLogger(__name__)
 
@@ -68,25 +74,10 @@ def solve_task(task: SolveTask) -> Record:
         task.solver.close()
 
 
-def solve_chunk(executor: Executor, tasks: Sequence[SolveTask]) -> list[Record]:
-    """The chunk's result lines, in order. A run whose worker died (killed, out of memory)
-    runs once more; if that worker dies too, the run gets an error line and the batch goes on
-    (the chunk's other runs are solved again: the lost map kept none of their results)."""
-    try:
-        return executor.map(solve_task, tasks, retries=OFFLINE_RETRIES)
-    except WorkerLost as e:
-        if e.task is None:
-            raise
-        task = tasks[e.task]
-        log.warning("run %s: its worker died again; recorded as failed", task.key)
-        lost = error_record(
-            task.key,
-            "internal",
-            f"its worker process died {OFFLINE_RETRIES + 1} times (killed, or out of memory): {e}",
-            size=task.size,
-        )
-        rest = solve_chunk(executor, [t for k, t in enumerate(tasks) if k != e.task])
-        return [*rest[: e.task], lost, *rest[e.task :]]
+def lost_record(task: SolveTask, error: WorkerLost) -> Record:
+    """The line of a run whose worker died on every try (killed, or out of memory)."""
+    message = f"its worker process died {OFFLINE_RETRIES + 1} times (killed, or out of memory)"
+    return error_record(task.key, "internal", f"{message}: {error}", size=task.size)
 
 
 def expand_inputs(patterns: Sequence[str]) -> list[str]:
@@ -267,7 +258,11 @@ def run_batch(
         try:
             for chunk in _chunks(pending, executor.workers if executor else 1):
                 tasks = [r.task for r in chunk if r.task is not None]
-                solved = iter(solve_chunk(executor, tasks) if executor and tasks else [])
+                solved = iter(
+                    map_or_lost(executor, solve_task, tasks, lost_record)
+                    if executor and tasks
+                    else []
+                )
                 for run in chunk:
                     record = run.record if run.record is not None else next(solved)
                     log_file.append(record)

@@ -18,7 +18,7 @@ from solver.core.solver import Solver
 from solver.offline.batch import Progress, make_batch_executor
 from solver.offline.sweep.front import Change, front_changes, pareto_front
 from solver.offline.sweep.grid import SweepError, SweepPoint, SweepTask, solve_point, weight_grid
-from solver.runtime.pools import OFFLINE_RETRIES, Executor
+from solver.runtime.pools import OFFLINE_RETRIES, Executor, WorkerLost, map_or_lost
 
 
 @dataclass
@@ -83,7 +83,7 @@ def run_sweep(
     try:
         for start in range(0, len(tasks), max(ex.workers, 1)):
             chunk = tasks[start : start + max(ex.workers, 1)]
-            for point in ex.map(solve_point, chunk, retries=OFFLINE_RETRIES):
+            for point in map_or_lost(ex, solve_point, chunk, _lost_point):
                 points.append(point)
                 bar.update(_progress_record(point))
     finally:
@@ -92,6 +92,12 @@ def run_sweep(
             ex.close()
     front = pareto_front(points)
     return SweepOutcome(points, front, front_changes(points, front), title)
+
+
+def _lost_point(task: SweepTask, error: WorkerLost) -> SweepPoint:
+    """A point whose worker died on every try: reported with the point, the sweep goes on."""
+    message = f"its worker process died {OFFLINE_RETRIES + 1} times (killed, or out of memory)"
+    return SweepPoint(task.index, task.swept, {}, error=f"{message}: {error}")
 
 
 def _progress_record(p: SweepPoint) -> dict[str, Any]:
