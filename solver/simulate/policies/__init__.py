@@ -66,9 +66,9 @@ def make_policy(
     fairness_mean_weight: float = 0.0,
     connection: Connection | None = None,
 ) -> Policy:
-    """The policy called `name`; DSFRO variants solve over gRPC at `server` when given, else
-    in this process with `solver` (default settings when None), reaching `server` by
-    `connection` (TLS, the token's source; default plaintext, $DSFRO_TOKEN); the least-row fairness
+    """The policy called `name`; DSFRO variants solve over gRPC at `server` when given
+    (reached by `connection`: TLS and the token's source; default plaintext, $DSFRO_TOKEN),
+    else in this process with `solver` (default settings when None); the least-row fairness
     variants send `fairness_mean_weight` (Fairness.mean_weight). ValueError names the known
     policies."""
     if name in _DSFRO:

@@ -71,9 +71,9 @@ class DsfroOptions:
     node_floor: bool = False
     """True: the node floor is priced (PowerSaving.price_node_floor on)."""
     server_wait_s: float = SERVER_WAIT_SECONDS
+    """Over gRPC: how long a round may take beyond its time budget before the run stops."""
     connection: Connection = Connection()  # noqa: RUF009 (immutable)
     """Over gRPC: TLS and the bearer token's source."""
-    """Over gRPC: how long a round may take beyond its time budget before the run stops."""
 
 
 class DsfroPolicy:
