@@ -37,7 +37,6 @@ from solver.simulate.summary_text import format_summary
 
 DEFAULT_COMPARE = ("fifo", "las", "gavel", "sia", "zeus", "dsfro")
 BASELINES = ("gavel", "fifo")
-
 """The comparison table gives DSFRO's ratios to these (the issue's targets)."""
 
 
