@@ -26,6 +26,7 @@ from typing import Any
 from solver.core.carbon import defer_for_carbon, plans_with_deferred, with_deferred
 from solver.core.deadline import Clock, Deadline
 from solver.core.incumbent import Incumbent, infeasible
+from solver.core.leases import finish_leases
 from solver.core.mig import JOINT_MARGIN_SECONDS, solve_with_slices, uses_mig
 from solver.core.mig_consolidate import short_of_gpus
 from solver.core.mig_exact import EXACT
@@ -123,7 +124,7 @@ class Solver:
         hint = self.first_plan_estimate(problem) if per_job is None else per_job * jobs
         resolve = None if self.resolve_per_job is None else self.resolve_per_job * jobs
         result = solve_within_margin(
-            deferral.problem,
+            finish_leases(deferral.problem),
             deadline,
             once,
             s,
