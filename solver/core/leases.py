@@ -47,13 +47,12 @@ def finish_leases(problem: Problem) -> Problem:
         dataclasses.replace(j, preemptible=False) if j.name in leased else j for j in problem.jobs
     )
     with_leases = dataclasses.replace(problem, jobs=jobs)
-    return with_leases if _kept_jobs_fit(with_leases) else problem
+    return with_leases if _kept_jobs_fit(with_leases, facts) else problem
 
 
-def _kept_jobs_fit(problem: Problem) -> bool:
+def _kept_jobs_fit(problem: Problem, facts: Mapping[str, TypeFacts]) -> bool:
     """Whether the running non-preemptible jobs alone, each in its shape at its lowest clock
     and everyone else queued, make a valid plan."""
-    facts = type_facts(problem.cluster)
     assignments = []
     for job in problem.jobs:
         if job.current is None or job.preemptible:
