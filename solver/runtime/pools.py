@@ -229,8 +229,15 @@ def map_or_lost(
         if e.task is None:
             raise
         log.warning("task %d of %d lost its worker for good: %s", e.task + 1, len(items), e)
-        rest = map_or_lost(executor, fn, [x for k, x in enumerate(items) if k != e.task], lost)
+        others = [x for k, x in enumerate(items) if k != e.task]
+        rest = map_or_lost(executor, fn, others, lost, retries)
         return [*rest[: e.task], lost(items[e.task], e), *rest[e.task :]]
+
+
+def lost_for_good(error: WorkerLost) -> str:
+    """What an offline command records for a run whose worker died on every try."""
+    times = OFFLINE_RETRIES + 1
+    return f"its worker process died {times} times (killed, or out of memory): {error}"
 
 
 def _times(n: int) -> str:
@@ -251,5 +258,6 @@ __all__ = [
     "Stop",
     "Stopped",
     "WorkerLost",
+    "lost_for_good",
     "map_or_lost",
 ]

@@ -37,13 +37,7 @@ from solver.offline.batch.records import (
 )
 from solver.offline.batch.results import ResultsLog, latest_by_key
 from solver.runtime.executors import make_executor
-from solver.runtime.pools import (
-    OFFLINE_RETRIES,
-    Executor,
-    InlineExecutor,
-    WorkerLost,
-    map_or_lost,
-)
+from solver.runtime.pools import Executor, InlineExecutor, WorkerLost, lost_for_good, map_or_lost
 
 log = logging.getLogger(__name__)
 
@@ -76,8 +70,7 @@ def solve_task(task: SolveTask) -> Record:
 
 def lost_record(task: SolveTask, error: WorkerLost) -> Record:
     """The line of a run whose worker died on every try (killed, or out of memory)."""
-    message = f"its worker process died {OFFLINE_RETRIES + 1} times (killed, or out of memory)"
-    return error_record(task.key, "internal", f"{message}: {error}", size=task.size)
+    return error_record(task.key, "internal", lost_for_good(error), size=task.size)
 
 
 def expand_inputs(patterns: Sequence[str]) -> list[str]:

@@ -18,7 +18,7 @@ from solver.core.solver import Solver
 from solver.offline.batch import Progress, make_batch_executor
 from solver.offline.sweep.front import Change, front_changes, pareto_front
 from solver.offline.sweep.grid import SweepError, SweepPoint, SweepTask, solve_point, weight_grid
-from solver.runtime.pools import OFFLINE_RETRIES, Executor, WorkerLost, map_or_lost
+from solver.runtime.pools import Executor, WorkerLost, lost_for_good, map_or_lost
 
 
 @dataclass
@@ -96,8 +96,7 @@ def run_sweep(
 
 def _lost_point(task: SweepTask, error: WorkerLost) -> SweepPoint:
     """A point whose worker died on every try: reported with the point, the sweep goes on."""
-    message = f"its worker process died {OFFLINE_RETRIES + 1} times (killed, or out of memory)"
-    return SweepPoint(task.index, task.swept, {}, error=f"{message}: {error}")
+    return SweepPoint(task.index, task.swept, {}, error=lost_for_good(error))
 
 
 def _progress_record(p: SweepPoint) -> dict[str, Any]:
