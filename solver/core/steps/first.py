@@ -54,3 +54,8 @@ def run_priced(run: SolveRun, start: SearchState | None, until: float) -> None:
     run.priced = True
     run.incumbent.offer(plan, "priced passes", Backend.HEURISTIC)
     run.incumbent.note(f"priced passes in {time.monotonic() - started:.2f} s")
+    # The dual that priced them bounds the aggregated model at any step: where the LP comes
+    # later and is stopped, or never comes, the answer keeps a proven bound.
+    if (dual := run.heuristic.dual) is not None:
+        run.incumbent.tighten(dual.best_bound)
+        run.incumbent.note("their Lagrangian dual bound told")
