@@ -132,6 +132,17 @@ class Truth:
                 return best
         raise ValueError(f"{sim.name}: cannot run on {n} GPUs of any type")
 
+    def fastest_rate(self, sim: SimJob) -> float:
+        """True samples/s of the job's fastest whole-GPU configuration: any type it runs on, any
+        GPU count it may take, full clock, no round noise. Alone on the cluster from its
+        submission, no policy finishes it sooner than its work at this pace (a JCT floor)."""
+        job = self._jobs[sim.name]
+        return max(
+            self._best_at(job, t, n)
+            for t in sorted(self._facts)
+            for n in range(sim.min_gpus, sim.max_gpus + 1)
+        )
+
     def _best_at(self, job: Job, gpu_type: str, n: int) -> float:
         facts = self._facts.get(gpu_type)
         if facts is None or (job.allowed_gpu_types and gpu_type not in job.allowed_gpu_types):
