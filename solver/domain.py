@@ -226,6 +226,9 @@ class Job:
     max_deferral_seconds: float | None = None
     """How long after submission a waiting job may wait for cleaner electricity (beside its
     deadline's slack; docs/carbon.md); None: only as its deadline allows."""
+    completion_priority: float = 0.0
+    """pi_j of the completion priority (docs/objective.md, "Completion priority"): 2^-rank by
+    remaining time at the job's best, set from the request when its weight is on; 0: off."""
 
     def allows(self, gpu_type: str) -> bool:
         return not self.allowed_gpu_types or gpu_type in self.allowed_gpu_types
@@ -262,6 +265,8 @@ class ObjectiveWeights:
     deadline: float = 0.5
     fairness: float = 1.0
     """Weight of the fairness mode's value F (docs/objective.md); unused by WEIGHTED_SUM."""
+    completion: float = 0.0
+    """Weight of the completion priority C (docs/objective.md, "Completion priority"); 0: off."""
     energy_basis: EnergyBasis = EnergyBasis.DRAW
     """What the energy weight multiplies: each configuration's draw, or its waste."""
 
@@ -399,6 +404,9 @@ class ObjectiveBreakdown:
     aging: float = 0.0
     """A: the queued jobs' aging, sum of min(1, age in whole 300 s steps / 3600 s), charged at
     the energy weight (docs/objective.md, "Aging")."""
+    completion: float = 0.0
+    """C: the running jobs' weight x completion priority x u_j (docs/objective.md,
+    "Completion priority")."""
 
 
 @dataclass(frozen=True)

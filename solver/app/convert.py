@@ -274,6 +274,7 @@ def _weights(w: pb.ObjectiveWeights) -> ObjectiveWeights:
         locality=w.locality if w.HasField("locality") else d.locality,
         deadline=w.deadline if w.HasField("deadline") else d.deadline,
         fairness=w.fairness if w.HasField("fairness") else d.fairness,
+        completion=w.completion if w.HasField("completion") else d.completion,
         energy_basis=(
             d.energy_basis
             if w.energy_basis == pb.ENERGY_BASIS_UNSPECIFIED
@@ -344,6 +345,7 @@ def objective_to_proto(o: ObjectiveBreakdown) -> pb.ObjectiveBreakdown:
         deadline=o.deadline,
         fairness=o.fairness,
         aging=o.aging,
+        completion=o.completion,
     )
 
 

@@ -14,7 +14,15 @@ from solver.app.convert import energy_basis_to_proto
 from solver.app.limits import parse_energy_basis
 from solver.domain import EnergyBasis
 
-WEIGHT_KEYS = ("throughput", "energy", "migration", "locality", "deadline", "fairness")
+WEIGHT_KEYS = (
+    "throughput",
+    "energy",
+    "migration",
+    "locality",
+    "deadline",
+    "fairness",
+    "completion",
+)
 """The numeric weights (sweeps and the simulator's overrides name them)."""
 ENERGY_BASIS_KEY = "energy_basis"
 TABLE_KEYS = (*WEIGHT_KEYS, ENERGY_BASIS_KEY)
@@ -31,6 +39,7 @@ class ProfileWeights:
     locality: float | None = None
     deadline: float | None = None
     fairness: float | None = None
+    completion: float | None = None
     energy_basis: EnergyBasis | None = None
     """``energy_basis = "waste"``: what the energy weight charges (docs/objective.md)."""
 

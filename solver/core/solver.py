@@ -48,6 +48,7 @@ from solver.perfmodel.configs import ConfigSet, build_config_set
 from solver.runtime.cores import available_cores
 from solver.runtime.executors import LazyExecutor
 from solver.runtime.pools import Executor, Stopped, WorkerLost
+from solver.scoring.completion import ranked_for_completion
 from solver.scoring.fairness import fairness_headroom
 from solver.search.heuristic import Heuristic
 
@@ -111,7 +112,7 @@ class Solver:
         s = self.settings
         if deadline is None:
             deadline = Deadline.after(problem.options.time_budget_seconds, s, len(problem.jobs))
-
+        problem = ranked_for_completion(problem)
         deferral = defer_for_carbon(problem, s)
         told = plans_with_deferred(deferral, on_first_plan)
 
@@ -202,6 +203,7 @@ class Solver:
     def quick(self, problem: Problem, clock: Clock, why: str) -> SolveResult:
         """The quick plan within the clock, as a fallback for `why` (also the service's answer
         when a solve's worker died); MIG slices packed after it (solver.core.mig)."""
+        problem = ranked_for_completion(problem)
         deferral = defer_for_carbon(problem, self.settings)
         return with_deferred(problem, deferral, self._quick_round(deferral.problem, clock, why))
 

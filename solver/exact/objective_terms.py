@@ -10,7 +10,7 @@ from solver.exact.blocks import interleave, ones
 from solver.exact.fairness import add_fairness, linear_values
 from solver.exact.milp import Formulation
 from solver.exact.rows import FloatArray, floats, ints, starts
-from solver.scoring.objective import migration_cost, queued_value
+from solver.scoring.objective import migration_cost, queued_value, throughput_weight
 
 
 def config_charged_watts(f: Formulation) -> FloatArray:
@@ -30,6 +30,7 @@ def config_values(f: Formulation) -> FloatArray:
     w = p.weights
     jobs = lay.jobs
     weight = floats([j.weight for j in jobs])[lay.cfg_job]
+    per_utility = floats([throughput_weight(j, w) for j in jobs])[lay.cfg_job]
     best = floats([f.configs.best_samples_per_second.get(j.name, 0.0) for j in jobs])[lay.cfg_job]
     required = [j.required_samples_per_second for j in jobs]
     has_deadline = np.array([r is not None for r in required], dtype=bool)[lay.cfg_job]
@@ -39,7 +40,7 @@ def config_values(f: Formulation) -> FloatArray:
     utility = np.divide(sps, best, out=np.zeros_like(sps), where=best > 0)
     shortfall = np.where(has_deadline, np.maximum(0.0, 1.0 - sps / rate), 0.0)
     return floats(
-        w.throughput * weight * utility
+        per_utility * utility
         - w.energy * config_charged_watts(f) / p.cluster.max_gpu_watts()
         - w.deadline * weight * shortfall
         + w.locality * lay.cfg_min_spread

@@ -169,7 +169,23 @@ def build_config_set(problem: Problem, facts: Mapping[str, TypeFacts] | None = N
         )
 
 
-def _build(problem: Problem, facts: Mapping[str, TypeFacts]) -> ConfigSet:
+def best_rates(problem: Problem, facts: Mapping[str, TypeFacts] | None = None) -> dict[str, float]:
+    """Each job's best throughput, ``ConfigSet.best_samples_per_second`` without building the
+    configurations (no filter, no Config): what ranks jobs before the solve builds them."""
+    with bulk.collector_paused():
+        facts = facts if facts is not None else type_facts(problem.cluster)
+        _, group_of, groups = _enumerated(problem, facts)
+        tops = [max((r[2] for r in rows), default=0.0) for rows in groups]
+        best = {job.name: tops[i] for job, i in zip(problem.jobs, group_of, strict=True)}
+        for name, configs in build_slice_configs(problem.jobs, facts, problem.cluster.mig).items():
+            best[name] = max(best[name], max(c.samples_per_second for c in configs))
+        return best
+
+
+def _enumerated(
+    problem: Problem, facts: Mapping[str, TypeFacts]
+) -> tuple[list[Job], list[int], list[list[Row]]]:
+    """The first job of each group of jobs alike, each job's group, and each group's rows."""
     first: dict[Hashable, int] = {}  # key -> index of its group
     alike: list[Job] = []  # the first job of each group
     group_of: list[int] = []
@@ -187,7 +203,11 @@ def _build(problem: Problem, facts: Mapping[str, TypeFacts]) -> ConfigSet:
         group_of.append(index)
     enumerator = Enumerator(facts)
     enumerator.prepare(alike)
-    groups = [enumerator.rows(job) for job in alike]
+    return alike, group_of, [enumerator.rows(job) for job in alike]
+
+
+def _build(problem: Problem, facts: Mapping[str, TypeFacts]) -> ConfigSet:
+    alike, group_of, groups = _enumerated(problem, facts)
     keeps = [job.current.shape if job.current is not None else None for job in alike]
 
     stays = pareto_rows(groups, keeps)

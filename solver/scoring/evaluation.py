@@ -11,6 +11,7 @@ from solver.mig import LayoutChange, MigInstance
 from solver.perfmodel.configs import ConfigSet, build_config_set, resolve_config, type_facts
 from solver.power_states import PowerAction
 from solver.scoring.checker import PlanViolation, check_plan
+from solver.scoring.completion import with_completion_priorities
 from solver.scoring.objective import is_migrated, score_plan
 from solver.scoring.plans import queued_assignment
 
@@ -39,6 +40,7 @@ def evaluate_allocations(
     """
     facts = type_facts(problem.cluster)
     configs = build_config_set(problem, facts)
+    problem = with_completion_priorities(problem, configs.best_samples_per_second)
     jobs = {j.name: j for j in problem.jobs}
     assignments: list[JobAssignment] = []
     violations: list[PlanViolation] = []

@@ -82,6 +82,13 @@ def charged_watts(
     return max(0.0, watts - samples_per_second * least_joules)
 
 
+def throughput_weight(job: Job, weights: ObjectiveWeights) -> float:
+    """What one unit of the job's u_j is worth: its throughput weight and, with the completion
+    priority on, its priority's share (docs/objective.md, "Completion priority")."""
+    w = weights
+    return w.throughput * job.weight + w.completion * job.weight * job.completion_priority
+
+
 def config_value(
     job: Job,
     config: Config,
@@ -96,7 +103,7 @@ def config_value(
     w_L (nodes + racks used), so together they charge only the spread beyond the minimum.
     """
     return (
-        weights.throughput * job.weight * utility(config, best_samples_per_second)
+        throughput_weight(job, weights) * utility(config, best_samples_per_second)
         - weights.energy * energy_watts(config, least_joules, weights.energy_basis) / max_gpu_watts
         - weights.deadline * job.weight * deadline_shortfall(job, config)
         + weights.locality * (config.min_nodes + config.min_racks)
@@ -134,10 +141,11 @@ def running_gains(
     best = best_samples_per_second
     required = job.required_samples_per_second
     queued = queued_value(job, w)
+    per_utility = throughput_weight(job, w)
     out = []
     for c in configs:
         sps = c.samples_per_second
-        utility_term = w.throughput * job.weight * (sps / best if best > 0 else 0.0)
+        utility_term = per_utility * (sps / best if best > 0 else 0.0)
         short = 0.0 if required is None else max(0.0, 1.0 - sps / required)
         value = (
             utility_term
@@ -222,7 +230,7 @@ def score_plan(
         raise ValueError("score_plan under the WASTE energy basis needs each job's e*_j (least)")
     least = least or {}
     max_watts = problem.cluster.max_gpu_watts()
-    throughput = energy = migration = locality = deadline = waiting = 0.0
+    throughput = energy = migration = locality = deadline = waiting = completion = 0.0
     chosen: list[tuple[str, Config]] = []
     partitioned: set[tuple[str, int]] = set()
     assignments = tuple(assignments)
@@ -232,7 +240,9 @@ def score_plan(
         config = a.config if running else None
         if config is not None:
             chosen.append((job.name, config))
-            throughput += job.weight * utility(config, best.get(job.name, 0.0))
+            u = utility(config, best.get(job.name, 0.0))
+            throughput += job.weight * u
+            completion += job.weight * job.completion_priority * u
             energy += energy_watts(config, least.get(job.name), basis) / max_watts
             if a.mig is not None:
                 partitioned.update((s.node, i) for s in a.placement for i in s.gpu_indices)
@@ -250,6 +260,7 @@ def score_plan(
     fairness = fairness_value(problem, best, chosen)
     total = (
         w.throughput * throughput
+        + w.completion * completion
         - w.energy * (energy + waiting)
         - w.migration * migration
         - w.locality * locality
@@ -265,4 +276,5 @@ def score_plan(
         deadline=deadline,
         fairness=fairness,
         aging=waiting,
+        completion=completion,
     )

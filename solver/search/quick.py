@@ -33,7 +33,7 @@ from solver.perfmodel import bulk
 from solver.perfmodel.configs import ConfigSet, least_joules
 from solver.perfmodel.enumeration import Enumerator, Row
 from solver.perfmodel.facts import TypeFacts, type_facts
-from solver.scoring.objective import aging, charged_watts
+from solver.scoring.objective import aging, charged_watts, throughput_weight
 from solver.scoring.plans import Choice, materialize
 from solver.search.state import SearchState
 
@@ -308,7 +308,7 @@ class _Quick:
         w = self.problem.weights
         best = self.rows.best(job)
         sps, watts = row[2], row[3]
-        gain = w.throughput * job.weight * (sps / best if best > 0 else 0.0)
+        gain = throughput_weight(job, w) * (sps / best if best > 0 else 0.0)
         watts = charged_watts(watts, sps, self.rows.least_joules(job), w.energy_basis)
         gain -= w.energy * watts / self.max_watts
         required = job.required_samples_per_second

@@ -274,6 +274,7 @@ def _check_weights(c: Collector, req: pb.SolveRequest) -> None:
         ("locality", w.HasField("locality"), w.locality),
         ("deadline", w.HasField("deadline"), w.deadline),
         ("fairness", w.HasField("fairness"), w.fairness),
+        ("completion", w.HasField("completion"), w.completion),
     )
     for name, is_set, value in fields:
         if is_set:

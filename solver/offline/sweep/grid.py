@@ -21,6 +21,7 @@ SHORT = {
     "locality": "L",
     "deadline": "D",
     "fairness": "F",
+    "completion": "C",
 }
 
 

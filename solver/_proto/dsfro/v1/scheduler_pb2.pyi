@@ -406,7 +406,7 @@ class Job(_message.Message):
     def __init__(self, name: _Optional[str] = ..., tenant: _Optional[str] = ..., weight: _Optional[float] = ..., model: _Optional[_Union[ModelSpec, _Mapping]] = ..., profile: _Optional[_Union[ThroughputProfile, _Mapping]] = ..., min_gpus: _Optional[int] = ..., max_gpus: _Optional[int] = ..., allowed_gpu_types: _Optional[_Iterable[str]] = ..., remaining_samples: _Optional[float] = ..., time_to_deadline: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., current_allocation: _Optional[_Union[Allocation, _Mapping]] = ..., preemptible: _Optional[bool] = ..., attained: _Optional[_Union[AttainedService, _Mapping]] = ..., age: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., slices: _Optional[_Union[SliceRequest, _Mapping]] = ..., max_deferral: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
 
 class ObjectiveWeights(_message.Message):
-    __slots__ = ("throughput", "energy", "migration", "locality", "deadline", "fairness", "energy_basis")
+    __slots__ = ("throughput", "energy", "migration", "locality", "deadline", "fairness", "energy_basis", "completion")
     THROUGHPUT_FIELD_NUMBER: _ClassVar[int]
     ENERGY_FIELD_NUMBER: _ClassVar[int]
     MIGRATION_FIELD_NUMBER: _ClassVar[int]
@@ -414,6 +414,7 @@ class ObjectiveWeights(_message.Message):
     DEADLINE_FIELD_NUMBER: _ClassVar[int]
     FAIRNESS_FIELD_NUMBER: _ClassVar[int]
     ENERGY_BASIS_FIELD_NUMBER: _ClassVar[int]
+    COMPLETION_FIELD_NUMBER: _ClassVar[int]
     throughput: float
     energy: float
     migration: float
@@ -421,7 +422,8 @@ class ObjectiveWeights(_message.Message):
     deadline: float
     fairness: float
     energy_basis: EnergyBasis
-    def __init__(self, throughput: _Optional[float] = ..., energy: _Optional[float] = ..., migration: _Optional[float] = ..., locality: _Optional[float] = ..., deadline: _Optional[float] = ..., fairness: _Optional[float] = ..., energy_basis: _Optional[_Union[EnergyBasis, str]] = ...) -> None: ...
+    completion: float
+    def __init__(self, throughput: _Optional[float] = ..., energy: _Optional[float] = ..., migration: _Optional[float] = ..., locality: _Optional[float] = ..., deadline: _Optional[float] = ..., fairness: _Optional[float] = ..., energy_basis: _Optional[_Union[EnergyBasis, str]] = ..., completion: _Optional[float] = ...) -> None: ...
 
 class Fairness(_message.Message):
     __slots__ = ("mode", "scope", "horizon", "mean_weight")
@@ -518,7 +520,7 @@ class MigLayoutChange(_message.Message):
     def __init__(self, node: _Optional[str] = ..., layout: _Optional[_Union[MigLayout, _Mapping]] = ...) -> None: ...
 
 class ObjectiveBreakdown(_message.Message):
-    __slots__ = ("total", "throughput", "energy", "migration", "locality", "deadline", "fairness", "aging")
+    __slots__ = ("total", "throughput", "energy", "migration", "locality", "deadline", "fairness", "aging", "completion")
     TOTAL_FIELD_NUMBER: _ClassVar[int]
     THROUGHPUT_FIELD_NUMBER: _ClassVar[int]
     ENERGY_FIELD_NUMBER: _ClassVar[int]
@@ -527,6 +529,7 @@ class ObjectiveBreakdown(_message.Message):
     DEADLINE_FIELD_NUMBER: _ClassVar[int]
     FAIRNESS_FIELD_NUMBER: _ClassVar[int]
     AGING_FIELD_NUMBER: _ClassVar[int]
+    COMPLETION_FIELD_NUMBER: _ClassVar[int]
     total: float
     throughput: float
     energy: float
@@ -535,7 +538,8 @@ class ObjectiveBreakdown(_message.Message):
     deadline: float
     fairness: float
     aging: float
-    def __init__(self, total: _Optional[float] = ..., throughput: _Optional[float] = ..., energy: _Optional[float] = ..., migration: _Optional[float] = ..., locality: _Optional[float] = ..., deadline: _Optional[float] = ..., fairness: _Optional[float] = ..., aging: _Optional[float] = ...) -> None: ...
+    completion: float
+    def __init__(self, total: _Optional[float] = ..., throughput: _Optional[float] = ..., energy: _Optional[float] = ..., migration: _Optional[float] = ..., locality: _Optional[float] = ..., deadline: _Optional[float] = ..., fairness: _Optional[float] = ..., aging: _Optional[float] = ..., completion: _Optional[float] = ...) -> None: ...
 
 class ResourceUsage(_message.Message):
     __slots__ = ("resource", "used", "nominal", "borrowed")
