@@ -26,6 +26,8 @@ from solver.queues import POWER as POWER
 from solver.queues import AttainedService as AttainedService
 from solver.queues import Quota as Quota
 from solver.queues import TenantQueue as TenantQueue
+from solver.weights import EnergyBasis as EnergyBasis
+from solver.weights import ObjectiveWeights as ObjectiveWeights
 
 # ---------------------------------------------------------------- cluster
 
@@ -227,8 +229,7 @@ class Job:
     """How long after submission a waiting job may wait for cleaner electricity (beside its
     deadline's slack; docs/carbon.md); None: only as its deadline allows."""
     completion_priority: float = 0.0
-    """pi_j of the completion priority (docs/objective.md, "Completion priority"): 2^-rank by
-    remaining time at the job's best, set from the request when its weight is on; 0: off."""
+    """pi_j = 2^-rank by remaining time at best (docs/objective.md, "Completion priority")."""
 
     def allows(self, gpu_type: str) -> bool:
         return not self.allowed_gpu_types or gpu_type in self.allowed_gpu_types
@@ -242,33 +243,6 @@ class Job:
 
 
 # ---------------------------------------------------------------- request
-
-
-class EnergyBasis(enum.Enum):
-    """What the energy term charges a running configuration (docs/objective.md, "Energy basis")."""
-
-    DRAW = "DRAW"
-    """Its power draw: running itself costs energy (the default, as before)."""
-    WASTE = "WASTE"
-    """The draw above the job's most efficient configuration at the same throughput:
-    ``watts - samples_per_second * e*_j``, zero where the job runs most efficiently."""
-
-
-@dataclass(frozen=True)
-class ObjectiveWeights:
-    """Operator weights; docs/objective.md defines each term."""
-
-    throughput: float = 1.0
-    energy: float = 0.1
-    migration: float = 0.05
-    locality: float = 0.01
-    deadline: float = 0.5
-    fairness: float = 1.0
-    """Weight of the fairness mode's value F (docs/objective.md); unused by WEIGHTED_SUM."""
-    completion: float = 0.0
-    """Weight of the completion priority C (docs/objective.md, "Completion priority"); 0: off."""
-    energy_basis: EnergyBasis = EnergyBasis.DRAW
-    """What the energy weight multiplies: each configuration's draw, or its waste."""
 
 
 class Backend(enum.Enum):
@@ -303,7 +277,7 @@ class Problem:
 
     cluster: Cluster
     jobs: tuple[Job, ...]
-    weights: ObjectiveWeights = ObjectiveWeights()
+    weights: ObjectiveWeights = ObjectiveWeights()  # noqa: RUF009 (immutable)
     options: SolveOptions = SolveOptions()
     fairness: Fairness = Fairness()  # noqa: RUF009 (immutable, like the defaults above)
 
@@ -405,8 +379,7 @@ class ObjectiveBreakdown:
     """A: the queued jobs' aging, sum of min(1, age in whole 300 s steps / 3600 s), charged at
     the energy weight (docs/objective.md, "Aging")."""
     completion: float = 0.0
-    """C: the running jobs' weight x completion priority x u_j (docs/objective.md,
-    "Completion priority")."""
+    """C: sum of weight x completion priority x u_j (docs/objective.md)."""
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ MAX_LINES = 450
 """The longest a module may be, tests and scripts included (a bigger program is a package)."""
 
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("solver.fairness", "solver.queues", "solver.power_states", "solver.grid"),
+    ("solver.fairness", "solver.queues", "solver.power_states", "solver.grid", "solver.weights"),
     ("solver.mig",),
     ("solver", "solver.domain", "solver.extras", "solver.resources", "solver.wire"),
     ("solver.client", "solver.runtime"),

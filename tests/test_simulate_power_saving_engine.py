@@ -69,7 +69,9 @@ def test_with_the_rule_off_the_records_are_those_before_it() -> None:
     # when lowered limits came to cost as far as they came down (rounds 9 and 10: the guided
     # plan wins, AGGREGATE, over the heuristic's; every job and power record the same);
     # gavel re-recorded when it came to renew its leases mid-round as Gavel does (2026-12-04:
-    # 15 moves and preemptions instead of 25, its eight jobs end at 5,731 s, not 6,680 s).
+    # 15 moves and preemptions instead of 25, its eight jobs end at 5,731 s, not 6,680 s);
+    # dsfro-heuristic's first round OPTIMAL, not FEASIBLE, once the priced passes' dual came to
+    # bound the answer (2026-12-04: the same plan, proven).
     golden: dict[str, Any] = json.loads(GOLDEN.read_text())
     assert sorted(golden) == sorted(GOLDEN_POLICIES)
     for policy in GOLDEN_POLICIES:

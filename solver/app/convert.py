@@ -266,21 +266,16 @@ def allocation_from_proto(a: pb.Allocation) -> Allocation:
 
 
 def _weights(w: pb.ObjectiveWeights) -> ObjectiveWeights:
+    """Each numeric weight the request sets, the default for the others (by field name)."""
     d = ObjectiveWeights()
-    return ObjectiveWeights(
-        throughput=w.throughput if w.HasField("throughput") else d.throughput,
-        energy=w.energy if w.HasField("energy") else d.energy,
-        migration=w.migration if w.HasField("migration") else d.migration,
-        locality=w.locality if w.HasField("locality") else d.locality,
-        deadline=w.deadline if w.HasField("deadline") else d.deadline,
-        fairness=w.fairness if w.HasField("fairness") else d.fairness,
-        completion=w.completion if w.HasField("completion") else d.completion,
-        energy_basis=(
-            d.energy_basis
-            if w.energy_basis == pb.ENERGY_BASIS_UNSPECIFIED
-            else EnergyBasis[enum_label(pb.EnergyBasis, w.energy_basis)]
-        ),
-    )
+    numbers = {
+        f.name: getattr(w if w.HasField(f.name) else d, f.name)
+        for f in dataclasses.fields(d)
+        if f.name != "energy_basis"
+    }
+    unset = w.energy_basis == pb.ENERGY_BASIS_UNSPECIFIED
+    basis = d.energy_basis if unset else EnergyBasis[enum_label(pb.EnergyBasis, w.energy_basis)]
+    return ObjectiveWeights(**numbers, energy_basis=basis)
 
 
 def energy_basis_to_proto(basis: EnergyBasis) -> pb.EnergyBasis:

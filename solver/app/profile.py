@@ -9,6 +9,7 @@ Every table and every key is optional::
     locality = 0.01
     deadline = 0.5
     fairness = 1.0           # weight of the fairness mode's value F
+    completion = 0.0         # the completion priority's weight (shortest remaining first)
     energy_basis = "waste"   # draw (default) or waste: what the energy weight charges
 
     [fairness]               # SolveRequest.fairness (docs/objective.md, "Fairness")
@@ -73,14 +74,8 @@ from solver.app.profile_weights import WEIGHT_KEYS as WEIGHT_KEYS
 from solver.app.profile_weights import ProfileWeights as ProfileWeights
 from solver.core.settings import TABLE as TUNING
 from solver.core.settings import SettingsError, SolverSettings, load_settings
-from solver.domain import (
-    Backend,
-    Fairness,
-    FairnessMode,
-    FairnessScope,
-    ObjectiveWeights,
-    SolveOptions,
-)
+from solver.domain import Backend, Fairness, FairnessMode, FairnessScope, SolveOptions
+from solver.weights import ObjectiveWeights
 
 TABLES = ("weights", "fairness", "solver", carbons.TABLE, TUNING)
 FAIRNESS_KEYS = ("mode", "scope", "horizon", "mean_weight")
