@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import time
 
+import pytest
+
 from solver.app import pipeline
 from solver.app.convert import load_request_json
 from solver.app.limits import Limits
@@ -12,7 +14,8 @@ from solver.core.deadline import Clock, Deadline
 from solver.core.incumbent import Incumbent
 from solver.core.settings import SolverSettings
 from solver.core.steps import SolveRun
-from solver.core.steps.bound import aggregate_fits, aggregate_seconds, run_mip
+from solver.core.steps.bound import aggregate_fits, aggregate_seconds, dual_first, run_mip
+from solver.core.steps.first import run_priced
 from solver.domain import Problem
 from solver.perfmodel.configs import build_config_set
 from solver.search.heuristic import Heuristic
@@ -81,3 +84,17 @@ def test_the_mip_tightens_the_incumbents_bound_while_it_runs() -> None:
     assert len(incumbent.told) >= 3  # before: once, when the MIP returned
     assert all(b >= 109.558575 for b in incumbent.told)  # the stored proven optimum
     assert incumbent.bound == min(incumbent.told)
+
+
+def test_a_slow_lp_is_preceded_by_the_dual_whose_bound_is_told_and_prices_the_passes() -> None:
+    # At 2,048 jobs the LP, judged slow, comes after the priced passes and is stopped at the
+    # deadline: without the dual first, the answer had no bound.
+    run = run_with(left=30.0, slowdown=1.0)
+    assert run.incumbent.bound is None and run.heuristic.dual is None
+    dual_first(run)
+    dual = run.heuristic.dual
+    assert dual is not None
+    assert run.incumbent.bound == pytest.approx(dual.best_bound, rel=1e-12)
+    assert dual.best_bound == pytest.approx(2.525, rel=1e-6)  # the LP's bound of two_for_three
+    run_priced(run, None, time.monotonic() + 30.0)
+    assert run.heuristic.dual is dual  # the passes were priced with it, not a second one

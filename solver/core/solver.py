@@ -34,7 +34,7 @@ from solver.core.power_guard import solve_within_margin
 from solver.core.power_states import awake_problem, uses_power_states, with_power_actions
 from solver.core.settings import SolverSettings
 from solver.core.steps import SolveRun
-from solver.core.steps.bound import aggregate_bound, aggregate_fits, aggregate_is_slow
+from solver.core.steps.bound import aggregate_bound, aggregate_fits, aggregate_is_slow, dual_first
 from solver.core.steps.decomposed import decompose_after_quick, finish_decomposed
 from solver.core.steps.first import run_first, run_priced
 from solver.core.steps.full import full_model_size, solve_full_model
@@ -334,6 +334,7 @@ class Solver:
             return run.result()
         if aggregate_is_slow(run):
             run.incumbent.note("priced passes before the slow aggregated LP")
+            dual_first(run)
             run_priced(run, first, clock.share_of_budget(s.heuristic_share))
         guide = aggregate_bound(run)
         if backend in EXACT_BACKENDS:

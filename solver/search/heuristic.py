@@ -338,7 +338,8 @@ class Heuristic:
                 return best.plan
             self._pass(uniform(price), deadline, best)
         if not self._over(deadline):
-            self.dual = dual_bound(self.problem, self.configs, deadline - time.monotonic())
+            if self.dual is None:  # computed before, when the solve wanted its bound first
+                self.dual = dual_bound(self.problem, self.configs, deadline - time.monotonic())
             for prices in price_ladder(lagrangian_prices(self.dual))[: 1 if many else None]:
                 if self._over(deadline):
                     return best.plan
