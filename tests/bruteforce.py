@@ -81,3 +81,25 @@ def enumerated(seed: int) -> tuple[Problem, ConfigSet, float]:
     }
     configs = ConfigSet(by_job, full.best_samples_per_second, full.num_enumerated)
     return p, configs, brute_force(p, configs)
+
+
+def assert_models_meet_the_enumerated_optimum(p: Problem, configs: ConfigSet) -> float:
+    """The full model on HiGHS reaches the optimum by enumeration and proves a bound above it,
+    as do the aggregated LP and MIP and the Lagrangian dual; the optimum (-inf: infeasible)."""
+    from solver.exact.backends import SolverStatus
+    from solver.search.bound import solve_aggregate
+    from solver.search.lagrangian import solve_lagrangian
+
+    optimum = brute_force(p, configs)
+    exact = solve_exact(Backend.HIGHS, formulation.build(p, configs))
+    if optimum == float("-inf"):
+        assert exact.status is SolverStatus.INFEASIBLE
+        return optimum
+    assert exact.plan is not None
+    assert abs(exact.plan.objective.total - optimum) <= 1e-6
+    assert exact.best_bound is not None and exact.best_bound >= optimum - 1e-9
+    for integer in (False, True):
+        bound = solve_aggregate(p, configs, integer=integer, time_limit=10.0).best_bound
+        assert bound is not None and bound >= optimum - 1e-9, integer
+    assert solve_lagrangian(p, configs, time_limit=5.0).best_bound >= optimum - 1e-9
+    return optimum

@@ -22,8 +22,6 @@ from solver.domain import (
     Problem,
     QueueReason,
 )
-from solver.exact import formulation
-from solver.exact.backends import SolverStatus
 from solver.perfmodel.configs import ConfigSet, build_config_set
 from solver.scoring.objective import (
     AGING_SECONDS,
@@ -33,13 +31,11 @@ from solver.scoring.objective import (
     score_plan,
 )
 from solver.search import quick
-from solver.search.bound import solve_aggregate
-from solver.search.lagrangian import solve_lagrangian
 from solver.simulate.engine import Simulation
 from solver.simulate.policies import make_policy
 from solver.simulate.scenario import load_scenario
 from solver.simulate.settings import EngineSettings
-from tests.bruteforce import brute_force, solve_exact
+from tests.bruteforce import assert_models_meet_the_enumerated_optimum
 from tests.factories import cluster, job, node, point, problem, random_tiny, solve
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -137,18 +133,7 @@ def aged(seed: int) -> tuple[Problem, ConfigSet]:
 @pytest.mark.parametrize("seed", range(6))
 def test_bounds_stay_above_the_exact_optimum_with_aged_jobs(seed: int) -> None:
     p, configs = aged(seed)
-    optimum = brute_force(p, configs)
-    exact = solve_exact(Backend.HIGHS, formulation.build(p, configs))
-    if optimum == float("-inf"):
-        assert exact.status is SolverStatus.INFEASIBLE
-        return
-    assert exact.plan is not None
-    assert exact.plan.objective.total == pytest.approx(optimum, abs=1e-6)
-    assert exact.best_bound is not None and exact.best_bound >= optimum - 1e-9
-    for integer in (False, True):
-        bound = solve_aggregate(p, configs, integer=integer, time_limit=10.0).best_bound
-        assert bound is not None and bound >= optimum - 1e-9, integer
-    assert solve_lagrangian(p, configs, time_limit=5.0).best_bound >= optimum - 1e-9
+    assert_models_meet_the_enumerated_optimum(p, configs)
 
 
 def test_the_quick_plans_gain_counts_aging() -> None:
