@@ -161,9 +161,7 @@ def build_config_set(problem: Problem, facts: Mapping[str, TypeFacts] | None = N
         slices = build_slice_configs(problem.jobs, facts, problem.cluster.mig)
         if not slices:
             return built
-        best = dict(built.best_samples_per_second)
-        for name, configs in slices.items():
-            best[name] = max(best[name], max(c.samples_per_second for c in configs))
+        best = with_slices(built.best_samples_per_second, slices)
         return ConfigSet(
             built.by_job, best, built.num_enumerated, slices, built.least_joules_per_sample
         )
@@ -177,9 +175,17 @@ def best_rates(problem: Problem, facts: Mapping[str, TypeFacts] | None = None) -
         _, group_of, groups = _enumerated(problem, facts)
         tops = [max((r[2] for r in rows), default=0.0) for rows in groups]
         best = {job.name: tops[i] for job, i in zip(problem.jobs, group_of, strict=True)}
-        for name, configs in build_slice_configs(problem.jobs, facts, problem.cluster.mig).items():
-            best[name] = max(best[name], max(c.samples_per_second for c in configs))
-        return best
+        return with_slices(best, build_slice_configs(problem.jobs, facts, problem.cluster.mig))
+
+
+def with_slices(
+    best: Mapping[str, float], slices: Mapping[str, Sequence[Config]]
+) -> dict[str, float]:
+    """Each job's best throughput on whole GPUs or, where faster, on one of its MIG slices."""
+    out = dict(best)
+    for name, configs in slices.items():
+        out[name] = max(out[name], max(c.samples_per_second for c in configs))
+    return out
 
 
 def _enumerated(

@@ -49,6 +49,7 @@ def run_priced(run: SolveRun, start: SearchState | None, until: float) -> None:
     stop = min(until, run.clock.work_end())
     if started >= stop:
         return
+    told = run.heuristic.dual  # told already by dual_first, when it ran
     with run.heuristic_lock:
         plan = run.heuristic.priced(stop, start)
     run.priced = True
@@ -56,6 +57,6 @@ def run_priced(run: SolveRun, start: SearchState | None, until: float) -> None:
     run.incumbent.note(f"priced passes in {time.monotonic() - started:.2f} s")
     # The dual that priced them bounds the aggregated model at any step: where the LP comes
     # later and is stopped, or never comes, the answer keeps a proven bound.
-    if (dual := run.heuristic.dual) is not None:
+    if (dual := run.heuristic.dual) is not None and dual is not told:
         run.incumbent.tighten(dual.best_bound)
         run.incumbent.note("their Lagrangian dual bound told")
