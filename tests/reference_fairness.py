@@ -62,9 +62,16 @@ def reference_value(
     }
     budget = problem.cluster.power_budget_watts
 
-    def dominant(c: Config) -> float:
-        d = c.num_gpus / per_type[c.gpu_type]
-        return max(d, c.watts / budget) if budget else d
+    def dominant(members: list[str]) -> float:
+        """The largest share of one resource (a GPU type, the budget's watts) they take."""
+        taken: dict[str, float] = {}
+        for m in members:
+            if m in run:
+                c = run[m]
+                taken[c.gpu_type] = taken.get(c.gpu_type, 0.0) + c.num_gpus / per_type[c.gpu_type]
+                if budget:
+                    taken["watts"] = taken.get("watts", 0.0) + c.watts / budget
+        return max(taken.values(), default=0.0)
 
     def rho(m: str) -> float:
         j = jobs[m]
@@ -85,15 +92,13 @@ def reference_value(
         elif fair.mode is FairnessMode.PROPORTIONAL:
             values.append(weight(e) * math.log(1 + served))
         elif fair.mode is FairnessMode.DRF:
-            share_now = sum(dominant(run[m]) for m in members if m in run)
-            values.append(share_now / entitled[e])
+            values.append(min(1.0, dominant(members) / entitled[e]))
         else:
             mean_rho = sum(rho(m) for m in members) / len(members)
             values.append(-mean_rho * weight(e) / (total_weight / len(entities)))
     if fair.mode is FairnessMode.PROPORTIONAL:
         return sum(values)
-    least = min(min(values), 1.0) if fair.mode is FairnessMode.DRF else min(values)
-    return least + fair.mean_weight * sum(values) / len(values)
+    return min(values) + fair.mean_weight * sum(values) / len(values)
 
 
 def _water_fill(asks: Mapping[str, float], weights: Mapping[str, float]) -> dict[str, float]:

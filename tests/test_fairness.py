@@ -27,7 +27,7 @@ from solver.scoring.checker import check_plan
 from solver.scoring.fairness import FairnessTerms, fairness_headroom
 from solver.search.bound import solve_aggregate
 from tests.bruteforce import brute_force, enumerated, solve_exact
-from tests.factories import A100, cluster, job, node, point, problem
+from tests.factories import A100, V100, cluster, job, node, point, problem
 from tests.reference_fairness import reference_value
 
 MODES = [
@@ -197,3 +197,42 @@ def test_drf_gives_each_tenant_its_weighted_share_now_whatever_it_had() -> None:
         running = sorted(a.job[0] for a in r.plan.assignments if a.config is not None)
         assert running == ["a", "a", "b"], backend
         assert r.plan.objective.fairness == pytest.approx(p.weights.fairness * 1.0)
+
+
+def test_drf_counts_a_tenant_spread_over_gpu_types_at_its_largest_share_not_their_sum() -> None:
+    """Four A100s, four V100s. Tenant x (two jobs per type, each fitting one type) is entitled
+    to half the cluster's dominant share: two GPUs of one type. Its heavier jobs, one per type,
+    would hold one GPU of each, a dominant share of 1/4 (their shares' sum, 1/2, is not DRF's
+    dominant share); DRF runs two of x's jobs on one type instead, and F is 1."""
+    c = cluster(node("a", count=4), node("v", V100, count=4))
+    x = [
+        dataclasses.replace(
+            job(f"x{t}{k}", point(1, 100.0, gpu=gpu), max_gpus=1, weight=w), tenant="x"
+        )
+        for t, gpu in (("a", A100), ("v", V100))
+        for k, w in ((1, 1.0), (2, 0.5))
+    ]
+    y = [
+        dataclasses.replace(
+            job(f"y{k}", point(1, 100.0), point(1, 100.0, gpu=V100), max_gpus=1, weight=3.0),
+            tenant="y",
+        )
+        for k in range(6)
+    ]
+    p = dataclasses.replace(
+        problem(c, *x, *y), fairness=Fairness(FairnessMode.DRF, FairnessScope.TENANT)
+    )
+    p = dataclasses.replace(p, weights=dataclasses.replace(p.weights, fairness=2.0))
+    configs = build_config_set(p)
+    terms = FairnessTerms(p, configs.best_samples_per_second)
+    top = {j.name: max(configs.by_job[j.name], key=lambda c: c.sm_clock_mhz) for j in p.jobs}
+    spread = {n: top[n] for n in ("xa1", "xv1", "y0", "y1", "y2", "y3", "y4", "y5")}
+    assert terms.value(spread) == pytest.approx(0.5)  # x: 1/4 of A100s over its 1/2
+    for backend in (Backend.CPSAT, Backend.HIGHS):
+        r = solve_exact(backend, formulation.build(p, configs))
+        assert r.plan is not None and check_plan(p, r.plan.assignments) == []
+        ran = {a.job: a.config for a in r.plan.assignments if a.config is not None}
+        x_types = [ran[n].gpu_type for n in ran if n.startswith("x")]
+        assert len(x_types) == 2 and len(set(x_types)) == 1, (backend, x_types)
+        assert r.plan.objective.fairness == pytest.approx(1.0)  # F, before its weight
+        assert r.best_bound is not None and r.best_bound >= r.plan.objective.total - 1e-9

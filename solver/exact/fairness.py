@@ -13,7 +13,7 @@ scored exactly (``score_plan``).
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -44,6 +44,8 @@ def add_fairness(f: Formulation) -> None:
     elif p.fairness.mode in SUM_LOG_MODES:
         for row in terms.rows:
             _add_log_epigraph(f, terms, row, position)
+    elif p.fairness.mode is FairnessMode.DRF:
+        _add_drf(f, terms, position)
     else:
         _add_floor(f, terms, position)
 
@@ -106,8 +108,6 @@ def _add_floor(f: Formulation, terms: FairnessTerms, position: Positions) -> Non
     k = terms.weight
     low = min(part[3] for part in parts)
     high = min(part[4] for part in parts)
-    if f.problem.fairness.mode is FairnessMode.DRF:  # F = min(1, least row): the variable's bound
-        low, high = min(low, 1.0), min(high, 1.0)
     var = int(
         f.add_vars(
             "fairness_floor",
@@ -121,6 +121,128 @@ def _add_floor(f: Formulation, terms: FairnessTerms, position: Positions) -> Non
     f.add_objective(ints([var]), floats([1.0 / UNITS]))
     # the mean row's intercepts; its terms are in the configurations' coefficients
     f.offset += _mean_share(terms) * sum(row.intercept for row in terms.rows)
+
+
+def _add_drf(f: Formulation, terms: FairnessTerms, position: Positions) -> None:
+    """DRF: F = the least row plus b times the mean row, each entity's row the largest of its
+    shares of one resource over its fair share, at most 1. Per entity a variable at most 1
+    and, through a binary per resource (exactly one set), at most that resource's row; the
+    others' rows are relaxed by 1, which the cap makes enough (an entity whose jobs take one
+    resource needs no binary). With b > 0 a second variable, the row times b over the number
+    of entities, under the same binaries, carries the mean: every objective coefficient stays
+    1/UNITS, exact on CP-SAT's scale."""
+    k = terms.weight
+    mean = terms.mean_weight / len(terms.rows)
+    floor = int(f.add_vars("fairness_floor", 0, math.ceil(k * UNITS), lambda: ["F"])[0])
+    epigraph: list[tuple[int, IntArray, IntArray]] = []
+    for row in terms.rows:
+        resources = terms.drf_resources(row, f.configs.by_job)
+        shares = _drf_shares(f, terms, row, resources, position)
+        picks = ints([-1] * len(resources))
+        if len(resources) > 1:
+            picks = f.add_vars(
+                "fairness_resource",
+                np.zeros(len(resources)),
+                np.ones(len(resources)),
+                _names([f"{row.entity}, {r}" for r in resources]),
+            )
+            f.add_rows(
+                "fairness_resources",
+                "fairness",
+                ints([0, len(resources)]),
+                picks,
+                ints([1] * len(resources)),
+                1,
+                1,
+                _names([row.entity]),
+            )
+        scale = terms.drf_scale(row.entity)
+        held = []
+        for factor, kind in ((k, "fairness_row"), (k * mean, "fairness_mean")):
+            if factor <= 0 or (kind == "fairness_mean" and not mean):
+                continue
+            var = _drf_row_var(f, row.entity, kind, factor, scale, shares, picks)
+            held.append(
+                (
+                    var,
+                    [(cols, ints(np.ceil(coef * factor * scale * UNITS))) for cols, coef in shares],
+                )
+            )
+            if kind == "fairness_row":
+                _add_floor_row(f, floor, var, row.entity)
+                epigraph.append((0, ints([var]), ints([1])))
+            else:
+                f.add_objective(ints([var]), floats([1.0 / UNITS]))
+        f.index.drf_rows.append((picks, held))
+    f.index.epigraphs.append((floor, epigraph))
+    f.add_objective(ints([floor]), floats([1.0 / UNITS]))
+
+
+def _names(names: list[str]) -> Callable[[], list[str]]:
+    return lambda: names
+
+
+def _drf_shares(
+    f: Formulation, terms: FairnessTerms, row: Row, resources: Sequence[str], position: Positions
+) -> list[tuple[IntArray, FloatArray]]:
+    """Per resource: the y indices of the entity's configurations that take it, and their
+    shares of it."""
+    lay = f.layout
+    out = []
+    for resource in resources:
+        cols: list[int] = []
+        shares: list[float] = []
+        for job in row.jobs:
+            start = int(lay.cfg_start[position[job.name]])
+            for i, c in enumerate(f.configs.by_job.get(job.name, ())):
+                share = dict(terms.usage(c)).get(resource, 0.0)
+                if share > 0:
+                    cols.append(int(f.index.y[start + i]))
+                    shares.append(share)
+        out.append((ints(cols), floats(shares)))
+    return out
+
+
+def _drf_row_var(
+    f: Formulation,
+    entity: str,
+    kind: str,
+    factor: float,
+    scale: float,
+    shares: Sequence[tuple[IntArray, FloatArray]],
+    picks: IntArray,
+) -> int:
+    """A variable at most factor x min(1, scale x the picked resource's share), in units."""
+    top = math.ceil(factor * UNITS)
+    var = int(f.add_vars(kind, 0, top if shares else 0, lambda: [entity])[0])
+    for (cols, share), pick in zip(shares, picks, strict=True):
+        coefs = ints(np.ceil(share * factor * scale * UNITS))
+        relax = pick >= 0
+        f.add_rows(
+            "fairness",
+            "fairness",
+            ints([0, cols.size + 1 + int(relax)]),
+            ints([*cols, var, *([int(pick)] if relax else [])]),
+            ints([*(-coefs), 1, *([top] if relax else [])]),
+            -np.inf,
+            top if relax else 0,
+            lambda: [entity],
+        )
+    return var
+
+
+def _add_floor_row(f: Formulation, floor: int, var: int, entity: str) -> None:
+    """floor <= var."""
+    f.add_rows(
+        "fairness_floor",
+        "fairness",
+        ints([0, 2]),
+        ints([floor, var]),
+        ints([1, -1]),
+        -np.inf,
+        0,
+        lambda: [entity],
+    )
 
 
 def _add_log_epigraph(f: Formulation, terms: FairnessTerms, row: Row, position: Positions) -> None:
@@ -159,7 +281,7 @@ def linear_values(f: Formulation) -> FloatArray | None:
     terms = FairnessTerms(p, f.configs.best_samples_per_second)
     if terms.separable():
         values = terms.surrogates(f.configs.by_job)
-    elif terms.mean_weight and terms.rows:
+    elif terms.mean_weight and terms.rows and p.fairness.mode is not FairnessMode.DRF:
         share = _mean_share(terms)
         values = {
             j.name: [share * t for t in terms.terms(j, f.configs.by_job.get(j.name, ()))]

@@ -158,6 +158,12 @@ def hint(f: Formulation, plan: Plan) -> Values:
     for claim, cols, coef in ix.quota_claims:  # at least what the plan's queue uses
         out[claim] = max(out[claim], float(coef @ out[cols]))
     _, ub, _ = f.bounds()
+    for picks, held in ix.drf_rows:  # the resource of the largest share
+        shares = [[float(coef @ out[cols]) for cols, coef in parts] for _, parts in held]
+        best = int(np.argmax(shares[0])) if held and shares[0] else -1
+        out[picks[picks >= 0]] = np.arange(picks.size)[picks >= 0] == best
+        for (var, _), values in zip(held, shares, strict=True):
+            out[var] = min(ub[var], values[best]) if best >= 0 else 0.0
     for var, rows in ix.epigraphs:  # as high as its rows allow
         out[var] = min([ub[var], *(rhs + float(coef @ out[cols]) for rhs, cols, coef in rows)])
     return Values(out)

@@ -55,6 +55,11 @@ class Indices:
     epigraphs: list[tuple[int, list[tuple[int, IntArray, IntArray]]]] = field(default_factory=list)
     """Per fairness epigraph variable: its rows var <= rhs + coefs . y (rhs, y indices,
     coefficients)."""
+    drf_rows: list[tuple[IntArray, list[tuple[int, list[tuple[IntArray, IntArray]]]]]] = field(
+        default_factory=list
+    )
+    """Per DRF entity: the binaries that pick its resource (-1: the only one), and per row
+    variable (its row, its share of the mean) the resources' shares (y indices, coefficients)."""
 
 
 K = TypeVar("K")

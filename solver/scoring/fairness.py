@@ -1,8 +1,9 @@
 """The fairness term F of the objective (docs/objective.md, "Fairness"): its single definition.
 
-Every mode compares *entities* (jobs, or tenant queues with their jobs) on a linear row each:
-the entity's value with all its jobs queued (``Row.intercept``, from its attained service)
-plus what each of its running jobs adds in its configuration (``Row.terms``). F aggregates the
+Every mode compares *entities* (jobs, or tenant queues with their jobs) on a row each: the
+entity's value with all its jobs queued (``Row.intercept``, from its attained service) plus
+what each of its running jobs adds in its configuration (``terms``); under DRF the largest of
+its shares of one resource (a GPU type, the watts) over its fair share, at most 1. F aggregates the
 rows: the least row (max-min, DRF, finish-time fairness), plus ``mean_weight`` times the mean
 row so that every entity counts, or the weighted sum of ``ln(1 + row)`` (proportional
 fairness). Plans are scored with ``FairnessTerms.value``; the
@@ -31,6 +32,8 @@ from solver.domain import (
 )
 from solver.fairness import LEAST_ROW_MODES, fair_entitlements
 
+POWER = "power budget"
+"""DRF's name of the watts resource beside the GPU types."""
 SUM_LOG_MODES = frozenset({FairnessMode.PROPORTIONAL})
 """Modes whose F is a weighted sum of logs; the others take the least row."""
 
@@ -130,13 +133,30 @@ class FairnessTerms:
 
     # ------------------------------------------------------------ per configuration
 
-    def dominant_share(self, config: Config) -> float:
-        """The largest share of a resource the configuration takes: its GPU type's GPUs, or
-        the cluster power budget's watts."""
+    def usage(self, config: Config) -> tuple[tuple[str, float], ...]:
+        """DRF's resources a configuration takes, as shares: its GPU type's GPUs, and the
+        cluster power budget's watts (``POWER``) when there is one."""
         gpus = config.num_gpus / max(self._type_gpus.get(config.gpu_type, 0), 1)
         if self._budget is None or self._budget <= 0:
-            return gpus
-        return max(gpus, config.watts / self._budget)
+            return ((config.gpu_type, gpus),)
+        return (config.gpu_type, gpus), (POWER, config.watts / self._budget)
+
+    def dominant_share(self, config: Config) -> float:
+        """The largest share of a resource the configuration takes."""
+        return max(share for _, share in self.usage(config))
+
+    def _drf_row(self, entity: str, totals: Mapping[str, float]) -> float:
+        """DRF's row: the entity's dominant share (its largest total share of a resource)
+        over its fair share, at most 1 (at its fair share an entity asks no more)."""
+        return min(1.0, self._scale[entity] * max(totals.values(), default=0.0))
+
+    def _drf_totals(self, row: Row, chosen: Mapping[str, Config]) -> dict[str, float]:
+        totals: dict[str, float] = {}
+        for j in row.jobs:
+            if j.name in chosen:
+                for resource, share in self.usage(chosen[j.name]):
+                    totals[resource] = totals.get(resource, 0.0) + share
+        return totals
 
     def _rho(self, job: Job, config: Config | None) -> float:
         """Themis' finish-time fairness: time to finish shared (elapsed + remaining at this
@@ -156,8 +176,9 @@ class FairnessTerms:
 
     def terms(self, job: Job, configs: Sequence[Config]) -> list[float]:
         """What running `job` in each configuration adds to its entity's row (normalized
-        rate, dominant share or change of rho, times the entity's scale); zeros for a job that
-        is no entity's demand."""
+        rate or change of rho, times the entity's scale; under DRF at most this: the
+        configuration's dominant share over the fair share); zeros for a job that is no
+        entity's demand."""
         row = self._row_of_job.get(job.name)
         if row is None:
             return [0.0] * len(configs)
@@ -179,6 +200,9 @@ class FairnessTerms:
         """Each entity's row for the running jobs' configurations in `chosen`."""
         out = {}
         for r in self.rows:
+            if self.mode is FairnessMode.DRF:
+                out[r.entity] = self._drf_row(r.entity, self._drf_totals(r, chosen))
+                continue
             out[r.entity] = r.intercept + sum(
                 self.term(j, chosen[j.name]) for j in r.jobs if j.name in chosen
             )
@@ -191,8 +215,6 @@ class FairnessTerms:
         if self.mode in SUM_LOG_MODES:
             return sum(r.weight * math.log1p(max(values[r.entity], 0.0)) for r in self.rows)
         least = min(values.values())
-        if self.mode is FairnessMode.DRF:  # at its fair share, an entity asks no more
-            least = min(least, 1.0)
         if not self.mean_weight:
             return least
         return least + self.mean_weight * sum(values.values()) / len(values)
@@ -203,13 +225,41 @@ class FairnessTerms:
 
     def upper_bound(self, configs: Mapping[str, Sequence[Config]]) -> float:
         """A proven bound on F: every entity's jobs at once at their largest term among
-        `configs` (0 if none is positive), capacity aside."""
+        `configs` (0 if none is positive), capacity aside; under DRF, each resource's
+        largest share per job."""
+        if self.mode is FairnessMode.DRF:
+            return self.aggregate({r.entity: self._drf_top(r, configs) for r in self.rows})
         tops = {
             r.entity: r.intercept
             + sum(max([0.0, *self.terms(j, configs.get(j.name, ()))]) for j in r.jobs)
             for r in self.rows
         }
         return self.aggregate(tops)
+
+    def _drf_top(self, row: Row, configs: Mapping[str, Sequence[Config]]) -> float:
+        totals: dict[str, float] = {}
+        for j in row.jobs:
+            most: dict[str, float] = {}
+            for c in configs.get(j.name, ()):
+                for resource, share in self.usage(c):
+                    most[resource] = max(most.get(resource, 0.0), share)
+            for resource, share in most.items():
+                totals[resource] = totals.get(resource, 0.0) + share
+        return self._drf_row(row.entity, totals)
+
+    def drf_resources(self, row: Row, configs: Mapping[str, Sequence[Config]]) -> list[str]:
+        """The resources some configuration of the entity's jobs takes, in a fixed order."""
+        seen: dict[str, None] = {}
+        for j in row.jobs:
+            for c in configs.get(j.name, ()):
+                for resource, share in self.usage(c):
+                    if share > 0:
+                        seen[resource] = None
+        return list(seen)
+
+    def drf_scale(self, entity: str) -> float:
+        """DRF: the factor of an entity's shares in its row (one over its fair share)."""
+        return self._scale[entity]
 
     # ------------------------------------------------------------ for the search
 
