@@ -18,8 +18,9 @@ class FairnessMode(enum.Enum):
     PROPORTIONAL = "PROPORTIONAL"
     """Sum of weighted logs of cumulative normalized service (proportional fairness)."""
     DRF = "DRF"
-    """The least cumulative dominant share over weighted entitlement (Dominant Resource
-    Fairness over GPU types and watts)."""
+    """The least dominant share (an entity's largest share of one resource: a GPU type's
+    GPUs, the budget's watts) over its weighted fair share, at most 1 (Dominant Resource
+    Fairness, memoryless)."""
     FINISH_TIME = "FINISH_TIME"
     """Minus the largest weighted finish-time fairness rho (Themis)."""
 
