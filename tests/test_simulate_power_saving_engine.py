@@ -71,7 +71,8 @@ def test_with_the_rule_off_the_records_are_those_before_it() -> None:
     # gavel re-recorded when it came to renew its leases mid-round as Gavel does (2026-12-04:
     # 15 moves and preemptions instead of 25, its eight jobs end at 5,731 s, not 6,680 s);
     # dsfro-heuristic's first round OPTIMAL, not FEASIBLE, once the priced passes' dual came to
-    # bound the answer (2026-12-04: the same plan, proven).
+    # bound the answer (2026-12-04: the same plan, proven); every round's tenant shares with a
+    # third number, the demand share as the jobs' GPU ranges count it (2026-12-05).
     golden: dict[str, Any] = json.loads(GOLDEN.read_text())
     assert sorted(golden) == sorted(GOLDEN_POLICIES)
     for policy in GOLDEN_POLICIES:

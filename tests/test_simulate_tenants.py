@@ -156,14 +156,19 @@ def test_dominant_shares_take_the_largest_resource_and_the_demand() -> None:
     from solver.simulate.tenants import dominant_shares
 
     out = dominant_shares(
-        running=[("a", "A100", 4, 1000.0), ("a", "V100", 1, 200.0), ("b", "V100", 2, 300.0)],
-        waiting=[("b", 8), ("c", 2)],
+        running=[
+            ("a", "A100", 4, 1000.0, 8),
+            ("a", "V100", 1, 200.0, 2),
+            ("b", "V100", 2, 300.0, 4),
+        ],
+        waiting=[("b", 8, 16), ("c", 2, 2)],
         available={"A100": 8, "V100": 8},
         budget_watts=4000.0,
     )
-    assert out["a"] == pytest.approx((0.5, 5 / 16))  # 4 of 8 A100 beats 1200 of 4000 W
-    assert out["b"] == pytest.approx((0.25, 10 / 16))
-    assert out["c"] == (0.0, 2 / 16)
+    # 4 of 8 A100 beats 1200 of 4000 W; demand: the jobs' largest counts; requested: held + asked
+    assert out["a"] == pytest.approx((0.5, 10 / 16, 5 / 16))
+    assert out["b"] == pytest.approx((0.25, 1.0, 10 / 16))  # 20 of 16 GPUs: capped
+    assert out["c"] == pytest.approx((0.0, 2 / 16, 2 / 16))
 
 
 def test_fair_entitlements_fill_progressively_by_weight() -> None:
@@ -179,15 +184,29 @@ def test_the_drf_test_counts_shortfalls_below_the_fair_entitlement_only() -> Non
     from solver.simulate.core import QueueRecord, RoundRecord, SimulationLog
     from solver.simulate.tenant_metrics import drf_deviations
 
-    def round_at(t: float, shares: dict[str, tuple[float, float]]) -> RoundRecord:
+    def round_at(t: float, shares: dict[str, tuple[float, float, float]]) -> RoundRecord:
         return RoundRecord(0, t, 0.1, 1.0, 0, 0, 0, 16, 0.0, None, 0, 0, 0, "", shares)
 
     rounds = (
-        round_at(0.0, {"a": (0.5, 0.9), "b": (0.5, 0.9)}),  # both at their half: exact
-        round_at(100.0, {"a": (0.4, 0.9), "b": (0.6, 0.9)}),  # a 20 % short, b above: fine
-        round_at(200.0, {"a": (0.8, 0.9), "b": (0.2, 0.2)}),  # b asks 0.2: a's due is 0.8
+        round_at(0.0, {"a": (0.5, 0.9, 0.9), "b": (0.5, 0.9, 0.9)}),  # both at their half
+        round_at(100.0, {"a": (0.4, 0.9, 0.9), "b": (0.6, 0.9, 0.9)}),  # a 20 % short, b above
+        round_at(200.0, {"a": (0.8, 0.9, 0.9), "b": (0.2, 0.2, 0.2)}),  # b asks 0.2: a's is 0.8
     )
     log = SimulationLog("p", 1, "s", (), rounds, (), 300.0, "", (QueueRecord("a", 1.0, 8.0),))
     out = drf_deviations(log)
     assert out["a"] == pytest.approx((0.2 * 100 / 300, 2 / 3))
     assert out["b"] == pytest.approx((0.0, 1.0))
+
+
+def test_the_drf_test_takes_the_demand_the_policies_were_told_or_the_trace_requests() -> None:
+    from solver.simulate.core import RoundRecord, SimulationLog
+    from solver.simulate.tenant_metrics import drf_deviations
+
+    # b's jobs can use 0.6 of the cluster but requested 0.3: with the jobs' ranges a and b are
+    # due half each and a (0.4) is 20 % short; with the requests a is due 0.7 and 43 % short.
+    shares = {"a": (0.4, 0.9, 0.9), "b": (0.6, 0.6, 0.3)}
+    record = RoundRecord(0, 0.0, 0.1, 1.0, 0, 0, 0, 16, 0.0, None, 0, 0, 0, "", shares)
+    log = SimulationLog("p", 1, "s", (), (record,), (), 100.0, "", ())
+    assert drf_deviations(log)["a"] == pytest.approx((0.2, 0.0))
+    assert drf_deviations(log, requested=True)["a"] == pytest.approx((0.3 / 0.7, 0.0))
+    assert drf_deviations(log)["b"] == drf_deviations(log, requested=True)["b"] == (0.0, 1.0)

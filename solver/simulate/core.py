@@ -256,8 +256,8 @@ class RoundRecord:
     starts: int
     preemptions: int
     detail: str = ""
-    tenant_shares: Mapping[str, tuple[float, float]] = field(default_factory=dict)
-    """Per tenant with work after the round: (dominant share, demand share)
+    tenant_shares: Mapping[str, tuple[float, float, float]] = field(default_factory=dict)
+    """Per tenant with work after the round: (dominant share, demand share, requested share)
     (``solver.simulate.tenants.dominant_shares``)."""
     reconfigurations: int = 0
     """GPUs whose MIG layout the plan changed."""

@@ -362,13 +362,19 @@ def _config(
 
 def tenant_shares(
     active: Sequence[LiveJob], available: Mapping[str, int], budget_watts: float | None
-) -> dict[str, tuple[float, float]]:
-    """Per tenant with work: its dominant share and demand share after a round
-    (``solver.simulate.tenants.dominant_shares``)."""
+) -> dict[str, tuple[float, float, float]]:
+    """Per tenant with work: its dominant share, demand share and requested share after a
+    round (``solver.simulate.tenants.dominant_shares``)."""
+
+    def most(j: LiveJob) -> int:
+        return max(j.sim.max_gpus, j.gpus())
+
     running = [
-        (j.sim.trace.tenant, j.allocation.shape.gpu_type, j.gpus(), j.predicted_watts)
+        (j.sim.trace.tenant, j.allocation.shape.gpu_type, j.gpus(), j.predicted_watts, most(j))
         for j in active
         if j.allocation is not None
     ]
-    waiting = [(j.sim.trace.tenant, j.sim.trace.num_gpus) for j in active if j.allocation is None]
+    waiting = [
+        (j.sim.trace.tenant, j.sim.trace.num_gpus, most(j)) for j in active if j.allocation is None
+    ]
     return dominant_shares(running, waiting, available, budget_watts)

@@ -102,32 +102,41 @@ def queue_attained(
 
 
 def dominant_shares(
-    running: Iterable[tuple[str, str, int, float]],
-    waiting: Iterable[tuple[str, int]],
+    running: Iterable[tuple[str, str, int, float, int]],
+    waiting: Iterable[tuple[str, int, int]],
     available: Mapping[str, int],
     budget_watts: float | None,
-) -> dict[str, tuple[float, float]]:
-    """Per tenant with work: (its dominant share, its demand share). The dominant share is the
-    largest over GPU types of its GPUs there over the type's available GPUs, and of its
-    predicted watts over the budget (DRF's, over the resources DSFRO plans); the demand share
-    is the GPUs its running and waiting jobs ask for over all available GPUs (capped at 1).
-    `running`: (tenant, GPU type, GPUs, predicted watts) per running job; `waiting`: (tenant,
-    requested GPUs) per waiting job."""
+) -> dict[str, tuple[float, float, float]]:
+    """Per tenant with work: (its dominant share, its demand share, its requested share). The
+    dominant share is the largest over GPU types of its GPUs there over the type's available
+    GPUs, and of its predicted watts over the budget (DRF's, over the resources DSFRO plans).
+    The demand share is the most GPUs its running and waiting jobs can use (each job's largest
+    count, as every policy's round request says) over all available GPUs; the requested share
+    counts the GPUs its running jobs hold and its waiting jobs' trace requests instead (both
+    capped at 1). `running`: (tenant, GPU type, GPUs, predicted watts, largest count) per
+    running job; `waiting`: (tenant, requested GPUs, largest count) per waiting job."""
     gpus: dict[str, dict[str, int]] = {}
     watts: dict[str, float] = {}
+    most: dict[str, int] = {}
     asked: dict[str, int] = {}
-    for tenant, gpu_type, n, w in running:
+    for tenant, gpu_type, n, w, top in running:
         by_type = gpus.setdefault(tenant, {})
         by_type[gpu_type] = by_type.get(gpu_type, 0) + n
         watts[tenant] = watts.get(tenant, 0.0) + w
         asked[tenant] = asked.get(tenant, 0) + n
-    for tenant, n in waiting:
+        most[tenant] = most.get(tenant, 0) + top
+    for tenant, n, top in waiting:
         asked[tenant] = asked.get(tenant, 0) + n
+        most[tenant] = most.get(tenant, 0) + top
     total = max(sum(available.values()), 1)
     out = {}
     for tenant, n in asked.items():
         shares = [k / available[t] for t, k in gpus.get(tenant, {}).items() if available.get(t)]
         if budget_watts:
             shares.append(watts.get(tenant, 0.0) / budget_watts)
-        out[tenant] = (max(shares, default=0.0), min(n / total, 1.0))
+        out[tenant] = (
+            max(shares, default=0.0),
+            min(most[tenant] / total, 1.0),
+            min(n / total, 1.0),
+        )
     return out
