@@ -27,7 +27,7 @@ from solver.scoring.checker import check_plan
 from solver.scoring.fairness import FairnessTerms, fairness_headroom
 from solver.search.bound import solve_aggregate
 from tests.bruteforce import brute_force, enumerated, solve_exact
-from tests.factories import A100, V100, cluster, job, node, point, problem
+from tests.factories import A100, V100, cluster, job, node, point, problem, running, solve
 from tests.reference_fairness import reference_value
 
 MODES = [
@@ -236,3 +236,54 @@ def test_drf_counts_a_tenant_spread_over_gpu_types_at_its_largest_share_not_thei
         assert len(x_types) == 2 and len(set(x_types)) == 1, (backend, x_types)
         assert r.plan.objective.fairness == pytest.approx(1.0)  # F, before its weight
         assert r.best_bound is not None and r.best_bound >= r.plan.objective.total - 1e-9
+
+
+def _spread_tenant() -> Problem:
+    """Four A100s, four V100s. Tenant x runs xa on two A100s and xv on one V100 and has xq
+    queued (one GPU of either type, faster on a V100); its jobs may take six GPUs, so with
+    tenant y's two one-GPU jobs its fair share is 3/4: three GPUs of one type."""
+    c = cluster(node("a", count=4), node("v", V100, count=4))
+    both = (point(1, 100.0), point(1, 120.0, gpu=V100))
+    x = [
+        job("xa", point(2, 150.0), max_gpus=2, current=running("A100", {"a": (0, 1)})),
+        job("xv", point(1, 100.0, gpu=V100), max_gpus=2, current=running("V100", {"v": (0,)})),
+        job("xq", *both, max_gpus=2),
+    ]
+    y = [job(f"y{k}", *both, max_gpus=1) for k in range(2)]
+    p = problem(
+        c, *(dataclasses.replace(j, tenant="x") for j in x),
+        *(dataclasses.replace(j, tenant="y") for j in y),
+    )  # fmt: skip
+    return dataclasses.replace(p, fairness=Fairness(FairnessMode.DRF, FairnessScope.TENANT))
+
+
+def test_drf_search_counts_what_a_configuration_adds_to_the_tenants_largest_share() -> None:
+    p = _spread_tenant()
+    configs = build_config_set(p)
+    terms = FairnessTerms(p, configs.best_samples_per_second)
+    scale = terms.drf_scale("x")
+    assert scale == pytest.approx(4 / 3)
+
+    def gain(name: str, gpu_type: str) -> float:
+        by_type = {c.gpu_type: c for c in configs.by_job[name]}
+        return terms.term(next(j for j in p.jobs if j.name == name), by_type[gpu_type])
+
+    # x holds 2/4 of the A100s and 1/4 of the V100s: one more A100 lifts its largest share by
+    # 1/4, one more V100 (2/4 then) not at all; the sum of dominant shares counted both.
+    assert gain("xq", "A100") == pytest.approx(scale / 4)
+    assert gain("xq", "V100") == 0.0
+    # xv's own V100 adds nothing to x's largest share (2/4 of the A100s without it).
+    assert gain("xv", "V100") == 0.0
+    # nothing of y runs: each configuration counts its own dominant share.
+    assert gain("y0", "V100") == pytest.approx(terms.drf_scale("y") / 4)
+
+
+def test_drf_search_runs_the_queued_job_where_it_lifts_the_tenants_share() -> None:
+    p = _spread_tenant()
+    p = dataclasses.replace(p, weights=dataclasses.replace(p.weights, fairness=20.0))
+    for backend in (Backend.HEURISTIC, Backend.AUTO):
+        r = solve(dataclasses.replace(p, options=dataclasses.replace(p.options, backend=backend)))
+        assert check_plan(p, r.plan.assignments) == []
+        ran = {a.job: a.config for a in r.plan.assignments if a.config is not None}
+        assert ran["xq"].gpu_type == "A100", backend  # x: three A100s, not two of each
+        assert r.plan.objective.fairness == pytest.approx(1.0), backend

@@ -105,6 +105,15 @@ class FairnessTerms:
             self._scale[e] = scale
             self.rows.append(Row(e, w, intercept, tuple(members)))
         self._row_of_job = {j.name: r for r in self.rows for j in r.jobs}
+        self._held: dict[str, dict[str, float]] = {}
+        """DRF: per entity, its running jobs' shares of each GPU type as the snapshot has them."""
+        if self.mode is FairnessMode.DRF:
+            for j in demand:
+                if j.current is not None:
+                    gpu_type = j.current.shape.gpu_type
+                    held = self._held.setdefault(self._entity_of(j), {})
+                    share = j.current.shape.num_gpus / max(self._type_gpus.get(gpu_type, 0), 1)
+                    held[gpu_type] = held.get(gpu_type, 0.0) + share
 
     # ------------------------------------------------------------ entities
 
@@ -141,10 +150,6 @@ class FairnessTerms:
             return ((config.gpu_type, gpus),)
         return (config.gpu_type, gpus), (POWER, config.watts / self._budget)
 
-    def dominant_share(self, config: Config) -> float:
-        """The largest share of a resource the configuration takes."""
-        return max(share for _, share in self.usage(config))
-
     def _drf_row(self, entity: str, totals: Mapping[str, float]) -> float:
         """DRF's row: the entity's dominant share (its largest total share of a resource)
         over its fair share, at most 1 (at its fair share an entity asks no more)."""
@@ -176,15 +181,14 @@ class FairnessTerms:
 
     def terms(self, job: Job, configs: Sequence[Config]) -> list[float]:
         """What running `job` in each configuration adds to its entity's row (normalized
-        rate or change of rho, times the entity's scale; under DRF at most this: the
-        configuration's dominant share over the fair share); zeros for a job that is no
-        entity's demand."""
+        rate or change of rho, times the entity's scale; under DRF, ``_drf_gains``); zeros for
+        a job that is no entity's demand."""
         row = self._row_of_job.get(job.name)
         if row is None:
             return [0.0] * len(configs)
         scale = self._scale[row.entity]
         if self.mode is FairnessMode.DRF:
-            return [scale * self.dominant_share(c) for c in configs]
+            return [scale * g for g in self._drf_gains(row.entity, job, configs)]
         if self.mode is FairnessMode.FINISH_TIME:
             equal = self._equal_rate[job.name]
             ideal = job.attained.normalized_seconds + job.remaining_samples / equal
@@ -193,6 +197,24 @@ class FairnessTerms:
             return [scale * ((age + rem / c.samples_per_second) / ideal - queued) for c in configs]
         rate = scale / self._equal_rate[job.name]
         return [rate * c.samples_per_second for c in configs]
+
+    def _drf_gains(self, entity: str, job: Job, configs: Sequence[Config]) -> list[float]:
+        """DRF: how much each configuration raises the entity's largest share with its other
+        jobs where the snapshot has them running (before the cap): its share of a resource
+        counts where it takes the entity past its largest share, so the search steers a
+        tenant's jobs to the resource it holds most of, not across types (summing the jobs'
+        own dominant shares would count a tenant spread over four types four times). With
+        nothing running it is the configuration's dominant share."""
+        held = dict(self._held.get(entity, {}))
+        if job.current is not None and job.current.shape.gpu_type in held:
+            gpu_type = job.current.shape.gpu_type
+            own = job.current.shape.num_gpus / max(self._type_gpus.get(gpu_type, 0), 1)
+            held[gpu_type] -= own
+        top = max(held.values(), default=0.0)
+        return [
+            max(0.0, *(held.get(resource, 0.0) + share - top for resource, share in self.usage(c)))
+            for c in configs
+        ]
 
     # ------------------------------------------------------------ F
 
