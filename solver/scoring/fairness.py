@@ -188,7 +188,7 @@ class FairnessTerms:
             return [0.0] * len(configs)
         scale = self._scale[row.entity]
         if self.mode is FairnessMode.DRF:
-            return [scale * g for g in self._drf_gains(row.entity, job, configs)]
+            return self._drf_gains(row.entity, job, configs, scale)
         if self.mode is FairnessMode.FINISH_TIME:
             equal = self._equal_rate[job.name]
             ideal = job.attained.normalized_seconds + job.remaining_samples / equal
@@ -198,21 +198,25 @@ class FairnessTerms:
         rate = scale / self._equal_rate[job.name]
         return [rate * c.samples_per_second for c in configs]
 
-    def _drf_gains(self, entity: str, job: Job, configs: Sequence[Config]) -> list[float]:
-        """DRF: how much each configuration raises the entity's largest share with its other
-        jobs where the snapshot has them running (before the cap): its share of a resource
-        counts where it takes the entity past its largest share, so the search steers a
-        tenant's jobs to the resource it holds most of, not across types (summing the jobs'
-        own dominant shares would count a tenant spread over four types four times). With
-        nothing running it is the configuration's dominant share."""
+    def _drf_gains(
+        self, entity: str, job: Job, configs: Sequence[Config], scale: float
+    ) -> list[float]:
+        """DRF: how much each configuration raises the entity's row with its other jobs where
+        the snapshot has them running: its share of a resource counts where it takes the
+        entity past its largest share, up to the fair share (the row's cap). So the search
+        grows a tenant below its fair share on the resource it holds most of, not across
+        types (summing the jobs' own dominant shares would count a tenant spread over four
+        types four times), and leaves a tenant at its fair share to throughput. With nothing
+        running it is the configuration's dominant share over the fair share, capped at 1."""
         held = dict(self._held.get(entity, {}))
         if job.current is not None and job.current.shape.gpu_type in held:
             gpu_type = job.current.shape.gpu_type
             own = job.current.shape.num_gpus / max(self._type_gpus.get(gpu_type, 0), 1)
             held[gpu_type] -= own
         top = max(held.values(), default=0.0)
+        room = max(0.0, 1.0 - scale * top)
         return [
-            max(0.0, *(held.get(resource, 0.0) + share - top for resource, share in self.usage(c)))
+            min(room, scale * max(0.0, *(held.get(r, 0.0) + s - top for r, s in self.usage(c))))
             for c in configs
         ]
 
