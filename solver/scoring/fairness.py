@@ -110,9 +110,8 @@ class FairnessTerms:
         if self.mode is FairnessMode.DRF:
             for j in demand:
                 if j.current is not None:
-                    gpu_type = j.current.shape.gpu_type
+                    gpu_type, share = self._current_share(j)
                     held = self._held.setdefault(self._entity_of(j), {})
-                    share = j.current.shape.num_gpus / max(self._type_gpus.get(gpu_type, 0), 1)
                     held[gpu_type] = held.get(gpu_type, 0.0) + share
 
     # ------------------------------------------------------------ entities
@@ -149,6 +148,12 @@ class FairnessTerms:
         if self._budget is None or self._budget <= 0:
             return ((config.gpu_type, gpus),)
         return (config.gpu_type, gpus), (POWER, config.watts / self._budget)
+
+    def _current_share(self, job: Job) -> tuple[str, float]:
+        """The GPU type of a running job's allocation and its share of the type's GPUs."""
+        assert job.current is not None
+        gpu_type = job.current.shape.gpu_type
+        return gpu_type, job.current.shape.num_gpus / max(self._type_gpus.get(gpu_type, 0), 1)
 
     def _drf_row(self, entity: str, totals: Mapping[str, float]) -> float:
         """DRF's row: the entity's dominant share (its largest total share of a resource)
@@ -209,10 +214,9 @@ class FairnessTerms:
         types four times), and leaves a tenant at its fair share to throughput. With nothing
         running it is the configuration's dominant share over the fair share, capped at 1."""
         held = dict(self._held.get(entity, {}))
-        if job.current is not None and job.current.shape.gpu_type in held:
-            gpu_type = job.current.shape.gpu_type
-            own = job.current.shape.num_gpus / max(self._type_gpus.get(gpu_type, 0), 1)
-            held[gpu_type] -= own
+        if job.current is not None:
+            gpu_type, own = self._current_share(job)
+            held[gpu_type] = held.get(gpu_type, 0.0) - own
         top = max(held.values(), default=0.0)
         room = max(0.0, 1.0 - scale * top)
         return [
