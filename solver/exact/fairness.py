@@ -136,8 +136,7 @@ def _add_drf(f: Formulation, terms: FairnessTerms, position: Positions) -> None:
     floor = int(f.add_vars("fairness_floor", 0, math.ceil(k * UNITS), lambda: ["F"])[0])
     epigraph: list[tuple[int, IntArray, IntArray]] = []
     for row in terms.rows:
-        resources = terms.drf_resources(row, f.configs.by_job)
-        shares = _drf_shares(f, terms, row, resources, position)
+        resources, shares = _drf_shares(f, terms, row, position)
         picks = ints([-1] * len(resources))
         if len(resources) > 1:
             picks = f.add_vars(
@@ -183,24 +182,21 @@ def _names(names: list[str]) -> Callable[[], list[str]]:
 
 
 def _drf_shares(
-    f: Formulation, terms: FairnessTerms, row: Row, resources: Sequence[str], position: Positions
-) -> list[tuple[IntArray, FloatArray]]:
-    """Per resource: the y indices of the entity's configurations that take it, and their
-    shares of it."""
+    f: Formulation, terms: FairnessTerms, row: Row, position: Positions
+) -> tuple[list[str], list[tuple[IntArray, FloatArray]]]:
+    """The resources some configuration of the entity's jobs takes (in a fixed order) and, per
+    resource, the y indices of those configurations and their shares of it."""
     lay = f.layout
-    out = []
-    for resource in resources:
-        cols: list[int] = []
-        shares: list[float] = []
-        for job in row.jobs:
-            start = int(lay.cfg_start[position[job.name]])
-            for i, c in enumerate(f.configs.by_job.get(job.name, ())):
-                share = dict(terms.usage(c)).get(resource, 0.0)
+    taken: dict[str, tuple[list[int], list[float]]] = {}
+    for job in row.jobs:
+        start = int(lay.cfg_start[position[job.name]])
+        for i, c in enumerate(f.configs.by_job.get(job.name, ())):
+            for resource, share in terms.usage(c):
                 if share > 0:
+                    cols, shares = taken.setdefault(resource, ([], []))
                     cols.append(int(f.index.y[start + i]))
                     shares.append(share)
-        out.append((ints(cols), floats(shares)))
-    return out
+    return list(taken), [(ints(cols), floats(shares)) for cols, shares in taken.values()]
 
 
 def _drf_row_var(

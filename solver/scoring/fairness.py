@@ -277,16 +277,6 @@ class FairnessTerms:
                 totals[resource] = totals.get(resource, 0.0) + share
         return self._drf_row(row.entity, totals)
 
-    def drf_resources(self, row: Row, configs: Mapping[str, Sequence[Config]]) -> list[str]:
-        """The resources some configuration of the entity's jobs takes, in a fixed order."""
-        seen: dict[str, None] = {}
-        for j in row.jobs:
-            for c in configs.get(j.name, ()):
-                for resource, share in self.usage(c):
-                    if share > 0:
-                        seen[resource] = None
-        return list(seen)
-
     def drf_scale(self, entity: str) -> float:
         """DRF: the factor of an entity's shares in its row (one over its fair share)."""
         return self._scale[entity]
