@@ -81,8 +81,11 @@ def test_tiny_migration_keeps_the_running_job() -> None:
 
 @pytest.mark.parametrize("name", ["small", "pai", "modern-power", "medium"])
 def test_larger_instances_give_checked_plans_with_a_proven_bound(name: str) -> None:
+    """Quality, not speed: the solve stops once its proven gap is within 5 %, and the budget
+    is ample so that a slow or loaded machine still gets there (speed is benchmarked)."""
     req = load_request_json(ROOT / "instances" / f"{name}.json")
-    req.options.time_budget.FromMilliseconds(1500)
+    req.options.time_budget.FromSeconds(30)
+    req.options.relative_gap = 0.05
     req.options.backend = pb.BACKEND_AGGREGATE
     problem = problem_from_proto(req, Limits())
     r = solve(problem)
