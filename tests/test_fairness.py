@@ -287,3 +287,24 @@ def test_drf_search_runs_the_queued_job_where_it_lifts_the_tenants_share() -> No
         ran = {a.job: a.config for a in r.plan.assignments if a.config is not None}
         assert ran["xq"].gpu_type == "A100", backend  # x: three A100s, not two of each
         assert r.plan.objective.fairness == pytest.approx(1.0), backend
+
+
+def test_drf_search_weighs_tenants_by_how_close_they_are_to_the_least_share() -> None:
+    """As in the other least-row modes: x already holds 2/3 of its fair share (two of the four
+    A100s over its 3/4), y nothing. y's configurations count in full, x's by exp(-2/3 over a
+    typical term), so the search lifts the least tenant first and does not trade throughput
+    for a tenant that is not the least."""
+    p = _spread_tenant()
+    configs = build_config_set(p)
+    terms = FairnessTerms(p, configs.best_samples_per_second)
+    estimate = terms.surrogates(configs.by_job)
+    by_name = {j.name: j for j in p.jobs}
+
+    def ratio(name: str) -> float:
+        c = configs.by_job[name][0]
+        assert terms.term(by_name[name], c) > 0
+        return estimate[name][0] / (p.weights.fairness * terms.term(by_name[name], c))
+
+    assert ratio("y0") == pytest.approx(1.0)
+    assert ratio("xq") == pytest.approx(ratio("xa"))
+    assert 0.0 < ratio("xq") < 0.2

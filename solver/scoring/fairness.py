@@ -283,6 +283,13 @@ class FairnessTerms:
 
     # ------------------------------------------------------------ for the search
 
+    def _level(self, row: Row) -> float:
+        """The entity's row with nothing changed: its intercept; under DRF (no memory), its
+        share as the snapshot's running jobs hold it."""
+        if self.mode is FairnessMode.DRF:
+            return self._drf_row(row.entity, self._held.get(row.entity, {}))
+        return row.intercept
+
     def separable(self) -> bool:
         """Whether F is a sum over jobs (per-job proportional fairness): then ``surrogates``
         are exact, and the full model needs no epigraph."""
@@ -292,8 +299,9 @@ class FairnessTerms:
         """Per job, each configuration's estimated worth to weight x F over leaving it queued.
 
         Exact when ``separable``. For a sum of logs, the log's slope at the entity's
-        intercept. For the least row, the term scaled by how close the entity's intercept is
-        to the least one, exp(-distance / a typical job's largest term): the entities a plan
+        intercept. For the least row, the term scaled by how close the entity's row with
+        nothing changed (``_level``) is to the least one, exp(-distance / a typical job's
+        largest term): the entities a plan
         can lift off the bottom count most, those far above it hardly at all; plus the mean
         row's share of the term, which is exact."""
         terms = {j.name: self.terms(j, configs.get(j.name, ())) for r in self.rows for j in r.jobs}
@@ -313,10 +321,11 @@ class FairnessTerms:
             return out
         sizes = [max(map(abs, ts), default=0.0) for ts in terms.values()]
         typical = max(statistics.median(sizes) if sizes else 1.0, 1e-9)
-        lowest = min((r.intercept for r in self.rows), default=0.0)
+        levels = {r.entity: self._level(r) for r in self.rows}
+        lowest = min(levels.values(), default=0.0)
         mean_share = self.mean_weight / max(len(self.rows), 1)
         for r in self.rows:
-            factor = self.weight * (math.exp(-(r.intercept - lowest) / typical) + mean_share)
+            factor = self.weight * (math.exp(-(levels[r.entity] - lowest) / typical) + mean_share)
             for j in r.jobs:
                 out[j.name] = [factor * t for t in terms[j.name]]
         return out
