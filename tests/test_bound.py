@@ -170,3 +170,37 @@ def test_solve_aggregate_tells_its_bounds_with_its_offset_and_margin() -> None:
     assert lp.best_bound is not None and told[0] <= lp.best_bound
     assert min(told) >= outcome.best_bound - 1e-9 * abs(outcome.best_bound)
     assert outcome.best_bound >= 109.558575  # the stored proven optimum (optima.json)
+
+
+def _refuses_to_solve(*_: object, **__: object) -> None:
+    raise AssertionError("the model went to HiGHS after its time was up")
+
+
+def test_a_build_past_its_time_limit_stops_before_highs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Building is not bounded by HiGHS's limit: a model whose time went on building is not
+    handed over (it could prove nothing), and says so: stopped, without a bound or a guide."""
+    p = random_tiny(3)
+    configs = build_config_set(p)
+    monkeypatch.setattr(ArrayLp, "solve", _refuses_to_solve)
+    for outcome in (
+        solve_aggregate(p, configs, time_limit=-1.0),
+        solve_aggregate(p, configs, integer=True, time_limit=-1.0),
+        solve_aggregate(p, configs, stop=lambda: True),
+    ):
+        assert (outcome.status, outcome.best_bound, outcome.choice) == ("STOPPED", None, {})
+
+
+def test_a_stop_while_building_ends_the_build(monkeypatch: pytest.MonkeyPatch) -> None:
+    jobs = [job(f"j{k}", point(1, 100.0), point(2, 180.0)) for k in range(200)]
+    p = problem(cluster(*(node(f"n{k}") for k in range(4))), *jobs)
+    configs = build_config_set(p)
+    calls = []
+
+    def stop() -> bool:
+        calls.append(1)
+        return len(calls) > 1  # the first look passes, the next one (64 jobs on) stops
+
+    monkeypatch.setattr(ArrayLp, "solve", _refuses_to_solve)
+    outcome = solve_aggregate(p, configs, stop=stop)
+    assert (outcome.status, outcome.best_bound) == ("STOPPED", None)
+    assert len(calls) == 2
