@@ -98,3 +98,21 @@ def test_a_slow_lp_is_preceded_by_the_dual_whose_bound_is_told_and_prices_the_pa
     assert dual.best_bound == pytest.approx(2.525, rel=1e-6)  # the LP's bound of two_for_three
     run_priced(run, None, time.monotonic() + 30.0)
     assert run.heuristic.dual is dual  # the passes were priced with it, not a second one
+
+
+def test_without_time_for_the_aggregated_lp_the_answer_keeps_the_duals_bound() -> None:
+    """The LP judged not to fit, and the priced passes past their share of the budget (as on
+    a loaded machine): the Lagrangian dual still bounds the answer, and the plan is the same."""
+    from solver.scoring.checker import check_plan
+    from tests.factories import solve
+
+    p = two_for_three()
+    before = solve(p, settings=SolverSettings(heuristic_share=1e-6))
+    late = SolverSettings(aggregate_seconds_per_column=100.0, heuristic_share=1e-6)
+    r = solve(p, settings=late)
+    assert "no time left for the aggregated bound" in r.stats.detail
+    assert "Lagrangian dual bound" in r.stats.detail
+    assert check_plan(p, r.plan.assignments) == []
+    assert r.stats.best_bound is not None and r.stats.best_bound >= r.stats.objective - 1e-9
+    assert before.stats.best_bound is not None and r.stats.best_bound >= before.stats.best_bound
+    assert r.plan.objective.total == pytest.approx(before.plan.objective.total)
