@@ -301,9 +301,8 @@ class FairnessTerms:
         Exact when ``separable``. For a sum of logs, the log's slope at the entity's
         intercept. For the least row, the term scaled by how close the entity's row with
         nothing changed (``_level``) is to the least one, exp(-distance / a typical job's
-        largest term): the entities a plan
-        can lift off the bottom count most, those far above it hardly at all; plus the mean
-        row's share of the term, which is exact."""
+        largest term): the entities a plan can lift off the bottom count most, those far
+        above it hardly at all; plus the mean row's share of the term, which is exact."""
         terms = {j.name: self.terms(j, configs.get(j.name, ())) for r in self.rows for j in r.jobs}
         out: dict[str, list[float]] = {}
         if self.mode in SUM_LOG_MODES:
