@@ -81,11 +81,13 @@ def test_tiny_migration_keeps_the_running_job() -> None:
 
 @pytest.mark.parametrize("name", ["small", "pai", "modern-power", "medium"])
 def test_larger_instances_give_checked_plans_with_a_proven_bound(name: str) -> None:
-    """Quality, not speed: the solve stops once its proven gap is within 5 %, and the budget
-    is ample so that a slow or loaded machine still gets there (speed is benchmarked)."""
+    """Quality, not speed: the solve stops once its own proven gap is within 1 % (the first
+    plan alone is 1.6-2.3 % from the bound on three of these, so the aggregated path runs),
+    and the budget is ample so that a slow or loaded machine gets there too (speed is
+    benchmarked). Under the power margin the answer's gap is to the untightened bound."""
     req = load_request_json(ROOT / "instances" / f"{name}.json")
     req.options.time_budget.FromSeconds(30)
-    req.options.relative_gap = 0.05
+    req.options.relative_gap = 0.01
     req.options.backend = pb.BACKEND_AGGREGATE
     problem = problem_from_proto(req, Limits())
     r = solve(problem)
