@@ -18,8 +18,10 @@ from solver.core.steps.bound import aggregate_fits, aggregate_seconds, dual_firs
 from solver.core.steps.first import run_priced
 from solver.domain import Problem
 from solver.perfmodel.configs import build_config_set
+from solver.scoring.checker import check_plan
 from solver.search.heuristic import Heuristic
 from tests.backend_helpers import ROOT
+from tests.factories import solve
 from tests.test_ruin import two_for_three
 
 
@@ -103,9 +105,6 @@ def test_a_slow_lp_is_preceded_by_the_dual_whose_bound_is_told_and_prices_the_pa
 def test_without_time_for_the_aggregated_lp_the_answer_keeps_the_duals_bound() -> None:
     """The LP judged not to fit, and the priced passes past their share of the budget (as on
     a loaded machine): the Lagrangian dual still bounds the answer, and the plan is the same."""
-    from solver.scoring.checker import check_plan
-    from tests.factories import solve
-
     p = two_for_three()
     before = solve(p, settings=SolverSettings(heuristic_share=1e-6))
     late = SolverSettings(aggregate_seconds_per_column=100.0, heuristic_share=1e-6)
