@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-import random
 
 import pytest
 
@@ -26,8 +25,9 @@ from solver.perfmodel.configs import build_config_set
 from solver.scoring.checker import check_plan
 from solver.scoring.fairness import FairnessTerms, fairness_headroom
 from solver.search.bound import solve_aggregate
-from tests.bruteforce import brute_force, enumerated, solve_exact
+from tests.bruteforce import brute_force, solve_exact
 from tests.factories import A100, V100, cluster, job, node, point, problem, running, solve
+from tests.fairness_cases import fair
 from tests.reference_fairness import reference_value
 
 MODES = [
@@ -38,34 +38,6 @@ MODES = [
 ]
 
 
-def fair(seed: int, mode: FairnessMode, scope: FairnessScope) -> tuple[Problem, object]:
-    """enumerated(seed) with a fairness policy, two tenants, attained service and ages."""
-    p, configs, _ = enumerated(seed)
-    rnd = random.Random(seed)
-    jobs = tuple(
-        dataclasses.replace(
-            j,
-            tenant="ab"[k % 2],
-            attained=AttainedService(rnd.uniform(0, 900), rnd.uniform(0, 600)),
-            age_seconds=rnd.uniform(0, 3000),
-            remaining_samples=j.remaining_samples or 2e4,
-        )
-        for k, j in enumerate(p.jobs)
-    )
-    queues = (TenantQueue("a", weight=2.0, attained=AttainedService(300.0, 200.0)),)
-    p = dataclasses.replace(
-        p,
-        cluster=dataclasses.replace(p.cluster, queues=queues) if seed % 2 else p.cluster,
-        jobs=jobs,
-        fairness=Fairness(mode, scope, horizon_seconds=rnd.choice([120.0, 300.0])),
-        weights=dataclasses.replace(p.weights, fairness=rnd.choice([0.5, 2.0])),
-    )
-    if mode is not FairnessMode.PROPORTIONAL:  # seeds 1 and 2 count every entity too
-        mean = [0.0, 0.5, 3.0][seed % 3]
-        p = dataclasses.replace(p, fairness=dataclasses.replace(p.fairness, mean_weight=mean))
-    return p, configs
-
-
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("scope", list(FairnessScope))
 def test_f_is_the_documented_formula_on_every_combination_of_configurations(
@@ -73,9 +45,9 @@ def test_f_is_the_documented_formula_on_every_combination_of_configurations(
 ) -> None:
     for seed in range(3):
         p, configs = fair(seed, mode, scope)
-        best = configs.best_samples_per_second  # type: ignore[attr-defined]
+        best = configs.best_samples_per_second
         terms = FairnessTerms(p, best)
-        options = [[None, *configs.by_job[j.name][:4]] for j in p.jobs]  # type: ignore[attr-defined]
+        options = [[None, *configs.by_job[j.name][:4]] for j in p.jobs]
         for combo in itertools.product(*options):
             run = {j.name: c for j, c in zip(p.jobs, combo, strict=True) if c is not None}
             assert terms.value(run) == pytest.approx(reference_value(p, best, run), rel=1e-9)
@@ -89,8 +61,8 @@ def test_the_exact_optimum_is_the_enumerated_one_and_every_bound_holds(
 ) -> None:
     for seed in range(3):
         p, configs = fair(seed, mode, scope)
-        best = brute_force(p, configs)  # type: ignore[arg-type]
-        r = solve_exact(backend, formulation.build(p, configs))  # type: ignore[arg-type]
+        best = brute_force(p, configs)
+        r = solve_exact(backend, formulation.build(p, configs))
         assert r.status is SolverStatus.OPTIMAL and r.plan is not None
         assert check_plan(p, r.plan.assignments) == []
         assert r.plan.objective.total == pytest.approx(best, abs=1e-6)
@@ -98,8 +70,8 @@ def test_the_exact_optimum_is_the_enumerated_one_and_every_bound_holds(
         # the model's rounding and tangents overrate by little
         assert r.best_bound - best <= 1e-2 * max(abs(best), 1.0)
         # the aggregated LP bounds the objective without F; the headroom bounds weight x F
-        lp = solve_aggregate(p, configs)  # type: ignore[arg-type]
-        head = fairness_headroom(p, configs.by_job, configs.best_samples_per_second)  # type: ignore[attr-defined]
+        lp = solve_aggregate(p, configs)
+        head = fairness_headroom(p, configs.by_job, configs.best_samples_per_second)
         assert lp.best_bound is not None and lp.best_bound + head >= best - 1e-9
 
 

@@ -11,10 +11,13 @@ from solver.domain import Job, JobState, ObjectiveWeights, Problem
 from solver.perfmodel.configs import build_config_set
 from solver.scoring.checker import check_plan
 from solver.scoring.plans import materialize
+from solver.search import heuristic
+from solver.search.bound import solve_aggregate
 from solver.search.heuristic import Heuristic, place, solve_heuristic
 from solver.search.pricing import dual_prices
 from solver.search.state import SearchState
 from tests.factories import cluster, job, node, only_throughput, point, problem, running
+from tests.fairness_cases import two_types_two_tenants
 from tests.test_moves import IDLE, four
 
 
@@ -157,3 +160,29 @@ def test_fixed_jobs_share_a_tight_rack_budget_at_lower_clocks() -> None:
     plan = Heuristic(p, build_config_set(p)).run(time.monotonic())  # the first pass only
     assert check_plan(p, plan.assignments) == []
     assert all(a.state is JobState.RUNNING for a in plan.assignments)
+
+
+def test_a_search_that_lowers_the_true_objective_under_drf_returns_the_guide_as_placed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Under DRF the search steers by an estimate of F, so its moves can lower the plan's
+    true objective; the guide as placed is kept then (here a search that stops every job)."""
+    p = two_types_two_tenants()
+    configs = build_config_set(p)
+    guide = solve_aggregate(p, configs, integer=True, fairness=True)
+    h = Heuristic(p, configs, lambda: False)
+    assert not h.scorer.exact
+    placed = materialize(
+        p, configs, dict(h.guided(guide.choice, None, time.monotonic() + 5).choices)
+    )
+    assert placed.objective.fairness == pytest.approx(1.0)
+
+    def stop_everything(scorer: object, state: SearchState, until: float, stop: object) -> None:
+        for name in list(state.choices):
+            state.release(name)
+
+    monkeypatch.setattr(heuristic, "local_search", stop_everything)
+    plan = Heuristic(p, configs, lambda: False).run_guided(guide.choice, time.monotonic() + 5)
+    assert plan.objective.total >= placed.objective.total - 1e-9
+    assert check_plan(p, plan.assignments) == []
+    assert sum(a.state is JobState.RUNNING for a in plan.assignments) == 8

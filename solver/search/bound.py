@@ -28,8 +28,10 @@ import numpy.typing as npt
 from solver.domain import Config, Job, Problem
 from solver.perfmodel import budgets, quotas
 from solver.perfmodel.configs import ConfigSet
+from solver.scoring.fairness import FairnessTerms
 from solver.scoring.objective import migration_cost, queued_value, running_gain
 from solver.search.array_lp import INF, ArrayLp
+from solver.search.bound_fairness import add_drf, holds_fairness
 
 PowerClass = tuple[str, float]
 """A GPU type and the watts per GPU above idle of configurations of it."""
@@ -46,6 +48,9 @@ class AggregateOutcome:
     racks: dict[str, dict[str, float]] = field(default_factory=dict)
     """Where racks have budgets: how the solution splits each chosen job's GPUs over racks
     (UNBUDGETED for a type's racks without one), a guide for placement."""
+    with_fairness: bool = False
+    """The model held the fairness term: `best_bound` bounds the whole objective, not the
+    objective less weight x F."""
 
 
 BUILD_CHECK_JOBS = 64
@@ -70,6 +75,7 @@ def solve_aggregate(
     slices: bool = False,
     integral_racks: bool = False,
     on_bound: Callable[[float], None] | None = None,
+    fairness: bool = False,
 ) -> AggregateOutcome:
     """LP relaxation of the aggregated model: a bound in milliseconds, and a rounding.
 
@@ -89,6 +95,8 @@ def solve_aggregate(
     plan's are): tighter where rack budgets bind (0.08-0.11 % at 1,024 nodes,
     docs/benchmarks.md), and harder, so for offline references rather than a solve's budget.
     With `integer`, `on_bound(bound)` is told each proven bound as the MIP tightens it.
+    With `fairness`, the model holds the fairness term where it can (DRF:
+    ``solver.search.bound_fairness``), and says so in its outcome.
     """
     start = time.monotonic()
     until = None if time_limit is None else start + time_limit
@@ -170,6 +178,10 @@ def solve_aggregate(
                 keep = lp.column(migration_cost(job, w), 1.0 if forced else 0.0, 1.0)
                 lp.row([(keep, 1.0), *same_shape], hi=0.0)
     _add_quota_rows(lp, problem, opts, y)
+    with_fairness = fairness and not slices and holds_fairness(problem)
+    picks: list[int] = []
+    if with_fairness:
+        picks = add_drf(lp, FairnessTerms(problem, configs.best_samples_per_second), opts, y)
     # The split over racks, per power class: configurations of one type that draw the same
     # watts per GPU weigh alike in every rack row, so splitting their sum is exact (any split
     # of the sum disaggregates in proportion) and the LP has a column per class and rack, not
@@ -219,7 +231,7 @@ def solve_aggregate(
     if out_of_time():  # handing the model to HiGHS alone takes 0.07 s at 2,048 jobs
         return AggregateOutcome("STOPPED", None, {}, time.monotonic() - start)
     status, objective, values = lp.solve(
-        [*choice_columns, *split_columns] if integer else None,
+        [*choice_columns, *split_columns, *picks] if integer else None,
         until,
         stop,
         improved if on_choice is not None else None,
@@ -234,9 +246,9 @@ def solve_aggregate(
     value = objective + offset
     bound = _with_margin(value, MIP_SAFETY if integer else LP_SAFETY)
     if values is None:
-        return AggregateOutcome(name, bound, {}, elapsed)
+        return AggregateOutcome(name, bound, {}, elapsed, with_fairness=with_fairness)
     guide = _guide(problem, opts, y, classes, splits, values)
-    return AggregateOutcome(name, bound, guide.choice, elapsed, guide.racks)
+    return AggregateOutcome(name, bound, guide.choice, elapsed, guide.racks, with_fairness)
 
 
 def _with_margin(value: float, safety: float) -> float:

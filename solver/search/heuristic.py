@@ -398,9 +398,20 @@ class Heuristic:
                 best = BestStates(self.problem, self.configs, state)
                 best.offer(self._timed_guided(choice, racks, deadline))
                 [state] = best.leaders(1)
+        # Where the search steers by an estimate of F, its moves can undo what the guide's
+        # choice gets right (a tenant under its DRF share given up for throughput): the plan as
+        # placed is scored first and kept when the search lowered the true objective.
+        placed = (
+            None
+            if self.scorer.exact
+            else materialize(self.problem, self.configs, dict(state.choices))
+        )
         self.improve(state, deadline)
         local_search(self.scorer, state, min(deadline, search_until or deadline), stop=self.stop)
-        return materialize(self.problem, self.configs, dict(state.choices))
+        plan = materialize(self.problem, self.configs, dict(state.choices))
+        if placed is not None and placed.objective.total > plan.objective.total:
+            return placed
+        return plan
 
     def _timed_guided(
         self,

@@ -35,11 +35,16 @@ class Scorer:
         max_watts = problem.cluster.max_gpu_watts()
         self.value: dict[tuple[str, int], float] = {}
         self._values: dict[str, list[float]] = {}
-        fair = (
-            FairnessTerms(problem, configs.best_samples_per_second).surrogates(configs.by_job)
+        terms = (
+            FairnessTerms(problem, configs.best_samples_per_second)
             if problem.fairness.active
-            else {}
+            else None
         )
+        fair = terms.surrogates(configs.by_job) if terms is not None else {}
+        self.exact = terms is None or terms.separable()
+        """Whether the gains are exact: without a fairness term, or with a separable one (per-job
+        proportional fairness); otherwise they carry an estimate of F, and a move the search
+        takes can lower the plan's true objective."""
         for job in problem.jobs:
             best = configs.best_samples_per_second[job.name]
             least = configs.least_joules(job.name)

@@ -12,6 +12,7 @@ import time
 
 from solver.core.steps import SolveRun
 from solver.search.bound import Guide, aggregate_columns, solve_aggregate
+from solver.search.bound_fairness import holds_fairness
 from solver.search.lagrangian import solve_lagrangian
 from solver.search.pricing import dual_bound
 
@@ -20,9 +21,9 @@ def aggregate_bound(run: SolveRun) -> Guide:
     """Bound the aggregated model (LP, or its Lagrangian dual when large); its guide."""
     if run.configs.num_configurations <= run.settings.lp_max_configurations:
         limit = run.clock.left() - run.clock.deadline.at_pace(run.settings.extract_seconds)
-        outcome = solve_aggregate(run.problem, run.configs, time_limit=limit)
+        outcome = solve_aggregate(run.problem, run.configs, time_limit=limit, fairness=True)
         run.incumbent.note(f"aggregate LP {outcome.status} in {outcome.wall_seconds:.2f} s")
-        run.incumbent.tighten(outcome.best_bound)
+        run.incumbent.tighten(outcome.best_bound, with_fairness=outcome.with_fairness)
         return Guide(outcome.choice, outcome.racks)
     dual = solve_lagrangian(run.problem, run.configs, time_limit=max(0.2 * run.clock.left(), 0.1))
     run.incumbent.note(
@@ -82,8 +83,13 @@ def run_mip(run: SolveRun, until: float) -> None:
     if limit < max(s.min_aggregate_mip_seconds, 2 * aggregate_seconds(run)):
         return
 
+    with_fairness = holds_fairness(run.problem)
+    # Without the fairness term the MIP's objective would understate what placing its choice
+    # can reach, and the search would not place it: the headroom keeps it an upper estimate.
+    left_out = 0.0 if with_fairness else run.incumbent.fairness_headroom
+
     def improved(guide: Guide, objective: float) -> None:
-        run.hand_over(guide, objective)
+        run.hand_over(guide, objective + left_out)
         with run.lock:
             run.guide = dict(guide.choice)
             if run.lns is not None:
@@ -100,7 +106,8 @@ def run_mip(run: SolveRun, until: float) -> None:
         on_choice=improved,
         # Its dual bound as it falls: a MIP still inside a heuristic at the answer (its result
         # ignored) has proven it already.
-        on_bound=run.incumbent.tighten,
+        on_bound=lambda bound: run.incumbent.tighten(bound, with_fairness=with_fairness),
+        fairness=True,
     )
     run.incumbent.note(f"aggregate MIP {outcome.status} in {outcome.wall_seconds:.2f} s")
-    run.incumbent.tighten(outcome.best_bound)
+    run.incumbent.tighten(outcome.best_bound, with_fairness=outcome.with_fairness)

@@ -1,0 +1,86 @@
+"""DRF in the aggregated model (solver.search.bound_fairness): its bound stays a proven bound
+on the whole objective and no looser than the headroom's, and its choice is DRF's."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from solver.domain import Backend, FairnessMode, FairnessScope
+from solver.exact import formulation
+from solver.exact.backends import SolverStatus
+from solver.perfmodel.configs import build_config_set
+from solver.scoring.fairness import FairnessTerms, fairness_headroom
+from solver.search.array_lp import ArrayLp
+from solver.search.bound import solve_aggregate
+from solver.search.bound_fairness import add_drf, holds_fairness
+from tests.bruteforce import brute_force, solve_exact
+from tests.fairness_cases import fair, two_types_two_tenants
+
+
+@pytest.mark.parametrize("scope", list(FairnessScope))
+@pytest.mark.parametrize("seed", range(3))
+def test_the_bound_with_drf_held_is_above_the_optimum_and_within_the_headroom(
+    scope: FairnessScope, seed: int
+) -> None:
+    p, configs = fair(seed, FairnessMode.DRF, scope)
+    optimum = brute_force(p, configs)
+    headroom = fairness_headroom(p, configs.by_job, configs.best_samples_per_second)
+    for integer in (False, True):  # the LP, and the MIP
+        without = solve_aggregate(p, configs, integer=integer)
+        assert not without.with_fairness and without.best_bound is not None
+        held = solve_aggregate(p, configs, integer=integer, fairness=True)
+        assert held.with_fairness and held.best_bound is not None
+        assert held.best_bound >= optimum - 1e-9
+        assert held.best_bound <= without.best_bound + headroom + 1e-9
+
+
+def test_the_choice_with_drf_held_gives_the_tenant_its_share_on_one_type() -> None:
+    p = two_types_two_tenants()
+    configs = build_config_set(p)
+    exact = solve_exact(Backend.HIGHS, formulation.build(p, configs))
+    assert exact.status is SolverStatus.OPTIMAL and exact.plan is not None
+    optimum = exact.plan.objective.total
+    without = solve_aggregate(p, configs, integer=True)
+    x_without = sorted(c.gpu_type for n, c in without.choice.items() if n.startswith("x"))
+    assert x_without == ["A100", "V100"]  # x's heavier jobs, one per type: F = 1/2
+    held = solve_aggregate(p, configs, integer=True, fairness=True)
+    x_types = [c.gpu_type for n, c in held.choice.items() if n.startswith("x")]
+    assert len(x_types) == 2 and len(set(x_types)) == 1
+    terms = FairnessTerms(p, configs.best_samples_per_second)
+    assert terms.value(held.choice) == pytest.approx(1.0)
+    # one-GPU jobs on four-GPU nodes: placing loses nothing, so the bound is the optimum
+    assert held.best_bound == pytest.approx(optimum, rel=1e-6)
+
+
+def test_drf_rows_cap_each_tenant_at_its_picked_resource_and_at_one() -> None:
+    """The rows alone, on columns fixed to a choice: the LP's optimum is weight x F of it."""
+    p = two_types_two_tenants()
+    configs = build_config_set(p)
+    terms = FairnessTerms(p, configs.best_samples_per_second)
+    top = {j.name: configs.by_job[j.name] for j in p.jobs}
+    for running in (["xa1", "xv1", "y0", "y1"], ["xa1", "xa2", "y0"], ["y0", "y1", "y2"]):
+        lp = ArrayLp()
+        columns = {}
+        for j in p.jobs:
+            on = 1.0 if j.name in running else 0.0
+            fixed = [
+                (i, lp.column(0.0, 0.0, on if i == 0 else 0.0)) for i in range(len(top[j.name]))
+            ]
+            columns[j.name] = fixed
+            if on:
+                lp.row([(fixed[0][1], 1.0)], lo=1.0)
+        picks = add_drf(lp, terms, top, columns)
+        chosen = {n: top[n][0] for n in running}
+        expected = p.weights.fairness * terms.value(chosen)
+        _, objective, _ = lp.solve(picks)
+        assert objective == pytest.approx(expected, abs=1e-5), running  # HiGHS tolerances
+
+
+def test_only_drf_is_held() -> None:
+    p = two_types_two_tenants()
+    assert holds_fairness(p)
+    for mode in (FairnessMode.WEIGHTED_SUM, FairnessMode.MAX_MIN, FairnessMode.FINISH_TIME):
+        other = dataclasses.replace(p, fairness=dataclasses.replace(p.fairness, mode=mode))
+        assert not holds_fairness(other)
