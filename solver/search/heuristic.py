@@ -22,6 +22,7 @@ from solver.search.moves import EPSILON, Placement, best_config, move_reshape
 from solver.search.placement import Placer
 from solver.search.pricing import Prices, dual_bound, lagrangian_prices, price_ladder, uniform
 from solver.search.relocate import start_with_rack_room
+from solver.search.repack import repack_unplaced
 from solver.search.scorer import Scorer
 from solver.search.state import SearchState, keep_counts
 
@@ -274,6 +275,7 @@ class Heuristic:
             if self._cut(stop_at):
                 return state
             self._start_anywhere(state, job, choice[job.name])
+        repack_unplaced(self.scorer, state, order, choice, lambda: self._cut(stop_at))
         self._fill(state, stop_at)
         return state
 
