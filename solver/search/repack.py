@@ -14,13 +14,16 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 
 from solver.domain import Config, Job
+from solver.scoring.plans import Choice
 from solver.search.scorer import Scorer
 from solver.search.state import SearchState
 
 
 def repack_type(scorer: Scorer, state: SearchState, job: Job, config: Config) -> bool:
     """Start `job` in `config` by placing its GPU type's movable jobs again; whether it runs.
-    Unchanged (and False) when they do not all fit, or the moves cost more than it gains."""
+    Two packings are tried, the job first with the others kept on their GPUs where still free
+    (few moves), and all of them largest first; the one the search's score values most is kept,
+    if above the score before. Unchanged (and False) when neither places every job or gains."""
     if config.mig_profile or config.kept_only or job.name in state.choices:
         return False
     jobs = {j.name: j for j in scorer.problem.jobs}
@@ -31,30 +34,63 @@ def repack_type(scorer: Scorer, state: SearchState, job: Job, config: Config) ->
         and not choice[0].mig_profile
         and not scorer.fixed(jobs[name])
     }
-    before = sum(scorer.choice_gain(jobs[name], choice) for name, choice in moved.items())
+    best = sum(scorer.choice_gain(jobs[name], choice) for name, choice in moved.items())
+    chosen = moved
     for name in moved:
         state.release(name)
-    order = sorted(
-        [(job, config), *((jobs[name], c) for name, (c, _) in moved.items())],
-        key=lambda jc: (-jc[1].num_gpus, jc[0].name),
-    )
-    after = 0.0
+    for keep in (True, False):
+        placed = _pack(state, jobs, job, config, moved, keep)
+        if placed is None:
+            continue
+        gain = sum(scorer.choice_gain(jobs[name], state.choices[name]) for name in placed)
+        if gain > best:
+            best, chosen = gain, {name: state.choices[name] for name in placed}
+        for name in placed:
+            state.release(name)
+    for name, (c, counts) in chosen.items():
+        state.take(name, c, counts)
+    return job.name in chosen
+
+
+def _pack(
+    state: SearchState,
+    jobs: Mapping[str, Job],
+    job: Job,
+    config: Config,
+    moved: Mapping[str, Choice],
+    keep: bool,
+) -> list[str] | None:
+    """The jobs placed (all of `moved` and `job`), or None with the state as it was. `keep`:
+    `job` first, the others on their own GPUs where free, the rest after; else largest first."""
     placed: list[str] = []
-    for j, c in order:
+
+    def anew(j: Job, c: Config) -> bool:
         counts = state.fit_anew(c)
         if counts is None or not state.within_budgets(c, counts):
-            break
+            return False
         state.take(j.name, c, counts)
         placed.append(j.name)
-        after += scorer.choice_gain(j, state.choices[j.name])
+        return True
+
+    rest = [(jobs[name], c) for name, (c, _) in moved.items()]
+    if keep:
+        if not anew(job, config):
+            return None
+        rest = []
+        for name, (c, counts) in moved.items():
+            if state.placer.fits(counts) and state.within_budgets(c, counts):
+                state.take(name, c, counts)
+                placed.append(name)
+            else:
+                rest.append((jobs[name], c))
     else:
-        if after > before:
-            return True
-    for name in placed:
-        state.release(name)
-    for name, (c, kept) in moved.items():
-        state.take(name, c, kept)
-    return False
+        rest.append((job, config))
+    for j, c in sorted(rest, key=lambda jc: (-jc[1].num_gpus, jc[0].name)):
+        if not anew(j, c):
+            for name in placed:
+                state.release(name)
+            return None
+    return placed
 
 
 def repack_unplaced(
