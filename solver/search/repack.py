@@ -5,8 +5,10 @@ counts them as not migrated), and a kept job spread over two nodes can leave no 
 for a job the choice needs whole: on the multi-tenant scenario an 8-GPU job found no node among
 four 8-GPU nodes that its type's chosen jobs (8, 8, 8 and four of 2) filled exactly, and the
 search that placed it instead gave up a tenant's DRF share. Here the type's movable jobs are
-placed again with the job, largest first, best fit (best-fit decreasing), and the result is
-kept only where every one of them runs and the search's score gains.
+placed again with the job, best fit, and the result is kept only where every one of them runs
+and the search's score gains. Placing all of them largest first (best-fit decreasing) moves
+jobs that were in nobody's way (each move a restart), so the job is also placed first with
+the others kept on their GPUs where still free, and the packing the score values most wins.
 """
 
 from __future__ import annotations
