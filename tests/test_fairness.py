@@ -27,7 +27,7 @@ from solver.scoring.fairness import FairnessTerms, fairness_headroom
 from solver.search.bound import solve_aggregate
 from tests.bruteforce import brute_force, solve_exact
 from tests.factories import A100, V100, cluster, job, node, point, problem, running, solve
-from tests.fairness_cases import fair
+from tests.fairness_cases import fair, two_types_two_tenants
 from tests.reference_fairness import reference_value
 
 MODES = [
@@ -176,25 +176,7 @@ def test_drf_counts_a_tenant_spread_over_gpu_types_at_its_largest_share_not_thei
     to half the cluster's dominant share: two GPUs of one type. Its heavier jobs, one per type,
     would hold one GPU of each, a dominant share of 1/4 (their shares' sum, 1/2, is not DRF's
     dominant share); DRF runs two of x's jobs on one type instead, and F is 1."""
-    c = cluster(node("a", count=4), node("v", V100, count=4))
-    x = [
-        dataclasses.replace(
-            job(f"x{t}{k}", point(1, 100.0, gpu=gpu), max_gpus=1, weight=w), tenant="x"
-        )
-        for t, gpu in (("a", A100), ("v", V100))
-        for k, w in ((1, 1.0), (2, 0.5))
-    ]
-    y = [
-        dataclasses.replace(
-            job(f"y{k}", point(1, 100.0), point(1, 100.0, gpu=V100), max_gpus=1, weight=3.0),
-            tenant="y",
-        )
-        for k in range(6)
-    ]
-    p = dataclasses.replace(
-        problem(c, *x, *y), fairness=Fairness(FairnessMode.DRF, FairnessScope.TENANT)
-    )
-    p = dataclasses.replace(p, weights=dataclasses.replace(p.weights, fairness=2.0))
+    p = two_types_two_tenants()
     configs = build_config_set(p)
     terms = FairnessTerms(p, configs.best_samples_per_second)
     top = {j.name: max(configs.by_job[j.name], key=lambda c: c.sm_clock_mhz) for j in p.jobs}
