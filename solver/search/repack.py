@@ -28,7 +28,7 @@ def repack_type(scorer: Scorer, state: SearchState, job: Job, config: Config) ->
     if above the score before. Unchanged (and False) when neither places every job or gains."""
     if config.mig_profile or config.kept_only or job.name in state.choices:
         return False
-    jobs = {j.name: j for j in scorer.problem.jobs}
+    jobs = scorer.jobs
     moved = {
         name: choice
         for name, choice in state.choices.items()
