@@ -31,7 +31,7 @@ from solver.perfmodel.configs import ConfigSet
 from solver.scoring.fairness import FairnessTerms
 from solver.scoring.objective import migration_cost, queued_value, running_gain
 from solver.search.array_lp import INF, ArrayLp
-from solver.search.bound_fairness import add_drf, holds_fairness
+from solver.search.bound_fairness import add_fairness, holds_fairness
 
 PowerClass = tuple[str, float]
 """A GPU type and the watts per GPU above idle of configurations of it."""
@@ -95,8 +95,8 @@ def solve_aggregate(
     plan's are): tighter where rack budgets bind (0.08-0.11 % at 1,024 nodes,
     docs/benchmarks.md), and harder, so for offline references rather than a solve's budget.
     With `integer`, `on_bound(bound)` is told each proven bound as the MIP tightens it.
-    With `fairness`, the model holds the fairness term where it can (DRF:
-    ``solver.search.bound_fairness``), and says so in its outcome.
+    With `fairness`, the model holds the fairness term (``solver.search.bound_fairness``;
+    not with `slices`), and says so in its outcome.
     """
     start = time.monotonic()
     until = None if time_limit is None else start + time_limit
@@ -181,7 +181,9 @@ def solve_aggregate(
     with_fairness = fairness and not slices and holds_fairness(problem)
     picks: list[int] = []
     if with_fairness:
-        picks = add_drf(lp, FairnessTerms(problem, configs.best_samples_per_second), opts, y)
+        f_terms = FairnessTerms(problem, configs.best_samples_per_second)
+        picks, constant = add_fairness(lp, f_terms, opts, y)
+        offset += constant
     # The split over racks, per power class: configurations of one type that draw the same
     # watts per GPU weigh alike in every rack row, so splitting their sum is exact (any split
     # of the sum disaggregates in proportion) and the LP has a column per class and rack, not
