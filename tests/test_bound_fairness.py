@@ -9,7 +9,7 @@ import random
 
 import pytest
 
-from solver.domain import Backend, FairnessMode, FairnessScope
+from solver.domain import AttainedService, Backend, Fairness, FairnessMode, FairnessScope
 from solver.exact import formulation
 from solver.exact.backends import SolverStatus
 from solver.perfmodel.configs import build_config_set
@@ -18,6 +18,7 @@ from solver.search.array_lp import ArrayLp
 from solver.search.bound import solve_aggregate
 from solver.search.bound_fairness import add_drf, add_fairness, holds_fairness
 from tests.bruteforce import brute_force, solve_exact
+from tests.factories import cluster, job, node, point, problem
 from tests.fairness_cases import fair, two_types_two_tenants
 
 MODES = [m for m in FairnessMode if m is not FairnessMode.WEIGHTED_SUM]
@@ -124,3 +125,30 @@ def test_every_fairness_mode_is_held() -> None:
     for mode in FairnessMode:
         other = dataclasses.replace(p, fairness=dataclasses.replace(p.fairness, mode=mode))
         assert holds_fairness(other) is (mode is not FairnessMode.WEIGHTED_SUM)
+
+
+@pytest.mark.parametrize("mode", [FairnessMode.MAX_MIN, FairnessMode.FINISH_TIME])
+def test_the_choice_with_a_least_row_held_runs_the_job_at_the_bottom(mode: FairnessMode) -> None:
+    """One GPU, two jobs: `fast` weighs three times as much and has been served for long;
+    `starved` waited its whole life. Throughput picks `fast`; the least row, `starved`."""
+    c = cluster(node("a", count=1))
+    fast = dataclasses.replace(
+        job("fast", point(1, 300.0), max_gpus=1, weight=3.0),
+        attained=AttainedService(9000.0, 9000.0),
+        age_seconds=9000.0,
+        remaining_samples=3e5,
+    )
+    starved = dataclasses.replace(
+        job("starved", point(1, 100.0), max_gpus=1),
+        age_seconds=90000.0,
+        remaining_samples=3e5,
+    )
+    p = dataclasses.replace(problem(c, fast, starved), fairness=Fairness(mode, FairnessScope.JOB))
+    p = dataclasses.replace(p, weights=dataclasses.replace(p.weights, fairness=100.0))
+    configs = build_config_set(p)
+    without = solve_aggregate(p, configs, integer=True)
+    assert set(without.choice) == {"fast"}
+    held = solve_aggregate(p, configs, integer=True, fairness=True)
+    assert set(held.choice) == {"starved"}
+    terms = FairnessTerms(p, configs.best_samples_per_second)
+    assert terms.value(held.choice) > terms.value(without.choice)
