@@ -120,7 +120,7 @@ def _add_floor(f: Formulation, terms: FairnessTerms, position: Positions) -> Non
         _add_epigraph_rows(f, var, cols, [k * coefs], [k * row.intercept], row.entity)
     f.add_objective(ints([var]), floats([1.0 / UNITS]))
     # the mean row's intercepts; its terms are in the configurations' coefficients
-    f.offset += _mean_share(terms) * sum(row.intercept for row in terms.rows)
+    f.offset += mean_share(terms) * sum(row.intercept for row in terms.rows)
 
 
 def _add_drf(f: Formulation, terms: FairnessTerms, position: Positions) -> None:
@@ -245,7 +245,7 @@ def _add_log_epigraph(f: Formulation, terms: FairnessTerms, row: Row, position: 
     """weight x w_e x ln(1 + row), as a variable under tangents of the log."""
     cols, coefs, low, high = _row_terms(f, terms, row, position)
     low, high = max(low, 0.0), max(high, 0.0)
-    points = np.geomspace(1.0 + low, 1.0 + high, TANGENTS) - 1.0 if high > low else [low]
+    points = tangent_points(low, high)
     k = terms.weight * row.weight
     var = int(
         f.add_vars(
@@ -278,7 +278,7 @@ def linear_values(f: Formulation) -> FloatArray | None:
     if terms.separable():
         values = terms.surrogates(f.configs.by_job)
     elif terms.mean_weight and terms.rows and p.fairness.mode is not FairnessMode.DRF:
-        share = _mean_share(terms)
+        share = mean_share(terms)
         values = {
             j.name: [share * t for t in terms.terms(j, f.configs.by_job.get(j.name, ()))]
             for r in terms.rows
@@ -294,13 +294,25 @@ def linear_values(f: Formulation) -> FloatArray | None:
     return floats(out)
 
 
-def _mean_share(terms: FairnessTerms) -> float:
+def tangent_points(low: float, high: float) -> list[float]:
+    """Where ln(1 + row) gets its tangents, for a row within [low, high] (both >= 0):
+    TANGENTS points spread geometrically in 1 + row."""
+    if high <= low:
+        return [low]
+    return [float(p) for p in np.geomspace(1.0 + low, 1.0 + high, TANGENTS) - 1.0]
+
+
+def mean_share(terms: FairnessTerms) -> float:
     """The objective's factor of each row in weight x mean_weight x the mean row."""
     return terms.weight * terms.mean_weight / max(len(terms.rows), 1)
 
 
+def separable_constant(terms: FairnessTerms) -> float:
+    """Per-job proportional fairness: weight x F with every entity queued (its
+    configurations' worth goes to their coefficients: ``linear_values``)."""
+    return sum(terms.weight * r.weight * math.log1p(max(r.intercept, 0.0)) for r in terms.rows)
+
+
 def _add_separable_offset(f: Formulation, terms: FairnessTerms) -> None:
-    """Per-job proportional fairness: every entity's value queued, a constant (its
-    configurations' worth is in their objective coefficients: ``linear_values``)."""
-    for row in terms.rows:
-        f.offset += terms.weight * row.weight * math.log1p(max(row.intercept, 0.0))
+    """Per-job proportional fairness: every entity's value queued, a constant."""
+    f.offset += separable_constant(terms)

@@ -24,10 +24,8 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 
-import numpy as np
-
 from solver.domain import Config, FairnessMode, Problem
-from solver.exact.fairness import TANGENTS
+from solver.exact.fairness import mean_share, separable_constant, tangent_points
 from solver.scoring.fairness import SUM_LOG_MODES, FairnessTerms, Row
 from solver.search.array_lp import ArrayLp
 
@@ -79,7 +77,7 @@ def _add_least_row(
 ) -> float:
     """weight x (the least row + mean weight x the mean row); the mean's intercepts."""
     k = terms.weight
-    mean = k * terms.mean_weight / len(terms.rows)
+    mean = mean_share(terms)
     parts = [(row, *_row_columns(terms, row, options, columns)) for row in terms.rows]
     floor = lp.column(k, min(p[2] for p in parts), min(p[3] for p in parts))
     for row, pairs, _, _ in parts:
@@ -104,7 +102,7 @@ def _add_log(
     to build."""
     pairs, least, most = _row_columns(terms, row, options, columns)
     low, high = max(least, 0.0), max(most, 0.0)
-    points = np.geomspace(1.0 + low, 1.0 + high, TANGENTS) - 1.0 if high > low else [low]
+    points = tangent_points(low, high)
     k = terms.weight * row.weight
     value = lp.column(1.0, k * math.log1p(low), k * math.log1p(high))
     level = lp.column(0.0, least, most)
@@ -128,7 +126,7 @@ def _add_separable(
         if name in worth:
             for i, col in cols:
                 lp.cost[col] += worth[name][i]
-    return sum(terms.weight * r.weight * math.log1p(max(r.intercept, 0.0)) for r in terms.rows)
+    return separable_constant(terms)
 
 
 def add_drf(
@@ -139,7 +137,7 @@ def add_drf(
     k = terms.weight
     if not terms.rows or k <= 0:
         return []
-    mean = k * terms.mean_weight / len(terms.rows)
+    mean = mean_share(terms)
     floor = lp.column(k, 0.0, 1.0)
     picks: list[int] = []
     for row in terms.rows:

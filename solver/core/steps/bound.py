@@ -84,12 +84,9 @@ def run_mip(run: SolveRun, until: float) -> None:
         return
 
     with_fairness = holds_fairness(run.problem)
-    # Without the fairness term the MIP's objective would understate what placing its choice
-    # can reach, and the search would not place it: the headroom keeps it an upper estimate.
-    left_out = 0.0 if with_fairness else run.incumbent.fairness_headroom
 
     def improved(guide: Guide, objective: float) -> None:
-        run.hand_over(guide, objective + left_out)
+        run.hand_over(guide, objective)
         with run.lock:
             run.guide = dict(guide.choice)
             if run.lns is not None:
