@@ -20,6 +20,7 @@ from solver.perfmodel import budgets
 from solver.perfmodel.configs import ConfigSet, build_config_set
 from solver.scoring.objective import migration_cost, queued_value, running_gain
 from solver.search.bound import LP_SAFETY, aggregate_columns, solve_aggregate
+from solver.search.guide import split_over_racks
 from tests import factories as f
 from tests.bruteforce import brute_force
 
@@ -218,6 +219,17 @@ def test_a_job_kept_on_its_gpus_draws_in_its_own_rack(integer: bool) -> None:
     assert outcome.choice["j"].shape == p.jobs[0].current.shape  # type: ignore[union-attr]
 
 
+@pytest.mark.parametrize("integer", [False, True])
+def test_the_guide_splits_a_running_job_only_where_the_solution_moves_it(integer: bool) -> None:
+    # Kept (its own column): no split, so the placement keeps it. Moved (r0 has no watts for
+    # it): its split is where the solution counted its watts, r1.
+    p, _ = _kept_or_moved(rack_room=250.0)
+    assert "j" not in solve_aggregate(p, build_config_set(p), integer=integer).racks
+    p, _ = _kept_or_moved(rack_room=0.0)
+    outcome = solve_aggregate(p, build_config_set(p), integer=integer)
+    assert outcome.racks["j"] == pytest.approx({"r1": 1.0})
+
+
 @pytest.mark.parametrize("rack_watts", [500.0, 700.0])
 @pytest.mark.parametrize("seed", range(24))
 def test_kept_columns_still_bound_the_optimum(seed: int, rack_watts: float) -> None:
@@ -239,3 +251,23 @@ def test_kept_columns_still_bound_the_optimum(seed: int, rack_watts: float) -> N
     assert lp.best_bound is not None and mip.best_bound is not None
     assert mip.best_bound >= optimum - 1e-9 * max(1.0, abs(optimum))
     assert lp.best_bound >= mip.best_bound - 1e-9 * max(1.0, abs(optimum))
+
+
+def test_a_job_takes_the_tightest_rack_that_holds_it_whole() -> None:
+    left = {"r0": 10.0, "r1": 4.0, "r2": 3.0}
+    assert split_over_racks(4.0, 2, left) == {"r1": 4.0}
+    assert left == {"r0": 10.0, "r1": 0.0, "r2": 3.0}
+
+
+def test_a_job_no_rack_holds_takes_whole_tensor_groups_from_the_fullest_racks() -> None:
+    # Before: 3 GPUs from r0 and 1 from r1, half a group in each, so the placement's rounding
+    # put a group where the model had one GPU, and the rack's watts with it.
+    left = {"r0": 3.0, "r1": 3.0, "r2": 1.0}
+    assert split_over_racks(4.0, 2, left) == {"r0": 2.0, "r1": 2.0}
+    assert left == {"r0": 1.0, "r1": 1.0, "r2": 1.0}
+
+
+def test_what_whole_groups_cannot_cover_comes_from_what_is_left() -> None:
+    left = {"r0": 3.0, "r1": 1.0}
+    assert split_over_racks(4.0, 2, left) == {"r0": 3.0, "r1": 1.0}
+    assert left == {"r0": 0.0, "r1": 0.0}

@@ -12,7 +12,7 @@ from solver.core.settings import SolverSettings
 from solver.core.steps.guided import guided_window
 from solver.domain import Config
 from solver.perfmodel.configs import build_config_set
-from solver.search.bound import Guide
+from solver.search.guide import Guide
 from solver.search.heuristic import GUIDED_PASSES, SPLIT_PASSES, Heuristic
 from solver.search.state import SearchState
 from tests.factories import cluster, job, node, point, problem

@@ -15,7 +15,7 @@ from solver.core.steps.ruin import run_ruin
 from solver.domain import Backend, Problem
 from solver.perfmodel.configs import build_config_set
 from solver.scoring.plans import materialize
-from solver.search.bound import Guide
+from solver.search.guide import Guide
 from solver.search.heuristic import Heuristic
 from tests.test_ruin import running, two_for_three
 

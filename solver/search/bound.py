@@ -32,9 +32,7 @@ from solver.scoring.fairness import FairnessTerms
 from solver.scoring.objective import migration_cost, queued_value, running_gain
 from solver.search.array_lp import INF, ArrayLp
 from solver.search.bound_fairness import add_fairness, holds_fairness
-
-PowerClass = tuple[str, float]
-"""A GPU type and the watts per GPU above idle of configurations of it."""
+from solver.search.guide import Guide, PowerClass, extract_guide
 
 
 @dataclass(frozen=True)
@@ -224,7 +222,7 @@ def solve_aggregate(
 
     def improved(values: npt.NDArray[np.float64], objective: float) -> None:
         if on_choice is not None:
-            on_choice(_guide(problem, opts, y, classes, splits, values), objective + offset)
+            on_choice(extract_guide(problem, opts, y, classes, splits, values), objective + offset)
 
     def tighter(objective: float) -> None:
         assert on_bound is not None  # only handed to the MIP with one
@@ -249,7 +247,7 @@ def solve_aggregate(
     bound = _with_margin(value, MIP_SAFETY if integer else LP_SAFETY)
     if values is None:
         return AggregateOutcome(name, bound, {}, elapsed, with_fairness=with_fairness)
-    guide = _guide(problem, opts, y, classes, splits, values)
+    guide = extract_guide(problem, opts, y, classes, splits, values)
     return AggregateOutcome(name, bound, guide.choice, elapsed, guide.racks, with_fairness)
 
 
@@ -257,59 +255,6 @@ def _with_margin(value: float, safety: float) -> float:
     """A solver's optimum or dual bound `value` as a proven upper bound: its tolerances added
     (relative, at least absolute for values near 0)."""
     return value + safety * max(abs(value), 1.0)
-
-
-@dataclass(frozen=True)
-class Guide:
-    """An aggregated solution to place: each job's configuration, and its rack split."""
-
-    choice: dict[str, Config]
-    racks: dict[str, dict[str, float]]
-
-
-def _guide(
-    problem: Problem,
-    opts: Mapping[str, Sequence[Config]],
-    y: Mapping[str, list[tuple[int, int]]],
-    classes: Mapping[PowerClass, list[tuple[str, int, int, float]]],
-    splits: Mapping[PowerClass, list[tuple[str, int]]],
-    values: Sequence[float] | npt.NDArray[np.float64],
-) -> Guide:
-    """Each job's configuration of largest value in `values` when it is at least a half, and
-    the GPUs the solution puts in each rack for it."""
-    choice: dict[str, Config] = {}
-    chosen: dict[str, int] = {}
-    for j in problem.jobs:
-        weight: dict[int, float] = {}
-        for i, col in y[j.name]:
-            weight[i] = weight.get(i, 0.0) + float(values[col])
-        if not weight or max(weight.values()) < 0.5 - 1e-9:
-            continue
-        chosen[j.name] = max(weight, key=lambda i: (weight[i], -i))
-        choice[j.name] = opts[j.name][chosen[j.name]]
-    racks: dict[str, dict[str, float]] = {}
-    for key, members in classes.items():
-        left = {r: float(values[z]) for r, z in splits.get(key, ())}
-        mine = [
-            (gpus * float(values[col]), job)
-            for job, i, col, gpus in members
-            if chosen.get(job) == i
-        ]
-        # Each chosen job takes its GPUs from the racks with the most of its class left (the
-        # largest jobs first): few racks per job, as at a vertex of the per-job split.
-        for need, job in sorted(mine, key=lambda m: -m[0]):
-            split: dict[str, float] = {}
-            while need > 1e-6:
-                rack = max(left, key=lambda r: left[r], default=None)
-                if rack is None or left[rack] <= 1e-6:
-                    break
-                take = min(need, left[rack])
-                split[rack] = split.get(rack, 0.0) + take
-                left[rack] -= take
-                need -= take
-            if split:
-                racks[job] = split
-    return Guide(choice, racks)
 
 
 def _add_quota_rows(

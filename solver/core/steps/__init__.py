@@ -29,7 +29,7 @@ from solver.core.settings import SolverSettings
 from solver.domain import Config, Problem, SolveResult
 from solver.exact.lns import Lns
 from solver.perfmodel.configs import ConfigSet
-from solver.search.bound import Guide
+from solver.search.guide import Guide
 from solver.search.heuristic import Heuristic
 
 

@@ -11,8 +11,9 @@ from __future__ import annotations
 import time
 
 from solver.core.steps import SolveRun
-from solver.search.bound import Guide, aggregate_columns, solve_aggregate
+from solver.search.bound import aggregate_columns, solve_aggregate
 from solver.search.bound_fairness import holds_fairness
+from solver.search.guide import Guide
 from solver.search.lagrangian import solve_lagrangian
 from solver.search.pricing import dual_bound
 

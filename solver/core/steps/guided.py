@@ -7,7 +7,7 @@ import time
 from solver.core.settings import SolverSettings
 from solver.core.steps import SolveRun
 from solver.domain import Backend
-from solver.search.bound import Guide
+from solver.search.guide import Guide
 
 
 def place_guided(

@@ -25,7 +25,7 @@ from solver.core.steps.guided import place_guided
 from solver.core.steps.lns import place_pending, run_lns
 from solver.core.steps.ruin import RuinProgress, run_ruin
 from solver.domain import Backend
-from solver.search.bound import Guide
+from solver.search.guide import Guide
 from solver.search.state import SearchState
 
 GUIDED_SEARCH_SECONDS = 0.2
