@@ -78,20 +78,14 @@ def split_over_racks(need: float, group: float, left: dict[str, float]) -> dict[
         left[rack] -= need
         return {rack: need}
     split: dict[str, float] = {}
-    for rack in sorted(left, key=lambda r: (-left[r], r)):
-        take = min(need, group * math.floor((left[rack] + eps) / group))
-        if take > eps:
-            split[rack] = take
-            left[rack] -= take
-            need -= take
-        if need <= eps:
-            return split
-    for rack in sorted(left, key=lambda r: (-left[r], r)):
-        take = min(need, left[rack])
-        if take > eps:
-            split[rack] = split.get(rack, 0.0) + take
-            left[rack] -= take
-            need -= take
-        if need <= eps:
-            break
+    for unit in (group, 0.0):  # whole groups first, then what is left
+        for rack in sorted(left, key=lambda r: (-left[r], r)):
+            room = unit * math.floor((left[rack] + eps) / unit) if unit else left[rack]
+            take = min(need, room)
+            if take > eps:
+                split[rack] = split.get(rack, 0.0) + take
+                left[rack] -= take
+                need -= take
+            if need <= eps:
+                return split
     return split
