@@ -91,10 +91,11 @@ def test_the_solver_hints_the_margin_loop_with_its_last_pace() -> None:
 
 
 def test_before_its_first_answer_the_solver_hints_with_the_settings_estimate() -> None:
-    # No pace yet: the settings' estimate of the time to a first plan stands in for it. At 0.5 s
-    # (first_plan_seconds), a re-solve would need 1 s and the 30 % of 2 s left after a first
-    # solve at 70 % cannot hold it, so the first solve gets ALONE_SHARE; at the default
-    # estimate (milliseconds for four jobs) it gets 70 %.
+    # No pace yet: the settings' estimates of the time to a first plan and of what a re-solve
+    # needs stand in for it. At 0.5 s (first_plan_seconds), a re-solve would need 1 s and the
+    # 30 % of 2 s left after a first solve at 70 % cannot hold it, so the first solve gets
+    # ALONE_SHARE; so too at 0.25 s a job for the re-solve; at the defaults (milliseconds for
+    # four jobs) it gets 70 %.
     p = four_equal_jobs(3850.0)
     windows: list[float] = []
 
@@ -106,6 +107,7 @@ def test_before_its_first_answer_the_solver_hints_with_the_settings_estimate() -
     for settings, expected in (
         (SolverSettings(), 0.7 * 2.0),
         (SolverSettings(first_plan_seconds=0.5), ALONE_SHARE * 2.0),
+        (SolverSettings(power_margin_resolve_seconds_per_job=0.25), ALONE_SHARE * 2.0),
     ):
         windows.clear()
         solver = Recording(settings)

@@ -217,6 +217,11 @@ class SolverSettings(BaseSettings):
     shorter, it ends on a partial greedy pass, worth less than the first plan with its limits
     lowered (at 1,024 nodes and 5 s, 16 % below; docs/benchmarks.md). It also needs the time
     the first solve took to a plan worth the best settled one (``solve_within_margin``)."""
+    power_margin_resolve_seconds_per_job: float = Field(1.7e-3, ge=0.0)
+    """Per job, what a re-solve for the margin needs (the first solve's time to a plan worth its
+    best settled one) before this solver has measured its own: 1.5-1.8 ms a job at 64 nodes /
+    ~100 jobs and at 1,024 nodes / 1,600 jobs on the 2-core machine, idle (2.0-2.5 ms with both
+    cores busy beside it); so a first call sizes its first solve as the calls after it do."""
 
     def guard_params(self) -> GuardParams:
         """The margin and limit parameters as the perfmodel takes them."""

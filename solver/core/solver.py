@@ -119,11 +119,14 @@ class Solver:
         def once(p: Problem, d: Deadline, first: bool) -> SolveResult:
             return self._solve_once(p, d, stop, told if first else None)
 
-        # Before its first answer the solver has no pace of its own: the settings' estimate.
+        # Before its first answer the solver has no pace of its own: the settings' estimates.
         jobs = max(len(problem.jobs), 1)
         per_job = self.first_plan_per_job
         hint = self.first_plan_estimate(problem) if per_job is None else per_job * jobs
-        resolve = None if self.resolve_per_job is None else self.resolve_per_job * jobs
+        resolve_per_job = self.resolve_per_job
+        if resolve_per_job is None:
+            resolve_per_job = s.power_margin_resolve_seconds_per_job
+        resolve = resolve_per_job * jobs
         result = solve_within_margin(
             finish_leases(deferral.problem),
             deadline,
