@@ -98,7 +98,9 @@ def test_over_grpc_a_round_waits_for_a_service_that_comes_back() -> None:
 
 def test_over_grpc_a_round_without_a_service_stops_the_run_naming_it() -> None:
     port = _free_port()
-    ri = round_of(_two_jobs_one_gpu(), {"x": past(0, 1), "y": past(0, 1)})
+    req = _two_jobs_one_gpu()
+    req.options.time_budget.FromSeconds(1)  # the run stops 2 s in: budget and wait
+    ri = round_of(req, {"x": past(0, 1), "y": past(0, 1)})
     policy = make_policy("dsfro-heuristic", server=f"127.0.0.1:{port}")
     assert isinstance(policy, DsfroPolicy)
     policy.options = replace(policy.options, server_wait_s=1.0)
