@@ -117,8 +117,8 @@ def _install(base: Path, target: str) -> Path:
         env=env,
         timeout=INSTALL_TIMEOUT,
     )
-    compile_all = [venv / "bin" / "python", "-m", "compileall", "-q", "-j", "0", venv / "lib"]
-    _run(compile_all, cwd=base, env=env, timeout=INSTALL_TIMEOUT)
+    python = venv / "bin" / "python"
+    _run([python, "-m", "compileall", "-q", "-j", "0", venv / "lib"], cwd=base, env=env)
     return venv
 
 
