@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import functools
 import itertools
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 from solver.domain import Backend, Config, Node, Problem
 from solver.exact import formulation
@@ -69,6 +70,18 @@ def brute_force(p: Problem, configs: ConfigSet) -> float:
         if plan.objective.total > best and not check_plan(p, plan.assignments):
             best = plan.objective.total
     return best
+
+
+@functools.cache
+def optimum_of(
+    make: Callable[..., Problem | tuple[Problem, ConfigSet]], *key: Any
+) -> tuple[Problem, ConfigSet, float]:
+    """`make(*key)`'s problem, its configurations (``build_config_set``'s unless `make` gives
+    them) and its brute-force optimum, enumerated once a session: the tests that compare
+    several backends or bounds with one optimum share it."""
+    made = make(*key)
+    p, configs = made if isinstance(made, tuple) else (made, build_config_set(made))
+    return p, configs, brute_force(p, configs)
 
 
 @functools.cache

@@ -5,6 +5,7 @@ when it holds the jobs' places, else exactly those places (or whole), judged by 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import itertools
 import random
 
@@ -116,6 +117,7 @@ def _score(p: Problem, configs: ConfigSet, combo: tuple[Option, ...],
     return score_plan(p, assignments, configs.best_samples_per_second, changes).total
 
 
+@functools.cache
 def enumerated_mig(seed: int) -> tuple[Problem, ConfigSet, float]:
     p = random_mig(seed)
     configs = top_clock(build_config_set(p))

@@ -15,7 +15,7 @@ from solver.exact.backends import SolverStatus
 from solver.perfmodel.configs import build_config_set
 from solver.scoring.checker import check_plan
 from solver.search.bound import solve_aggregate
-from tests.bruteforce import brute_force, solve_exact
+from tests.bruteforce import optimum_of, solve_exact
 from tests.factories import random_tiny
 from tests.test_formulation import _same_model
 
@@ -49,9 +49,7 @@ def with_random_queues(seed: int) -> Problem:
 @pytest.mark.parametrize("seed", range(8))
 @pytest.mark.parametrize("backend", [Backend.CPSAT, Backend.HIGHS])
 def test_the_exact_models_optimum_is_the_enumerated_one(seed: int, backend: Backend) -> None:
-    p = with_random_queues(seed)
-    configs = build_config_set(p)
-    best = brute_force(p, configs)
+    p, configs, best = optimum_of(with_random_queues, seed)
     r = solve_exact(backend, formulation.build(p, configs))
     if best == float("-inf"):
         assert r.status is SolverStatus.INFEASIBLE
@@ -82,9 +80,7 @@ def test_the_quotas_bind_in_these_snapshots() -> None:
 def test_the_aggregated_bound_with_quotas_is_valid_and_tighter(seed: int) -> None:
     """The aggregated LP's quota rows (solver.search.bound): its bound stays above the
     enumerated optimum and below the bound without queues."""
-    p = with_random_queues(seed)
-    configs = build_config_set(p)
-    best = brute_force(p, configs)
+    p, configs, best = optimum_of(with_random_queues, seed)
     bound = solve_aggregate(p, configs).best_bound
     free = dataclasses.replace(p, cluster=dataclasses.replace(p.cluster, queues=()))
     loose = solve_aggregate(free, configs).best_bound

@@ -25,7 +25,7 @@ from solver.perfmodel.configs import build_config_set
 from solver.scoring.checker import check_plan
 from solver.scoring.fairness import FairnessTerms, fairness_headroom
 from solver.search.bound import solve_aggregate
-from tests.bruteforce import brute_force, solve_exact
+from tests.bruteforce import optimum_of, solve_exact
 from tests.factories import A100, V100, cluster, job, node, point, problem, running, solve
 from tests.fairness_cases import fair, two_types_two_tenants
 from tests.reference_fairness import reference_value
@@ -60,8 +60,7 @@ def test_the_exact_optimum_is_the_enumerated_one_and_every_bound_holds(
     mode: FairnessMode, scope: FairnessScope, backend: Backend
 ) -> None:
     for seed in range(3):
-        p, configs = fair(seed, mode, scope)
-        best = brute_force(p, configs)
+        p, configs, best = optimum_of(fair, seed, mode, scope)
         r = solve_exact(backend, formulation.build(p, configs))
         assert r.status is SolverStatus.OPTIMAL and r.plan is not None
         assert check_plan(p, r.plan.assignments) == []
