@@ -17,7 +17,7 @@ from solver.scoring.fairness import FairnessTerms, fairness_headroom
 from solver.search.array_lp import ArrayLp
 from solver.search.bound import solve_aggregate
 from solver.search.bound_fairness import add_drf, add_fairness, holds_fairness
-from tests.bruteforce import brute_force, solve_exact
+from tests.bruteforce import optimum_of, solve_exact
 from tests.factories import cluster, job, node, point, problem
 from tests.fairness_cases import fair, two_types_two_tenants
 
@@ -30,8 +30,7 @@ MODES = [m for m in FairnessMode if m is not FairnessMode.WEIGHTED_SUM]
 def test_the_bound_with_fairness_held_is_above_the_optimum_and_within_the_headroom(
     mode: FairnessMode, scope: FairnessScope, seed: int
 ) -> None:
-    p, configs = fair(seed, mode, scope)
-    optimum = brute_force(p, configs)
+    p, configs, optimum = optimum_of(fair, seed, mode, scope)
     headroom = fairness_headroom(p, configs.by_job, configs.best_samples_per_second)
     for integer in (False, True):  # the LP, and the MIP
         without = solve_aggregate(p, configs, integer=integer)

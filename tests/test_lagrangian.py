@@ -11,7 +11,7 @@ from solver.app.limits import Limits
 from solver.perfmodel.configs import build_config_set
 from solver.search.bound import solve_aggregate
 from solver.search.lagrangian import solve_lagrangian
-from tests.bruteforce import brute_force
+from tests.bruteforce import optimum_of
 from tests.factories import (
     cluster,
     job,
@@ -29,9 +29,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 @pytest.mark.parametrize("seed", range(6))
 def test_bound_is_above_the_brute_force_optimum(seed: int) -> None:
-    p = random_tiny(seed)
-    configs = build_config_set(p)
-    optimum = brute_force(p, configs)
+    p, configs, optimum = optimum_of(random_tiny, seed)
     bound = solve_lagrangian(p, configs, time_limit=5).best_bound
     if optimum != float("-inf"):
         assert bound >= optimum - 1e-9

@@ -15,7 +15,7 @@ from solver.perfmodel.configs import build_config_set
 from solver.scoring.checker import check_plan
 from solver.scoring.plans import materialize
 from solver.search.heuristic import Heuristic
-from tests.bruteforce import brute_force
+from tests.bruteforce import brute_force, optimum_of
 from tests.factories import (
     cluster,
     job,
@@ -93,9 +93,7 @@ def test_lns_reaches_the_optimum_from_an_empty_plan() -> None:
 
 @pytest.mark.parametrize("seed", range(6))
 def test_lns_plans_pass_the_checker_and_never_get_worse(seed: int) -> None:
-    p = random_tiny(seed)
-    configs = build_config_set(p)
-    optimum = brute_force(p, configs)
+    p, configs, optimum = optimum_of(random_tiny, seed)
     start = materialize(p, configs, {})
     if check_plan(p, start.assignments):  # a job may not be preempted: start where it runs
         start = Heuristic(p, configs).run(time.monotonic() + 1.0)
