@@ -49,6 +49,8 @@ class AggregateOutcome:
     with_fairness: bool = False
     """The model held the fairness term: `best_bound` bounds the whole objective, not the
     objective less weight x F."""
+    support: dict[str, tuple[Config, ...]] = field(default_factory=dict)
+    """Each job's configurations of positive value in the solution (``Guide.support``)."""
 
 
 BUILD_CHECK_JOBS = 64
@@ -248,7 +250,9 @@ def solve_aggregate(
     if values is None:
         return AggregateOutcome(name, bound, {}, elapsed, with_fairness=with_fairness)
     guide = extract_guide(problem, opts, y, classes, splits, values)
-    return AggregateOutcome(name, bound, guide.choice, elapsed, guide.racks, with_fairness)
+    return AggregateOutcome(
+        name, bound, guide.choice, elapsed, guide.racks, with_fairness, guide.support
+    )
 
 
 def _with_margin(value: float, safety: float) -> float:
