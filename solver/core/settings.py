@@ -107,10 +107,6 @@ class SolverSettings(BaseSettings):
     """Share of the time left for the aggregated MIP (beside LNS, or before it on one core)."""
     min_aggregate_mip_seconds: float = Field(0.1, gt=0.0)
     """The aggregated MIP is not started with less than this."""
-    restricted_mip_share: float = Field(0.3, ge=0.0, le=1.0)
-    """Share of the aggregated MIP's time that its restriction to the LP's support may take
-    first (``run_mip``; 0: none). On hetero-power snapshots it found in 0.01-0.3 s choices the
-    whole MIP reached in 0.5-3 s, or not at all; a few then need the rest of the share."""
     lns_share_one_core: float = Field(0.5, gt=0.0, le=1.0)
     """On one core, the share of the time left that LNS gets before the full model runs."""
 

@@ -49,8 +49,6 @@ class AggregateOutcome:
     with_fairness: bool = False
     """The model held the fairness term: `best_bound` bounds the whole objective, not the
     objective less weight x F."""
-    support: dict[str, tuple[Config, ...]] = field(default_factory=dict)
-    """Each job's configurations of positive value in the solution (``Guide.support``)."""
 
 
 BUILD_CHECK_JOBS = 64
@@ -250,9 +248,7 @@ def solve_aggregate(
     if values is None:
         return AggregateOutcome(name, bound, {}, elapsed, with_fairness=with_fairness)
     guide = extract_guide(problem, opts, y, classes, splits, values)
-    return AggregateOutcome(
-        name, bound, guide.choice, elapsed, guide.racks, with_fairness, guide.support
-    )
+    return AggregateOutcome(name, bound, guide.choice, elapsed, guide.racks, with_fairness)
 
 
 def _with_margin(value: float, safety: float) -> float:

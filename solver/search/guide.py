@@ -12,16 +12,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
 
 from solver.domain import Config, Problem
 
-SUPPORT_VALUE = 1e-6
-"""A configuration's value above which it is in a solution's support (the simplex's
-tolerances are about 1e-7)."""
 PowerClass = tuple[str, float]
 """A GPU type and the watts per GPU above idle of configurations of it."""
 
@@ -32,9 +29,6 @@ class Guide:
 
     choice: dict[str, Config]
     racks: dict[str, dict[str, float]]
-    support: dict[str, tuple[Config, ...]] = field(default_factory=dict)
-    """Each job's configurations of positive value in the solution, the largest first (a
-    fractional LP solution's support: where a restricted MIP looks, ``run_mip``)."""
 
 
 def extract_guide(
@@ -49,16 +43,10 @@ def extract_guide(
     the GPUs the solution puts in each rack for it."""
     choice: dict[str, Config] = {}
     chosen: dict[str, int] = {}
-    support: dict[str, tuple[Config, ...]] = {}
     for j in problem.jobs:
         weight: dict[int, float] = {}
         for i, col in y[j.name]:
             weight[i] = weight.get(i, 0.0) + float(values[col])
-        positive = sorted(
-            (i for i, v in weight.items() if v > SUPPORT_VALUE), key=lambda i: -weight[i]
-        )
-        if positive:
-            support[j.name] = tuple(opts[j.name][i] for i in positive)
         if not weight or max(weight.values()) < 0.5 - 1e-9:
             continue
         chosen[j.name] = max(weight, key=lambda i: (weight[i], -i))
@@ -76,7 +64,7 @@ def extract_guide(
             split = split_over_racks(need, group, left) if need > 1e-6 else {}
             if split:
                 racks[job] = split
-    return Guide(choice, racks, support)
+    return Guide(choice, racks)
 
 
 def split_over_racks(need: float, group: float, left: dict[str, float]) -> dict[str, float]:

@@ -4,17 +4,11 @@ The LP over GPU pools (split over racks where racks have budgets), or its Lagran
 the configurations are too many for the LP; then the same model with integral choices (a MIP
 on HiGHS), whose every improving solution is handed to the search to be placed
 (``SolveRun.hand_over``) and whose dual bound, tighter, tightens the incumbent's as it falls.
-Before it, the MIP restricted to the LP's support (each job's configurations of positive LP
-value; RENS in MIP terms): few columns, so good integral choices in milliseconds, though its
-bound is only the restriction's.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import math
 import time
-from collections.abc import Callable
 
 from solver.core.steps import SolveRun
 from solver.search.bound import aggregate_columns, solve_aggregate
@@ -31,7 +25,7 @@ def aggregate_bound(run: SolveRun) -> Guide:
         outcome = solve_aggregate(run.problem, run.configs, time_limit=limit, fairness=True)
         run.incumbent.note(f"aggregate LP {outcome.status} in {outcome.wall_seconds:.2f} s")
         run.incumbent.tighten(outcome.best_bound, with_fairness=outcome.with_fairness)
-        return Guide(outcome.choice, outcome.racks, outcome.support)
+        return Guide(outcome.choice, outcome.racks)
     dual = solve_lagrangian(run.problem, run.configs, time_limit=max(0.2 * run.clock.left(), 0.1))
     run.incumbent.note(
         f"aggregate Lagrangian bound in {dual.wall_seconds:.2f} s ({dual.iterations} cuts)"
@@ -78,11 +72,10 @@ def aggregate_is_slow(run: SolveRun) -> bool:
     return aggregate_seconds(run) > run.settings.priced_first_share * run.clock.left()
 
 
-def run_mip(run: SolveRun, until: float, lp: Guide | None = None) -> None:
+def run_mip(run: SolveRun, until: float) -> None:
     """The aggregated model with integral choices (HiGHS) until `until` (a time.monotonic()
     instant) or a closed gap: each improving solution is handed over to be placed, and its
-    dual bound tightens the LP's. With the LP's guide `lp`, first the MIP restricted to its
-    support (``restricted_mip_share`` of the time)."""
+    dual bound tightens the LP's."""
     s = run.settings
     if run.configs.num_configurations > s.lp_max_configurations or run.incumbent.done():
         return
@@ -92,21 +85,13 @@ def run_mip(run: SolveRun, until: float, lp: Guide | None = None) -> None:
         return
 
     with_fairness = holds_fairness(run.problem)
-    handed = -math.inf  # the best choice handed over: a later MIP's first ones are worse
 
     def improved(guide: Guide, objective: float) -> None:
-        nonlocal handed
-        if objective <= handed:
-            return
-        handed = objective
         run.hand_over(guide, objective)
         with run.lock:
             run.guide = dict(guide.choice)
             if run.lns is not None:
                 run.lns.set_guide(guide.choice)
-
-    if lp is not None and s.restricted_mip_share > 0:
-        _restricted_mip(run, lp, time.monotonic() + s.restricted_mip_share * limit, improved)
 
     outcome = solve_aggregate(
         run.problem,
@@ -124,27 +109,3 @@ def run_mip(run: SolveRun, until: float, lp: Guide | None = None) -> None:
     )
     run.incumbent.note(f"aggregate MIP {outcome.status} in {outcome.wall_seconds:.2f} s")
     run.incumbent.tighten(outcome.best_bound, with_fairness=outcome.with_fairness)
-
-
-def _restricted_mip(
-    run: SolveRun, lp: Guide, until: float, improved: Callable[[Guide, float], None]
-) -> None:
-    """The aggregated MIP over the LP's support alone, until `until`: its solutions are handed
-    over as the whole MIP's are; its bound, of the restriction, bounds nothing."""
-    if not any(len(kept) > 1 for kept in lp.support.values()):
-        return  # an integral LP solution: its guide is placed already
-    by_job = {j.name: lp.support.get(j.name, ()) for j in run.problem.jobs}
-    restricted = dataclasses.replace(run.configs, by_job=by_job)  # its energy basis too
-    outcome = solve_aggregate(
-        run.problem,
-        restricted,
-        integer=True,
-        time_limit=until - time.monotonic(),
-        stop=lambda: run.clock.stopped() or run.incumbent.done() or time.monotonic() >= until,
-        on_choice=improved,
-        fairness=True,
-    )
-    run.incumbent.note(
-        f"MIP on the LP's support ({sum(map(len, by_job.values()))} columns) "
-        f"{outcome.status} in {outcome.wall_seconds:.2f} s"
-    )

@@ -52,7 +52,7 @@ def improve(run: SolveRun, guide: Guide, start: SearchState, backend: Backend) -
     def exact_side(threads: int) -> None:
         # Ends a finish reserve before the search's end: its last look at the side is there,
         # and a MIP ending on the instant (its guide still being read) had its bound ignored.
-        run_mip(run, end - clock.deadline.finishes(), guide)
+        run_mip(run, end - clock.deadline.finishes())
         if full and not incumbent.done():
             which = Backend[s.auto_exact_backend]
             solve_full_model(
