@@ -166,8 +166,11 @@ class SolverSettings(BaseSettings):
     # ------------------------------------------------------------ answering (the Deadline)
     read_seconds: float = Field(0.005, ge=0.0)
     """Fixed part of the time to decode, validate and convert a request on an idle machine."""
-    read_seconds_per_job: float = Field(4.5e-5, ge=0.0)
-    """Per job: measured 22 ms for medium's 256 jobs and 92 ms for large's 2,048."""
+    read_seconds_per_job: float = Field(8e-5, ge=0.0)
+    """Per job: 2026-12-05, idle, in process (best of four reads): 20 ms for medium's 256 jobs,
+    164 ms for large's 2,048, 96 ms for a 1,024-node snapshot's 1,600 (0.13-0.21 s in a service
+    worker). It was 4.5e-5 (22 ms and 92 ms when measured, before the checks of queues, slices
+    and grid forecasts): that read an idle machine as 1.7-2.7 times slow at 1,024 nodes."""
     respond_seconds: float = Field(0.005, ge=0.0)
     """Fixed part of the time to turn the plan into the response and send it."""
     respond_seconds_per_job: float = Field(1e-5, ge=0.0)
