@@ -346,7 +346,7 @@ class Solver:
             run_priced(run, first, clock.share_of_budget(s.heuristic_share))
         guide = aggregate_bound(run)
         if backend in EXACT_BACKENDS:
-            place_guided(run, guide)
+            place_guided(run, guide, need=s.guided_start_share)
             if not run.incumbent.done():
                 solve_full_model(run, full_model_size(run), backend, run.threads)
             return run.result()

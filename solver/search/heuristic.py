@@ -404,9 +404,10 @@ class Heuristic:
         # Where the search steers by an estimate of F, its moves can undo what the guide's
         # choice gets right (a tenant under its DRF share given up for throughput): the plan as
         # placed is scored first and kept when the search lowered the true objective.
+        # A placement cut at its window has no time for the search, nor for a second plan.
         placed = (
             None
-            if self.scorer.exact
+            if self.scorer.exact or self.guided_cut
             else materialize(self.problem, self.configs, dict(state.choices))
         )
         self.improve(state, deadline)
