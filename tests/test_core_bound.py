@@ -111,6 +111,7 @@ def test_without_time_for_the_aggregated_lp_the_answer_keeps_the_duals_bound() -
     r = solve(p, settings=late)
     assert "no time left for the aggregated bound" in r.stats.detail
     assert "Lagrangian dual bound" in r.stats.detail
+    assert "dual-guided placement" in r.stats.detail  # its choice placed, as the LP's is
     assert check_plan(p, r.plan.assignments) == []
     assert r.stats.best_bound is not None and r.stats.best_bound >= r.stats.objective - 1e-9
     assert before.stats.best_bound is not None and r.stats.best_bound >= before.stats.best_bound

@@ -13,13 +13,16 @@ from solver.core.deadline import Clock, Deadline
 from solver.core.incumbent import Incumbent
 from solver.core.settings import SolverSettings
 from solver.core.steps import SolveRun
-from solver.core.steps.guided import MIP_GUIDE_NEED, guided_window, place_guided
+from solver.core.steps.bound import dual_first
+from solver.core.steps.guided import MIP_GUIDE_NEED, guided_window, place_dual_guide, place_guided
 from solver.domain import Config
 from solver.perfmodel.configs import build_config_set
 from solver.search.guide import Guide
 from solver.search.heuristic import GUIDED_PASSES, SPLIT_PASSES, Heuristic
 from solver.search.state import SearchState
 from tests.factories import cluster, job, node, point, problem
+from tests.test_core_ruin import run_holding_a_and_b
+from tests.test_ruin import two_for_three
 
 
 def test_short_budgets_keep_the_fixed_safety_stop_and_the_extraction_reserve() -> None:
@@ -196,3 +199,20 @@ def test_with_less_than_the_share_left_the_lp_guide_waits() -> None:
     assert s.guided_start_share * 20.0 > 4.0
     place_guided(run, guide, need=s.guided_start_share)
     assert run.incumbent.best is None
+
+
+def test_without_the_lp_the_duals_choice_is_placed_as_a_guide() -> None:
+    # Where the aggregated LP does not fit (a short budget, a loaded machine), the answer was
+    # the first plan, 21 % below the LP's guide placed at 256 nodes / 400 jobs; the dual's
+    # choice placed was 3.6 % below it. Here the first plan holds "a" and "b" (2.0); at the
+    # dual's prices the three small jobs are worth more (2.4).
+    run = run_holding_a_and_b(two_for_three())
+    place_dual_guide(run)  # no dual computed: nothing to place
+    before = run.incumbent.best
+    assert before is not None and before.objective.total == pytest.approx(2.0)
+    dual_first(run)
+    place_dual_guide(run)
+    best = run.incumbent.best
+    assert best is not None and best.objective.total == pytest.approx(2.4)
+    assert {a.job for a in best.assignments if a.config is not None} == {"c", "d", "e"}
+    assert any(n.startswith("dual-guided placement") for n in run.incumbent.notes)

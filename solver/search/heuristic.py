@@ -401,10 +401,9 @@ class Heuristic:
                 best = BestStates(self.problem, self.configs, state)
                 best.offer(self._timed_guided(choice, racks, deadline))
                 [state] = best.leaders(1)
-        # Where the search steers by an estimate of F, its moves can undo what the guide's
-        # choice gets right (a tenant under its DRF share given up for throughput): the plan as
-        # placed is scored first and kept when the search lowered the true objective.
-        # A placement cut at its window has no time for the search, nor for a second plan.
+        # Where the search steers by an estimate of F, its moves can undo what the guide's choice
+        # gets right (a tenant under its DRF share given up for throughput): the plan as placed is
+        # scored first, kept if the search lowers the true objective (cut: no time for a search).
         placed = (
             None
             if self.scorer.exact or self.guided_cut
