@@ -13,14 +13,8 @@ from solver.core.deadline import Clock, Deadline
 from solver.core.incumbent import Incumbent
 from solver.core.settings import SolverSettings
 from solver.core.steps import SolveRun
-from solver.core.steps.bound import aggregate_bound, dual_first
-from solver.core.steps.guided import (
-    MIP_GUIDE_NEED,
-    guided_window,
-    place_dual_guide,
-    place_guided,
-    place_lp_guide,
-)
+from solver.core.steps.bound import dual_first
+from solver.core.steps.guided import MIP_GUIDE_NEED, guided_window, place_dual_guide, place_guided
 from solver.domain import Config
 from solver.perfmodel.configs import build_config_set
 from solver.search.guide import Guide
@@ -221,24 +215,4 @@ def test_without_the_lp_the_duals_choice_is_placed_as_a_guide() -> None:
     best = run.incumbent.best
     assert best is not None and best.objective.total == pytest.approx(2.4)
     assert {a.job for a in best.assignments if a.config is not None} == {"c", "d", "e"}
-    assert any(n.startswith("dual-guided placement") for n in run.incumbent.notes)
-
-
-def test_an_lp_stopped_for_the_placement_leaves_the_duals_choice_placed() -> None:
-    # At 1,024 nodes on a loaded machine the LP took 0.34-1.8 s from call to call; stopped at
-    # its limit, with no time left for a placement, the 2 s call answered with the first plan
-    # (16 % below). The LP now stops with time for a placement, and the dual's is placed.
-    run = run_holding_a_and_b(two_for_three())
-    s = run.settings
-    left = run.clock.left()
-    # A placement's estimate for which the LP must stop at once, yet one can start.
-    placing = (left - s.extract_seconds) / 1.5
-    run.heuristic.pass_seconds = placing / (s.guided_start_share * GUIDED_PASSES)
-    guide = aggregate_bound(run)
-    assert not guide.choice and any(
-        n.startswith("aggregate LP STOPPED") for n in run.incumbent.notes
-    )
-    place_lp_guide(run, guide)
-    best = run.incumbent.best
-    assert best is not None and best.objective.total == pytest.approx(2.4)
     assert any(n.startswith("dual-guided placement") for n in run.incumbent.notes)

@@ -38,7 +38,7 @@ from solver.core.steps.bound import aggregate_bound, aggregate_fits, aggregate_i
 from solver.core.steps.decomposed import decompose_after_quick, finish_decomposed
 from solver.core.steps.first import run_first, run_priced
 from solver.core.steps.full import full_model_size, solve_full_model
-from solver.core.steps.guided import place_dual_guide, place_lp_guide
+from solver.core.steps.guided import place_dual_guide, place_guided
 from solver.core.steps.portfolio import GUIDED_SEARCH_SECONDS, improve
 from solver.core.steps.quick import solve_quick
 from solver.domain import Backend, Plan, Problem, SolveResult
@@ -347,7 +347,7 @@ class Solver:
             run_priced(run, first, clock.share_of_budget(s.heuristic_share))
         guide = aggregate_bound(run)
         if backend in EXACT_BACKENDS:
-            place_lp_guide(run, guide)
+            place_guided(run, guide, need=s.guided_start_share)
             if not run.incumbent.done():
                 solve_full_model(run, full_model_size(run), backend, run.threads)
             return run.result()

@@ -21,13 +21,7 @@ from solver.search.pricing import dual_bound
 def aggregate_bound(run: SolveRun) -> Guide:
     """Bound the aggregated model (LP, or its Lagrangian dual when large); its guide."""
     if run.configs.num_configurations <= run.settings.lp_max_configurations:
-        # It stops with time left to place a guide (``guided_start_share`` of a placement's
-        # estimate), and as much again for the Lagrangian dual and the stop itself: an LP
-        # ending later has no time for its own guide; the dual's choice is placed instead
-        # (best-fit anywhere: ``place_lp_guide``).
-        placing = run.settings.guided_start_share * run.heuristic.guided_seconds(False)
         limit = run.clock.left() - run.clock.deadline.at_pace(run.settings.extract_seconds)
-        limit -= 2.0 * placing
         outcome = solve_aggregate(run.problem, run.configs, time_limit=limit, fairness=True)
         run.incumbent.note(f"aggregate LP {outcome.status} in {outcome.wall_seconds:.2f} s")
         run.incumbent.tighten(outcome.best_bound, with_fairness=outcome.with_fairness)

@@ -6,7 +6,6 @@ import time
 
 from solver.core.settings import SolverSettings
 from solver.core.steps import SolveRun
-from solver.core.steps.bound import dual_first
 from solver.domain import Backend
 from solver.search.guide import Guide
 
@@ -42,22 +41,6 @@ def place_guided(
         plan = run.heuristic.run_guided(guide.choice, end, guide.racks, search_until)
     run.incumbent.offer(plan, source, Backend.AGGREGATE)
     run.incumbent.note(f"{source} placement in {time.monotonic() - started:.2f} s")
-
-
-def place_lp_guide(run: SolveRun, guide: Guide, search_seconds: float | None = None) -> None:
-    """Place the aggregated LP's guide (``guided_start_share`` of its estimate left is enough);
-    an LP stopped at its limit gives none, and the Lagrangian dual's choice is placed instead
-    (at 1,024 nodes on a loaded machine the LP took 0.34-1.8 s from call to call: a 2 s call
-    whose LP stopped answered with the first plan, 16 % below)."""
-    if guide.choice:
-        place_guided(run, guide, "guided", search_seconds, need=run.settings.guided_start_share)
-        return
-    clock = run.clock
-    if run.heuristic.dual is None and clock.left() > clock.deadline.at_pace(
-        run.settings.extract_seconds
-    ):
-        dual_first(run)
-    place_dual_guide(run, search_seconds)
 
 
 def place_dual_guide(run: SolveRun, search_seconds: float | None = None) -> None:

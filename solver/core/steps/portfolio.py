@@ -21,7 +21,7 @@ from solver.core.steps import SolveRun
 from solver.core.steps.bound import run_mip
 from solver.core.steps.first import run_priced
 from solver.core.steps.full import full_model_size, solve_full_model
-from solver.core.steps.guided import place_lp_guide
+from solver.core.steps.guided import place_guided
 from solver.core.steps.lns import place_pending, run_lns
 from solver.core.steps.ruin import RuinProgress, run_ruin
 from solver.domain import Backend
@@ -71,7 +71,7 @@ def improve(run: SolveRun, guide: Guide, start: SearchState, backend: Backend) -
     # work-limited), so that AUTO's plan is not below the heuristic's alone for the MIP's
     # sake; the MIP's incumbents are placed during ruin and recreate (below) and after it,
     # then LNS searches around them.
-    place_lp_guide(run, guide, GUIDED_SEARCH_SECONDS)
+    place_guided(run, guide, "guided", GUIDED_SEARCH_SECONDS, need=s.guided_start_share)
     # Its plan needs only the finish, not an extraction: its last attempt, materializing and
     # checking the plan take about twice the finish reserve (256 nodes / 384 jobs: answers
     # 20 ms past a 1 s budget with one reserve), hence RUIN_FINISH_RESERVES of them.
