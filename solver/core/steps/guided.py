@@ -9,10 +9,12 @@ from solver.core.steps import SolveRun
 from solver.domain import Backend
 from solver.search.guide import Guide
 
-MIP_GUIDE_NEED = 1.5
-"""A MIP incumbent is placed only with its estimate and half again for noise left: it refines a
-plan already near it, and cut short it gains nothing but takes the solve's tail (late MIP-guided
-placements under load answered 21-43 ms past 1 s budgets, commit fd2ae35)."""
+WHOLE_PLACEMENT_NEED = 1.5
+"""A guide worth little when cut short is placed only with its estimate and half again for
+noise left: a MIP incumbent refines a plan already near it, and cut short it only takes the
+solve's tail (late MIP-guided placements under load answered 21-43 ms past 1 s budgets, commit
+fd2ae35); the dual's choice placed in part is hardly above the first plan (at 1,024 nodes 2,648
+at 20 % of its placement, 2,770 at 35 %, 2,937 at 50 %; the first plan 2,646)."""
 
 
 def place_guided(
@@ -21,7 +23,7 @@ def place_guided(
     source: str = "guided",
     search_seconds: float | None = None,
     *,
-    need: float = MIP_GUIDE_NEED,
+    need: float = WHOLE_PLACEMENT_NEED,
 ) -> None:
     """Place `guide` (in its racks, and best-fit anywhere: the better), re-insertion and local
     search for at most `search_seconds` (default: up to the safety stop); offer the plan. It
@@ -48,12 +50,12 @@ def place_dual_guide(run: SolveRun, search_seconds: float | None = None) -> None
     fit: each job at its best configuration at the dual's prices, placed as the LP's guide is.
     The first plan fills GPUs by value density and leaves out what the budgets need elsewhere;
     the dual's choice prices them: at 256 nodes / 400 jobs 724 against the first plan's 597
-    and the LP's guide placed, 751 (1,024 nodes: 3,053, 2,646 and 3,154)."""
+    and the LP's guide placed, 751 (1,024 nodes: 3,053, 2,646 and 3,154). Cut short it is
+    worth little, so it starts only with ``WHOLE_PLACEMENT_NEED`` times its estimate left:
+    started with a share, under load at 0.5 s it took the priced passes' time for nothing."""
     dual = run.heuristic.dual
     if dual is not None:
-        guide = Guide(dict(dual.choice), {})
-        need = run.settings.guided_start_share
-        place_guided(run, guide, "dual-guided", search_seconds, need=need)
+        place_guided(run, Guide(dict(dual.choice), {}), "dual-guided", search_seconds)
 
 
 def guided_window(left: float, s: SolverSettings, slowdown: float = 1.0) -> float:
