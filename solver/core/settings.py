@@ -88,7 +88,7 @@ class SolverSettings(BaseSettings):
     at 1,024 nodes / 1,600 jobs a placement cut at 20 % of its time was worth 2,865, at 35 %
     3,161, whole 3,166, against the first plan's 2,646 (docs/benchmarks.md). With its estimate
     and half again required, a call whose first pass ran 2-4 times slow under load skipped it
-    and answered 14-16 % below the bound."""
+    and answered 14-17 % below the LP's bound."""
     extract_seconds: float = Field(0.15, ge=0.0)
     """Kept back after an exact solver stops, to extract, check and return its plan."""
     aggregate_seconds_per_column: float = Field(1e-5, gt=0.0)

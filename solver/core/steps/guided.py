@@ -47,7 +47,7 @@ def place_guided(
 
 def place_dual_guide(run: SolveRun, search_seconds: float | None = None) -> None:
     """Place the Lagrangian dual's choice (``dual_first``), where the aggregated LP does not
-    fit: each job at its best configuration at the dual's prices, placed as the LP's guide is.
+    fit: each job at its best configuration at the dual's prices, placed best-fit anywhere.
     The first plan fills GPUs by value density and leaves out what the budgets need elsewhere;
     the dual's choice prices them: at 256 nodes / 400 jobs 724 against the first plan's 597
     and the LP's guide placed, 751 (1,024 nodes: 3,053, 2,646 and 3,154). Cut short it is
