@@ -20,7 +20,7 @@ from solver.core.steps.guided import (
     place_dual_guide,
     place_guided,
 )
-from solver.domain import Config, Plan
+from solver.domain import Config
 from solver.perfmodel.configs import build_config_set
 from solver.search.guide import Guide
 from solver.search.heuristic import GUIDED_PASSES, SPLIT_PASSES, Heuristic
@@ -236,29 +236,3 @@ def test_the_duals_choice_needs_its_whole_estimate_and_half_again() -> None:
     dual_first(run)
     place_dual_guide(run)
     assert run.incumbent.best is not None
-
-
-def test_the_duals_choice_has_no_local_search_of_its_own() -> None:
-    # The priced passes follow it. A search filling the window of a call short of time made
-    # answers late: medium at a 0.3 s deadline under 32 clients, 259 of 9,832 attempts
-    # DEADLINE_EXCEEDED where none were before.
-    run = run_holding_a_and_b(two_for_three())
-    dual_first(run)
-    asked: list[tuple[float, float | None]] = []
-    place = run.heuristic.run_guided
-
-    def spy(
-        choice: Mapping[str, Config],
-        deadline: float,
-        racks: Mapping[str, Mapping[str, float]] | None = None,
-        search_until: float | None = None,
-    ) -> Plan:
-        asked.append((time.monotonic(), search_until))
-        return place(choice, deadline, racks, search_until)
-
-    run.heuristic.run_guided = spy  # type: ignore[method-assign]
-    place_dual_guide(run)
-    [(called, until)] = asked
-    assert until is not None and until <= called  # the search ends where it starts
-    best = run.incumbent.best
-    assert best is not None and best.objective.total == pytest.approx(2.4)  # placed all the same

@@ -39,7 +39,7 @@ from solver.core.steps.decomposed import decompose_after_quick, finish_decompose
 from solver.core.steps.first import run_first, run_priced
 from solver.core.steps.full import full_model_size, solve_full_model
 from solver.core.steps.guided import place_dual_guide, place_guided
-from solver.core.steps.portfolio import improve
+from solver.core.steps.portfolio import GUIDED_SEARCH_SECONDS, improve
 from solver.core.steps.quick import solve_quick
 from solver.domain import Backend, Plan, Problem, SolveResult
 from solver.exact import isolated
@@ -338,7 +338,7 @@ class Solver:
                 # with no bound.
                 if clock.left() > clock.deadline.at_pace(s.extract_seconds):
                     dual_first(run)
-                    place_dual_guide(run)
+                    place_dual_guide(run, GUIDED_SEARCH_SECONDS)
             run_priced(run, first, clock.share_of_budget(s.heuristic_share))
             return run.result()
         if aggregate_is_slow(run):

@@ -45,20 +45,17 @@ def place_guided(
     run.incumbent.note(f"{source} placement in {time.monotonic() - started:.2f} s")
 
 
-def place_dual_guide(run: SolveRun) -> None:
+def place_dual_guide(run: SolveRun, search_seconds: float | None = None) -> None:
     """Place the Lagrangian dual's choice (``dual_first``), where the aggregated LP does not
     fit: each job at its best configuration at the dual's prices, placed best-fit anywhere.
     The first plan fills GPUs by value density and leaves out what the budgets need elsewhere;
     the dual's choice prices them: at 256 nodes / 400 jobs 724 against the first plan's 597
     and the LP's guide placed, 751 (1,024 nodes: 3,053, 2,646 and 3,154). Cut short it is
     worth little, so it starts only with ``WHOLE_PLACEMENT_NEED`` times its estimate left:
-    started with a share, under load at 0.5 s it took the priced passes' time for nothing. No
-    local search of its own (the priced passes follow): one that filled the window of a call
-    short of time made its answer late (medium at a 0.3 s deadline under 32 clients: 259 of
-    9,832 attempts DEADLINE_EXCEEDED, none before; answers at 249 ms in the median, not 143)."""
+    started with a share, under load at 0.5 s it took the priced passes' time for nothing."""
     dual = run.heuristic.dual
     if dual is not None:
-        place_guided(run, Guide(dict(dual.choice), {}), "dual-guided", search_seconds=0.0)
+        place_guided(run, Guide(dict(dual.choice), {}), "dual-guided", search_seconds)
 
 
 def guided_window(left: float, s: SolverSettings, slowdown: float = 1.0) -> float:
