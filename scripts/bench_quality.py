@@ -232,56 +232,53 @@ def main() -> None:
     cache = json.loads(args.cache.read_text()) if args.cache.exists() else {}
     solver = Solver(SolverSettings(power_margin_z=args.margin_z))
     repeat_rows, budget_rows, ref_rows = [], [], []
-    with busy(args.busy):
-        try:
-            for spec in args.specs:
-                inst = load(spec)
-                p = inst.problem
-                print(f"{inst.name}: reference ...", file=sys.stderr, flush=True)
-                ref = reference(inst, cache, args.reference_seconds, args.integral_racks)
-                args.cache.write_text(json.dumps(cache, indent=1))
-                ref_rows.append(
-                    f"| {inst.name} | {len(p.cluster.nodes)} / {len(p.jobs)} | "
-                    f"{ref.value:.6f} | {'yes' if ref.proven else 'no'} | {ref.how} |"
+    with busy(args.busy), contextlib.closing(solver):
+        for spec in args.specs:
+            inst = load(spec)
+            p = inst.problem
+            print(f"{inst.name}: reference ...", file=sys.stderr, flush=True)
+            ref = reference(inst, cache, args.reference_seconds, args.integral_racks)
+            args.cache.write_text(json.dumps(cache, indent=1))
+            ref_rows.append(
+                f"| {inst.name} | {len(p.cluster.nodes)} / {len(p.jobs)} | "
+                f"{ref.value:.6f} | {'yes' if ref.proven else 'no'} | {ref.how} |"
+            )
+            large = len(p.cluster.nodes) >= args.large_nodes
+            repeat_budgets = args.large_budgets if large else args.repeat_budgets
+            repeats = args.large_repeats if large else args.repeats
+            for budget in repeat_budgets:
+                for backend in (Backend.AUTO, Backend.HEURISTIC):
+                    gaps, terms, walls = [], [], []
+                    for i in range(repeats):
+                        what = f"{inst.name} {backend.name} {budget:g} s #{i}"
+                        r = solver.solve(with_budget(p, budget, backend))
+                        gaps.append(below(ref, checked(p, r, what)))
+                        terms.append(r.stats.termination.name)
+                        walls.append(r.stats.wall_seconds)
+                    counts = ", ".join(f"{t} {terms.count(t)}" for t in sorted(set(terms)))
+                    repeat_rows.append(
+                        f"| {inst.name} | {backend.name} | {budget:g} | {repeats} | "
+                        f"{pct(gaps)} | {max(walls):.2f} | {sum(w > budget for w in walls)} | "
+                        f"{counts} |"
+                    )
+                    print(repeat_rows[-1], file=sys.stderr, flush=True)
+            if large:
+                continue
+            for budget in args.budgets:
+                r = solver.solve(with_budget(p, budget, Backend.AUTO))
+                ours = below(ref, checked(p, r, f"{inst.name} AUTO {budget:g} s"))
+                value, took, _ = plain_pipeline(p, budget)
+                theirs = below(ref, value)
+                verdict = (
+                    "ahead"
+                    if ours < theirs - 1e-9
+                    else ("tied" if abs(ours - theirs) <= 1e-9 else "BEHIND")
                 )
-                large = len(p.cluster.nodes) >= args.large_nodes
-                repeat_budgets = args.large_budgets if large else args.repeat_budgets
-                repeats = args.large_repeats if large else args.repeats
-                for budget in repeat_budgets:
-                    for backend in (Backend.AUTO, Backend.HEURISTIC):
-                        gaps, terms, walls = [], [], []
-                        for i in range(repeats):
-                            what = f"{inst.name} {backend.name} {budget:g} s #{i}"
-                            r = solver.solve(with_budget(p, budget, backend))
-                            gaps.append(below(ref, checked(p, r, what)))
-                            terms.append(r.stats.termination.name)
-                            walls.append(r.stats.wall_seconds)
-                        counts = ", ".join(f"{t} {terms.count(t)}" for t in sorted(set(terms)))
-                        repeat_rows.append(
-                            f"| {inst.name} | {backend.name} | {budget:g} | {repeats} | "
-                            f"{pct(gaps)} | {max(walls):.2f} | {sum(w > budget for w in walls)} | "
-                            f"{counts} |"
-                        )
-                        print(repeat_rows[-1], file=sys.stderr, flush=True)
-                if large:
-                    continue
-                for budget in args.budgets:
-                    r = solver.solve(with_budget(p, budget, Backend.AUTO))
-                    ours = below(ref, checked(p, r, f"{inst.name} AUTO {budget:g} s"))
-                    value, took, _ = plain_pipeline(p, budget)
-                    theirs = below(ref, value)
-                    verdict = (
-                        "ahead"
-                        if ours < theirs - 1e-9
-                        else ("tied" if abs(ours - theirs) <= 1e-9 else "BEHIND")
-                    )
-                    budget_rows.append(
-                        f"| {inst.name} | {budget:g} | {ours:.3f} | {r.stats.wall_seconds:.2f} | "
-                        f"{theirs:.3f} | {took:.2f} | {verdict} |"
-                    )
-                    print(budget_rows[-1], file=sys.stderr, flush=True)
-        finally:
-            solver.close()
+                budget_rows.append(
+                    f"| {inst.name} | {budget:g} | {ours:.3f} | {r.stats.wall_seconds:.2f} | "
+                    f"{theirs:.3f} | {took:.2f} | {verdict} |"
+                )
+                print(budget_rows[-1], file=sys.stderr, flush=True)
     tables = [
         f"DSFRO's power margin: z = {args.margin_z:g}\n",
         "References\n",
