@@ -4,8 +4,19 @@ instance share one GPU and the GPUs they would hold go to a job that needs them.
 
 from __future__ import annotations
 
-from solver.core.mig_consolidate import short_of_gpus
-from solver.domain import Job, JobAssignment, JobState, ProfilePoint, ThroughputProfile
+from solver.core.incumbent import infeasible
+from solver.core.mig import whole_problem
+from solver.core.mig_consolidate import consolidated, short_of_gpus
+from solver.domain import (
+    Allocation,
+    GpuSlice,
+    Job,
+    JobAssignment,
+    JobState,
+    ProfilePoint,
+    Shape,
+    ThroughputProfile,
+)
 from solver.perfmodel.configs import build_config_set
 from solver.scoring.checker import check_plan
 from solver.search.slice_prepack import LOSSLESS_SHARE, LosslessPacker
@@ -63,3 +74,33 @@ def test_the_lossless_packer_skips_slow_instances() -> None:
 def test_enough_gpus_no_split() -> None:
     p = problem(small("a", measured=95.0), large(), gpus=3)
     assert not short_of_gpus(p)
+
+
+def test_gpus_of_non_preemptible_jobs_are_never_consolidated() -> None:
+    """A non-preemptible job runs whole on GPU 0 and keeps it; the consolidated variant packs
+    the small jobs on another GPU (it once partitioned GPU 0 too, left the held job no GPU,
+    and the solve failed with a KeyError)."""
+    held = Allocation(Shape(T, 1, 1, 1), 1410, (GpuSlice("n0", (0,)),))
+    rate = ThroughputProfile((ProfilePoint(T, 1, 1, 1, 1410, 90.0, 300.0, 10.0),))
+    fixed = Job("fixed", "t", 1.0, rate, 1, 1, frozenset(), current=held, preemptible=False)
+    p = problem(fixed, small("a", measured=95.0), small("b", measured=95.0), large(), gpus=4)
+    assert short_of_gpus(p)
+    r = solve(p)
+    plan = r.plan
+    assert check_plan(p, plan.assignments, plan.layout_changes) == []
+    kept = plan.assignment("fixed")
+    assert kept.state is JobState.RUNNING and kept.mig is None
+    assert [(s.node, s.gpu_indices) for s in kept.placement] == [("n0", (0,))]
+    running = {a.job for a in plan.assignments if a.state is JobState.RUNNING}
+    assert running == {"fixed", "a", "b", "large"}
+
+
+def test_an_infeasible_whole_solve_leaves_the_plain_plan() -> None:
+    """When the whole-GPU solve of the consolidated problem finds no plan, the variant gives
+    way (None) instead of packing slices into a plan without the other jobs."""
+    p = problem(small("a", measured=95.0), small("b", measured=95.0), large(), gpus=3)
+    configs = build_config_set(p)
+    out = consolidated(
+        p, configs, {}, whole_problem, lambda q: infeasible(q, "no plan", wall_seconds=0.0)
+    )
+    assert out is None

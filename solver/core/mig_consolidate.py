@@ -9,7 +9,7 @@ import copy
 import dataclasses
 from collections.abc import Callable, Mapping
 
-from solver.domain import JobAssignment, JobState, Plan, Problem, SolveResult
+from solver.domain import Job, JobAssignment, JobState, Plan, Problem, SolveResult, Termination
 from solver.mig import GpuLayout, MigInstance
 from solver.perfmodel.configs import ConfigSet
 from solver.search.slice_prepack import LosslessPacker
@@ -33,15 +33,21 @@ def consolidated(
     solve_whole: Whole,
 ) -> tuple[Plan, SolveResult] | None:
     """The plan with slice jobs consolidated first, and the whole-GPU solve's result; None when
-    no slice job goes to an instance that way."""
-    queued = [JobAssignment(j.name, JobState.QUEUED) for j in problem.jobs if j.name not in kept]
-    pre = LosslessPacker(problem, configs, queued, kept)
+    no slice job goes to an instance that way, or the whole-GPU solve finds no plan for the
+    jobs left."""
+    base = [_held(configs, j) for j in problem.jobs if j.name not in kept]
+    pre = LosslessPacker(problem, configs, base, kept)
     pre.pack()
     moved = {name: got for name, got in pre.packed.items() if name not in kept}
     if not moved:
         return None
     gpus = {got[1] for got in moved.values()}
     result = solve_whole(whole_problem(_partitioned(problem, pre, gpus), {**kept, **moved}))
+    planned = {a.job for a in result.plan.assignments}
+    if result.stats.termination is Termination.INFEASIBLE or any(
+        j.name not in planned and j.name not in moved and j.name not in kept for j in problem.jobs
+    ):
+        return None
     final = Packer(problem, configs, result.plan.assignments, kept)
     for key in gpus:
         final.gpus[key] = copy.deepcopy(pre.gpus[key])
@@ -52,6 +58,19 @@ def consolidated(
         final.take_slice(name, config, gpu, inst)
     final.pack()
     return final.plan(), result
+
+
+def _held(configs: ConfigSet, job: Job) -> JobAssignment:
+    """A non-preemptible job on whole GPUs as it runs (at its shape's least draw): the packer
+    must not partition the GPUs it keeps (it did, and the whole-GPU solve had no way to keep
+    the job); any other job queued."""
+    cur = job.current
+    if cur is not None and cur.mig is None and not job.preemptible:
+        same = [c for c in configs.by_job.get(job.name, ()) if c.shape == cur.shape]
+        if same:
+            least = min(same, key=lambda c: c.watts)
+            return JobAssignment(job.name, JobState.RUNNING, least, cur.placement)
+    return JobAssignment(job.name, JobState.QUEUED)
 
 
 def _partitioned(problem: Problem, pre: Packer, gpus: set[tuple[str, int]]) -> Problem:
