@@ -124,3 +124,14 @@ def test_values_that_are_no_plan_make_an_error_result() -> None:
     assert bad.detail.startswith("stub solution unreadable")
     same = plan_of(f, outcome(SolverStatus.OPTIMAL, good.values, good.best_bound, 0.1), "stub")
     assert same.plan == good.plan
+
+
+def test_pyomo_without_time_to_hand_over_its_model_returns_at_once() -> None:
+    """Handing a Pyomo model to its solver is outside the solver's time limit: with no time
+    left after building it, no solver is started."""
+    p, configs = _instance("tiny-power")
+    o = solve_full(
+        formulation.build(p, configs), Backend.PYOMO, options=ExactOptions(time_limit=1e-9)
+    )
+    assert o.status is SolverStatus.NO_SOLUTION and o.plan is None
+    assert "no time left to hand it the model" in o.detail

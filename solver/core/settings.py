@@ -122,6 +122,11 @@ class SolverSettings(BaseSettings):
     """Rough cost of building the full model, its warm start and loading it into a solver:
     0.6-0.8 us per variable on a quiet machine, 1.3-2 us on a loaded one (docs/benchmarks.md,
     "Building the full model")."""
+    pyomo_build_seconds_per_variable: float = Field(1.2e-4, gt=0.0)
+    """The same through Pyomo, whose model is Python objects handed to the solver one row at a
+    time: 72-116 us per variable from 481 to 26,673 variables on a quiet machine (its
+    ``to_pyomo`` and appsi's ``set_instance``, 2026-12-05). Neither is bounded by the solver's
+    time limit: at 25,006 variables a 1 s call answered after 3.4 s."""
     full_model_max_variables: int = Field(200_000, ge=0)
     """AUTO solves the full model up to about this many variables (0.2-0.4 s to build and
     load); beyond, HiGHS's presolve alone outlasts most budgets."""

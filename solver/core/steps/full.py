@@ -26,7 +26,11 @@ def solve_full_model(
     """Build the full model, solve it on `which` within the time left, offer its plan and
     tighten the bound with what it proved."""
     s, clock, incumbent = run.settings, run.clock, run.incumbent
-    if clock.left() <= s.extract_seconds + s.build_seconds_per_variable * size:
+    if which is Backend.PYOMO:  # Python through and through: at the call's pace
+        build = clock.deadline.at_pace(s.pyomo_build_seconds_per_variable * size)
+    else:
+        build = s.build_seconds_per_variable * size
+    if clock.left() <= s.extract_seconds + build:
         incumbent.note("no time left to build and solve the full model")
         return
     model = formulation.build(run.problem, run.configs)
