@@ -165,6 +165,17 @@ class Broken(Fake):
         raise RuntimeError("secret detail")
 
 
+class BrokenAfterFirst(Canned):
+    """Offers its first plan, gives the worker a moment to send it, then raises."""
+
+    def answer(self, call: Call) -> SolveResult:
+        plan = super().answer(call).plan
+        if call.on_first_plan is not None:
+            call.on_first_plan(plan)
+            time.sleep(0.3)
+        raise RuntimeError("secret detail")
+
+
 class Dying(Canned):
     """Kills its own process, after offering its first plan when `first`, and a better plan
     (its first, worth 123) when `better`, giving the worker

@@ -6,6 +6,7 @@ quick plan, or the last plan it sent ahead)."""
 from __future__ import annotations
 
 import os
+import re
 import time
 from pathlib import Path
 
@@ -14,7 +15,7 @@ import grpc
 from solver._proto.dsfro.v1 import scheduler_pb2 as pb
 from solver.core.settings import SolverSettings
 from tests.factories import make_request
-from tests.fakes import Dying, Recording, UntilDeadline, records
+from tests.fakes import BrokenAfterFirst, Dying, Recording, UntilDeadline, records
 from tests.service_helpers import WAIT, _unproven_in_seconds, serving
 
 
@@ -92,6 +93,19 @@ def test_a_worker_that_dies_after_its_first_plan_answers_with_it() -> None:
         response = stub.Solve(make_request(), timeout=WAIT)
     assert response.stats.termination == pb.TERMINATION_FALLBACK
     assert "the first plan, sent ahead by the worker" in response.stats.detail
+    assert len(response.plan.assignments) == 3
+
+
+def test_a_solve_that_raises_after_its_first_plan_answers_with_it() -> None:
+    """The scheduler's round goes on with the checked plan sent ahead, labelled a FALLBACK
+    that names the log entry of the traceback (never the traceback itself)."""
+    with serving(BrokenAfterFirst()) as (_, stub):
+        response = stub.Solve(make_request(), timeout=WAIT)
+    assert response.stats.termination == pb.TERMINATION_FALLBACK
+    detail = response.stats.detail
+    assert re.search(r"the solve failed \(server log reference [0-9a-f]{12}\)", detail)
+    assert "the first plan, sent ahead by the worker" in detail
+    assert "secret" not in detail
     assert len(response.plan.assignments) == 3
 
 

@@ -9,7 +9,8 @@ or over its memory limit, and answers:
   one settled for the power margin), relabelled a FALLBACK with the reason; or, if it died
   before any plan, with the quick plan made here (running jobs kept, queued ones placed until
   the deadline), also a FALLBACK;
-- when the solve raised: an internal error (logged with its traceback).
+- when the solve raised: with the last plan it sent ahead, a FALLBACK naming the server log
+  entry that holds the traceback; before any plan, an internal error (logged the same way).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+import uuid
 from dataclasses import dataclass
 
 from google.protobuf.message import DecodeError
@@ -103,17 +105,26 @@ class SolveRunner:
             return self._without_worker(call, str(e), ahead)
         except CallFailed as e:
             self.pool.give_back(worker)
-            raise SolveFailed(str(e)) from e
+            if not ahead:
+                raise SolveFailed(str(e)) from e
+            # A checked plan exists: the scheduler's round goes on with it, the defect is logged.
+            ref = uuid.uuid4().hex[:12]
+            log.error("the solve failed after a plan was sent ahead [ref %s]: %s", ref, e)
+            why = f"the solve failed (server log reference {ref})"
+            return Outcome(self._sent_ahead(call, why, ahead[0]), why)
         self.pool.give_back(worker)
         return Outcome(answer)
+
+    @staticmethod
+    def _sent_ahead(call: SolveCall, why: str, plan: PlanAhead) -> Answer:
+        detail = f"{why}; {plan.what}, sent ahead by the worker"
+        return Answer(response=plan.response + fallback_stats(detail, call.arrival))
 
     def _without_worker(self, call: SolveCall, why: str, ahead: list[PlanAhead]) -> Outcome:
         """The answer when the worker is gone: the last plan it sent ahead, or the quick plan
         made here."""
         if ahead:
-            detail = f"{why}; {ahead[0].what}, sent ahead by the worker"
-            response = ahead[0].response + fallback_stats(detail, call.arrival)
-            return Outcome(Answer(response=response), why)
+            return Outcome(self._sent_ahead(call, why, ahead[0]), why)
         try:
             request = pipeline.prepare(pb.SolveRequest.FromString(call.data), call.profile)
         except (DecodeError, ValueError) as e:
