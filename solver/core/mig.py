@@ -249,7 +249,8 @@ def solve_with_slices(
     plan, why = _packed(problem, configs, result.plan, kept, stop_at)
     if plan is not None and split_at is not None:
         plan, result = _better(problem, (plan, result), consolidated(
-            problem, configs, kept, whole_problem, lambda p: solve_whole(p, None, None, None)
+            problem, configs, kept, whole_problem, lambda p: solve_whole(p, None, None, None),
+            stop_at,
         ))  # fmt: skip
     if plan is None or time_left is None:
         return _label(problem, result, (plan, why), started)

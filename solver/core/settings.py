@@ -142,11 +142,13 @@ class SolverSettings(BaseSettings):
     kept_exact_workers: int = Field(4, ge=0)
     """Isolated full-model workers kept idle between solves."""
 
-    mig_seconds_per_slice_job: float = Field(1.5e-3, ge=0.0)
+    mig_seconds_per_slice_job: float = Field(2.5e-3, ge=0.0)
     """Kept back from the whole-GPU paths of a snapshot with MIG, per slice job (beside the
-    0.2 s margin for the answer), to pack the slices and bound the snapshot with them
-    (solver.core.mig): 0.16 s and 0.30 s for 500 slice jobs beside 500 others on 1,024 GPUs
-    on the 2-core machine, with half again for load. At most half the time left."""
+    0.2 s margin for the answer), to pack the slices, finish the consolidated variant and bound
+    the snapshot with them (solver.core.mig): for 500 slice jobs beside 500 others on 1,024
+    GPUs on the 2-core machine, 0.29 s packing, 0.36 s for the consolidated variant's packing
+    and check, 0.53 s for the slice LP (2026-12-05; with 1.5e-3, sized before the consolidated
+    variant, the LP was stopped and no bound answered). At most half the time left."""
 
     carbon_deadline_margin: float = Field(0.25, ge=0.0)
     """A job with a deadline waits for cleaner electricity only while its predicted run, this

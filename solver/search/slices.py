@@ -68,7 +68,8 @@ class Packer:
         self.problem = problem
         self.configs = configs
         self.stop_at = stop_at
-        """A time.monotonic() instant after which no conversion starts (None: no limit)."""
+        """A time.monotonic() instant after which no job is packed and no conversion starts
+        (None: no limit)."""
         cluster = problem.cluster
         self.jobs = {j.name: j for j in problem.jobs}
         self.max_watts = cluster.max_gpu_watts()
@@ -83,6 +84,7 @@ class Packer:
         self.job_watts = 0.0
         self.rack_watts: dict[str, float] = {}
         self.rack_of = {n.name: n.rack for n in cluster.nodes}
+        self.type_of = {n.name: n.gpu_type for n in cluster.nodes}
         used: set[tuple[str, int]] = set()
         for a in base:
             if a.state is JobState.RUNNING and a.config is not None:
@@ -284,8 +286,7 @@ class Packer:
         return got[0]
 
     def _of_type(self, gpu_type: str) -> Iterator[MigGpu]:
-        cluster = self.problem.cluster
-        return (g for g in self.gpus.values() if cluster.node(g.node).gpu_type == gpu_type)
+        return (g for g in self.gpus.values() if self.type_of[g.node] == gpu_type)
 
     # ------------------------------------------------------------ the passes
 
@@ -300,8 +301,11 @@ class Packer:
         return out
 
     def pack(self) -> None:
-        """Every waiting slice job on the first place that takes it (module docstring)."""
+        """Every waiting slice job on the first place that takes it (module docstring), until
+        `stop_at`: the jobs not reached stay queued."""
         for job in self.waiting():
+            if self.stop_at is not None and time.monotonic() > self.stop_at:
+                return
             _ = self.try_own(job) or self.try_existing(job) or self.try_new(job)
 
     def convert(self) -> None:
