@@ -4,6 +4,8 @@ variables, and one consistent outcome and plan extraction whatever a solver says
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from solver.domain import Backend, JobState
@@ -17,6 +19,7 @@ from solver.exact.backends import (
     outcome,
     register_backend,
 )
+from solver.exact.backends.highs import stop_at
 from solver.exact.backends.pyomo_backend import KNOWN_SOLVERS, available_solvers
 from solver.exact.milp import Formulation
 from solver.exact.solve import plan_of, solve_full
@@ -135,3 +138,16 @@ def test_pyomo_without_time_to_hand_over_its_model_returns_at_once() -> None:
     )
     assert o.status is SolverStatus.NO_SOLUTION and o.plan is None
     assert "no time left to hand it the model" in o.detail
+
+
+def test_highs_is_interrupted_at_its_time_limit_or_on_request() -> None:
+    """HiGHS checks its own limit only between phases (its root ran 0.1-0.4 s past it); the
+    interrupt it polls in the simplex says stop from the limit on, or on request."""
+    now = time.monotonic()
+    assert stop_at(now - 1.0)() is True
+    assert stop_at(now + 60.0)() is False
+    asked = [False]
+    early = stop_at(now + 60.0, lambda: asked[0])
+    assert early() is False
+    asked[0] = True
+    assert early() is True
