@@ -151,3 +151,14 @@ def test_highs_is_interrupted_at_its_time_limit_or_on_request() -> None:
     assert early() is False
     asked[0] = True
     assert early() is True
+
+
+def test_cpsat_without_time_after_building_its_model_does_not_search() -> None:
+    """CP-SAT loads and presolves a model before it looks at its limit: with no time left
+    after building it, no search starts."""
+    p, configs = _instance("tiny-power")
+    o = solve_full(
+        formulation.build(p, configs), Backend.CPSAT, options=ExactOptions(time_limit=1e-9)
+    )
+    assert o.status is SolverStatus.NO_SOLUTION and o.plan is None
+    assert "no time left to search" in o.detail

@@ -122,6 +122,10 @@ class SolverSettings(BaseSettings):
     """Rough cost of building the full model, its warm start and loading it into a solver:
     0.6-0.8 us per variable on a quiet machine, 1.3-2 us on a loaded one (docs/benchmarks.md,
     "Building the full model")."""
+    cpsat_build_seconds_per_variable: float = Field(1.2e-5, gt=0.0)
+    """The same on CP-SAT, whose model is built row by row in Python: 6.2-7.7 us per estimated
+    variable from 2,000 to 159,000 on a quiet machine, 11.5 beside another solve (2026-12-05);
+    sized at 2e-6 before, a 1 s call at 200 nodes / 400 jobs answered after 2.4 s."""
     pyomo_build_seconds_per_variable: float = Field(1.2e-4, gt=0.0)
     """The same through Pyomo, whose model is Python objects handed to the solver one row at a
     time: 72-116 us per variable from 481 to 26,673 variables on a quiet machine (its

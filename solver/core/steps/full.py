@@ -26,10 +26,13 @@ def solve_full_model(
     """Build the full model, solve it on `which` within the time left, offer its plan and
     tighten the bound with what it proved."""
     s, clock, incumbent = run.settings, run.clock, run.incumbent
-    if which is Backend.PYOMO:  # Python through and through: at the call's pace
-        build = clock.deadline.at_pace(s.pyomo_build_seconds_per_variable * size)
-    else:
-        build = s.build_seconds_per_variable * size
+    build = s.build_seconds_per_variable * size
+    python_built = {
+        Backend.CPSAT: s.cpsat_build_seconds_per_variable,
+        Backend.PYOMO: s.pyomo_build_seconds_per_variable,
+    }
+    if which in python_built:  # models built in Python: at the call's pace
+        build = clock.deadline.at_pace(python_built[which] * size)
     if clock.left() <= s.extract_seconds + build:
         incumbent.note("no time left to build and solve the full model")
         return
