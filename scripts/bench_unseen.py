@@ -1,0 +1,150 @@
+"""Snapshots no test was written for: random generator settings, every backend, short budgets;
+what went wrong, in process.
+
+Each case draws a node mix (``hybrid``, ``modern``, ``pai``, ``hetero-power``), a size, the
+shares of running, deadline, unavailable and slice jobs, and the cluster and rack power
+budgets, then solves it with HEURISTIC, AUTO and one exact backend (CP-SAT, HiGHS, AGGREGATE
+or Pyomo), each at a budget of 0.3, 1 or 3 s. A call goes wrong when it raises, its plan fails
+the independent checker, it answers past its budget by more than ``--slack``, its objective is
+above its proven bound, or it says OPTIMAL with a gap. A snapshot the generator refuses
+(``modern`` with measured profiles, slices on types without MIG) is drawn again differently.
+
+    .venv/bin/python scripts/bench_unseen.py --seed 1 --cases 70 --jsonl /tmp/unseen.jsonl
+
+The table goes, with the command and date, into docs/reliability.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import random
+import sys
+import time
+import traceback
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+
+from solver.app import pipeline
+from solver.app.limits import Limits
+from solver.core.solver import Solver
+from solver.domain import Backend, Problem
+from solver.offline.generate import generate, spec_from_args
+from solver.scoring.checker import check_plan
+
+LIMITS = Limits(max_time_budget_seconds=600)
+MIXES = ("hybrid", "modern", "pai", "hetero-power")
+"""Node mixes of ``dsfro generate``; only ``hybrid`` and ``modern`` have MIG geometries."""
+EXACT = (Backend.CPSAT, Backend.HIGHS, Backend.AGGREGATE, Backend.PYOMO)
+BUDGETS = (0.3, 1.0, 3.0)
+
+
+def draw(rng: random.Random) -> list[str]:
+    """`dsfro generate` arguments of one case."""
+    mix = rng.choice(MIXES)
+    nodes = rng.choice([4, 16, 64, 200])
+    jobs = rng.choice([max(2, nodes // 2), nodes * 2, nodes * 4])
+    args = [
+        *("--nodes", str(nodes), "--jobs", str(jobs), "--seed", str(rng.randrange(1000))),
+        *("--mix", mix, "--running-share", str(rng.choice([0, 0.3, 0.8]))),
+        *("--deadline-share", str(rng.choice([0, 0.5]))),
+        *("--unavailable-share", str(rng.choice([0, 0.2]))),
+        *("--power-budget-fraction", str(rng.choice([0.3, 0.6, 1.0]))),
+        *("--rack-power-budget-fraction", str(rng.choice([0.5, 0.8, 1.0]))),
+    ]
+    slices = rng.choice([0, 0, 0.5]) if mix in ("hybrid", "modern") else 0
+    args += ["--slice-share", str(slices)]
+    if mix == "modern":  # no measured profile exists for its GPU types
+        args += ["--profile-share", "0"]
+    return args
+
+
+def snapshot(rng: random.Random) -> tuple[list[str], Problem]:
+    """A case the generator makes (one it refuses is drawn again)."""
+    while True:
+        args = draw(rng)
+        try:
+            return args, pipeline.to_problem(generate(spec_from_args(args)), LIMITS)
+        except ValueError:
+            continue
+
+
+def faults(
+    p: Problem, solver: Solver, budget: float, slack: float
+) -> tuple[dict[str, object], list[str]]:
+    """One call: its record and what went wrong."""
+    start = time.monotonic()
+    try:
+        r = solver.solve(p)
+    except Exception:
+        return {"error": traceback.format_exc()[-800:]}, ["raised"]
+    wall = time.monotonic() - start
+    s = r.stats
+    plan = r.plan
+    bad = []
+    if check_plan(p, plan.assignments, plan.layout_changes, plan.power_actions):
+        bad.append("checker")
+    if wall > budget + slack:
+        bad.append("late")
+    if s.best_bound is not None and s.objective > s.best_bound + 1e-6 * max(1.0, abs(s.best_bound)):
+        bad.append("above its bound")
+    if s.termination.name == "OPTIMAL" and (s.relative_gap or 0.0) > 1e-6:
+        bad.append("OPTIMAL with a gap")
+    record: dict[str, object] = {
+        "wall": round(wall, 3),
+        "objective": round(s.objective, 4),
+        "bound": None if s.best_bound is None else round(s.best_bound, 4),
+        "termination": s.termination.name,
+        "detail": s.detail[:300],
+    }
+    return record, bad
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--cases", type=int, default=70)
+    ap.add_argument("--slack", type=float, default=0.15, help="seconds past the budget allowed")
+    ap.add_argument("--jsonl", type=Path, help="every call as a JSON line")
+    a = ap.parse_args(argv)
+    rng = random.Random(a.seed)
+    solver = Solver()
+    out = a.jsonl.open("w") if a.jsonl else None
+    calls = 0
+    wrong: Counter[str] = Counter()
+    examples: dict[str, str] = {}
+    for case in range(a.cases):
+        args, problem = snapshot(rng)
+        for backend in (Backend.HEURISTIC, Backend.AUTO, rng.choice(EXACT)):
+            budget = rng.choice(BUDGETS)
+            options = dataclasses.replace(
+                problem.options, time_budget_seconds=budget, backend=backend
+            )
+            record, bad = faults(
+                dataclasses.replace(problem, options=options), solver, budget, a.slack
+            )
+            calls += 1
+            for what in bad:
+                wrong[what] += 1
+                examples.setdefault(what, f"{backend.name} at {budget} s: {' '.join(args)}")
+            if out is not None:
+                line = {"case": case, "args": " ".join(args), "backend": backend.name}
+                print(
+                    json.dumps({**line, "budget": budget, **record, "wrong": bad}),
+                    file=out,
+                    flush=True,
+                )
+    if out is not None:
+        out.close()
+    print(f"\n{a.cases} snapshots, {calls} calls (seed {a.seed}, slack {a.slack} s)\n")
+    print("| what went wrong | calls | first case |")
+    print("| --- | --- | --- |")
+    for what in ("raised", "checker", "late", "above its bound", "OPTIMAL with a gap"):
+        print(f"| {what} | {wrong[what]} | {examples.get(what, '-')} |")
+    return 1 if wrong["raised"] or wrong["checker"] or wrong["above its bound"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
