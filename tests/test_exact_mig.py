@@ -122,3 +122,28 @@ def test_an_exact_solve_reports_the_joint_bound(backend: Backend) -> None:
     assert heuristic.stats.best_bound >= s.objective - 1e-9
     assert s.objective >= heuristic.plan.objective.total - 1e-9
     assert "joint MIG model" in s.detail
+
+
+def test_the_joint_model_s_build_counts_in_its_seconds(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Building the joint model is Python within the same seconds: a build that uses them up
+    leaves the packed plan alone, no solver started late."""
+    import time
+
+    from solver.core import mig_exact
+
+    p = seven_and_one(Backend.HIGHS)
+    configs = build_config_set(p)  # type: ignore[arg-type]
+    packed = solve(seven_and_one()).plan  # type: ignore[arg-type]
+    slow_build = build_mig
+
+    def build(*args: object) -> object:
+        time.sleep(0.2)
+        return slow_build(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(mig_exact, "build_mig", build)
+    joint = mig_exact.joint_solve(p, configs, packed, 0.1)  # type: ignore[arg-type]
+    assert joint is not None and joint.plan is packed and joint.bound is None
+    assert "no time left after building it" in joint.detail
+    monkeypatch.setattr(mig_exact, "build_mig", slow_build)
+    joint = mig_exact.joint_solve(p, configs, packed, 10.0)  # type: ignore[arg-type]
+    assert joint is not None and joint.bound is not None

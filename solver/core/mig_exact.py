@@ -11,6 +11,7 @@ symmetric GPUs by one order).
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import dataclass
 
 from solver.domain import Backend, Plan, Problem
@@ -25,6 +26,8 @@ log = logging.getLogger(__name__)
 JOINT_MAX_VARIABLES = 20_000
 """Above this many variables the joint model is not built (the packing answers alone)."""
 EXACT = (Backend.CPSAT, Backend.HIGHS)
+MIN_JOINT_SECONDS = 0.05
+"""The joint model is not solved with less time than this left."""
 
 
 @dataclass(frozen=True)
@@ -40,14 +43,18 @@ def joint_solve(problem: Problem, configs: ConfigSet, packed: Plan, seconds: flo
     """The joint model on `problem` for at most `seconds`, from `packed`; None when it does not
     apply (not an exact backend, a snapshot it does not cover, too big, no time)."""
     backend = problem.options.backend
-    if backend not in EXACT or seconds < 0.05 or supports(problem):
+    if backend not in EXACT or seconds < MIN_JOINT_SECONDS or supports(problem):
         return None
+    until = time.monotonic() + seconds
     f = build_mig(problem, configs)
     if f.num_variables > JOINT_MAX_VARIABLES:
         return Joint(packed, None, f"joint MIG model not built ({f.num_variables} variables)")
+    left = until - time.monotonic()  # building it is Python, within the same seconds
+    if left < MIN_JOINT_SECONDS:
+        return Joint(packed, None, "joint MIG model: no time left after building it")
     o = problem.options
     options = ExactOptions(
-        time_limit=seconds, relative_gap=o.relative_gap, seed=o.seed, threads=max(o.threads, 1)
+        time_limit=left, relative_gap=o.relative_gap, seed=o.seed, threads=max(o.threads, 1)
     )
     solver = get_backend(backend)
     outcome = solver.solve(f, hint=hint_mig(f, packed), options=options)
