@@ -11,6 +11,10 @@ above its proven bound, or it says OPTIMAL with a gap. A snapshot the generator 
 
     .venv/bin/python scripts/bench_unseen.py --seed 1 --cases 70 --jsonl /tmp/unseen.jsonl
 
+With ``--server ADDR`` the calls go to a running service as a client that knows only the proto
+would send them (``solver.client``), and each answer's plan is checked here, in this process
+(``solver.scoring.evaluation``); an RPC error counts as "raised", with its status code.
+
 The table goes, with the command and date, into docs/reliability.md.
 """
 
@@ -27,11 +31,19 @@ from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
+import grpc
+
+from solver._proto.dsfro.v1 import scheduler_pb2 as pb
 from solver.app import pipeline
+from solver.app.convert import allocations_from_proto, backend_to_proto, problem_from_proto
+from solver.app.convert_mig import changes_from_proto
+from solver.app.convert_power import actions_from_proto, power_limits_from_proto
 from solver.app.limits import Limits
+from solver.client import Client
 from solver.core.solver import Solver
 from solver.domain import Backend, Problem
 from solver.offline.generate import generate, spec_from_args
+from solver.scoring import evaluation
 from solver.scoring.checker import check_plan
 
 LIMITS = Limits(max_time_budget_seconds=600)
@@ -61,14 +73,60 @@ def draw(rng: random.Random) -> list[str]:
     return args
 
 
-def snapshot(rng: random.Random) -> tuple[list[str], Problem]:
+def snapshot(rng: random.Random) -> tuple[list[str], pb.SolveRequest, Problem]:
     """A case the generator makes (one it refuses is drawn again)."""
     while True:
         args = draw(rng)
         try:
-            return args, pipeline.to_problem(generate(spec_from_args(args)), LIMITS)
+            request = generate(spec_from_args(args))
+            return args, request, pipeline.to_problem(request, LIMITS)
         except ValueError:
             continue
+
+
+def remote_faults(
+    client: Client, request: pb.SolveRequest, backend: Backend, budget: float, slack: float
+) -> tuple[dict[str, object], list[str]]:
+    """One call through the service: its record and what went wrong (the plan checked here)."""
+    sent = pb.SolveRequest()
+    sent.CopyFrom(request)
+    sent.options.time_budget.FromNanoseconds(round(budget * 1e9))
+    sent.options.backend = backend_to_proto(backend)
+    start = time.monotonic()
+    try:
+        response = client.solve(sent)
+    except grpc.RpcError as e:
+        return {"error": f"{e.code().name}: {e.details()}"}, ["raised"]
+    wall = time.monotonic() - start
+    problem = problem_from_proto(sent, LIMITS)
+    plan = response.plan
+    ev = evaluation.evaluate_allocations(
+        problem,
+        allocations_from_proto(plan),
+        changes_from_proto(plan),
+        actions_from_proto(plan),
+        power_limits_from_proto(plan),
+    )
+    s = response.stats
+    bound = s.best_bound if s.HasField("best_bound") else None
+    gap = s.relative_gap if s.HasField("relative_gap") else 0.0
+    bad = []
+    if ev.violations or ev.plan is None:
+        bad.append("checker")
+    if wall > budget + slack:
+        bad.append("late")
+    if bound is not None and s.objective > bound + 1e-6 * max(1.0, abs(bound)):
+        bad.append("above its bound")
+    if s.termination == pb.TERMINATION_OPTIMAL and gap > 1e-6:
+        bad.append("OPTIMAL with a gap")
+    record: dict[str, object] = {
+        "wall": round(wall, 3),
+        "objective": round(s.objective, 4),
+        "bound": None if bound is None else round(bound, 4),
+        "termination": pb.Termination.Name(s.termination),
+        "detail": s.detail[:300],
+    }
+    return record, bad
 
 
 def faults(
@@ -108,23 +166,28 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--cases", type=int, default=70)
     ap.add_argument("--slack", type=float, default=0.15, help="seconds past the budget allowed")
     ap.add_argument("--jsonl", type=Path, help="every call as a JSON line")
+    ap.add_argument("--server", metavar="ADDR", help="call a running service instead")
     a = ap.parse_args(argv)
     rng = random.Random(a.seed)
     solver = Solver()
+    client = Client(a.server) if a.server else None
     out = a.jsonl.open("w") if a.jsonl else None
     calls = 0
     wrong: Counter[str] = Counter()
     examples: dict[str, str] = {}
     for case in range(a.cases):
-        args, problem = snapshot(rng)
+        args, request, problem = snapshot(rng)
         for backend in (Backend.HEURISTIC, Backend.AUTO, rng.choice(EXACT)):
             budget = rng.choice(BUDGETS)
             options = dataclasses.replace(
                 problem.options, time_budget_seconds=budget, backend=backend
             )
-            record, bad = faults(
-                dataclasses.replace(problem, options=options), solver, budget, a.slack
-            )
+            if client is not None:
+                record, bad = remote_faults(client, request, backend, budget, a.slack)
+            else:
+                record, bad = faults(
+                    dataclasses.replace(problem, options=options), solver, budget, a.slack
+                )
             calls += 1
             for what in bad:
                 wrong[what] += 1
@@ -138,7 +201,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                 )
     if out is not None:
         out.close()
-    print(f"\n{a.cases} snapshots, {calls} calls (seed {a.seed}, slack {a.slack} s)\n")
+    if client is not None:
+        client.close()
+    where = f"through {a.server}" if a.server else "in process"
+    print(f"\n{a.cases} snapshots, {calls} calls {where} (seed {a.seed}, slack {a.slack} s)\n")
     print("| what went wrong | calls | first case |")
     print("| --- | --- | --- |")
     for what in ("raised", "checker", "late", "above its bound", "OPTIMAL with a gap"):
