@@ -31,15 +31,13 @@ from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
-import grpc
-
 from solver._proto.dsfro.v1 import scheduler_pb2 as pb
 from solver.app import pipeline
 from solver.app.convert import allocations_from_proto, backend_to_proto, problem_from_proto
 from solver.app.convert_mig import changes_from_proto
 from solver.app.convert_power import actions_from_proto, power_limits_from_proto
 from solver.app.limits import Limits
-from solver.client import Client
+from solver.client import Client, DsfroError
 from solver.core.solver import Solver
 from solver.domain import Backend, Problem
 from solver.offline.generate import generate, spec_from_args
@@ -95,8 +93,8 @@ def remote_faults(
     start = time.monotonic()
     try:
         response = client.solve(sent)
-    except grpc.RpcError as e:
-        return {"error": f"{e.code().name}: {e.details()}"}, ["raised"]
+    except DsfroError as e:
+        return {"error": str(e)}, ["raised"]
     wall = time.monotonic() - start
     problem = problem_from_proto(sent, LIMITS)
     plan = response.plan
