@@ -12,6 +12,8 @@ from solver._proto.dsfro.v1 import scheduler_pb2 as pb
 from solver.domain import Allocation, GpuSlice, Shape
 from solver.mig import GpuLayout, LayoutChange, layout_problems
 from solver.offline.generate.spec import NodeKind
+from solver.perfmodel import budgets
+from solver.perfmodel.configs import type_facts
 from solver.perfmodel.mig_catalog import load_mig_catalog
 from solver.perfmodel.slices import slice_share
 from solver.simulate.core import Decision, RoundInput, SimJob, SimulationLog, TraceJob
@@ -171,6 +173,43 @@ def test_static_partitioning_partitions_once_and_keeps_layouts_across_rounds() -
             on_partitioned = a.placement[0].node == partitioned
             assert (a.mig is not None) == name.startswith("s") == on_partitioned
     assert all(j.slice_seconds > 0 for j in log.jobs if j.slices)
+
+
+def test_static_partitioning_keeps_the_queues_quota_and_the_power_budget() -> None:
+    """Instances are admitted as whole GPUs are: six small jobs of a queue entitled to three
+    A100s run three at a time (every round's plan passes the engine's checker; before, all six
+    ran and the run stopped on a plan over the quota); and under a cluster budget with room
+    above the floor for the first two and not a third, two start."""
+    cluster = a100_nodes(2)
+    cluster.queues.add(name="t", quotas=[pb.ResourceQuota(resource=A100, nominal=3.0)])
+    jobs = [small(f"s{i}", 0.0, 1800.0) for i in range(6)]
+    recorder = Recorder(StaticMigPolicy())
+    _, log = simulate(cluster, realize(cluster, jobs), recorder)
+    assert all(j.finish_s is not None for j in log.jobs)
+    on = [sum(a.mig is not None for a in d.allocations.values()) for _, d in recorder.rounds]
+    assert max(on) == 3
+
+    free = Recorder(StaticMigPolicy())
+    plain = a100_nodes(2)
+    simulate(plain, realize(plain, jobs), free)
+    round_input, decision = free.rounds[0]
+    assert sum(a.mig is not None for a in decision.allocations.values()) == 6
+    problem = round_input.problem
+    facts = type_facts(problem.cluster)
+    watts = {}
+    for j in problem.jobs:
+        a = decision.allocations[j.name]
+        assert a.mig is not None
+        fits = instance_configs(j, facts, problem.cluster.mig)
+        watts[j.name] = fits[A100, a.mig.profile, a.sm_clock_mhz].watts
+    # Room for s0 and s1 (first in submission order) and less than any third.
+    room = watts["s0"] + watts["s1"] + 0.5 * min(watts.values())
+    budget = budgets.floor_watts(problem.cluster) + room
+    capped = dataclasses.replace(
+        problem, cluster=dataclasses.replace(problem.cluster, power_budget_watts=budget)
+    )
+    d = StaticMigPolicy().decide(dataclasses.replace(round_input, problem=capped))
+    assert {n for n, a in d.allocations.items() if a.mig is not None} == {"s0", "s1"}
 
 
 def test_small_jobs_take_the_smallest_instance_their_memory_fits() -> None:

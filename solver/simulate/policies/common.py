@@ -214,11 +214,12 @@ class PowerLedger:
         self.watts = sum(self.rack_watts.values())
 
     def _deltas(self, c: Config, slices: Sequence[GpuSlice]) -> dict[str, float]:
-        per_gpu = c.watts / c.num_gpus
         out: dict[str, float] = {}
         for s in slices:
             rack = self._rack[s.node]
-            delta = len(s.gpu_indices) * (per_gpu - self._idle[s.node])
+            # An instance's watts are above its GPU's idle power, which the floor keeps.
+            extra = c.watts if c.mig_profile else c.watts / c.num_gpus - self._idle[s.node]
+            delta = len(s.gpu_indices) * extra
             out[rack] = out.get(rack, 0.0) + delta + self._wake.get(s.node, 0.0)
         return out
 

@@ -46,8 +46,13 @@ class FifoPolicy:
 
     def decide(self, round_input: RoundInput) -> Decision:
         started = time.perf_counter()
-        view = RoundView.of(round_input)
-        planner = Planner(view)
+        planner = Planner(RoundView.of(round_input))
+        return planner.decision(started, self.fill(planner))
+
+    def fill(self, planner: Planner) -> str:
+        """FIFO's plan of the round into `planner` (which may hold allocations already: their
+        GPUs, power and quota are taken); its detail."""
+        view = planner.view
         pin_non_preemptible(planner)
         jobs = submission_order(view, view.problem.jobs)
         stopped = [
@@ -72,7 +77,7 @@ class FifoPolicy:
             detail += f", stopped by the power budget: {', '.join(stopped)}"
         if blocked:
             detail += f", head of line: {blocked}"
-        return planner.decision(started, detail)
+        return detail
 
     def options(self, view: RoundView, job: Job) -> list[Config]:
         """A waiting job's configurations, in the order it tries them."""

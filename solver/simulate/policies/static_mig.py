@@ -15,20 +15,25 @@ partitioned once and never reconfigured; small jobs take free instances, large j
   instance sizes. Only instances: a small job asks for ``nvidia.com/mig-<profile>``, not a GPU.
 - **Large jobs**: ``fifo``'s rules on the GPUs left whole.
 
-Every job sees the same predictions as DSFRO (the round's problem). Power is not admitted for
-instances (no scenario with slices has a budget; the checker would reject a plan over one).
+Every job sees the same predictions as DSFRO (the round's problem). Instances are admitted as
+whole GPUs are (``common.Planner``): a job starts only within the cluster and rack power budgets
+and its tenant queue's quota; the small jobs running on instances are counted first, then
+FIFO's whole-GPU plan, then the waiting small jobs (before, instances were admitted on their
+own, and a cluster with tenant queues got plans over its cohort's quota).
 """
 
 from __future__ import annotations
 
 import math
 import time
+from collections.abc import Mapping
 from dataclasses import replace
 
-from solver.domain import Allocation, GpuSlice, Job, Node, Problem
+from solver.domain import Allocation, Config, GpuSlice, Job, Node, Problem
 from solver.mig import GpuLayout, LayoutChange, MigGeometry, MigInstance, valid_layouts
-from solver.perfmodel.configs import type_facts
+from solver.perfmodel.configs import TypeFacts, type_facts
 from solver.simulate.core import Decision, RoundInput
+from solver.simulate.policies.common import Planner, RoundView
 from solver.simulate.policies.fifo import FifoPolicy
 from solver.simulate.slicing import instance_configs
 
@@ -92,12 +97,44 @@ class StaticMigPolicy:
                 nodes=tuple(_without(n, n.name in targets) for n in problem.cluster.nodes),
             ),
         )
-        fifo = self._fifo.decide(replace(round_input, problem=whole))
-        allocations = dict(fifo.allocations)
-        placed = self._instances(round_input, problem, small, targets, changes)
+        planner = Planner(RoundView.of(replace(round_input, problem=whole)))
+        facts = type_facts(problem.cluster)
+        kept = self._keep_instances(planner, problem, small, facts)
+        self._fifo.fill(planner)
+        allocations = dict(planner.allocations)
+        placed = self._instances(round_input, problem, small, targets, changes, planner, facts)
+        allocations.update(kept)
         allocations.update(placed)
-        detail = f"{len(fifo.allocations)} whole, {len(placed)} on instances"
+        detail = f"{len(planner.allocations)} whole, {len(kept) + len(placed)} on instances"
         return Decision(allocations, time.perf_counter() - started, detail, tuple(changes))
+
+    @staticmethod
+    def _keep_instances(
+        planner: Planner, problem: Problem, small: list[Job], facts: Mapping[str, TypeFacts]
+    ) -> dict[str, Allocation]:
+        """The small jobs running on instances keep them, their power and quota counted first
+        (a non-preemptible one whatever the budgets); one the budgets no longer allow stops."""
+        out: dict[str, Allocation] = {}
+        for job in small:
+            cur = job.current
+            if cur is None or cur.mig is None:
+                continue
+            gpu = cur.shape.gpu_type
+            fits = instance_configs(job, facts, problem.cluster.mig)
+            c = fits.get((gpu, cur.mig.profile, cur.sm_clock_mhz))
+            if c is None:  # its clock not offered: count the profile's top clock
+                c = fits.get((gpu, cur.mig.profile, facts[gpu].gpu.max_clock_mhz))
+            if c is None:
+                if not job.preemptible:
+                    out[job.name] = cur
+                continue
+            if not job.preemptible:
+                planner.power.add(c, cur.placement)
+                planner.quotas.take(job, c)
+                out[job.name] = cur
+            elif _admit(planner, job, c, cur.placement):
+                out[job.name] = cur
+        return out
 
     def _instances(
         self,
@@ -106,10 +143,11 @@ class StaticMigPolicy:
         small: list[Job],
         targets: dict[str, tuple[MigInstance, ...]],
         changes: list[LayoutChange],
+        planner: Planner,
+        facts: Mapping[str, TypeFacts],
     ) -> dict[str, Allocation]:
-        """Small jobs on free instances: running ones stay, waiting ones in submission order
-        take the smallest instance that fits."""
-        facts = type_facts(problem.cluster)
+        """Waiting small jobs on free instances, in submission order: each takes the smallest
+        instance that fits it, within the power budgets and its queue's quota."""
         new = {(c.node, c.layout.gpu_index) for c in changes}
         free: list[tuple[str, int, MigInstance]] = []
         for node in problem.cluster.nodes:
@@ -126,8 +164,7 @@ class StaticMigPolicy:
         for job in order:
             cur = job.current
             if cur is not None and cur.mig is not None:
-                out[job.name] = cur
-                continue
+                continue  # kept or stopped by _keep_instances
             fits = instance_configs(job, facts, problem.cluster.mig)
             best = None
             for k, (node_name, i, m) in enumerate(free):
@@ -142,7 +179,10 @@ class StaticMigPolicy:
             if best is None:
                 continue
             _, k, c = best
-            node_name, i, m = free.pop(k)
+            node_name, i, m = free[k]
+            if not _admit(planner, job, c, (GpuSlice(node_name, (i,)),)):
+                continue
+            free.pop(k)
             out[job.name] = Allocation(
                 c.shape,
                 c.sm_clock_mhz,
@@ -153,6 +193,15 @@ class StaticMigPolicy:
 
     def close(self) -> None:
         """Nothing to release."""
+
+
+def _admit(planner: Planner, job: Job, c: Config, slices: tuple[GpuSlice, ...]) -> bool:
+    """Count an instance job's power and quota in the plan if both allow it."""
+    if not planner.quota_fits(job, c) or not planner.power.fits(c, slices):
+        return False
+    planner.power.add(c, slices)
+    planner.quotas.take(job, c)
+    return True
 
 
 def _changes(problem: Problem, targets: dict[str, tuple[MigInstance, ...]]) -> list[LayoutChange]:
