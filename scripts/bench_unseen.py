@@ -6,7 +6,8 @@ shares of running, deadline, unavailable and slice jobs, and the cluster and rac
 budgets, then solves it with HEURISTIC, AUTO and one exact backend (CP-SAT, HiGHS, AGGREGATE
 or Pyomo), each at a budget of 0.3, 1 or 3 s. A call goes wrong when it raises, its plan fails
 the independent checker, it answers past its budget by more than ``--slack``, its objective is
-above its proven bound, or it says OPTIMAL with a gap. A snapshot the generator refuses
+above its proven bound, it says OPTIMAL with a gap, or its objective is not what EvaluatePlan
+gives its plan. A snapshot the generator refuses
 (``modern`` with measured profiles, slices on types without MIG) is drawn again differently.
 
     .venv/bin/python scripts/bench_unseen.py --seed 1 --cases 70 --jsonl /tmp/unseen.jsonl
@@ -33,7 +34,12 @@ from pathlib import Path
 
 from solver._proto.dsfro.v1 import scheduler_pb2 as pb
 from solver.app import pipeline
-from solver.app.convert import allocations_from_proto, backend_to_proto, problem_from_proto
+from solver.app.convert import (
+    allocations_from_proto,
+    backend_to_proto,
+    problem_from_proto,
+    result_to_proto,
+)
 from solver.app.convert_mig import changes_from_proto
 from solver.app.convert_power import actions_from_proto, power_limits_from_proto
 from solver.app.limits import Limits
@@ -82,6 +88,21 @@ def snapshot(rng: random.Random) -> tuple[list[str], pb.SolveRequest, Problem]:
             continue
 
 
+def evaluated(problem: Problem, plan: pb.Plan) -> tuple[bool, float]:
+    """Whether the plan passes EvaluatePlan's checks, and its objective there (in this process,
+    as the service's EvaluatePlan computes them)."""
+    ev = evaluation.evaluate_allocations(
+        problem,
+        allocations_from_proto(plan),
+        changes_from_proto(plan),
+        actions_from_proto(plan),
+        power_limits_from_proto(plan),
+    )
+    if ev.violations or ev.plan is None:
+        return False, 0.0
+    return True, ev.plan.objective.total
+
+
 def remote_faults(
     client: Client, request: pb.SolveRequest, backend: Backend, budget: float, slack: float
 ) -> tuple[dict[str, object], list[str]]:
@@ -96,20 +117,12 @@ def remote_faults(
     except DsfroError as e:
         return {"error": str(e)}, ["raised"]
     wall = time.monotonic() - start
-    problem = problem_from_proto(sent, LIMITS)
-    plan = response.plan
-    ev = evaluation.evaluate_allocations(
-        problem,
-        allocations_from_proto(plan),
-        changes_from_proto(plan),
-        actions_from_proto(plan),
-        power_limits_from_proto(plan),
-    )
+    valid, total = evaluated(problem_from_proto(sent, LIMITS), response.plan)
     s = response.stats
     bound = s.best_bound if s.HasField("best_bound") else None
     gap = s.relative_gap if s.HasField("relative_gap") else 0.0
     bad = []
-    if ev.violations or ev.plan is None:
+    if not valid:
         bad.append("checker")
     if wall > budget + slack:
         bad.append("late")
@@ -117,6 +130,8 @@ def remote_faults(
         bad.append("above its bound")
     if s.termination == pb.TERMINATION_OPTIMAL and gap > 1e-6:
         bad.append("OPTIMAL with a gap")
+    if valid and abs(total - s.objective) > 1e-6 * max(1.0, abs(s.objective)):
+        bad.append("objective not EvaluatePlan's")
     record: dict[str, object] = {
         "wall": round(wall, 3),
         "objective": round(s.objective, 4),
@@ -148,6 +163,9 @@ def faults(
         bad.append("above its bound")
     if s.termination.name == "OPTIMAL" and (s.relative_gap or 0.0) > 1e-6:
         bad.append("OPTIMAL with a gap")
+    valid, total = evaluated(p, result_to_proto(r, p).plan)
+    if valid and abs(total - s.objective) > 1e-6 * max(1.0, abs(s.objective)):
+        bad.append("objective not EvaluatePlan's")
     record: dict[str, object] = {
         "wall": round(wall, 3),
         "objective": round(s.objective, 4),
@@ -205,9 +223,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"\n{a.cases} snapshots, {calls} calls {where} (seed {a.seed}, slack {a.slack} s)\n")
     print("| what went wrong | calls | first case |")
     print("| --- | --- | --- |")
-    for what in ("raised", "checker", "late", "above its bound", "OPTIMAL with a gap"):
+    kinds = ("raised", "checker", "late", "above its bound", "OPTIMAL with a gap")
+    for what in (*kinds, "objective not EvaluatePlan's"):
         print(f"| {what} | {wrong[what]} | {examples.get(what, '-')} |")
-    return 1 if wrong["raised"] or wrong["checker"] or wrong["above its bound"] else 0
+    hard = ("raised", "checker", "above its bound", "objective not EvaluatePlan's")
+    return 1 if any(wrong[w] for w in hard) else 0
 
 
 if __name__ == "__main__":
