@@ -7,10 +7,17 @@ budgets, then solves it with HEURISTIC, AUTO and one exact backend (CP-SAT, HiGH
 or Pyomo), each at a budget of 0.3, 1 or 3 s. A call goes wrong when it raises, its plan fails
 the independent checker, it answers past its budget by more than ``--slack``, its objective is
 above its proven bound, it says OPTIMAL with a gap, or its objective is not what EvaluatePlan
-gives its plan. A snapshot the generator refuses
-(``modern`` with measured profiles, slices on types without MIG) is drawn again differently.
+gives its plan; an INFEASIBLE answer is counted apart (a request can contradict itself). A
+snapshot the generator refuses (``modern`` with measured profiles, slices on types without MIG)
+is drawn again differently.
 
     .venv/bin/python scripts/bench_unseen.py --seed 1 --cases 70 --jsonl /tmp/unseen.jsonl
+
+With ``--request-features`` each snapshot also gets, from a random stream of its own (the
+snapshots stay those of the seed), a fairness mode and scope with a fairness weight, other
+objective weights, a relative gap of 0, 1 % or 30 %, and tenant queues (one per tenant, in
+one cohort or none, nominal quotas of 10-60 % of each GPU type, some with borrowing and lending
+limits): what the generator leaves at its defaults.
 
 With ``--server ADDR`` the calls go to a running service as a client that knows only the proto
 would send them (``solver.client``), and each answer's plan is checked here, in this process
@@ -77,15 +84,67 @@ def draw(rng: random.Random) -> list[str]:
     return args
 
 
-def snapshot(rng: random.Random) -> tuple[list[str], pb.SolveRequest, Problem]:
-    """A case the generator makes (one it refuses is drawn again)."""
+def snapshot(
+    rng: random.Random, features: random.Random | None
+) -> tuple[list[str], pb.SolveRequest, Problem]:
+    """A case the generator makes (one it refuses is drawn again), with `features`' request
+    features when given."""
     while True:
         args = draw(rng)
         try:
             request = generate(spec_from_args(args))
-            return args, request, pipeline.to_problem(request, LIMITS)
         except ValueError:
             continue
+        if features is not None:
+            args = [*args, *with_features(request, features)]
+        return args, request, pipeline.to_problem(request, LIMITS)
+
+
+FAIRNESS_MODES = ("WEIGHTED_SUM", "MAX_MIN", "PROPORTIONAL", "DRF", "FINISH_TIME")
+
+
+def with_features(request: pb.SolveRequest, rng: random.Random) -> list[str]:
+    """Set random request features on `request`; their description, for the record."""
+    mode = rng.choice(FAIRNESS_MODES)
+    scope = rng.choice(("JOB", "TENANT"))
+    request.fairness.mode = pb.FairnessMode.Value(f"FAIRNESS_MODE_{mode}")  # type: ignore[assignment]
+    request.fairness.scope = pb.FairnessScope.Value(f"FAIRNESS_SCOPE_{scope}")  # type: ignore[assignment]
+    weights = request.weights
+    weights.fairness = rng.choice([0.5, 1.0, 20.0])
+    weights.energy = rng.choice([0.0, 0.1, 1.0])
+    weights.migration = rng.choice([0.0, 0.05, 1.0])
+    weights.locality = rng.choice([0.0, 0.01, 0.5])
+    gap = rng.choice([0.0, 0.01, 0.3])
+    request.options.relative_gap = gap
+    out = [f"fairness={mode}/{scope}", f"gap={gap}"]
+    tenants = sorted({j.tenant for j in request.jobs if j.tenant})
+    if tenants and rng.random() < 0.6:
+        cohort = rng.choice(["", "all"])
+        gpus: dict[str, int] = {}
+        for n in request.cluster.nodes:
+            gpus[n.gpu_type] = gpus.get(n.gpu_type, 0) + n.gpu_count
+        # What non-preemptible running jobs hold stays within the quota (else the request
+        # contradicts itself, and INFEASIBLE is the right answer, not a finding).
+        held: dict[tuple[str, str], int] = {}
+        for j in request.jobs:
+            if j.HasField("current_allocation") and j.HasField("preemptible") and not j.preemptible:
+                key = (j.tenant, j.current_allocation.gpu_type)
+                size = sum(len(s.gpu_indices) for s in j.current_allocation.placement)
+                held[key] = held.get(key, 0) + (
+                    1 if j.current_allocation.HasField("mig_instance") else size
+                )
+        for name in tenants:
+            q = request.cluster.queues.add(name=name, cohort=cohort, weight=rng.choice([1.0, 2.0]))
+            for gpu_type, count in sorted(gpus.items()):
+                share = round(rng.uniform(0.1, 0.6) * count)
+                nominal = max(share, held.get((name, gpu_type), 0))
+                quota = q.quotas.add(resource=gpu_type, nominal=nominal)
+                if cohort and rng.random() < 0.3:
+                    quota.borrowing_limit = round(rng.uniform(0.0, 0.3) * count)
+                if cohort and rng.random() < 0.3:
+                    quota.lending_limit = round(rng.uniform(0.0, 1.0) * quota.nominal)
+        out.append(f"queues={len(tenants)}{'/cohort' if cohort else ''}")
+    return out
 
 
 def evaluated(problem: Problem, plan: pb.Plan) -> tuple[bool, float]:
@@ -117,6 +176,8 @@ def remote_faults(
     except DsfroError as e:
         return {"error": str(e)}, ["raised"]
     wall = time.monotonic() - start
+    if response.stats.termination == pb.TERMINATION_INFEASIBLE:
+        return {"termination": "INFEASIBLE", "detail": response.stats.detail[:300]}, ["INFEASIBLE"]
     valid, total = evaluated(problem_from_proto(sent, LIMITS), response.plan)
     s = response.stats
     bound = s.best_bound if s.HasField("best_bound") else None
@@ -155,7 +216,9 @@ def faults(
     s = r.stats
     plan = r.plan
     bad = []
-    if check_plan(p, plan.assignments, plan.layout_changes, plan.power_actions):
+    if s.termination.name == "INFEASIBLE":
+        bad.append("INFEASIBLE")
+    elif check_plan(p, plan.assignments, plan.layout_changes, plan.power_actions):
         bad.append("checker")
     if wall > budget + slack:
         bad.append("late")
@@ -183,8 +246,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--slack", type=float, default=0.15, help="seconds past the budget allowed")
     ap.add_argument("--jsonl", type=Path, help="every call as a JSON line")
     ap.add_argument("--server", metavar="ADDR", help="call a running service instead")
+    ap.add_argument("--request-features", action="store_true", help="random request features")
     a = ap.parse_args(argv)
     rng = random.Random(a.seed)
+    features = random.Random(a.seed + 1_000_003) if a.request_features else None
     solver = Solver()
     client = Client(a.server) if a.server else None
     out = a.jsonl.open("w") if a.jsonl else None
@@ -192,7 +257,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     wrong: Counter[str] = Counter()
     examples: dict[str, str] = {}
     for case in range(a.cases):
-        args, request, problem = snapshot(rng)
+        args, request, problem = snapshot(rng, features)
         for backend in (Backend.HEURISTIC, Backend.AUTO, rng.choice(EXACT)):
             budget = rng.choice(BUDGETS)
             options = dataclasses.replace(
@@ -223,7 +288,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"\n{a.cases} snapshots, {calls} calls {where} (seed {a.seed}, slack {a.slack} s)\n")
     print("| what went wrong | calls | first case |")
     print("| --- | --- | --- |")
-    kinds = ("raised", "checker", "late", "above its bound", "OPTIMAL with a gap")
+    kinds = ("raised", "checker", "late", "above its bound", "OPTIMAL with a gap", "INFEASIBLE")
     for what in (*kinds, "objective not EvaluatePlan's"):
         print(f"| {what} | {wrong[what]} | {examples.get(what, '-')} |")
     hard = ("raised", "checker", "above its bound", "objective not EvaluatePlan's")
