@@ -55,7 +55,6 @@ from solver.core.solver import Solver
 from solver.domain import Backend, Problem
 from solver.offline.generate import generate, spec_from_args
 from solver.scoring import evaluation
-from solver.scoring.checker import check_plan
 
 LIMITS = Limits(max_time_budget_seconds=600)
 MIXES = ("hybrid", "modern", "pai", "hetero-power")
@@ -176,10 +175,17 @@ def remote_faults(
     except DsfroError as e:
         return {"error": str(e)}, ["raised"]
     wall = time.monotonic() - start
-    if response.stats.termination == pb.TERMINATION_INFEASIBLE:
-        return {"termination": "INFEASIBLE", "detail": response.stats.detail[:300]}, ["INFEASIBLE"]
-    valid, total = evaluated(problem_from_proto(sent, LIMITS), response.plan)
+    return verdict(problem_from_proto(sent, LIMITS), response, wall, budget, slack)
+
+
+def verdict(
+    problem: Problem, response: pb.SolveResponse, wall: float, budget: float, slack: float
+) -> tuple[dict[str, object], list[str]]:
+    """An answer's record and what went wrong with it, however it came."""
     s = response.stats
+    if s.termination == pb.TERMINATION_INFEASIBLE:
+        return {"termination": "INFEASIBLE", "detail": s.detail[:300]}, ["INFEASIBLE"]
+    valid, total = evaluated(problem, response.plan)
     bound = s.best_bound if s.HasField("best_bound") else None
     gap = s.relative_gap if s.HasField("relative_gap") else 0.0
     bad = []
@@ -213,30 +219,7 @@ def faults(
     except Exception:
         return {"error": traceback.format_exc()[-800:]}, ["raised"]
     wall = time.monotonic() - start
-    s = r.stats
-    plan = r.plan
-    bad = []
-    if s.termination.name == "INFEASIBLE":
-        bad.append("INFEASIBLE")
-    elif check_plan(p, plan.assignments, plan.layout_changes, plan.power_actions):
-        bad.append("checker")
-    if wall > budget + slack:
-        bad.append("late")
-    if s.best_bound is not None and s.objective > s.best_bound + 1e-6 * max(1.0, abs(s.best_bound)):
-        bad.append("above its bound")
-    if s.termination.name == "OPTIMAL" and (s.relative_gap or 0.0) > 1e-6:
-        bad.append("OPTIMAL with a gap")
-    valid, total = evaluated(p, result_to_proto(r, p).plan)
-    if valid and abs(total - s.objective) > 1e-6 * max(1.0, abs(s.objective)):
-        bad.append("objective not EvaluatePlan's")
-    record: dict[str, object] = {
-        "wall": round(wall, 3),
-        "objective": round(s.objective, 4),
-        "bound": None if s.best_bound is None else round(s.best_bound, 4),
-        "termination": s.termination.name,
-        "detail": s.detail[:300],
-    }
-    return record, bad
+    return verdict(p, result_to_proto(r, p), wall, budget, slack)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

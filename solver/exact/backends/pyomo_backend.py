@@ -228,10 +228,10 @@ class PyomoBackend:
             new_highs()  # HiGHS's one-off banner goes to /dev/null, not to stdout
         built = time.monotonic()
         m, xs = to_pyomo(f)
+        took = time.monotonic() - built
         # Handing the model to the solver takes about as long again, outside its time limit.
-        handover = HANDOVER_RATIO * (time.monotonic() - built)
+        handover = HANDOVER_RATIO * took
         if options.time_limit - (time.monotonic() - start) - handover <= 0:
-            took = handover / HANDOVER_RATIO
             detail = f"{name}: no time left to hand it the model (built in {took:.2f} s)"
             return outcome(SolverStatus.NO_SOLUTION, None, None, time.monotonic() - start, detail)
         opt = pyo.SolverFactory(name)

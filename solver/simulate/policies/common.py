@@ -308,10 +308,20 @@ class Planner:
         return self.quotas.fits(job, c)
 
     def _commit(self, job: Job, c: Config, slices: tuple[GpuSlice, ...]) -> bool:
-        if not self.quotas.fits(job, c) or not self.power.fits(c, slices):
+        if not self.fits(job, c, slices):
             return False
         self.force(job, c, slices)
         return True
+
+    def fits(self, job: Job, c: Config, slices: Sequence[GpuSlice]) -> bool:
+        """Whether the job's queue and the power budgets take c on `slices` on top of the plan."""
+        return self.quotas.fits(job, c) and self.power.fits(c, slices)
+
+    def charge(self, job: Job, c: Config, slices: Sequence[GpuSlice]) -> None:
+        """Count c's power and quota in the plan, its GPUs aside (a MIG instance's GPU is not
+        one of the free whole GPUs)."""
+        self.power.add(c, slices)
+        self.quotas.take(job, c)
 
     def force(self, job: Job, c: Config, slices: tuple[GpuSlice, ...]) -> None:
         """Record the allocation without asking the power budget or the quotas (non-preemptible
@@ -320,8 +330,7 @@ class Planner:
             for i in s.gpu_indices:
                 self.free[s.node].remove(i)
         self.placer.take({s.node: len(s.gpu_indices) for s in slices})
-        self.power.add(c, slices)
-        self.quotas.take(job, c)
+        self.charge(job, c, slices)
         self.configs[job.name] = c
         self.allocations[job.name] = Allocation(c.shape, c.sm_clock_mhz, slices)
 

@@ -29,7 +29,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import replace
 
-from solver.domain import Allocation, Config, GpuSlice, Job, Node, Problem
+from solver.domain import Allocation, GpuSlice, Job, Node, Problem
 from solver.mig import GpuLayout, LayoutChange, MigGeometry, MigInstance, valid_layouts
 from solver.perfmodel.configs import TypeFacts, type_facts
 from solver.simulate.core import Decision, RoundInput
@@ -128,11 +128,8 @@ class StaticMigPolicy:
                 if not job.preemptible:
                     out[job.name] = cur
                 continue
-            if not job.preemptible:
-                planner.power.add(c, cur.placement)
-                planner.quotas.take(job, c)
-                out[job.name] = cur
-            elif _admit(planner, job, c, cur.placement):
+            if not job.preemptible or planner.fits(job, c, cur.placement):
+                planner.charge(job, c, cur.placement)
                 out[job.name] = cur
         return out
 
@@ -180,8 +177,10 @@ class StaticMigPolicy:
                 continue
             _, k, c = best
             node_name, i, m = free[k]
-            if not _admit(planner, job, c, (GpuSlice(node_name, (i,)),)):
+            on = (GpuSlice(node_name, (i,)),)
+            if not planner.fits(job, c, on):
                 continue
+            planner.charge(job, c, on)
             free.pop(k)
             out[job.name] = Allocation(
                 c.shape,
@@ -193,15 +192,6 @@ class StaticMigPolicy:
 
     def close(self) -> None:
         """Nothing to release."""
-
-
-def _admit(planner: Planner, job: Job, c: Config, slices: tuple[GpuSlice, ...]) -> bool:
-    """Count an instance job's power and quota in the plan if both allow it."""
-    if not planner.quota_fits(job, c) or not planner.power.fits(c, slices):
-        return False
-    planner.power.add(c, slices)
-    planner.quotas.take(job, c)
-    return True
 
 
 def _changes(problem: Problem, targets: dict[str, tuple[MigInstance, ...]]) -> list[LayoutChange]:
