@@ -52,6 +52,47 @@ def test_heuristic_keeps_a_running_job_in_place() -> None:
     assert plan.assignment("b").state is JobState.RUNNING
 
 
+def one_node_held_by_a_running_job(migration: float) -> Problem:
+    """ "big" runs on all eight GPUs of n0, worth 1 (and `migration` kept in place); four
+    waiting one-GPU jobs are worth 1 each."""
+    return problem(
+        cluster(node("n0")),
+        job("big", point(8, 400), min_gpus=8, current=running("A100", {"n0": tuple(range(8))})),
+        *(job(f"s{i}", point(1, 100), max_gpus=1) for i in range(4)),
+        weights=ObjectiveWeights(1, 0, migration, 0, 0),
+    )
+
+
+def test_first_pass_stops_a_running_job_for_waiting_jobs_worth_more_per_gpu() -> None:
+    # Per GPU, keeping "big" earns (1 + 0.5) / 8 and each small job 1: the four small jobs
+    # start and "big" stops (4 - 0.5); placing running jobs first kept "big" alone (1.5 - 0.5).
+    p = one_node_held_by_a_running_job(migration=0.5)
+    configs = build_config_set(p)
+    h = Heuristic(p, configs)
+    plan = materialize(p, configs, dict(h.first().choices))
+    assert check_plan(p, plan.assignments) == []
+    assert plan.assignment("big").state is JobState.QUEUED
+    assert {a.job for a in plan.assignments if a.state is JobState.RUNNING} == {
+        "s0",
+        "s1",
+        "s2",
+        "s3",
+    }
+    assert plan.objective.total == pytest.approx(4 - 0.5)
+    older = materialize(p, configs, dict(h.greedy(0.0, running_first=True).choices))
+    assert older.objective.total == pytest.approx(1.0)
+
+
+def test_first_pass_keeps_a_running_job_whose_migration_costs_more() -> None:
+    # Keeping "big" now earns (1 + 10) / 8 a GPU, more than a small job's 1.
+    p = one_node_held_by_a_running_job(migration=10.0)
+    configs = build_config_set(p)
+    plan = materialize(p, configs, dict(Heuristic(p, configs).first().choices))
+    assert plan.assignment("big").state is JobState.RUNNING
+    assert not plan.assignment("big").migrated
+    assert plan.objective.total == pytest.approx(1.0)
+
+
 def test_heuristic_fits_more_jobs_than_greedy_by_size() -> None:
     # Each job's best is 8 GPUs, but two 4-GPU jobs are worth more than one 8-GPU job.
     p = problem(
