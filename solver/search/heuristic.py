@@ -43,11 +43,12 @@ and the local search makes one pass."""
 CHECK_EVERY = 64
 """Jobs placed between two looks at the clock in a greedy pass that has a stop."""
 
-GUIDED_PASSES = 1.0
-"""A guided placement best-fit anywhere costs at most this many first greedy passes (0.64-0.89
-at 1,024 nodes / 1,600 jobs, docs/benchmarks.md): one look per job at one configuration."""
-SPLIT_PASSES = 0.7
-"""The same in the racks of the aggregated split (0.31-0.65: each job searches its racks)."""
+GUIDED_PASSES = 1.35
+"""A guided placement best-fit anywhere costs at most this many first greedy passes (1.28-1.33
+at 1,024 nodes / 1,600 jobs on 2026-12-05, 0.64-0.89 when the pass was slower; docs/
+benchmarks.md, "The first pass's order"): one look per job at one configuration."""
+SPLIT_PASSES = 1.15
+"""The same in the racks of the aggregated split (1.03-1.15; 0.31-0.65 before)."""
 
 LOCAL_SEARCH_STATES = 1
 """The local search runs on this many of the passes' best distinct states: the pass that leads
@@ -345,28 +346,24 @@ class Heuristic:
         racks: Mapping[str, Mapping[str, float]] | None = None,
         search_until: float | None = None,
     ) -> Plan:
-        """`choice` placed best-fit anywhere and, with `racks` and the time for it, in the
-        racks of its split (the better of the two; in the racks alone when the time left is
-        short of both, measured in first passes), re-insertion, then local search until
-        `search_until` (default: `deadline`)."""
-        started = time.monotonic()
-        # Both: the placement anywhere, then the split's with half again its time to spare.
-        both = self.guided_seconds(False) + 1.5 * self.guided_seconds(True)
-        if racks and started + both >= deadline:
-            # Time for one placement: the split's, the cheaper and the one the bound's split
-            # was made for (where rack budgets bind, the better too).
+        """`choice` placed in the racks of its split (with `racks`) and, with the time for it,
+        best-fit anywhere too (the better of the two), re-insertion, then local search until
+        `search_until` (default: `deadline`). The split's placement comes first: it is the one
+        the bound's split was made for, the better at 1,024 nodes (3,166 against 3,154), and
+        the one a call short of time for both must have; which one ran first had hung on
+        whether an estimate said both fitted."""
+        if racks:
             state = self._timed_guided(choice, racks, deadline)
+            # The other placement: its estimate with half again for noise; re-insertion and
+            # local search stop at `deadline`. The plans are compared only when both exist (a
+            # plan of 1,600 jobs costs 0.04-0.1 s to materialize, time a placement cut at its
+            # window's end does not have).
+            if time.monotonic() + 1.5 * self.guided_seconds(False) < deadline:
+                best = BestStates(self.problem, self.configs, state)
+                best.offer(self._timed_guided(choice, None, deadline))
+                [state] = best.leaders(1)
         else:
             state = self._timed_guided(choice, None, deadline)
-            took = self.guided_took[False]
-            # The placement in the split's racks repeats the work of the first (its time,
-            # with half again for noise); re-insertion and local search stop at `deadline`.
-            # The plans are compared only when both exist (a plan of 1,600 jobs costs 0.04-0.1
-            # s to materialize, time a placement cut at its window's end does not have).
-            if racks and time.monotonic() + 1.5 * took < deadline:
-                best = BestStates(self.problem, self.configs, state)
-                best.offer(self._timed_guided(choice, racks, deadline))
-                [state] = best.leaders(1)
         # Where the search steers by an estimate of F, its moves can undo what the guide's choice
         # gets right (a tenant under its DRF share given up for throughput): the plan as placed is
         # scored first, kept if the search lowers the true objective (cut: no time for a search).

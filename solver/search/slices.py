@@ -16,6 +16,7 @@ power budgets and quotas hold at every step.
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Iterator, Mapping, Sequence
 
@@ -73,10 +74,6 @@ class Packer:
         cluster = problem.cluster
         self.jobs = {j.name: j for j in problem.jobs}
         self.max_watts = cluster.max_gpu_watts()
-        self.top = _best_slice_gains(problem, configs, self.max_watts)
-        """Each slice job's best gain on any slice (no reconfiguration, no idle power)."""
-        self.by_value = [self.jobs[n] for n in sorted(self.top, key=lambda n: (-self.top[n], n))]
-        """Every slice job, most valuable slice first."""
         self._by_profile: dict[tuple[str, str, str], tuple[Config, ...]] = {}
         self._profile_order: dict[tuple[str, str], list[str]] = {}
         self.assignments = {a.job: a for a in base}
@@ -100,6 +97,17 @@ class Packer:
             mig.assign(name, inst.place)
             mig.clock = config.sm_clock_mhz
             self.take_slice(name, config, gpu, inst)
+
+    @functools.cached_property
+    def top(self) -> dict[str, float]:
+        """Each slice job's best gain on any slice (no reconfiguration, no idle power); on first
+        use: a plan that only places the kept slices (the first plan) does not pay for it."""
+        return _best_slice_gains(self.problem, self.configs, self.max_watts)
+
+    @functools.cached_property
+    def by_value(self) -> list[Job]:
+        """Every slice job, most valuable slice first."""
+        return [self.jobs[n] for n in sorted(self.top, key=lambda n: (-self.top[n], n))]
 
     # ------------------------------------------------------------ ledgers
 
