@@ -5,7 +5,11 @@ instance share one GPU and the GPUs they would hold go to a job that needs them.
 from __future__ import annotations
 
 import time
+from typing import Any
 
+import pytest
+
+from solver.core import mig
 from solver.core.incumbent import infeasible
 from solver.core.mig import whole_problem
 from solver.core.mig_consolidate import consolidated, short_of_gpus
@@ -15,8 +19,10 @@ from solver.domain import (
     Job,
     JobAssignment,
     JobState,
+    Plan,
     ProfilePoint,
     Shape,
+    SolveResult,
     ThroughputProfile,
 )
 from solver.perfmodel.configs import build_config_set
@@ -122,3 +128,36 @@ def test_the_variant_keeps_its_time() -> None:
     assert late is None
     on_time = consolidated(p, configs, {}, whole_problem, solve, time.monotonic() + 30.0)
     assert on_time is not None
+
+
+class _StillClock:
+    """A clock that does not move: the instants a solve computes are exact."""
+
+    @staticmethod
+    def monotonic() -> float:
+        return 1000.0
+
+
+def test_the_variant_stops_where_the_slice_bound_needs_the_rest(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """At a 2 s budget on 1,024 GPUs the variant took all of the MIG time and the snapshot
+    answered without a bound: it now stops the slice LP's estimate before the end."""
+    p = problem(small("a", measured=95.0), small("b", measured=95.0), large(), gpus=3)
+    stops: list[float | None] = []
+
+    def spy(*args: Any) -> tuple[Plan, SolveResult] | None:
+        stops.append(args[5])
+        return None
+
+    monkeypatch.setattr(mig, "consolidated", spy)
+    monkeypatch.setattr(mig, "time", _StillClock)
+    mig.solve_with_slices(
+        p,
+        lambda q, *_: solve(q),
+        time_left=lambda: 2.0,
+        split_at=_StillClock.monotonic(),
+    )
+    reserve = mig.BOUND_SECONDS_PER_JOB * len(p.jobs)
+    # (the last call: the whole-GPU solve, a Solver's, runs the MIG path too, on the real clock)
+    assert stops[-1] == pytest.approx(1000.0 + 2.0 - mig.JOINT_MARGIN_SECONDS - reserve, abs=1e-9)

@@ -45,6 +45,12 @@ log = logging.getLogger(__name__)
 JOINT_MARGIN_SECONDS = 0.2
 """Left after the joint model for extraction, checking and the answer."""
 
+BOUND_SECONDS_PER_JOB = 5.5e-4
+"""What the slice bound's LP takes per job of the snapshot: 0.52-0.53 s at 1,000 jobs, 500 of
+them slice jobs, on 1,024 GPUs (docs/benchmarks.md, "MIG slices at 1,024 GPUs"). The
+consolidated variant stops this much before the MIG time ends: at a 2 s budget it had taken
+all of it, and the snapshot answered without a bound."""
+
 MIP_TIME_SHARE = 0.7
 """The slice aggregate's MIP gets this share of the time left as HiGHS's limit (and is
 interrupted at the end): at 1,000 jobs it answered up to 0.2 s past its limit."""
@@ -252,7 +258,7 @@ def solve_with_slices(
     if plan is not None and split_at is not None:
         plan, result = _better(problem, (plan, result), consolidated(
             problem, configs, kept, whole_problem, lambda p: solve_whole(p, None, None, None),
-            stop_at,
+            None if stop_at is None else stop_at - BOUND_SECONDS_PER_JOB * len(problem.jobs),
         ))  # fmt: skip
     if plan is not None:
         plan = on_this_cluster(problem, configs, plan)
