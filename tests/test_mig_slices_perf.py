@@ -146,6 +146,29 @@ def test_no_slice_configurations_for_jobs_of_more_than_one_gpu_or_without_slices
     assert build_slice_configs((wide, plain), type_facts(c), c.mig) == {}
 
 
+def test_jobs_alike_get_their_own_configurations_as_if_each_were_alone() -> None:
+    """Jobs of one architecture, bounds and types share their rows (computed once); each job
+    still gets configurations named for it, equal to its own; a job bounded otherwise, one
+    limited to another type, and one on an instance now get theirs."""
+    on = Allocation(Shape(T, 1, 1, 1), 1410, (GpuSlice("n0", (0,)),), MigInstance("3g.40gb", 4))
+    jobs = (
+        Job("a", "t", 1.0, SMALL, 1, 4, frozenset(), slices=SliceRequest()),
+        Job("b", "t", 1.0, SMALL, 1, 4, frozenset(), slices=SliceRequest()),
+        Job(
+            "c", "t", 1.0, SMALL, 1, 4, frozenset(), slices=SliceRequest(largest_profile="2g.20gb")
+        ),
+        Job("d", "t", 1.0, SMALL, 1, 4, frozenset({"other"}), slices=SliceRequest()),
+        Job("e", "t", 1.0, SMALL, 1, 4, frozenset(), slices=SliceRequest(), current=on),
+        profiled(whole_point()),
+    )
+    c = cluster()
+    together = build_slice_configs(jobs, type_facts(c), c.mig)
+    alone = {j.name: tuple(slice_configs(j, type_facts(c), c.mig)) for j in jobs}
+    assert together == {name: configs for name, configs in alone.items() if configs}
+    assert {c.job for c in together["b"]} == {"b"}
+    assert len(together["c"]) < len(together["a"]) and "d" not in together
+
+
 def _problem(*jobs: Job) -> Problem:
     return Problem(cluster(), jobs, ObjectiveWeights())
 
