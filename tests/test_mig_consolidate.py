@@ -13,6 +13,7 @@ from solver.core import mig
 from solver.core.incumbent import infeasible
 from solver.core.mig import whole_problem
 from solver.core.mig_consolidate import consolidated, short_of_gpus
+from solver.core.settings import SolverSettings
 from solver.domain import (
     Allocation,
     GpuSlice,
@@ -23,6 +24,7 @@ from solver.domain import (
     ProfilePoint,
     Shape,
     SolveResult,
+    Termination,
     ThroughputProfile,
 )
 from solver.perfmodel.configs import build_config_set
@@ -161,3 +163,17 @@ def test_the_variant_stops_where_the_slice_bound_needs_the_rest(
     reserve = mig.BOUND_SECONDS_PER_JOB * len(p.jobs)
     # (the last call: the whole-GPU solve, a Solver's, runs the MIG path too, on the real clock)
     assert stops[-1] == pytest.approx(1000.0 + 2.0 - mig.JOINT_MARGIN_SECONDS - reserve, abs=1e-9)
+
+
+def test_without_time_for_the_first_plan_in_half_the_variant_does_not_split_the_time() -> None:
+    """The variant takes the second half of the whole-GPU time only where the first plan fits
+    in the first: at 1 s on 1,024 GPUs the half was short of the first plan's estimate and the
+    quick plan answered, 36 % below. Here the estimate (1 s) is over half of the about 1.7 s the
+    whole-GPU paths have at a 2 s budget, and under all of it."""
+    p = problem(small("a"), small("b"), large(), gpus=3)
+    assert short_of_gpus(p)
+    settings = SolverSettings(first_plan_seconds=1.0)
+    result = solve(p, settings=settings)
+    assert "quick plan" not in result.stats.detail
+    assert result.stats.termination is not Termination.FALLBACK
+    assert check_plan(p, result.plan.assignments, result.plan.layout_changes) == []

@@ -184,7 +184,11 @@ class Solver:
         mig_clock = Clock(dataclasses.replace(deadline, end=mig_end), stop)
         split_at = None
         if uses_mig(target) and short_of_gpus(target) and mig_keep and not joint:
-            split_at = time.monotonic() + max(when.end - time.monotonic(), 0.0) / 2
+            # The consolidated variant gets the second half only where the first plan fits in
+            # the first: at 1 s on 1,024 GPUs the half left the quick plan (36 % below).
+            half = max(when.end - time.monotonic(), 0.0) / 2
+            if half >= self.first_plan_estimate(target):
+                split_at = time.monotonic() + half
 
         def whole(
             p: Problem, first: Callable[[Plan], None] | None, configs: ConfigSet | None,
