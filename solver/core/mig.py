@@ -219,13 +219,14 @@ def solve_with_slices(
     solve_whole: WholeSolve,
     on_first: Callable[[Plan], None] | None = None,
     time_left: Callable[[], float] | None = None,
-    split_at: float | None = None,
+    split_at: Callable[[], float | None] | None = None,
 ) -> SolveResult:
     """`solve_whole` on `whole_problem`, then the slice jobs packed into its plan, then (with
     `time_left`, seconds) the joint model where it applies (solver.core.mig_exact); the same
-    solve, untouched, for a snapshot without MIG. With `split_at` (a time.monotonic() instant),
-    the first whole-GPU solve ends there and the consolidated variant (solver.core.
-    mig_consolidate) gets the time after it; the better checked plan answers."""
+    solve, untouched, for a snapshot without MIG. Where `split_at()` (asked once the
+    configurations are built) is a time.monotonic() instant, the first whole-GPU solve ends
+    there and the consolidated variant (solver.core.mig_consolidate) gets the time after it;
+    the better checked plan answers."""
     if not uses_mig(problem):
         return solve_whole(whole_gpus_only(problem), on_first, None, None)
     started = time.monotonic()
@@ -248,14 +249,15 @@ def solve_with_slices(
             on_first(full)
 
     same = rest is problem  # no partitioned GPU, no kept slice: the same configurations
+    split = split_at() if split_at is not None else None
     result = solve_whole(
-        rest, first if on_first is not None else None, configs if same else None, split_at
+        rest, first if on_first is not None else None, configs if same else None, split
     )
     if result.stats.termination is Termination.INFEASIBLE:
         return result
     stop_at = None if time_left is None else time.monotonic() + time_left() - JOINT_MARGIN_SECONDS
     plan, why = _packed(problem, configs, result.plan, kept, stop_at)
-    if plan is not None and split_at is not None:
+    if plan is not None and split is not None:
         plan, result = _better(problem, (plan, result), consolidated(
             problem, configs, kept, whole_problem, lambda p: solve_whole(p, None, None, None),
             None if stop_at is None else stop_at - BOUND_SECONDS_PER_JOB * len(problem.jobs),

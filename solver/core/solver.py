@@ -168,36 +168,28 @@ class Solver:
             need = JOINT_MARGIN_SECONDS + s.power_states_seconds_per_job * len(problem.jobs)
             power_keep = min(need, left / 4)
         mig_end = deadline.end - power_keep
-        mig_keep = 0.0
-        joint = target.options.backend in EXACT and not supports(target)
-        if uses_mig(target):
-            mig_left = max(mig_end - time.monotonic(), 0.0)
-            if joint:
-                mig_keep = mig_left / 2  # the joint MIG model gets the second half (core.mig_exact)
-            else:  # packing and the slice bound (solver.core.mig.slice_bound)
-                slice_jobs = sum(1 for j in target.jobs if j.slices is not None)
-                need = JOINT_MARGIN_SECONDS + s.mig_seconds_per_slice_job * slice_jobs
-                mig_keep = min(need, mig_left / 2)
-        when = deadline
-        if power_keep or mig_keep:
-            when = dataclasses.replace(deadline, end=mig_end - mig_keep)
         mig_clock = Clock(dataclasses.replace(deadline, end=mig_end), stop)
-        split_at = None
-        if uses_mig(target) and short_of_gpus(target) and mig_keep and not joint:
-            # The consolidated variant gets the second half only where the first plan fits in
-            # the first: at 1 s on 1,024 GPUs the half left the quick plan (36 % below).
-            half = max(when.end - time.monotonic(), 0.0) / 2
-            if half >= self.first_plan_estimate(target):
-                split_at = time.monotonic() + half
+        planned: list[tuple[Deadline, float | None]] = []
+
+        def whole_time() -> tuple[Deadline, float | None]:
+            """The whole-GPU paths' deadline and the consolidated variant's split, fixed at the
+            first look: after a MIG snapshot's configurations are built (at 1,000 jobs 0.2 s
+            of a cold 1 s call, which had left the whole-GPU paths the quick plan)."""
+            if not planned:
+                planned.append(self._whole_time(target, deadline, mig_end, bool(power_keep)))
+            return planned[0]
 
         def whole(
             p: Problem, first: Callable[[Plan], None] | None, configs: ConfigSet | None,
             end: float | None,
         ) -> SolveResult:  # fmt: skip
+            when = whole_time()[0]
             at = when if end is None else dataclasses.replace(when, end=end)
             return self._whole(p, at, stop, first, configs)
 
-        result = solve_with_slices(target, whole, on_first_plan, mig_clock.left, split_at)
+        result = solve_with_slices(
+            target, whole, on_first_plan, mig_clock.left, lambda: whole_time()[1]
+        )
         if power_states:
             result = with_power_actions(problem, result, clock.left() - JOINT_MARGIN_SECONDS)
         cap = problem.cluster.energy_cap_watts
@@ -206,6 +198,38 @@ class Solver:
         note = f"energy budget: this round's cap {cap:.0f} W"
         stats = dataclasses.replace(result.stats, detail=f"{note}; {result.stats.detail}")
         return dataclasses.replace(result, stats=stats)
+
+    def _whole_time(
+        self, target: Problem, deadline: Deadline, mig_end: float, cut: bool
+    ) -> tuple[Deadline, float | None]:
+        """The whole-GPU paths' deadline (`deadline` ended at `mig_end`, less what a MIG
+        snapshot keeps for its packing and slice bound or its joint model; `cut`: ended at
+        `mig_end` anyway) and, where whole GPUs are short, the instant the plain pipeline's
+        whole-GPU solve ends and the consolidated variant's begins (None: no variant)."""
+        s = self.settings
+        left = max(mig_end - time.monotonic(), 0.0)
+        joint = target.options.backend in EXACT and not supports(target)
+        keep = 0.0
+        if uses_mig(target):
+            if joint:
+                keep = left / 2  # the joint MIG model gets the second half (core.mig_exact)
+            else:  # packing and the slice bound (solver.core.mig.slice_bound), never the
+                # whole-GPU paths' first plan
+                slice_jobs = sum(1 for j in target.jobs if j.slices is not None)
+                need = JOINT_MARGIN_SECONDS + s.mig_seconds_per_slice_job * slice_jobs
+                estimate = self.first_plan_estimate(target)
+                keep = min(need, left / 2, max(left - estimate, 0.0))
+        when = deadline
+        if cut or keep:
+            when = dataclasses.replace(deadline, end=mig_end - keep)
+        if not (uses_mig(target) and short_of_gpus(target) and keep and not joint):
+            return when, None
+        # The consolidated variant gets the second half only where the first plan fits in
+        # the first: at 1 s on 1,024 GPUs the half left the quick plan (36 % below).
+        half = max(when.end - time.monotonic(), 0.0) / 2
+        if half < self.first_plan_estimate(target):
+            return when, None
+        return when, time.monotonic() + half
 
     def quick(self, problem: Problem, clock: Clock, why: str) -> SolveResult:
         """The quick plan within the clock, as a fallback for `why` (also the service's answer
