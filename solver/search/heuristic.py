@@ -110,7 +110,7 @@ class Heuristic:
         what keeping it saves (``_kept_density``); each job takes its configuration of most
         priced gain that fits. A waiting job worth more per GPU so comes before a running one
         worth less, as in the aggregated model: with the running jobs placed first, the pass
-        was 14-45 % below the optimum where they held the GPUs of more valuable waiting jobs
+        was 11-52 % below the optimum where they held the GPUs of more valuable waiting jobs
         (docs/benchmarks.md, "The first pass's order"). `running_first` is that older order,
         which migrates less (the priced passes try it too). With `stop_at` (a
         time.monotonic() instant), the pass stops there, every CHECK_EVERY jobs, leaving the
