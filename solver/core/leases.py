@@ -55,7 +55,9 @@ def _kept_jobs_fit(problem: Problem) -> bool:
     plan. (At the GPU's lowest clock instead, which a profile measured at one clock does not
     offer, a lease at 64 nodes was granted that the solver could not keep: 1,507 W planned
     in a rack of 1,120, and the request answered INFEASIBLE.)"""
-    configs = build_config_set(problem)
+    kept = [j for j in problem.jobs if j.current is not None and not j.preemptible]
+    # A job's configurations do not depend on the others': only the kept jobs' are built.
+    configs = build_config_set(dataclasses.replace(problem, jobs=tuple(kept)))
     assignments = []
     for job in problem.jobs:
         if job.current is None or job.preemptible:

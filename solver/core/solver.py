@@ -209,6 +209,7 @@ class Solver:
         s = self.settings
         left = max(mig_end - time.monotonic(), 0.0)
         joint = target.options.backend in EXACT and not supports(target)
+        estimate = self.first_plan_estimate(target)
         keep = 0.0
         if uses_mig(target):
             if joint:
@@ -217,7 +218,6 @@ class Solver:
                 # whole-GPU paths' first plan
                 slice_jobs = sum(1 for j in target.jobs if j.slices is not None)
                 need = JOINT_MARGIN_SECONDS + s.mig_seconds_per_slice_job * slice_jobs
-                estimate = self.first_plan_estimate(target)
                 keep = min(need, left / 2, max(left - estimate, 0.0))
         when = deadline
         if cut or keep:
@@ -227,7 +227,7 @@ class Solver:
         # The consolidated variant gets the second half only where the first plan fits in
         # the first: at 1 s on 1,024 GPUs the half left the quick plan (36 % below).
         half = max(when.end - time.monotonic(), 0.0) / 2
-        if half < self.first_plan_estimate(target):
+        if half < estimate:
             return when, None
         return when, time.monotonic() + half
 

@@ -57,8 +57,8 @@ def keep_running(configs: ConfigSet, state: SearchState, running: list[Job]) -> 
         if job.name in state.choices:
             continue
         assert job.current is not None
-        counts = keep_counts_of(job, state)
-        if counts is None:
+        counts = job.current.gpus_per_node()
+        if not state.placer.fits(counts):
             continue
         own = job.current.sm_clock_mhz
         options = sorted(
@@ -69,10 +69,3 @@ def keep_running(configs: ConfigSet, state: SearchState, running: list[Job]) -> 
             if state.within_budgets(c, counts):
                 state.take(job.name, c, counts)
                 break
-
-
-def keep_counts_of(job: Job, state: SearchState) -> dict[str, int] | None:
-    """The job's current GPUs per node, if they are free in `state`."""
-    assert job.current is not None
-    counts = job.current.gpus_per_node()
-    return counts if state.placer.fits(counts) else None
