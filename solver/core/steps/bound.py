@@ -11,6 +11,7 @@ from __future__ import annotations
 import time
 
 from solver.core.steps import SolveRun
+from solver.search import bound_worker
 from solver.search.bound import aggregate_columns, solve_aggregate
 from solver.search.bound_fairness import holds_fairness
 from solver.search.guide import Guide
@@ -93,6 +94,27 @@ def run_mip(run: SolveRun, until: float) -> None:
             if run.lns is not None:
                 run.lns.set_guide(guide.choice)
 
+    def tighter(bound: float) -> None:
+        run.incumbent.tighten(bound, with_fairness=with_fairness)
+
+    if (
+        run.threads >= 2
+        and run.configs.num_configurations <= s.isolated_mip_max_configurations
+        and bound_worker.ready()
+    ):
+        outcome = bound_worker.solve_mip_isolated(
+            run.problem,
+            run.configs,
+            end=until,
+            stop=lambda: run.clock.stopped() or run.incumbent.done(),
+            on_choice=improved,
+            on_bound=tighter,
+        )
+        run.incumbent.note(
+            f"aggregate MIP {outcome.status} in a worker in {outcome.wall_seconds:.2f} s"
+        )
+        run.incumbent.tighten(outcome.best_bound, with_fairness=outcome.with_fairness)
+        return
     outcome = solve_aggregate(
         run.problem,
         run.configs,
@@ -104,7 +126,7 @@ def run_mip(run: SolveRun, until: float) -> None:
         on_choice=improved,
         # Its dual bound as it falls: a MIP still inside a heuristic at the answer (its result
         # ignored) has proven it already.
-        on_bound=lambda bound: run.incumbent.tighten(bound, with_fairness=with_fairness),
+        on_bound=tighter,
         fairness=True,
     )
     run.incumbent.note(f"aggregate MIP {outcome.status} in {outcome.wall_seconds:.2f} s")
