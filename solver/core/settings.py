@@ -147,7 +147,7 @@ class SolverSettings(BaseSettings):
     """Up to this many configurations the exact side's aggregated MIP runs in a kept worker
     process when one is idle (``solver.search.bound_worker``): beside the search its Python
     callbacks wait for the GIL and it ran 2.5-3x slower than alone (hetero-power-32-s2:
-    1.07-1.34 s against 0.37-0.40 s). Sending it the snapshot took 0.04 s at 3,883
+    1.07-1.59 s against 0.35-0.40 s). Sending it the snapshot took 0.04 s at 3,883
     configurations and 0.18 s at 12,677, where its callbacks are rare (8 a second): larger ones
     stay in process. 0: never."""
     kept_exact_workers: int = Field(4, ge=0)

@@ -2,11 +2,12 @@
 
 Beside the search, HiGHS calls Python back hundreds of times a second (its interrupt, each
 improving solution, each tighter bound), and each call waits for the search thread to hand over
-the GIL: the MIP of hetero-power-32-s2 took 1.07-1.34 s beside the search against 0.37-0.40 s
+the GIL: the MIP of hetero-power-32-s2 took 1.07-1.59 s beside the search against 0.35-0.40 s
 alone (docs/benchmarks.md, "The exact side's MIP beside the search"). In a worker its callbacks
 cost nothing; its improving solutions and bounds come back as messages. A worker is used only
-when one is idle and ready (one is started in the background otherwise, for the next call):
-starting one takes about a second of imports, which a one-shot solve does not pay.
+when one is idle and ready; otherwise the MIP runs in process, and from a process's second ask
+on one is started in the background for a later call (starting one takes about a second of
+imports, which a one-shot solve does not pay).
 """
 
 from __future__ import annotations
