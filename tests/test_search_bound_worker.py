@@ -8,14 +8,16 @@ import os
 import signal
 import threading
 import time
+from collections.abc import Callable
 
 import pytest
 
 from solver.core.settings import SolverSettings
 from solver.domain import Backend, Problem
+from solver.perfmodel.configs import ConfigSet
 from solver.runtime.workerpool import WorkerPool
 from solver.search import bound_worker
-from solver.search.bound import solve_aggregate
+from solver.search.bound import AggregateOutcome, solve_aggregate
 from solver.search.guide import Guide
 from tests.backend_helpers import _instance
 from tests.factories import solve
@@ -49,17 +51,22 @@ def test_the_worker_proves_what_the_mip_in_process_proves() -> None:
     assert bounds and min(bounds) >= there.best_bound - 1e-6 * abs(there.best_bound)
 
 
-def test_a_stopped_call_answers_at_once() -> None:
-    p, configs = _instance(HARD)
-    start = time.monotonic()
-    out = bound_worker.solve_mip_isolated(
+def _isolated(p: Problem, configs: ConfigSet, stop: Callable[[], bool]) -> AggregateOutcome:
+    """The MIP in the worker, with 20 s to go and nothing told."""
+    return bound_worker.solve_mip_isolated(
         p,
         configs,
         end=time.monotonic() + 20.0,
-        stop=lambda: time.monotonic() - start > 0.1,
+        stop=stop,
         on_choice=lambda *_: None,
         on_bound=lambda _: None,
     )
+
+
+def test_a_stopped_call_answers_at_once() -> None:
+    p, configs = _instance(HARD)
+    start = time.monotonic()
+    out = _isolated(p, configs, lambda: time.monotonic() - start > 0.1)
     assert out.status != "OPTIMAL"  # stopped before its proof (about 0.7 s alone)
     assert time.monotonic() - start < 2.0
 
@@ -70,25 +77,11 @@ def test_a_killed_worker_ends_the_call_without_a_bound_and_is_replaced() -> None
     (pid,) = bound_worker._pool.idle_pids()
     threading.Timer(0.15, os.kill, (pid, signal.SIGKILL)).start()
     start = time.monotonic()
-    out = bound_worker.solve_mip_isolated(
-        p,
-        configs,
-        end=time.monotonic() + 20.0,
-        stop=lambda: False,
-        on_choice=lambda *_: None,
-        on_bound=lambda _: None,
-    )
+    out = _isolated(p, configs, lambda: False)
     assert time.monotonic() - start < 5.0
     assert out.status.startswith("STOPPED") and out.best_bound is None and not out.choice
     bound_worker._pool.warm_now(1)  # the next call has a worker again
-    again = bound_worker.solve_mip_isolated(
-        p,
-        configs,
-        end=time.monotonic() + 20.0,
-        stop=lambda: False,
-        on_choice=lambda *_: None,
-        on_bound=lambda _: None,
-    )
+    again = _isolated(p, configs, lambda: False)
     assert again.status == "OPTIMAL"
 
 
