@@ -45,6 +45,7 @@ def test_the_worker_proves_what_the_mip_in_process_proves() -> None:
         on_bound=bounds.append,
     )
     assert here.status == there.status == "OPTIMAL"
+    assert there.best_bound is not None
     assert there.best_bound == pytest.approx(here.best_bound, rel=1e-9)
     assert there.choice == here.choice
     assert choices and choices[-1][0].choice == there.choice  # told as found, the last one kept
