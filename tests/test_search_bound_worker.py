@@ -92,13 +92,18 @@ def _auto(p: Problem, seconds: float) -> Problem:
 
 
 @pytest.mark.parametrize(
-    ("largest", "threads", "in_worker"), [(8_000, 2, True), (0, 2, False), (8_000, 1, False)]
+    ("largest", "threads", "in_worker"),
+    [
+        (8_000, 2, True),
+        (SolverSettings().isolated_mip_max_configurations, 2, False),
+        (8_000, 1, False),
+    ],
 )
 def test_the_exact_side_runs_its_mip_in_a_worker_beside_the_search_only(
     largest: int, threads: int, in_worker: bool
 ) -> None:
     """Beside the search (two threads) and up to the settings' size, in a worker; on one core
-    the MIP runs after the search, alone, in process."""
+    the MIP runs after the search, alone, in process; by default (0), always in process."""
     bound_worker._pool.warm_now(1)
     p, _ = _instance(HARD)
     settings = SolverSettings(

@@ -143,13 +143,15 @@ class SolverSettings(BaseSettings):
     isolated_time_share: float = Field(0.85, gt=0.0, le=1.0)
     """An isolated full model's own time limit, as a share of the time to its deadline: it
     stops and answers before it would be killed (HiGHS overruns by a few per cent)."""
-    isolated_mip_max_configurations: int = Field(8_000, ge=0)
+    isolated_mip_max_configurations: int = Field(0, ge=0)
     """Up to this many configurations the exact side's aggregated MIP runs in a kept worker
     process when one is idle (``solver.search.bound_worker``): beside the search its Python
     callbacks wait for the GIL and it ran 2.5-3x slower than alone (hetero-power-32-s2:
-    1.07-1.59 s against 0.35-0.40 s). Sending it the snapshot took 0.04 s at 3,883
-    configurations and 0.18 s at 12,677, where its callbacks are rare (8 a second): larger ones
-    stay in process. 0: never."""
+    1.07-1.59 s against 0.35-0.40 s); 8,000 proved 32-s2 and 64-s2 at 1 s on an idle machine.
+    Sending it the snapshot took 0.04 s at 3,883 configurations and 0.18 s at 12,677, where its
+    callbacks are rare (8 a second). 0 (the default: never) until it is measured under load: in
+    one run of 32 clients on the service, medium at 1 s answered OPTIMAL 79 times and FALLBACK
+    twice with it, 96 and never without (docs/benchmarks.md)."""
     kept_exact_workers: int = Field(4, ge=0)
     """Isolated full-model workers kept idle between solves."""
 

@@ -99,7 +99,7 @@ def run_mip(run: SolveRun, until: float) -> None:
 
     if (
         run.threads >= 2
-        and run.configs.num_configurations <= s.isolated_mip_max_configurations
+        and 0 < run.configs.num_configurations <= s.isolated_mip_max_configurations
         and bound_worker.ready()
     ):
         outcome = bound_worker.solve_mip_isolated(
