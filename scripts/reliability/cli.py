@@ -11,6 +11,8 @@ Scenarios (docs/reliability.md gives the figures and how to read them):
   (--kills times; round 2 seen from the workers' process states), and while idle; cancel
   a 60 s solve and time until a new one is admitted (max_concurrent_solves=1); SIGTERM the
   server during a 30 s solve.
+* ab: side A (this checkout) and side B (--against another checkout, or --b-env settings)
+  under the load above, in alternating blocks of --duration seconds (``scripts.reliability.ab``).
 * memory: --memory-requests (10,000) mixed calls against one server, its RSS sampled every
   500 requests.
 
@@ -18,6 +20,8 @@ Scenarios (docs/reliability.md gives the figures and how to read them):
     .venv/bin/python -m scripts.reliability --scenario load --duration 15
     .venv/bin/python -m scripts.reliability --scenario fault --kills 1
     .venv/bin/python -m scripts.reliability --scenario memory --memory-requests 1000
+    .venv/bin/python -m scripts.reliability --scenario ab --against ../before --families medium \
+        --duration 30 --rounds 5
 
 Clients send pre-serialized request bytes through raw (bytes in, bytes out) unary-unary
 callables; a response is decoded only after its time has been taken.
@@ -34,6 +38,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import solver
+from scripts.reliability.ab import add_ab_arguments, scenario_ab
 from scripts.reliability.fault import scenario_fault
 from scripts.reliability.load import scenario_load
 from scripts.reliability.memory import scenario_memory
@@ -61,7 +66,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
         prog="python -m scripts.reliability", description=(__doc__ or "").splitlines()[0]
     )
-    parser.add_argument("--scenario", choices=["load", "fault", "memory", "all"], default="all")
+    parser.add_argument(
+        "--scenario", choices=["load", "fault", "memory", "ab", "all"], default="all"
+    )
     parser.add_argument("--duration", type=float, default=120.0, help="seconds per load run")
     parser.add_argument("--clients", type=int, default=32)
     parser.add_argument(
@@ -96,11 +103,13 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument(
         "--cache-dir", type=Path, default=Path(tempfile.gettempdir()) / "dsfro-bench-snapshots"
     )
+    add_ab_arguments(parser)
     args = parser.parse_args(argv)
     scenarios: dict[str, Callable[[argparse.Namespace, Path, Path], None]] = {
         "load": scenario_load,
         "fault": scenario_fault,
         "memory": scenario_memory,
+        "ab": scenario_ab,
     }
     logs = Path(tempfile.mkdtemp(prefix="dsfro-reliability-"))
     print(
@@ -109,7 +118,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         f"server logs in {logs}"
     )
     for name, run in scenarios.items():
-        if args.scenario in (name, "all"):
+        if args.scenario == name or (args.scenario == "all" and name != "ab"):
             run(args, args.cache_dir, logs)
             print(f"\n(load average after {name}: {os.getloadavg()[0]:.2f})")
             sys.stdout.flush()

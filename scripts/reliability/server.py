@@ -96,6 +96,10 @@ class Server:
     log_path: Path = field(default_factory=Path)
     info: pb.GetServerInfoResponse = field(default_factory=pb.GetServerInfoResponse)
     cpu_count: int = 0
+    checkout: Path = REPO
+    """The source tree whose `server.py` runs (another commit's worktree for an A/B)."""
+    env: dict[str, str] = field(default_factory=dict)
+    """Set in the server's environment beside this process's (e.g. DSFRO_TUNING_*)."""
 
     def start(self, timeout: float = 60.0) -> Server:
         self.port, self.metrics_port = free_port(), free_port()
@@ -111,8 +115,13 @@ class Server:
             "WARNING",
             *self.args,
         ]
+        env = {**os.environ, **self.env}
+        if self.checkout != REPO:  # its own package, not the one installed here
+            env["PYTHONPATH"] = str(self.checkout)
         with self.log_path.open("wb") as log:
-            self.proc = subprocess.Popen(command, cwd=REPO, stdout=log, stderr=log)
+            self.proc = subprocess.Popen(
+                command, cwd=self.checkout, env=env, stdout=log, stderr=log
+            )
         end = time.monotonic() + timeout
         check = health_pb2.HealthCheckRequest().SerializeToString()
         with grpc.insecure_channel(self.address) as channel:
