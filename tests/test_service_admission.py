@@ -27,6 +27,17 @@ def test_a_free_slot_is_taken_at_once_and_given_back() -> None:
     a.release(a.admit(1.0, now, now + 1.0))
 
 
+def test_each_admitted_solve_knows_how_many_run_beside_it() -> None:
+    """Its share of the cores: the solves running when it was admitted, itself included."""
+    a = Admission(slots=3, max_queued=0, queue_wait_share=0.5)
+    now = time.monotonic()
+    first = a.admit(1.0, now, now + 1.0)
+    second = a.admit(1.0, now, now + 1.0)
+    assert (first.concurrent, second.concurrent) == (1, 2)
+    a.release(first)
+    assert a.admit(1.0, now, now + 1.0).concurrent == 2
+
+
 def test_without_a_queue_the_refusal_hints_at_the_earliest_due_solve() -> None:
     a = Admission(slots=2, max_queued=0, queue_wait_share=0.5)
     now = time.monotonic()

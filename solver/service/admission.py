@@ -28,6 +28,8 @@ class Running:
     stop: threading.Event
     due: float
     """time.monotonic() by which its answer is due (moved when its worker says so)."""
+    concurrent: int = 1
+    """Solves running when it was admitted, itself included: its share of the cores."""
 
 
 class Refused(Exception):
@@ -74,7 +76,7 @@ class Admission:
                 if self._draining:
                     raise Refused("the server is shutting down", MAX_RETRY_SECONDS)
             self._free -= 1
-            running = Running(threading.Event(), due)
+            running = Running(threading.Event(), due, len(self._running) + 1)
             self._running.append(running)
             return running
 

@@ -33,6 +33,7 @@ from solver.app.convert_power import actions_from_proto, power_limits_from_proto
 from solver.app.validation import FieldViolation, validate_plan, validate_request
 from solver.core.solver import Solver
 from solver.runtime import crashes
+from solver.runtime.cores import available_cores
 from solver.runtime.workerpool import WorkerPool
 from solver.scoring import evaluation
 from solver.scoring.power import power_margin
@@ -78,6 +79,8 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
         )
         self.runner = SolveRunner(self.pool, self.solver.settings.kill_grace_seconds)
         self.metrics = Metrics()
+        self._cores = available_cores()
+        """Shared by the solves running at once (``SolveCall.cores``)."""
         self._checks = _Slots(check_slots(config))
         """ValidateSnapshot and EvaluatePlan in flight: bounded so that they cannot take every
         gRPC worker thread and starve health checks and solves."""
@@ -137,6 +140,7 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
             logs.request_id.get(),
             self._config.log_level,
             self._config.log_format,
+            cores=max(1, self._cores // running.concurrent),
         )
         self.metrics.in_flight.inc()
         try:
