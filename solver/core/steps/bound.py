@@ -97,11 +97,13 @@ def run_mip(run: SolveRun, until: float) -> None:
     def tighter(bound: float) -> None:
         run.incumbent.tighten(bound, with_fairness=with_fairness)
 
+    where = ""
     if (
         run.threads >= 2
         and 0 < run.configs.num_configurations <= s.isolated_mip_max_configurations
         and bound_worker.ready()
     ):
+        where = " in a worker"
         outcome = bound_worker.solve_mip_isolated(
             run.problem,
             run.configs,
@@ -110,24 +112,20 @@ def run_mip(run: SolveRun, until: float) -> None:
             on_choice=improved,
             on_bound=tighter,
         )
-        run.incumbent.note(
-            f"aggregate MIP {outcome.status} in a worker in {outcome.wall_seconds:.2f} s"
+    else:
+        outcome = solve_aggregate(
+            run.problem,
+            run.configs,
+            integer=True,
+            time_limit=limit,
+            # HiGHS checks its time limit between nodes (a node's LP took over 0.1 s at 1,024
+            # nodes); its interrupt callback, polled in the simplex, stops it at the instant.
+            stop=lambda: run.clock.stopped() or run.incumbent.done() or time.monotonic() >= until,
+            on_choice=improved,
+            # Its dual bound as it falls: a MIP still inside a heuristic at the answer (its
+            # result ignored) has proven it already.
+            on_bound=tighter,
+            fairness=True,
         )
-        run.incumbent.tighten(outcome.best_bound, with_fairness=outcome.with_fairness)
-        return
-    outcome = solve_aggregate(
-        run.problem,
-        run.configs,
-        integer=True,
-        time_limit=limit,
-        # HiGHS checks its time limit between nodes (a node's LP took over 0.1 s at 1,024
-        # nodes); its interrupt callback, polled in the simplex, stops it at the instant.
-        stop=lambda: run.clock.stopped() or run.incumbent.done() or time.monotonic() >= until,
-        on_choice=improved,
-        # Its dual bound as it falls: a MIP still inside a heuristic at the answer (its result
-        # ignored) has proven it already.
-        on_bound=tighter,
-        fairness=True,
-    )
-    run.incumbent.note(f"aggregate MIP {outcome.status} in {outcome.wall_seconds:.2f} s")
+    run.incumbent.note(f"aggregate MIP {outcome.status}{where} in {outcome.wall_seconds:.2f} s")
     run.incumbent.tighten(outcome.best_bound, with_fairness=outcome.with_fairness)
