@@ -106,8 +106,11 @@ def load(spec: str) -> Instance:
     return Instance(name, pipeline.to_problem(request, LIMITS), key)
 
 
-def with_budget(p: Problem, seconds: float, backend: Backend) -> Problem:
+def with_budget(p: Problem, seconds: float, backend: Backend, threads: int = 0) -> Problem:
+    """`p` at this budget and backend; with `threads` > 0, on that many threads."""
     options = dataclasses.replace(p.options, time_budget_seconds=seconds, backend=backend)
+    if threads > 0:
+        options = dataclasses.replace(options, threads=threads)
     return dataclasses.replace(p, options=options)
 
 
@@ -228,6 +231,13 @@ def main() -> None:
         default=0,
         help="CPU-bound processes beside the solves (a loaded machine)",
     )
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=0,
+        help="DSFRO's threads per call (0: the snapshot's, else every core): 1 is what the "
+        "service gives a solve admitted beside another on two cores",
+    )
     args = parser.parse_args()
     cache = json.loads(args.cache.read_text()) if args.cache.exists() else {}
     solver = Solver(SolverSettings(power_margin_z=args.margin_z))
@@ -251,7 +261,7 @@ def main() -> None:
                     gaps, terms, walls = [], [], []
                     for i in range(repeats):
                         what = f"{inst.name} {backend.name} {budget:g} s #{i}"
-                        r = solver.solve(with_budget(p, budget, backend))
+                        r = solver.solve(with_budget(p, budget, backend, args.threads))
                         gaps.append(below(ref, checked(p, r, what)))
                         terms.append(r.stats.termination.name)
                         walls.append(r.stats.wall_seconds)
@@ -265,7 +275,7 @@ def main() -> None:
             if large:
                 continue
             for budget in args.budgets:
-                r = solver.solve(with_budget(p, budget, Backend.AUTO))
+                r = solver.solve(with_budget(p, budget, Backend.AUTO, args.threads))
                 ours = below(ref, checked(p, r, f"{inst.name} AUTO {budget:g} s"))
                 value, took, _ = plain_pipeline(p, budget)
                 theirs = below(ref, value)
