@@ -150,8 +150,8 @@ class SolverSettings(BaseSettings):
     1.07-1.59 s against 0.35-0.40 s); 8,000 proved 32-s2 and 64-s2 at 1 s on an idle machine.
     Sending it the snapshot took 0.04 s at 3,883 configurations and 0.18 s at 12,677, where its
     callbacks are rare (8 a second). 0 (the default: never): under 32 clients on the service it
-    showed no gain (the service's solves side by side get one core each and run the exact side
-    after the search; docs/reliability.md, "Rerun 2026-12-06")."""
+    showed no gain (the service's solves side by side get one core each, where the MIP runs in
+    process between the search's passes; docs/reliability.md, "Rerun 2026-12-06")."""
     kept_exact_workers: int = Field(4, ge=0)
     """Isolated full-model workers kept idle between solves."""
 
