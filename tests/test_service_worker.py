@@ -28,22 +28,22 @@ def _with_threads(problem: Problem, threads: int) -> Problem:
     return replace(problem, options=replace(problem.options, threads=threads))
 
 
-def make_problem() -> Problem:
+def _problem() -> Problem:
     return _with_threads(random_tiny(1), 0)
 
 
 def test_the_share_becomes_the_threads_of_a_request_that_sets_none() -> None:
-    assert with_cores(make_problem(), _call(3)).options.threads == 3
+    assert with_cores(_problem(), _call(3)).options.threads == 3
 
 
 def test_the_request_threads_and_the_settings_threads_win() -> None:
-    assert with_cores(_with_threads(make_problem(), 5), _call(1)).options.threads == 5
+    assert with_cores(_with_threads(_problem(), 5), _call(1)).options.threads == 5
     chosen = _call(1, SolverSettings(threads=4))
-    assert with_cores(make_problem(), chosen).options.threads == 0  # the settings' 4 apply
+    assert with_cores(_problem(), chosen).options.threads == 0  # the settings' 4 apply
 
 
 def test_no_share_leaves_the_problem_as_it_is() -> None:
-    problem = make_problem()
+    problem = _problem()
     assert with_cores(problem, _call(0)) is problem
 
 

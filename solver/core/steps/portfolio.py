@@ -50,16 +50,21 @@ def improve(run: SolveRun, guide: Guide, start: SearchState, backend: Backend) -
     if lns and not full:
         incumbent.note(f"full model skipped: ~{size} variables")
 
-    def exact_side(threads: int, mip: bool = True) -> None:
+    def mip() -> None:
         # Ends a finish reserve before the search's end: its last look at the side is there,
         # and a MIP ending on the instant (its guide still being read) had its bound ignored.
-        if mip:
-            run_mip(run, end - clock.deadline.finishes())
+        run_mip(run, end - clock.deadline.finishes())
+
+    def full_model(threads: int) -> None:
         if full and not incumbent.done():
             which = Backend[s.auto_exact_backend]
             solve_full_model(
                 run, size, which, threads, in_process=size <= s.in_process_max_variables
             )
+
+    def exact_side(threads: int) -> None:
+        mip()
+        full_model(threads)
 
     side: threading.Thread | None = None
     if exact and run.threads >= 2:
@@ -90,17 +95,17 @@ def improve(run: SolveRun, guide: Guide, start: SearchState, backend: Backend) -
     one_core = side is None and exact
     if one_core:
         # One core: the MIP before the second ruin and recreate, its choice placed at once.
-        # After it, the MIP had 0.2 s of a 2 s call on 64-node snapshots (the second ruin
-        # and recreate took 0.5 s for nothing), and the plan stayed the heuristic's, 0.1 %
-        # below the optimum that two threads reach (docs/benchmarks.md, "one thread against
-        # two").
-        run_mip(run, end - clock.deadline.finishes())
+        # After the whole search, the MIP had 0.2 s of a 2 s call on 64-node snapshots (the
+        # second ruin and recreate took 0.5 s for nothing), and the plan stayed the
+        # heuristic's, 0.1 % below the optimum that two threads reach (docs/benchmarks.md,
+        # "one thread against two").
+        mip()
         place_pending(run)
     ruin = _ruin(run, ruin_end, side is not None, ruin)
     if one_core:  # the rest of the exact side after the search
         if lns:
             run_lns(run, time.monotonic() + s.lns_share_one_core * (end - time.monotonic()))
-        exact_side(1, mip=False)
+        full_model(1)
         place_pending(run)
         return
     if lns:
