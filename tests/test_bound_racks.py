@@ -179,6 +179,30 @@ def test_integral_rack_splits_keep_a_gpu_whole_in_one_rack() -> None:
     assert tight.best_bound < loose.best_bound - 0.1
 
 
+
+def test_integral_rack_splits_count_whole_tensor_groups() -> None:
+    # Two racks of one 4-GPU node, each with room above idle for 3 GPUs. A job of 6 GPUs in
+    # tensor groups of 2 fits 3 + 3 in whole GPUs, but a group never spans nodes: 2 + 2 is
+    # all the racks hold in whole groups, so it cannot run.
+    idle = 4 * f.A100.idle_watts
+    c = f.cluster(
+        f.node("n0", count=4, rack="r0"),
+        f.node("n1", count=4, rack="r1"),
+        rack_power={"r0": idle + 750.0, "r1": idle + 750.0},
+    )
+    one_clock = dataclasses.replace(f.A100, sm_clocks_mhz=(f.A100.max_clock_mhz,))
+    c = dataclasses.replace(c, gpu_types={**c.gpu_types, f.A100.name: one_clock})
+    j = f.job("j", f.point(6, 60.0, tp=2), min_gpus=6, max_gpus=6)
+    p = f.problem(c, j)
+    configs = build_config_set(p)
+    assert [x.tensor_parallel for x in configs.by_job["j"]] == [2], "one configuration"
+    loose = solve_aggregate(p, configs, integer=True, time_limit=10)
+    tight = solve_aggregate(p, configs, integer=True, time_limit=10, integral_racks=True)
+    assert loose.best_bound is not None and tight.best_bound is not None
+    assert "j" in loose.choice and "j" not in tight.choice
+    assert tight.best_bound < loose.best_bound - 0.1
+
+
 def _kept_or_moved(rack_room: float) -> tuple[Problem, float]:
     """One job running on one GPU of rack r0, whose room above idle is `rack_room` W; rack r1
     has room for it (one configuration: 250 W above idle); the job's value when moved."""

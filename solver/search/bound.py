@@ -89,8 +89,8 @@ def solve_aggregate(
     job's choice is integral (a MIP on HiGHS within `time_limit` of the call, building the model
     included): a tighter bound, often the full problem's optimum when power rather than
     placement binds, and an integral guide.
-    With `integral_racks` too, each power class's GPUs per budgeted rack are whole (as every
-    plan's are): tighter where rack budgets bind (0.08-0.11 % at 1,024 nodes,
+    With `integral_racks` too, each power class's GPUs per budgeted rack are whole tensor
+    groups (as every plan's are): tighter where rack budgets bind (0.08-0.11 % at 1,024 nodes,
     docs/benchmarks.md), and harder, so for offline references rather than a solve's budget.
     With `integer`, `on_bound(bound)` is told each proven bound as the MIP tightens it.
     With `fairness`, the model holds the fairness term (``solver.search.bound_fairness``;
@@ -116,7 +116,8 @@ def solve_aggregate(
     rack_gpus: dict[tuple[str, str], list[tuple[int, float]]] = {}
     rack_power: dict[str, list[tuple[int, float]]] = {}
     classes: dict[PowerClass, list[tuple[str, int, int, float]]] = {}
-    """(GPU type, extra watts per GPU) -> its (job, configuration index, column, GPUs)."""
+    """(GPU type, extra watts per GPU, tensor-parallel degree with `integral_racks`, else 0)
+    -> its (job, configuration index, column, GPUs)."""
     choice_columns: list[int] = []
     opts = _options(problem, configs, slices)
     memory: dict[str, list[tuple[int, float]]] = {}
@@ -148,7 +149,7 @@ def solve_aggregate(
             if same and kept_racks is None:
                 same_shape.append((col, -1.0))
             if c.gpu_type in rack_pools and not c.mig_profile:
-                key = (c.gpu_type, extra_per_gpu)
+                key = (c.gpu_type, extra_per_gpu, c.tensor_parallel if integral_racks else 0)
                 classes.setdefault(key, []).append((job.name, i, col, float(c.num_gpus)))
             if same and kept_racks is not None:
                 # Kept (not migrated) means on its own GPUs, so in its own racks: the column
@@ -188,17 +189,20 @@ def solve_aggregate(
     # per configuration and rack (360,000 columns at 1,024 nodes in 26 racks became 6,000).
     splits: dict[PowerClass, list[tuple[str, int]]] = {}
     split_columns: list[int] = []
+    # With `integral_racks`, a class holds one tensor-parallel degree and its split counts
+    # whole groups: a group never spans nodes, so a job's GPUs in a rack are whole groups.
     for key, members in classes.items():
-        gpu_type, extra_per_gpu = key
+        gpu_type, extra_per_gpu, group = key
+        unit = float(group or 1)
         split = [(col, -gpus) for _, _, col, gpus in members]
         for rack in rack_pools[gpu_type]:
             z = lp.column(0.0, 0.0, INF)
             if integral_racks:
                 split_columns.append(z)
             splits.setdefault(key, []).append((rack, z))
-            split.append((z, 1.0))
-            rack_gpus.setdefault((rack, gpu_type), []).append((z, 1.0))
-            rack_power.setdefault(rack, []).append((z, extra_per_gpu))
+            split.append((z, unit))
+            rack_gpus.setdefault((rack, gpu_type), []).append((z, unit))
+            rack_power.setdefault(rack, []).append((z, extra_per_gpu * unit))
         lp.row(split, 0.0, 0.0)
     for gpu_type, terms in [*pools.items(), *memory.items()]:
         capacity = sum(n.available_gpus for n in cluster.nodes if n.gpu_type == gpu_type)

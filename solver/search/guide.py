@@ -19,8 +19,9 @@ import numpy.typing as npt
 
 from solver.domain import Config, Problem
 
-PowerClass = tuple[str, float]
-"""A GPU type and the watts per GPU above idle of configurations of it."""
+PowerClass = tuple[str, float, int]
+"""A GPU type, the watts per GPU above idle of configurations of it, and their tensor-parallel
+degree where the split counts whole groups (else 0: GPUs)."""
 
 
 @dataclass(frozen=True)
@@ -53,7 +54,8 @@ def extract_guide(
         choice[j.name] = opts[j.name][chosen[j.name]]
     racks: dict[str, dict[str, float]] = {}
     for key, members in classes.items():
-        left = {r: float(values[z]) for r, z in splits.get(key, ())}
+        unit = key[2] or 1
+        left = {r: unit * float(values[z]) for r, z in splits.get(key, ())}
         mine = [
             (gpus * float(values[col]), job, opts[job][i].tensor_parallel)
             for job, i, col, gpus in members
