@@ -6,7 +6,6 @@ import dataclasses
 
 import pytest
 
-from solver.domain import Config
 from solver.perfmodel.configs import build_config_set
 from solver.search import heuristic
 from solver.search.heuristic import Heuristic
@@ -57,42 +56,3 @@ def test_larger_tensor_groups_are_placed_first_so_small_jobs_do_not_break_them(
     state = Heuristic(p, configs).guided({"A": ca, "B": cb}, {"A": {"r0": 1.0}, "B": {"r0": 4.0}})
     assert state.choices["B"] == (cb, {"n0": 2, "n1": 2})
     assert state.choices["A"] == (ca, {"n0": 1})
-
-
-def _two_running_in_one_rack(r0_gpus: int) -> tuple[Heuristic, dict[str, Config]]:
-    """Racks r0 and r1 of one 4-GPU node each; X and Y run on n0 (one GPU each, one clock,
-    250 W above idle); r0 has the watts for `r0_gpus` GPUs, r1 for one."""
-    per_gpu = 250.0
-    idle = 4 * f.A100.idle_watts
-    c = f.cluster(
-        f.node("n0", count=4, rack="r0"),
-        f.node("n1", count=4, rack="r1"),
-        rack_power={"r0": idle + r0_gpus * per_gpu, "r1": idle + per_gpu},
-    )
-    one_clock = dataclasses.replace(f.A100, sm_clocks_mhz=(f.A100.max_clock_mhz,))
-    c = dataclasses.replace(c, gpu_types={**c.gpu_types, f.A100.name: one_clock})
-    watts = f.A100.idle_watts + per_gpu
-    x = f.job("X", f.point(1, 50.0, watts), max_gpus=1, current=f.running("A100", {"n0": (0,)}))
-    y = f.job("Y", f.point(1, 50.0, watts), max_gpus=1, current=f.running("A100", {"n0": (1,)}))
-    p = f.problem(c, x, y)
-    configs = build_config_set(p)
-    choice = {j: configs.by_job[j][0] for j in ("X", "Y")}
-    assert all(len(configs.by_job[j]) == 1 for j in choice), "one configuration each"
-    return Heuristic(p, configs), choice
-
-
-def test_a_running_job_the_solution_moves_leaves_its_rack_to_the_job_it_keeps_there() -> None:
-    # r0 holds one of X and Y. The solution keeps Y on its GPU (no split: its kept column) and
-    # moves X to r1 (its split). Kept in job order, X took r0's watts and Y had to move.
-    h, choice = _two_running_in_one_rack(r0_gpus=1)
-    state = h.guided(choice, {"X": {"r1": 1.0}})
-    assert state.choices["Y"][1] == {"n0": 1}
-    assert state.choices["X"][1] == {"n1": 1}
-
-
-def test_a_moved_job_stays_on_its_gpus_where_its_rack_still_has_room() -> None:
-    # r0 holds both: the move the solution made (its split) costs a migration for nothing.
-    h, choice = _two_running_in_one_rack(r0_gpus=2)
-    state = h.guided(choice, {"X": {"r1": 1.0}})
-    assert state.choices["X"][1] == {"n0": 1}
-    assert state.choices["Y"][1] == {"n0": 1}

@@ -204,15 +204,11 @@ class Heuristic:
         state = SearchState(self.problem)
         free = uniform(0.0)
         place_fixed(self.scorer, state, choice)
-        moved = {j.name for j in self.problem.jobs if j.name in choice and _moved(j, choice, racks)}
         # Running jobs the solution keeps in their shape stay on their own GPUs first (the
         # aggregated model counts them as not migrated): no other job may take those GPUs.
-        # One it moves (its GPUs in its class's split, not in its kept column) is not kept
-        # here: kept first, it took the watts of its rack that the model gave a job kept
-        # there, which then went where the split had put a new job (docs/benchmarks.md).
         for job in self.problem.jobs:
             c = choice.get(job.name)
-            if c is None or job.name in state.choices or job.current is None or job.name in moved:
+            if c is None or job.name in state.choices or job.current is None:
                 continue
             counts = keep_counts(job, c, state.placer)
             if counts is not None and state.within_budgets(c, counts):
@@ -220,18 +216,11 @@ class Heuristic:
         tp = {name: c.tensor_parallel for name, c in choice.items()}
         order = sorted(
             (j for j in self.problem.jobs if j.name in choice and j.name not in state.choices),
-            key=lambda j: (
-                j.name in moved,
-                j.current is None,
-                -tp[j.name],
-                -self._density(j, free),
-            ),
+            key=lambda j: (j.current is None, -tp[j.name], -self._density(j, free)),
         )
         # A job whose racks cannot hold its share waits until every other job has had its
         # own: placed anywhere at once, it took the GPUs and watts the split kept for others,
         # and 8 of 1,291 jobs of a MIP's choice did not start at 1,024 nodes (1 when it waits).
-        # The moved ones come last, on their own GPUs where those still have room (no
-        # migration), else where their split says.
         waiting: list[Job] = []
         for job in order:
             if self._cut(stop_at):
@@ -241,11 +230,9 @@ class Heuristic:
                 self._start_anywhere(state, job, choice[job.name])
                 continue
             c = choice[job.name]
-            for keep in (True, False) if job.name in moved else (True,):
-                fitted = state.fit_split(job, c, split, keep)
-                if fitted is not None and state.within_budgets(c, fitted[0]):
-                    state.take(job.name, c, fitted[0])
-                    break
+            fitted = state.fit_split(job, c, split)
+            if fitted is not None and state.within_budgets(c, fitted[0]):
+                state.take(job.name, c, fitted[0])
             else:
                 waiting.append(job)
         for job in waiting:
@@ -417,18 +404,3 @@ def _prices(price: float | Prices) -> Prices:
 def solve_heuristic(problem: Problem, configs: ConfigSet, deadline: float) -> Plan:
     """The heuristic's plan; `deadline` (a time.monotonic() instant) bounds the local search."""
     return Heuristic(problem, configs).run(deadline)
-
-
-def _moved(
-    job: Job, choice: Mapping[str, Config], racks: Mapping[str, Mapping[str, float]] | None
-) -> bool:
-    """A running job the aggregated solution moves although its shape stays: its split (the
-    class's GPUs it takes, which a job kept on its GPUs does not) holds at least half its GPUs."""
-    split = racks.get(job.name) if racks else None
-    c = choice[job.name]
-    return (
-        split is not None
-        and job.current is not None
-        and c.shape == job.current.shape
-        and sum(split.values()) >= c.num_gpus / 2
-    )

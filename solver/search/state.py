@@ -160,13 +160,13 @@ class SearchState:
         return placed
 
     def fit_split(
-        self, job: Job, config: Config, split: Mapping[str, float], keep: bool = True
+        self, job: Job, config: Config, split: Mapping[str, float]
     ) -> tuple[dict[str, int], bool] | None:
         """GPUs per node for the job in `config` with its tensor groups spread over racks as
         `split` says (GPUs per rack, fractional; UNBUDGETED: the type's racks without a
-        budget), rounded to whole groups; whether it stays where it runs (its own GPUs first,
-        unless not `keep`). None if a rack cannot hold its share."""
-        counts = keep_counts(job, config, self.placer) if keep else None
+        budget), rounded to whole groups; whether it stays where it runs. None if a rack
+        cannot hold its share."""
+        counts = keep_counts(job, config, self.placer)
         if counts is not None:
             return counts, True
         if config.kept_only:
