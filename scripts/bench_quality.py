@@ -125,7 +125,7 @@ def plain_pipeline(
     p: Problem, budget: float, integral_racks: bool = False
 ) -> tuple[float, float, float | None]:
     """(objective, seconds taken, MIP bound) of the aggregated MIP then best-fit placement;
-    `integral_racks`: the MIP keeps whole GPUs per budgeted rack (a tighter bound)."""
+    `integral_racks`: the MIP keeps whole tensor groups per budgeted rack (a tighter bound)."""
     start = time.monotonic()
     configs = build_config_set(p)
     left = budget * (1 - PLACEMENT_RESERVE) - (time.monotonic() - start)
@@ -147,12 +147,13 @@ def reference(
     for e in optima:
         if e["instance"] == f"{inst.name}.json" and e["proven_optimal"]:
             return Reference(float(e["objective"]), True, "stored optimum")
-    key = f"{inst.key}-integral-racks" if integral_racks else inst.key
+    # (the suffix names the formulation: references of an older one are not reused)
+    key = f"{inst.key}-integral-rack-groups" if integral_racks else inst.key
     if key not in cache:
         value, took, bound = plain_pipeline(inst.problem, seconds, integral_racks)
         cache[key] = {"name": inst.name, "plan": value, "bound": bound, "seconds": took}
     c = cache[key]
-    mip = "aggregated MIP, whole GPUs per rack" if integral_racks else "aggregated MIP"
+    mip = "aggregated MIP, whole groups per rack" if integral_racks else "aggregated MIP"
     plan = float(str(c["plan"]))
     bound = None if c["bound"] is None else float(str(c["bound"]))
     if bound is None:
@@ -222,7 +223,7 @@ def main() -> None:
     parser.add_argument(
         "--integral-racks",
         action="store_true",
-        help="references without a stored optimum: the aggregated MIP with whole GPUs per "
+        help="references without a stored optimum: the aggregated MIP with whole tensor groups per "
         "budgeted rack, a tighter bound (solve_aggregate's integral_racks)",
     )
     parser.add_argument(
