@@ -41,7 +41,7 @@ from solver.service import head, logs, tracing
 from solver.service.admission import Admission, Refused
 from solver.service.config import ServerConfig
 from solver.service.metrics import Metrics
-from solver.service.solves import SolveFailed, SolveRunner, shared_pool
+from solver.service.solves import SolveFailed, SolveRunner, new_pool, shared_pool
 from solver.service.status import (
     abort_internal,
     abort_invalid,
@@ -69,11 +69,16 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
         self, config: ServerConfig, solver: Solver | None = None, pool: WorkerPool | None = None
     ) -> None:
         """`solver` answers every Solve in the workers (default: one made from the config's
-        settings); `pool` holds the workers (default: the process's shared one)."""
+        settings); `pool` holds the workers (default: the process's shared one, unless the
+        solver joins a Ray cluster: its workers then keep that connection, and Ray ends them
+        60 s after its cluster stops, so they are this servicer's own and closed with it)."""
         self._config = config
         self._limits = config.limits
         self.solver = solver or Solver(config.solver_settings, ray_address=config.ray_address)
-        self.pool = pool or shared_pool()
+        self._own_pool = pool is None and self.solver.ray_address is not None
+        if pool is None:
+            pool = new_pool() if self._own_pool else shared_pool()
+        self.pool = pool
         self.admission = Admission(
             config.max_concurrent_solves, config.max_queued_solves, config.queue_wait_share
         )
@@ -110,6 +115,8 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
     def close(self) -> None:
         """Release what this servicer made (the shared worker pool stays for the process)."""
         self.solver.close()
+        if self._own_pool:
+            self.pool.close()
 
     # ------------------------------------------------------------ Solve
 

@@ -51,13 +51,18 @@ _shared_pool: WorkerPool | None = None
 _shared_lock = threading.Lock()
 
 
+def new_pool() -> WorkerPool:
+    """A pool of solve workers, two kept warm."""
+    return WorkerPool("solve", preload=PRELOAD, keep=2)
+
+
 def shared_pool() -> WorkerPool:
     """The process's pool of solve workers (one per process: servers in one process, as in
     tests, share warm workers)."""
     global _shared_pool
     with _shared_lock:
         if _shared_pool is None:
-            _shared_pool = WorkerPool("solve", preload=PRELOAD, keep=2)
+            _shared_pool = new_pool()
         return _shared_pool
 
 
