@@ -172,7 +172,9 @@ class _Candidate:
 def _candidate(
     problem: Problem, result: SolveResult, params: GuardParams, tightened: bool, slack: float
 ) -> _Candidate:
-    settled, lowered = _settled(problem, result, params)
+    # A tightened solve scored its plan on its own problem (a lower cluster budget, which
+    # DRF's watts share and every budget-relative term read): rescored on the request's.
+    settled, lowered = _settled(problem, result, params, rescore=tightened)
     objective = settled.stats.objective
     value = objective - CAP_DISCOUNT * lowered * abs(objective)
     return _Candidate(settled, value, tightened, slack < 0)
@@ -185,9 +187,10 @@ def settle_plan(problem: Problem, result: SolveResult, params: GuardParams) -> S
 
 
 def _settled(
-    problem: Problem, result: SolveResult, params: GuardParams
+    problem: Problem, result: SolveResult, params: GuardParams, *, rescore: bool = False
 ) -> tuple[SolveResult, float]:
-    """``settle_plan``'s result, and how far its limits came down (``Settlement.lowered``)."""
+    """``settle_plan``'s result, and how far its limits came down (``Settlement.lowered``);
+    rescored on `problem` when jobs were queued, or with `rescore`."""
     draws = plan_draws(problem, result.plan.assignments, params)
     jobs = {j.name: j for j in problem.jobs}
     keep = [j.name for j in problem.jobs if not j.preemptible and j.current is not None]
@@ -210,18 +213,15 @@ def _settled(
         for a in result.plan.assignments
     )
     plan = dataclasses.replace(result.plan, assignments=assignments)
-    if not shed:
+    if not shed and not rescore:
         return dataclasses.replace(result, plan=plan), s.lowered
     configs = build_config_set(problem)
     best, least = configs.best_samples_per_second, configs.least_joules_per_sample
     objective = score_plan(problem, assignments, best, result.plan.layout_changes, least)
     plan = dataclasses.replace(plan, objective=objective)
-    note = f"{len(shed)} jobs queued to keep the power margin"
-    stats = dataclasses.replace(
-        result.stats,
-        objective=objective.total,
-        detail=f"{result.stats.detail}; {note}" if result.stats.detail else note,
-    )
+    note = f"{len(shed)} jobs queued to keep the power margin" if shed else ""
+    detail = "; ".join(d for d in (result.stats.detail, note) if d)
+    stats = dataclasses.replace(result.stats, objective=objective.total, detail=detail)
     return SolveResult(plan=plan, stats=stats), s.lowered
 
 
