@@ -15,7 +15,7 @@ import pytest
 from solver.app import pipeline
 from solver.app.convert import load_request_json
 from solver.app.limits import Limits
-from solver.domain import Problem
+from solver.domain import Cluster, Problem
 from solver.perfmodel import budgets
 from solver.perfmodel.configs import ConfigSet, build_config_set
 from solver.scoring.objective import migration_cost, queued_value, running_gain
@@ -156,20 +156,24 @@ def test_integral_rack_splits_tighten_the_bound_and_still_bound_the_optimum() ->
         assert optima[f"{name}.json"] <= tight.best_bound <= loose.best_bound * (1 + 1e-12)
 
 
+def _two_racks(room: float) -> Cluster:
+    """Racks r0 and r1 of one 4-GPU A100 node each (one clock), each with `room` W above idle."""
+    idle = 4 * f.A100.idle_watts
+    c = f.cluster(
+        f.node("n0", count=4, rack="r0"),
+        f.node("n1", count=4, rack="r1"),
+        rack_power={"r0": idle + room, "r1": idle + room},
+    )
+    one_clock = dataclasses.replace(f.A100, sm_clocks_mhz=(f.A100.max_clock_mhz,))
+    return dataclasses.replace(c, gpu_types={**c.gpu_types, f.A100.name: one_clock})
+
+
 def test_integral_rack_splits_keep_a_gpu_whole_in_one_rack() -> None:
     # Two racks of one 4-GPU node, each with room above idle for 1.5 GPUs of the only
     # configuration (250 W above idle): split continuously, three jobs run (one half in each
     # rack); in whole GPUs, two.
     j = [f.job(f"j{i}", f.point(1, 10.0), min_gpus=1, max_gpus=1) for i in range(4)]
-    idle = 4 * f.A100.idle_watts
-    c = f.cluster(
-        f.node("n0", count=4, rack="r0"),
-        f.node("n1", count=4, rack="r1"),
-        rack_power={"r0": idle + 375.0, "r1": idle + 375.0},
-    )
-    one_clock = dataclasses.replace(f.A100, sm_clocks_mhz=(f.A100.max_clock_mhz,))
-    c = dataclasses.replace(c, gpu_types={**c.gpu_types, f.A100.name: one_clock})
-    p = f.problem(c, *j)
+    p = f.problem(_two_racks(room=375.0), *j)
     configs = build_config_set(p)
     assert {x.watts for x in configs.by_job["j0"]} == {300.0}, "one configuration per job"
     loose = solve_aggregate(p, configs, integer=True, time_limit=10)
@@ -179,21 +183,12 @@ def test_integral_rack_splits_keep_a_gpu_whole_in_one_rack() -> None:
     assert tight.best_bound < loose.best_bound - 0.1
 
 
-
 def test_integral_rack_splits_count_whole_tensor_groups() -> None:
     # Two racks of one 4-GPU node, each with room above idle for 3 GPUs. A job of 6 GPUs in
     # tensor groups of 2 fits 3 + 3 in whole GPUs, but a group never spans nodes: 2 + 2 is
     # all the racks hold in whole groups, so it cannot run.
-    idle = 4 * f.A100.idle_watts
-    c = f.cluster(
-        f.node("n0", count=4, rack="r0"),
-        f.node("n1", count=4, rack="r1"),
-        rack_power={"r0": idle + 750.0, "r1": idle + 750.0},
-    )
-    one_clock = dataclasses.replace(f.A100, sm_clocks_mhz=(f.A100.max_clock_mhz,))
-    c = dataclasses.replace(c, gpu_types={**c.gpu_types, f.A100.name: one_clock})
     j = f.job("j", f.point(6, 60.0, tp=2), min_gpus=6, max_gpus=6)
-    p = f.problem(c, j)
+    p = f.problem(_two_racks(room=750.0), j)
     configs = build_config_set(p)
     assert [x.tensor_parallel for x in configs.by_job["j"]] == [2], "one configuration"
     loose = solve_aggregate(p, configs, integer=True, time_limit=10)

@@ -113,7 +113,8 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
         return problems
 
     def close(self) -> None:
-        """Release what this servicer made (the shared worker pool stays for the process)."""
+        """Release what this servicer made: its solver, and its own worker pool if it has one
+        (the shared pool stays for the process)."""
         self.solver.close()
         if self._own_pool:
             self.pool.close()
