@@ -377,7 +377,12 @@ class Solver:
         if backend in EXACT_BACKENDS:
             place_guided(run, guide, need=s.guided_start_share)
             if not run.incumbent.done():
-                solve_full_model(run, full_model_size(run), backend, run.threads)
+                # As AUTO's: beyond in_process_max_variables in a worker killed at the
+                # deadline, since HiGHS's presolve cannot be stopped (200 nodes / 400 jobs,
+                # 201,260 variables: a 3 s call answered after 4.2-4.4 s in process).
+                size = full_model_size(run)
+                in_process = size <= s.in_process_max_variables
+                solve_full_model(run, size, backend, run.threads, in_process=in_process)
             return run.result()
         if not run.incumbent.done():
             improve(run, guide, first, backend)
