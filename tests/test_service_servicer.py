@@ -5,7 +5,6 @@ EvaluatePlan, ValidateSnapshot, messages over 4 MiB and GetServerInfo."""
 from __future__ import annotations
 
 import re
-import time
 from importlib import metadata
 
 import grpc
@@ -18,6 +17,7 @@ from solver.service.servicer import SchedulerServicer
 from solver.service.solves import shared_pool
 from tests.factories import make_request
 from tests.fakes import Broken
+from tests.process_helpers import gone_within
 from tests.service_helpers import WAIT, Stub, bad_request, serving
 
 
@@ -205,20 +205,6 @@ def test_get_server_info(stub: Stub) -> None:
     }
 
 
-def _exited(pid: int, within: float) -> bool:
-    """Whether process `pid` is gone (or a zombie) within `within` seconds."""
-    end = time.monotonic() + within
-    while time.monotonic() < end:
-        try:
-            with open(f"/proc/{pid}/stat") as f:
-                if f.read().split(") ", 1)[1].startswith("Z"):
-                    return True
-        except FileNotFoundError:
-            return True
-        time.sleep(0.05)
-    return False
-
-
 def test_a_servicer_whose_solves_join_a_ray_cluster_keeps_its_workers_to_itself() -> None:
     # Its workers keep their connection to the cluster, and Ray ends them 60 s after the
     # cluster stops: in the shared pool one died under another server's call (found as a
@@ -233,6 +219,6 @@ def test_a_servicer_whose_solves_join_a_ray_cluster_keeps_its_workers_to_itself(
     finally:
         joined.close()
         plain.close()
-    assert _exited(pid, within=10.0)
+    assert gone_within(pid, 10), "its own pool's worker outlived it"
     shared_pool().warm_now(1)  # still open: a closed pool closes what comes back to it
     assert shared_pool().idle() >= 1

@@ -68,10 +68,9 @@ def solve_full_model(
         )
         result = plan_of(model, solved, get_backend(which).name)
     name = result.backend
-    note = f"{name} {result.status.value} in {result.wall_seconds:.2f} s"
-    isolated = not in_process and "worker process" not in result.detail
-    detail = "; ".join(d for d in (result.detail, "in a worker process" if isolated else "") if d)
-    incumbent.note(f"{note} ({detail})" if detail else note)
+    where = "" if in_process else " in a worker process"
+    note = f"{name} {result.status.value} in {result.wall_seconds:.2f} s{where}"
+    incumbent.note(f"{note} ({result.detail})" if result.detail else note)
     if result.status is SolverStatus.INFEASIBLE:
         # The heuristic's plan passed the checker, so the model disagrees with the checker.
         log.error("%s says infeasible but the heuristic plan passes the checker", name)
