@@ -149,7 +149,7 @@ def test_every_mix_valid(mix: str, seed: int) -> None:
 
 def test_profiles_need_measured_types() -> None:
     spec = g.spec_from_args(["--mix", "modern", "--nodes", "8", "--jobs", "4"])
-    with pytest.raises(ValueError, match="no measured profile"):
+    with pytest.raises(g.SpecError, match=r"profile_share: .*measured profiles"):
         g.generate(spec)
 
 
@@ -281,6 +281,39 @@ def test_cli_writes_file(tmp_path: Path) -> None:
     out = tmp_path / "x.json"
     assert g.main(["--nodes", "4", "--jobs", "6", "--seed", "3", "--out", str(out)]) == 0
     check_valid(json_format.Parse(out.read_text(), pb.SolveRequest()))
+
+
+BAD_OPTIONS = [
+    ("--profile-share 1.5", "--profile-share: must be a share in [0, 1], got 1.5"),
+    ("--running-share nan", "--running-share: must be a share in [0, 1], got nan"),
+    ("--power-budget-fraction 0", "--power-budget-fraction: must be a fraction in (0, 1]"),
+    ("--nodes 0", "--nodes: must be >= 1, got 0"),
+    ("--seed -5", "--seed: must be >= 0, got -5"),
+    ("--time-budget inf", "--time-budget: must be finite and > 0, got inf"),
+    ("--tight-rack-share 0.5", "--rack-power-budget-fraction: needed where a share of the racks"),
+    ("--mix modern", "--profile-share: 0.5 asks for jobs with measured profiles"),
+    ("--mix pai --slice-share 0.5", "--slice-share: slice jobs need a GPU type with a MIG"),
+    ("--unavailable-share 1 --profile-share 0", "--unavailable-share: 1.0 leaves no GPU"),
+]
+
+
+@pytest.mark.parametrize(("args", "message"), BAD_OPTIONS)
+def test_cli_names_the_option_at_fault(
+    args: str, message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "x.json"
+    code = g.main(["--nodes", "4", "--jobs", "6", *args.split(), "--out", str(out)])
+    err = capsys.readouterr().err
+    assert (code, err.count("\n")) == (2, 1)
+    assert err.startswith(f"dsfro generate: error: {message}")
+    assert not out.exists()
+
+
+def test_cli_jobs_zero_is_an_empty_instance_not_the_default(tmp_path: Path) -> None:
+    out = tmp_path / "x.json"
+    assert g.main(["--nodes", "4", "--jobs", "0", "--out", str(out)]) == 0
+    request = json_format.Parse(out.read_text(), pb.SolveRequest())
+    assert (len(request.cluster.nodes), len(request.jobs)) == (4, 0)
 
 
 # ---------------------------------------------------------------- hetero-power

@@ -68,7 +68,7 @@ from solver.offline.generate.jobs import (
     running_shape,
     state_gib,
 )
-from solver.offline.generate.spec import InstanceSpec, NodeKind
+from solver.offline.generate.spec import InstanceSpec, NodeKind, SpecError
 from solver.offline.generate.tiny import tiny_instances
 
 __all__ = [
@@ -95,6 +95,7 @@ __all__ = [
     "MeasuredWorkload",
     "NodeKind",
     "Philly",
+    "SpecError",
     "architectures",
     "build_parser",
     "gavel_workloads",

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from solver.offline.generate.cluster import MIXES
 from solver.offline.generate.instance import generate, to_json
-from solver.offline.generate.spec import InstanceSpec
+from solver.offline.generate.spec import InstanceSpec, SpecError
 from solver.offline.generate.tiny import tiny_instances
 
 FAMILIES: dict[str, tuple[int, int, float]] = {
@@ -103,12 +103,10 @@ def spec_from_args(argv: Sequence[str]) -> InstanceSpec:
         a = build_parser().parse_args([*FAMILY_ARGS[a.family], *argv])
     sizes = {**FAMILIES, **HETERO_POWER_FAMILIES}
     nodes, jobs, budget = sizes[a.family] if a.family else (16, 32, 10.0)
-    if min(a.nodes or 1, a.jobs or 1) < 1 or (a.time_budget is not None and a.time_budget <= 0):
-        raise SystemExit("dsfro generate: --nodes, --jobs and --time-budget must be positive")
     return InstanceSpec(
         name=a.out.stem if a.out is not None else (a.family or "instance"),
-        num_nodes=a.nodes or nodes,
-        num_jobs=a.jobs or jobs,
+        num_nodes=nodes if a.nodes is None else a.nodes,
+        num_jobs=jobs if a.jobs is None else a.jobs,
         node_kinds=MIXES[a.mix](),
         seed=a.seed,
         profile_share=a.profile_share,
@@ -119,13 +117,31 @@ def spec_from_args(argv: Sequence[str]) -> InstanceSpec:
         rack_power_budget_fraction=a.rack_power_budget_fraction,
         tight_rack_share=a.tight_rack_share,
         tight_rack_power_budget_fraction=a.tight_rack_power_budget_fraction,
-        time_budget_seconds=a.time_budget or budget,
+        time_budget_seconds=budget if a.time_budget is None else a.time_budget,
         philly_view=a.philly_view,
         slice_share=a.slice_share,
     )
 
 
+OPTIONS = {"num_nodes": "--nodes", "num_jobs": "--jobs", "time_budget_seconds": "--time-budget"}
+"""Spec fields whose option is not the field's name in dashes."""
+
+
+def option_of(field: str) -> str:
+    """The command line's option for an ``InstanceSpec`` field."""
+    return OPTIONS.get(field, "--" + field.replace("_", "-"))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    """Write the instance; a spec that cannot make one exits 2 naming the option at fault."""
+    try:
+        return _main(argv)
+    except SpecError as e:
+        print(f"dsfro generate: error: {option_of(e.field)}: {e.detail}", file=sys.stderr)
+        return 2
+
+
+def _main(argv: Sequence[str] | None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     parsed = build_parser().parse_args(args)
     if parsed.tiny is not None:

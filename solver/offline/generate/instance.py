@@ -17,7 +17,7 @@ from solver.offline.generate.cluster import build_instance_cluster
 from solver.offline.generate.data import gavel_workloads, load_philly, pollux_workloads
 from solver.offline.generate.jobs import _model_job, _profile_job
 from solver.offline.generate.slice_jobs import fill_slice_job
-from solver.offline.generate.spec import InstanceSpec
+from solver.offline.generate.spec import InstanceSpec, SpecError
 from solver.perfmodel.catalog import load_gpu_catalog
 from solver.perfmodel.configs import build_config_set
 
@@ -32,6 +32,10 @@ def generate(spec: InstanceSpec) -> pb.SolveRequest:
     philly = load_philly()
     cluster = build_instance_cluster(spec, catalog, rng)
     types = cluster.types()
+    if spec.num_jobs and not any(cluster.pool(t) for t in types):
+        raise SpecError(
+            "unavailable_share", f"{spec.unavailable_share} leaves no GPU available for the jobs"
+        )
     workloads = gavel_workloads(types)
     t4 = [k for k in spec.node_kinds if k.gpu_type == "T4"]
     if t4 and "T4" in types:
@@ -41,7 +45,11 @@ def generate(spec: InstanceSpec) -> pb.SolveRequest:
     ]
     num_profile = round(spec.profile_share * spec.num_jobs)
     if num_profile and not workloads:
-        raise ValueError(f"no measured profile exists for the cluster's GPU types {types}")
+        raise SpecError(
+            "profile_share",
+            f"{spec.profile_share} asks for jobs with measured profiles, and none is measured at "
+            f"a GPU count the cluster's available GPUs of types {types} hold; give 0",
+        )
     is_profile = rng.permutation(spec.num_jobs) < num_profile
     is_slice = _slice_jobs(spec)
 

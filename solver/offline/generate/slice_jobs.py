@@ -12,6 +12,7 @@ from solver._proto.dsfro.v1 import scheduler_pb2 as pb
 from solver.app.convert import model_spec_to_proto
 from solver.domain import GpuType
 from solver.offline.generate.cluster import _Cluster
+from solver.offline.generate.spec import SpecError
 from solver.perfmodel.catalog import load_architectures
 from solver.perfmodel.mig_catalog import load_mig_catalog
 
@@ -38,8 +39,10 @@ def fill_slice_job(
     (where the plan may partition it). Returns its reference rate (peak-FLOPs bound)."""
     types = mig_types(cluster)
     if not types:
-        raise ValueError(
-            "slice jobs need a GPU type with a MIG geometry (models/mig_profiles.json)"
+        raise SpecError(
+            "slice_share",
+            f"slice jobs need a GPU type with a MIG geometry (models/mig_profiles.json); the "
+            f"cluster's types {cluster.types()} have none",
         )
     name = SLICE_ARCHITECTURES[int(rng.integers(len(SLICE_ARCHITECTURES)))]
     arch = load_architectures()[name]

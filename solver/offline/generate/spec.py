@@ -2,7 +2,18 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, fields
+
+
+class SpecError(ValueError):
+    """A spec that cannot make an instance; ``field`` names the ``InstanceSpec`` field at fault
+    (the command line reports it as its option)."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+        self.detail = message
 
 
 @dataclass(frozen=True)
@@ -55,33 +66,27 @@ class InstanceSpec:
     moment) or "arrivals" (by job count: the jobs as submitted)."""
 
     def __post_init__(self) -> None:
-        if self.num_nodes < 1 or self.num_jobs < 0:
-            raise ValueError("num_nodes must be >= 1 and num_jobs >= 0")
+        if self.num_nodes < 1:
+            raise SpecError("num_nodes", f"must be >= 1, got {self.num_nodes}")
+        if self.num_jobs < 0:
+            raise SpecError("num_jobs", f"must be >= 0, got {self.num_jobs}")
+        if self.seed < 0:
+            raise SpecError("seed", f"must be >= 0, got {self.seed}")
+        if not math.isfinite(self.time_budget_seconds) or self.time_budget_seconds <= 0:
+            raise SpecError(
+                "time_budget_seconds", f"must be finite and > 0, got {self.time_budget_seconds}"
+            )
         if not self.node_kinds or any(k.share < 0 or k.gpus_per_node < 1 for k in self.node_kinds):
-            raise ValueError("node_kinds must be non-empty with shares >= 0 and GPUs >= 1")
-        for share in (
-            self.profile_share,
-            self.running_share,
-            self.non_preemptible_share,
-            self.deadline_share,
-            self.rigid_share,
-            self.restricted_share,
-            self.unavailable_share,
-            self.tight_rack_share,
-            self.slice_share,
-        ):
-            if not 0.0 <= share <= 1.0:
-                raise ValueError(f"share {share} not in [0, 1]")
+            raise SpecError("node_kinds", "must be non-empty with shares >= 0 and GPUs >= 1")
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if f.name.endswith("_share") and not 0.0 <= value <= 1.0:
+                raise SpecError(f.name, f"must be a share in [0, 1], got {value}")
+            if f.name.endswith("_fraction") and value is not None and not 0 < value <= 1:
+                raise SpecError(f.name, f"must be a fraction in (0, 1], got {value}")
         if self.philly_view not in ("snapshot", "arrivals"):
-            raise ValueError("philly_view must be 'snapshot' or 'arrivals'")
-        for fraction in (
-            self.power_budget_fraction,
-            self.rack_power_budget_fraction,
-            self.tight_rack_power_budget_fraction,
-        ):
-            if fraction is not None and not 0 < fraction <= 1:
-                raise ValueError("power budget fractions must be in (0, 1]")
-        if self.tight_rack_share > 0 and (
-            self.rack_power_budget_fraction is None or self.tight_rack_power_budget_fraction is None
-        ):
-            raise ValueError("tight racks need both rack power budget fractions")
+            raise SpecError("philly_view", "must be 'snapshot' or 'arrivals'")
+        if self.tight_rack_share > 0:
+            for name in ("rack_power_budget_fraction", "tight_rack_power_budget_fraction"):
+                if getattr(self, name) is None:
+                    raise SpecError(name, "needed where a share of the racks is tight")
