@@ -145,6 +145,8 @@ def test_sweep_command(tmp_path: Path) -> None:
         ["--weight", "energy=1", "--backend", "fast"],
         ["--weight", "energy=1", "--time-budget", "0s"],
         ["--weight", "energy=1", "--energy-basis", "joules"],
+        ["--weight", "energy=1", "--prefix", "../escaped"],
+        ["--weight", "energy=1", "--prefix", ""],
     ],
 )
 def test_bad_sweep_arguments_exit_2(tmp_path: Path, extra: list[str]) -> None:

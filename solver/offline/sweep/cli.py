@@ -11,7 +11,7 @@ from solver._proto.dsfro.v1 import scheduler_pb2 as pb
 from solver.app.arguments import backend_arg, duration_arg, int_arg, seed_arg, threads_arg
 from solver.app.convert import backend_from_proto, requested_time_budget
 from solver.app.limits import Limits
-from solver.app.profile import solver_settings
+from solver.app.profile import WEIGHT_KEYS, solver_settings
 from solver.core.settings import SettingsError
 from solver.core.solver import Solver
 from solver.offline.batch import make_batch_executor
@@ -28,6 +28,15 @@ def _weight_arg(text: str) -> tuple[str, list[float]]:
         raise argparse.ArgumentTypeError(str(e)) from None
 
 
+def _prefix_arg(text: str) -> str:
+    """A file name's stem: the folder is ``--out``'s, never reached through the prefix."""
+    if not text or text in (".", "..") or "/" in text or "\\" in text or "\0" in text:
+        raise argparse.ArgumentTypeError(
+            f"a file name prefix, not a path: {text!r} (the folder is --out's)"
+        )
+    return text
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("file", help="SolveRequest in protobuf JSON")
     parser.add_argument(
@@ -36,12 +45,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="append",
         required=True,
         metavar="NAME=V1,V2,...",
-        help="values of one objective weight (throughput, energy, migration, "
-        "locality, deadline); repeat for a grid",
+        help=f"values of one objective weight ({', '.join(WEIGHT_KEYS)}); repeat for a grid",
     )
     parser.add_argument("--out", type=Path, help="output directory (default: sweep-<instance>)")
     parser.add_argument(
-        "--prefix", default="sweep", help="output file names: PREFIX.png, .md, .csv (default sweep)"
+        "--prefix",
+        type=_prefix_arg,
+        default="sweep",
+        help="output file names: PREFIX.png, .md, .csv (default sweep)",
     )
     parser.add_argument(
         "--energy-basis",
