@@ -1,9 +1,18 @@
-"""The energy-basis table of docs/evaluation.md: a ``dsfro simulate --compare`` output of one
-scenario (run with ``[weights] energy_basis = "waste"``), each seed put at the equal horizon of
-an earlier comparison (the draw basis' ``*-comparison.csv``, per seed), so that its energy can
-be read beside that comparison's; one markdown row per policy, means over the seeds.
+"""The energy tables of docs/evaluation.md that join runs made apart: ``dsfro simulate
+--compare`` outputs of one scenario, one markdown row per policy, means over the seeds, energy at
+an equal horizon per seed.
+
+The energy-basis table: a comparison run with ``[weights] energy_basis = "waste"``, each seed at
+the equal horizon of an earlier comparison (the draw basis' ``*-comparison.csv``), so that its
+energy reads beside that comparison's:
 
     .venv/bin/python scripts/energy_basis_table.py OUT_DIR SCENARIO DRAW_COMPARISON.csv
+
+Runs of DSFRO under another profile, joined to a comparison with the baselines: ``--also
+DIR=LABEL`` adds DIR's runs with LABEL after each policy's name; without a comparison CSV each
+seed is at the longest horizon among all the runs joined:
+
+    .venv/bin/python scripts/energy_basis_table.py BASE_OUT philly-a --also C10_OUT=completion10
 """
 
 from __future__ import annotations
@@ -12,9 +21,10 @@ import argparse
 import csv
 import json
 from collections import defaultdict
+from dataclasses import replace
 from pathlib import Path
 
-from solver.simulate.metrics import Summary
+from solver.simulate.metrics import Summary, equal_horizon
 
 COLUMNS = (
     "policy",
@@ -50,19 +60,47 @@ def mean(values: list[float]) -> float:
     return sum(values) / len(values)
 
 
+def labelled(text: str) -> tuple[Path, str]:
+    folder, sep, label = text.partition("=")
+    if not sep or not label:
+        raise argparse.ArgumentTypeError(f"expected DIR=LABEL, got {text!r}")
+    return Path(folder), label
+
+
+def load(folder: Path, scenario: str, label: str = "") -> list[Summary]:
+    paths = sorted(folder.glob(f"{scenario}-*-summary.json"))
+    if not paths:
+        raise SystemExit(f"no {scenario}-*-summary.json in {folder}")
+    out = [Summary.from_dict(json.loads(path.read_text())) for path in paths]
+    return [replace(s, policy=f"{s.policy} ({label})") for s in out] if label else out
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("out", type=Path, help="the dsfro simulate --compare output folder")
     p.add_argument("scenario")
-    p.add_argument("comparison", type=Path, help="the comparison whose horizons to use")
+    p.add_argument(
+        "comparison",
+        type=Path,
+        nargs="?",
+        help="the comparison whose horizons to use (default: the longest of the runs joined)",
+    )
+    p.add_argument(
+        "--also", type=labelled, action="append", default=[], metavar="DIR=LABEL",
+        help="more runs of the scenario, their policies named 'POLICY (LABEL)'",
+    )  # fmt: skip
     args = p.parse_args()
-    at = horizons(args.comparison)
+    every = load(args.out, args.scenario)
+    for folder, label in args.also:
+        every += load(folder, args.scenario, label)
+    if args.comparison is None:
+        placed = equal_horizon(every)
+    else:
+        at = horizons(args.comparison)
+        placed = [s.at_horizon(at[s.seed]) for s in every]
     runs: dict[str, list[Summary]] = defaultdict(list)
-    for path in sorted(args.out.glob(f"{args.scenario}-*-summary.json")):
-        s = Summary.from_dict(json.loads(path.read_text()))
-        runs[s.policy].append(s.at_horizon(at[s.seed]))
-    if not runs:
-        raise SystemExit(f"no {args.scenario}-*-summary.json in {args.out}")
+    for s in placed:
+        runs[s.policy].append(s)
     jct = {k: mean([(s.jct_mean_s or 0.0) / 3600 for s in v]) for k, v in runs.items()}
     energy = {k: mean([s.energy_horizon_kwh for s in v]) for k, v in runs.items()}
     print("| " + " | ".join(COLUMNS) + " |")
