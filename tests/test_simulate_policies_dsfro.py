@@ -16,7 +16,7 @@ from solver.simulate.core import SimulationError
 from solver.simulate.policies import make_policy
 from solver.simulate.policies.dsfro import DsfroPolicy
 from tests.factories import running_server
-from tests.simulate_policy_helpers import FAST, cluster, past, placed, profiled, round_of
+from tests.simulate_policy_helpers import FAST, SLOW, cluster, past, placed, profiled, round_of
 
 
 def _two_jobs_one_gpu() -> pb.SolveRequest:
@@ -68,6 +68,32 @@ def test_proportional_fairness_runs_the_job_with_less_attained_service() -> None
     prop = make_policy("dsfro-prop")  # by job: y, with nothing attained, gains the most
     assert list(placed(prop.decide(ri))) == ["y"]
     prop.close()
+
+
+def test_without_dvfs_profile_points_at_other_clocks_are_dropped() -> None:
+    # A slice job's points, and a profile from what a job showed (--feedback), cover every clock
+    # of its types; the variant that offers only the top clock must not send the others.
+    req = cluster(("n0", FAST, 2), ("n1", SLOW, 2))
+    profiled(req, "x", {(FAST, 1): 100.0, (SLOW, 1): 50.0}, max_gpus=1)
+    for clock, rate in ((1275, 95.0), (960, 80.0)):
+        req.jobs[0].profile.points.add(
+            gpu_type=FAST, num_gpus=1, tensor_parallel=1, pipeline_parallel=1,
+            sm_clock_mhz=clock, samples_per_second=rate, watts=250.0, memory_per_gpu_gib=10,
+        )  # fmt: skip
+    req.jobs[0].profile.points.add(
+        gpu_type=SLOW, num_gpus=2, tensor_parallel=1, pipeline_parallel=1, sm_clock_mhz=1245,
+        samples_per_second=90.0, watts=500.0, memory_per_gpu_gib=10,
+    )  # fmt: skip
+    ri = round_of(req, {"x": past(0, 1)})
+    policy = make_policy("dsfro-no-dvfs")
+    assert isinstance(policy, DsfroPolicy)
+    sent = policy.adapt(ri)
+    assert [list(t.sm_clocks_mhz) for t in sent.cluster.gpu_types] == [[1410], [1380]]
+    kept = [(q.gpu_type, q.num_gpus, q.sm_clock_mhz) for q in sent.jobs[0].profile.points]
+    assert kept == [(FAST, 1, 1410), (SLOW, 1, 1380)]
+    assert len(ri.request.jobs[0].profile.points) == 5  # the round's own request untouched
+    assert placed(policy.decide(ri)) == {"x": (FAST, 1)}
+    policy.close()
 
 
 def _free_port() -> int:

@@ -160,18 +160,7 @@ class DsfroPolicy:
             if o.fairness_weight is not None:
                 request.weights.fairness = o.fairness_weight
         if not o.dvfs:
-            for t in request.cluster.gpu_types:
-                top = max(t.sm_clocks_mhz)
-                del t.sm_clocks_mhz[:]
-                t.sm_clocks_mhz.append(top)
-            for job in request.jobs:
-                if job.HasField("current_allocation"):
-                    gpu = next(
-                        g
-                        for g in request.cluster.gpu_types
-                        if g.name == job.current_allocation.gpu_type
-                    )
-                    job.current_allocation.sm_clock_mhz = gpu.sm_clocks_mhz[0]
+            top_clocks(request)
         if not o.adaptive_shape:
             for job in request.jobs:
                 n = round_input.history[job.name].requested_gpus
@@ -216,3 +205,26 @@ class DsfroPolicy:
         if self._client is not None:
             self._client.close()
             self._client = None
+
+
+def top_clocks(request: pb.SolveRequest) -> None:
+    """Every GPU type at its top clock alone: running jobs moved to it, and profile points at
+    other clocks dropped (a slice job's points and a profile from what a job showed cover every
+    clock; a point without a clock is at the top one)."""
+    top = {t.name: max(t.sm_clocks_mhz) for t in request.cluster.gpu_types if t.sm_clocks_mhz}
+    for t in request.cluster.gpu_types:
+        if t.name in top:
+            del t.sm_clocks_mhz[:]
+            t.sm_clocks_mhz.append(top[t.name])
+    for job in request.jobs:
+        if job.HasField("current_allocation") and job.current_allocation.gpu_type in top:
+            job.current_allocation.sm_clock_mhz = top[job.current_allocation.gpu_type]
+        if job.HasField("profile"):
+            kept = pb.ThroughputProfile()
+            kept.points.extend(
+                point
+                for point in job.profile.points
+                if point.sm_clock_mhz in (0, top.get(point.gpu_type, point.sm_clock_mhz))
+            )
+            job.profile.ClearField("points")
+            job.profile.MergeFrom(kept)
