@@ -188,9 +188,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         done = run(command, folder)
         problem = wrong(done, folder)
         bad += problem is not None
+        shown = " ".join(extra).replace(f"{ROOT}/", "")
         rows.append(
             f"| {case} | {mix}, {sum(gpus.values())} GPUs | {jobs} | {', '.join(policies)} | "
-            f"{' '.join(extra)} | {time.monotonic() - start:.0f} | {problem or 'ok'} |"
+            f"{shown} | {time.monotonic() - start:.0f} | {problem or 'ok'} |"
         )
         print(rows[-1], flush=True)
         if problem is not None:

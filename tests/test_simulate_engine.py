@@ -362,6 +362,43 @@ def test_feedback_sends_a_job_that_has_run_as_its_observed_profile() -> None:
     assert late.WhichOneof("workload") == "model"  # it has not run yet
 
 
+class PipelinedPair(Recorder):
+    """Runs job "m" as one replica over a two-stage pipeline (dp 1, tp 1, pp 2), where the
+    performance model's best split of two GPUs is two replicas: a shape the model's
+    enumeration does not keep (its best pipeline degree per GPU count and tensor degree)."""
+
+    name = "pipelined-pair"
+
+    def decide(self, r: RoundInput) -> Decision:
+        self.requests.append(r.request)
+        out = {
+            j.name: Allocation(Shape("G", 1, 1, 1), 1000, (GpuSlice("n1", (i,)),))
+            for i, j in enumerate(x for x in r.request.jobs if x.name != "m")
+        }
+        if any(j.name == "m" for j in r.request.jobs):
+            out["m"] = Allocation(Shape("G", 1, 1, 2), 1000, (GpuSlice("n0", (0, 1)),))
+        return Decision(out, 0.0)
+
+
+def test_feedback_offers_the_shape_a_job_runs_in_even_where_it_is_not_the_best_split() -> None:
+    # A rigid baseline runs a job in the trace's split; the profile from what the job showed
+    # must still hold that shape, or a non-preemptible job could not keep it (the run stopped
+    # with "its profile has no point for G with 2 GPUs (tp 1, pp 2)").
+    spec = load_architectures()["bert-large"]
+    trace = TraceJob("m", 0.0, "t", "bert-large", 2, 3000.0, preemptible=False)
+    truth = TruthSettings(throughput_sigma=0.3, power_sigma=0.3, round_sigma=0.0)
+    settings = EngineSettings(reference_gpu_type="G", truth=truth, feedback=True)
+    policy = PipelinedPair()
+    late = TraceJob("late", 1000.0, "t", "bert-large", 1, 600.0)
+    jobs = [SimJob(trace, spec, "bert-large", 2, 2), SimJob(late, spec, "bert-large", 1, 1)]
+    log = Simulation(two_gpu_cluster(nodes=2), jobs, policy, settings=settings, seed=7).run()
+    assert all(j.finish_s is not None and j.migrations == 0 for j in log.jobs)
+    later = next(j for j in policy.requests[1].jobs if j.name == "m")
+    assert later.WhichOneof("workload") == "profile"
+    shapes = {(q.num_gpus, q.tensor_parallel, q.pipeline_parallel) for q in later.profile.points}
+    assert (2, 1, 2) in shapes and (2, 1, 1) in shapes
+
+
 class Idle(FirstFit):
     name = "idle"
 

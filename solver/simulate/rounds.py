@@ -5,7 +5,7 @@ budget in force), and the check of the policy's decision by the independent chec
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from solver._proto.dsfro.v1 import scheduler_pb2 as pb
 from solver.app.convert import (
@@ -284,6 +284,19 @@ class Requests:
                     )
                     for p in slice_points(job, self._facts, mig, used)
                 ]
+            self._configs[j.name] = configs
+        running = j.allocation
+        if (
+            running is not None
+            and running.mig is None
+            and all(c.shape != running.shape for c in configs)
+        ):
+            # The enumeration keeps the best pipeline degree per GPU count and tensor degree; a
+            # job runs in the shape its policy chose (a rigid one: the trace's split), and a
+            # non-preemptible one must be offered it to keep it.
+            job = replace(self._job(j.name), current=running)
+            shape = running.shape
+            configs += [c for c in enumerate_configs(job, self._facts) if c.shape == shape]
             self._configs[j.name] = configs
         return pb.ThroughputProfile(
             points=[
