@@ -296,8 +296,9 @@ class Requests:
             # non-preemptible one must be offered it to keep it.
             job = replace(self._job(j.name), current=running)
             shape = running.shape
-            configs += [c for c in enumerate_configs(job, self._facts) if c.shape == shape]
-            self._configs[j.name] = configs
+            configs = self._configs[j.name] = configs + [
+                c for c in enumerate_configs(job, self._facts) if c.shape == shape
+            ]
         return pb.ThroughputProfile(
             points=[
                 pb.ProfilePoint(
