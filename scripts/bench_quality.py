@@ -9,9 +9,10 @@ optimum and against the plain pipeline an OR engineer would write, with the same
 - DSFRO AUTO at each of ``--repeat-budgets``, ``--repeats`` identical calls each (min, median
   and max distance, and the terminations), and once at each of ``--budgets``;
 - the heuristic alone (backend HEURISTIC) at the same budgets, ``--repeats`` calls;
-- the plain pipeline at each of ``--budgets``: enumeration, the aggregated MIP within what is
-  left of the budget less a placement reserve, then best-fit placement (DSFRO's own placement
-  of a given choice, ``Heuristic.guided``) of its choice;
+- the plain pipeline at each of ``--budgets`` (``--large-compare-budgets`` on the large
+  instances): enumeration, the aggregated MIP within what is left of the budget less a
+  placement reserve, then best-fit placement (DSFRO's own placement of a given choice,
+  ``Heuristic.guided``) of its choice;
 - with ``--busy K``, K CPU-bound processes run beside it all: a loaded machine, where calls
   answered with the first plan, 14-16 % below, when a slow first pass left no time for the
   guide's placement (references are cached: compute them idle first).
@@ -204,6 +205,13 @@ def main() -> None:
     parser.add_argument("--large-budgets", type=float, nargs="+", default=[5, 10])
     parser.add_argument("--large-repeats", type=int, default=3)
     parser.add_argument(
+        "--large-compare-budgets",
+        type=float,
+        nargs="+",
+        default=[5, 10, 20, 30],
+        help="budgets of the comparison with the plain pipeline on the large instances",
+    )
+    parser.add_argument(
         "--large-nodes",
         type=int,
         default=1024,
@@ -273,9 +281,7 @@ def main() -> None:
                         f"{counts} |"
                     )
                     print(repeat_rows[-1], file=sys.stderr, flush=True)
-            if large:
-                continue
-            for budget in args.budgets:
+            for budget in args.large_compare_budgets if large else args.budgets:
                 r = solver.solve(with_budget(p, budget, Backend.AUTO, args.threads))
                 ours = below(ref, checked(p, r, f"{inst.name} AUTO {budget:g} s"))
                 value, took, _ = plain_pipeline(p, budget)
