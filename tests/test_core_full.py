@@ -1,12 +1,19 @@
 """The full model as a step (solver.core.steps.full): started only when building it, at the
-backend's cost per variable, fits in the time left."""
+backend's cost per variable, fits in the time left; stopped once the gap has closed."""
 
 from __future__ import annotations
 
 import dataclasses
+import time
 
+from solver.core.deadline import Clock, Deadline
+from solver.core.incumbent import Incumbent
 from solver.core.settings import SolverSettings
+from solver.core.steps import SolveRun
+from solver.core.steps.full import full_model_size, solve_full_model
 from solver.domain import Backend, Problem
+from solver.perfmodel.configs import build_config_set
+from solver.search.heuristic import Heuristic
 from tests.backend_helpers import _instance
 from tests.factories import solve
 
@@ -61,3 +68,32 @@ def test_an_explicit_backend_solves_a_model_beyond_the_in_process_size_in_a_work
     assert "HiGHS OPTIMAL" in r.stats.detail and "in a worker process" in r.stats.detail
     r = solve(_on(Backend.HIGHS, 5.0))
     assert "HiGHS OPTIMAL" in r.stats.detail and "in a worker process" not in r.stats.detail
+
+
+class _Done(Incumbent):
+    """An incumbent whose gap has closed: the aggregated MIP's bound met by a placed plan."""
+
+    def done(self) -> bool:
+        return True
+
+
+def test_the_full_model_stops_once_the_gap_has_closed_elsewhere() -> None:
+    """On the exact side's thread it starts before the MIP's choice is placed; once that closes
+    the gap its result cannot be kept (a `medium` call proven optimal after 0.3 s waited for it
+    until its 5 s budget). HiGHS proves this snapshot's optimum in about 5 s when let run."""
+    p, _ = _instance("hetero-power/hetero-power-32-s2")
+    configs = build_config_set(p)
+    now = time.monotonic()
+    run = SolveRun(
+        problem=p,
+        settings=SolverSettings(),
+        clock=Clock(Deadline(start=now, end=now + 60.0, finish_seconds=0.01, slowdown=1.0)),
+        incumbent=_Done(p),
+        configs=configs,
+        heuristic=Heuristic(p, configs),
+        threads=1,
+    )
+    run.incumbent.offer(run.heuristic.run(time.monotonic() + 1.0), "heuristic", Backend.HEURISTIC)
+    solve_full_model(run, full_model_size(run), Backend.HIGHS, 1)
+    [note] = [n for n in run.incumbent.notes if n.startswith("HiGHS")]
+    assert note.startswith("HiGHS FEASIBLE") and "(0 nodes)" in note
