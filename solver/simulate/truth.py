@@ -136,12 +136,67 @@ class Truth:
         """True samples/s of the job's fastest whole-GPU configuration: any type it runs on, any
         GPU count it may take, full clock, no round noise. Alone on the cluster from its
         submission, no policy finishes it sooner than its work at this pace (a JCT floor)."""
-        job = self._jobs[sim.name]
         return max(
-            self._best_at(job, t, n)
-            for t in sorted(self._facts)
-            for n in range(sim.min_gpus, sim.max_gpus + 1)
+            (
+                self.base_rate(
+                    sim.name, shape, self._facts[shape.gpu_type].gpu.max_clock_mhz
+                ).samples_per_second
+                for shape in self._shapes(sim)
+            ),
+            default=0.0,
         )
+
+    def least_joules_per_sample(self, sim: SimJob) -> float:
+        """True joules per sample of the job's most frugal configuration: any type it runs on,
+        any GPU count it may take, any clock, one MIG instance where it may take one, no round
+        noise (mean one). Its work at this cost bounds the energy its GPUs draw while it
+        trains under any policy (an energy floor; restarts and waits only add to it)."""
+        costs = [
+            r.watts / r.samples_per_second
+            for shape in self._shapes(sim)
+            for clock in self._facts[shape.gpu_type].gpu.sm_clocks_mhz
+            if self.predicted(sim.name, shape, clock) is not None
+            and (r := self.base_rate(sim.name, shape, clock)).samples_per_second > 0
+        ]
+        if sim.slices and self.problem.cluster.mig:
+            job = self._jobs[sim.name]
+            for gpu_type, profile, clock in instance_configs(
+                job, self._facts, self.problem.cluster.mig
+            ):
+                r = self.slice_rate(sim.name, gpu_type, profile, clock)
+                if r.samples_per_second > 0:
+                    costs.append(r.watts / r.samples_per_second)
+        if not costs:
+            raise ValueError(f"{sim.name}: no configuration it can run in")
+        return min(costs)
+
+    def _shapes(self, sim: SimJob) -> list[Shape]:
+        """The whole-GPU shapes the job can run in (at full clock): every type it may use,
+        every GPU count it may take, every tensor and pipeline split."""
+        job = self._jobs[sim.name]
+        return [
+            shape
+            for t in sorted(self._facts)
+            if not (job.allowed_gpu_types and t not in job.allowed_gpu_types)
+            for n in range(sim.min_gpus, sim.max_gpus + 1)
+            for shape in self._splits(t, n)
+            if self.predicted(job.name, shape, self._facts[t].gpu.max_clock_mhz) is not None
+        ]
+
+    @staticmethod
+    def _splits(gpu_type: str, n: int) -> list[Shape]:
+        """`n` GPUs of the type as data x tensor (at most 8) x pipeline (1-8) degrees."""
+        out: list[Shape] = []
+        tp = 1
+        while tp <= min(n, 8):
+            if n % tp == 0:
+                out.extend(
+                    Shape(gpu_type, n // tp // pp, tp, pp)
+                    for pp in (1, 2, 4, 8)
+                    if not (n // tp) % pp
+                )
+            tp *= 2
+        return out
 
     def _best_at(self, job: Job, gpu_type: str, n: int) -> float:
         facts = self._facts.get(gpu_type)
@@ -149,16 +204,9 @@ class Truth:
             return 0.0
         top = facts.gpu.max_clock_mhz
         best = 0.0
-        tp = 1
-        while tp <= min(n, 8):
-            if n % tp == 0:
-                for pp in (1, 2, 4, 8):
-                    if (n // tp) % pp:
-                        continue
-                    shape = Shape(gpu_type, n // tp // pp, tp, pp)
-                    if self.predicted(job.name, shape, top) is not None:
-                        best = max(best, self.base_rate(job.name, shape, top).samples_per_second)
-            tp *= 2
+        for shape in self._splits(gpu_type, n):
+            if self.predicted(job.name, shape, top) is not None:
+                best = max(best, self.base_rate(job.name, shape, top).samples_per_second)
         return best
 
 

@@ -1,0 +1,90 @@
+"""How far each policy's energy is from the floor no policy can go below (issue 19;
+docs/evaluation.md, "The energy floor").
+
+A job's floor is its work at its most frugal true cost (``Truth.least_joules_per_sample``: any
+GPU type it runs on, any GPU count it may take, any clock, one MIG instance where it may take
+one), whatever its pace: no restart, no wait for a resume, no idle GPU, no other job. The sum of
+the floors bounds from below the energy the jobs' GPUs draw under any policy, and so the
+cluster's energy, which adds the idle and sleeping GPUs and nodes to it; the floor over a
+reference policy's energy at the equal horizon is the lowest ratio to it any policy could reach,
+at any mean JCT. For each policy whose summaries are given, the table shows its energy at the
+equal horizon and the jobs' own, and the floor's share of each. Nothing is asserted; the table
+goes into docs/evaluation.md:
+
+    .venv/bin/python -m scripts.energy_floor --scenario philly-a --seeds 1,2,3 \\
+        --runs simulation/philly-a --reference gavel
+
+where ``simulation/philly-a`` holds the files of one ``dsfro simulate --compare --out`` run
+(``<scenario>-<policy>-s<seed>-summary.json``, written at the comparison's equal horizon).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from scripts.jct_floor import NeverAsked
+from solver.simulate.engine import Simulation
+from solver.simulate.scenarios import DEFAULT_SCENARIOS
+
+JOULES_PER_KWH = 3.6e6
+
+
+def floor_kwh(scenario: str, seed: int) -> float:
+    """The jobs' energy floor of the scenario at this seed (kWh)."""
+    sc = DEFAULT_SCENARIOS[scenario](seed)
+    sims = sc.sim_jobs()
+    run = Simulation(
+        sc.cluster, sims, NeverAsked(), schedule=sc.power, settings=sc.settings, seed=seed
+    )
+    joules = sum(run.samples_to_train(s.name) * run.truth.least_joules_per_sample(s) for s in sims)
+    return joules / JOULES_PER_KWH
+
+
+def summaries(runs: Path, scenario: str, seed: int) -> dict[str, dict[str, float]]:
+    """Per policy with a summary in `runs`: its energy at the equal horizon and its jobs' own
+    (kWh)."""
+    out: dict[str, dict[str, float]] = {}
+    prefix, suffix = f"{scenario}-", f"-s{seed}-summary.json"
+    for path in sorted(runs.glob(f"{prefix}*{suffix}")):
+        data = json.loads(path.read_text())
+        policy = path.name[len(prefix) : -len(suffix)]
+        out[policy] = {
+            "horizon": float(data["energy_horizon_kwh"]),
+            "jobs": float(data["jobs_energy_kwh"]),
+        }
+    return out
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--scenario", required=True, choices=sorted(DEFAULT_SCENARIOS))
+    parser.add_argument("--seeds", default="1", help="comma-separated, e.g. 1,2,3")
+    parser.add_argument("--runs", type=Path, help="a directory of dsfro simulate --out files")
+    parser.add_argument("--reference", default="gavel", help="the policy ratios are to")
+    args = parser.parse_args(argv)
+    seeds = [int(s) for s in args.seeds.split(",")]
+    print(
+        "| seed | policy | energy, equal horizon (kWh) | jobs' own (kWh) | floor / its jobs' own "
+        "| floor / its energy | its energy / reference's |"
+    )
+    print("| --- | --- | --- | --- | --- | --- | --- |")
+    for seed in seeds:
+        floor = floor_kwh(args.scenario, seed)
+        print(f"| {seed} | floor (the jobs') | | {floor:,.0f} | | | |")
+        runs = summaries(args.runs, args.scenario, seed) if args.runs else {}
+        reference = runs.get(args.reference)
+        for policy, e in runs.items():
+            ratio = f"{e['horizon'] / reference['horizon']:.3f}" if reference else ""
+            print(
+                f"| {seed} | {policy} | {e['horizon']:,.0f} | {e['jobs']:,.0f} "
+                f"| {floor / e['jobs']:.3f} | {floor / e['horizon']:.3f} | {ratio} |"
+            )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
