@@ -45,6 +45,12 @@ def test_the_least_joules_per_sample_is_the_most_frugal_shape_and_bounds_a_run()
     sim = Simulation(two_gpu_cluster(nodes=2), [elastic, rigid], FirstFit(), settings=settings)
     assert sim.truth.least_joules_per_sample(elastic) == pytest.approx(10.0)
     assert sim.truth.least_joules_per_sample(rigid) == pytest.approx(200.0 / 15.0)
+    # (seconds, joules) per sample of each configuration: 2 GPUs faster, 1 GPU more frugal.
+    flat = [x for point in sorted(sim.truth.costs(elastic)) for x in point]
+    assert flat == pytest.approx([1 / 15, 200 / 15, 0.1, 10.0])
+    assert [x for point in sim.truth.costs(rigid) for x in point] == pytest.approx(
+        [1 / 15, 200 / 15]
+    )
     # First fit runs each as asked, on 2 GPUs: the rigid job at its floor, the elastic above.
     spent = {j.job_id: j.energy_j / j.samples for j in sim.run().jobs}
     assert spent["rigid"] == pytest.approx(200.0 / 15.0)

@@ -147,12 +147,18 @@ class Truth:
         )
 
     def least_joules_per_sample(self, sim: SimJob) -> float:
-        """True joules per sample of the job's most frugal configuration: any type it runs on,
-        any GPU count it may take, any clock, one MIG instance where it may take one, no round
-        noise (mean one). Its work at this cost bounds the energy its GPUs draw while it
-        trains under any policy (an energy floor; restarts and waits only add to it)."""
-        costs = [
-            r.watts / r.samples_per_second
+        """True joules per sample of the job's most frugal configuration (``costs``). Its work
+        at this cost bounds the energy its GPUs draw while it trains under any policy (an
+        energy floor; restarts and waits only add to it)."""
+        return min(joules for _, joules in self.costs(sim))
+
+    def costs(self, sim: SimJob) -> list[tuple[float, float]]:
+        """(seconds, joules) per sample, true and without round noise (mean one), of every
+        configuration the job can run in: any type it runs on, any GPU count it may take, any
+        clock, one MIG instance where it may take one. A run that splits its samples among
+        configurations spends, per sample, a convex combination of these."""
+        out = [
+            (1.0 / r.samples_per_second, r.watts / r.samples_per_second)
             for shape in self._shapes(sim)
             for clock in self._facts[shape.gpu_type].gpu.sm_clocks_mhz
             if self.predicted(sim.name, shape, clock) is not None
@@ -165,10 +171,10 @@ class Truth:
             ):
                 r = self.slice_rate(sim.name, gpu_type, profile, clock)
                 if r.samples_per_second > 0:
-                    costs.append(r.watts / r.samples_per_second)
-        if not costs:
+                    out.append((1.0 / r.samples_per_second, r.watts / r.samples_per_second))
+        if not out:
             raise ValueError(f"{sim.name}: no configuration it can run in")
-        return min(costs)
+        return out
 
     def _shapes(self, sim: SimJob) -> list[Shape]:
         """The whole-GPU shapes the job can run in (at full clock): every type it may use,
