@@ -12,7 +12,8 @@ energy at the equal horizon and the jobs' own, and the floor's share of its ener
 JCT is at least its run time, and a run that splits its samples among configurations spends,
 per sample, a convex combination of their seconds and joules, ``Truth.costs``; a cap on the
 mean JCT of 0.8x Gavel's, relaxed so, raised this floor by at most 2 % on ``philly-a``,
-``llm-b`` and ``gavel-physical``: the cap binds through queueing, which the floor leaves out.)
+``llm-b`` and ``gavel-physical`` in a version of this script that computed it: the cap binds
+through queueing, which the floor leaves out.)
 Nothing is asserted; the table goes into docs/evaluation.md:
 
     .venv/bin/python -m scripts.energy_floor --scenario philly-a --seeds 1,2,3 \\
