@@ -25,13 +25,12 @@ where ``simulation/philly-a`` holds the files of one ``dsfro simulate --compare 
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from scripts.jct_floor import NeverAsked
+from scripts.jct_floor import NeverAsked, floor_arguments
 from solver.simulate.engine import Simulation
 from solver.simulate.scenarios import DEFAULT_SCENARIOS
 
@@ -66,13 +65,7 @@ def summaries(runs: Path, scenario: str, seed: int) -> dict[str, dict[str, float
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--scenario", required=True, choices=sorted(DEFAULT_SCENARIOS))
-    parser.add_argument("--seeds", default="1", help="comma-separated, e.g. 1,2,3")
-    parser.add_argument("--runs", type=Path, help="a directory of dsfro simulate --out files")
-    parser.add_argument("--reference", default="gavel", help="the policy ratios are to")
-    args = parser.parse_args(argv)
-    seeds = [int(s) for s in args.seeds.split(",")]
+    args, seeds = floor_arguments(argv, __doc__.split("\n\n")[0], "gavel")
     print(
         "| seed | policy | mean JCT (s) | energy, equal horizon (kWh) | jobs' own (kWh) "
         "| its energy / reference's | floor / its energy |"

@@ -66,14 +66,22 @@ def policy_jcts(runs: Path, scenario: str, seed: int) -> dict[str, dict[str, flo
     return out
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def floor_arguments(
+    argv: Sequence[str] | None, description: str, reference: str
+) -> tuple[argparse.Namespace, list[int]]:
+    """What a floor's table takes (this one's and scripts/energy_floor.py's): the scenario, its
+    seeds, a directory of runs and the policy ratios are to."""
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--scenario", required=True, choices=sorted(DEFAULT_SCENARIOS))
     parser.add_argument("--seeds", default="1", help="comma-separated, e.g. 1,2,3")
     parser.add_argument("--runs", type=Path, help="a directory of dsfro simulate --out files")
-    parser.add_argument("--reference", default="gavel-maxmin", help="the policy ratios are to")
+    parser.add_argument("--reference", default=reference, help="the policy ratios are to")
     args = parser.parse_args(argv)
-    seeds = [int(s) for s in args.seeds.split(",")]
+    return args, [int(s) for s in args.seeds.split(",")]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args, seeds = floor_arguments(argv, __doc__.split("\n\n")[0], "gavel-maxmin")
     print("| seed | policy | mean JCT (s) | / floor | / reference | floor / reference "
           f"| excess over the floor | its share in the {TOP} worst jobs |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- |")
