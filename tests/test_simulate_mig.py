@@ -345,3 +345,24 @@ def test_static_partitioning_takes_its_share_of_all_mig_nodes_types_in_turn() ->
     assert targets((NodeKind(A100, 8, 1.0), NodeKind(h100, 8, 1.0))) == {A100: 1}
     assert targets((NodeKind(A100, 8, 2.0), NodeKind(h100, 8, 2.0))) == {A100: 1, h100: 1}
     assert targets((NodeKind(A100, 8, 3.0),), 1.0) == {A100: 3}
+
+
+def test_static_partitioning_keeps_large_jobs_off_its_nodes_before_the_first_small_job() -> None:
+    """A round without a slice job or a layout has no MIG geometry in its problem; the targets
+    are the catalog's, so FIFO never puts a large job on a node to be partitioned. Before, a
+    non-preemptible job started there in the first round, and when a small job came the run
+    stopped: "list.remove(x): x not in list" pinning it (sim_unseen seed 8 through a service)."""
+    cluster = a100_nodes(2)
+    big = TraceJob("big", 0.0, "t", "gpt3-1.3b", 4, 3600.0, preemptible=False)
+    jobs = [big, small("s0", 600.0, 1800.0)]
+    recorder = Recorder(StaticMigPolicy())
+    _, log = simulate(cluster, realize(cluster, jobs), recorder)
+    assert all(j.finish_s is not None for j in log.jobs)
+    assert summarize(log).invalid_layouts == 0
+    partitioned = cluster.nodes[0].name
+    assert not recorder.rounds[0][0].problem.cluster.mig  # the first round: no geometry
+    for _, decision in recorder.rounds:
+        if "big" in decision.allocations:
+            assert decision.allocations["big"].placement[0].node != partitioned
+        if "s0" in decision.allocations:
+            assert decision.allocations["s0"].mig is not None

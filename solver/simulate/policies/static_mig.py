@@ -32,6 +32,7 @@ from dataclasses import replace
 from solver.domain import Allocation, GpuSlice, Job, Node, Problem
 from solver.mig import GpuLayout, LayoutChange, MigGeometry, MigInstance, valid_layouts
 from solver.perfmodel.configs import TypeFacts, type_facts
+from solver.perfmodel.mig_catalog import load_mig_catalog
 from solver.simulate.core import Decision, RoundInput
 from solver.simulate.policies.common import Planner, RoundView
 from solver.simulate.policies.fifo import FifoPolicy
@@ -69,8 +70,13 @@ class StaticMigPolicy:
         self._fifo = FifoPolicy()
 
     def targets(self, problem: Problem) -> dict[str, tuple[MigInstance, ...]]:
-        """Partitioned nodes and the layout of each of their GPUs."""
-        mig = problem.cluster.mig
+        """Partitioned nodes and the layout of each of their GPUs. The geometries are the
+        catalog's, not the round's problem's, which has them only while a layout exists or a
+        job may take a slice: read from it, the first rounds of a trace whose first small job
+        comes later had no target, FIFO put large jobs on the nodes to be partitioned, and a
+        non-preemptible one there could not be pinned once the targets appeared."""
+        catalog = load_mig_catalog()
+        mig = {t: catalog[t] for t in problem.cluster.gpu_types if t in catalog}
         by_type = {
             t: sorted(n.name for n in problem.cluster.nodes if n.gpu_type == t) for t in sorted(mig)
         }
@@ -195,11 +201,13 @@ class StaticMigPolicy:
 
 
 def _changes(problem: Problem, targets: dict[str, tuple[MigInstance, ...]]) -> list[LayoutChange]:
-    """The target GPUs not yet partitioned, idle and available: partition them now."""
+    """The target GPUs not yet partitioned, idle and available: partition them now (once the
+    round's problem has their type's geometry: a snapshot without a layout or a slice job has
+    none, and a plan for it may not change layouts; its target GPUs stay idle)."""
     out = []
     for node in problem.cluster.nodes:
         layout = targets.get(node.name)
-        if layout is None:
+        if layout is None or node.gpu_type not in problem.cluster.mig:
             continue
         existing = {x.gpu_index for x in node.mig_layouts if x.instances}
         busy = {
