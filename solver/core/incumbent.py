@@ -224,7 +224,12 @@ class Incumbent:
         objective = self.best.objective.total
         bound = None if self.bound is None else max(self.bound, objective)
         gap = relative_gap(objective, bound)
-        unimproved = self.improve and self.best is self.first
+        # Within the requested gap the first plan is what the request asked for (the proto:
+        # "a plan returned within this gap is TERMINATION_FEASIBLE with its gap"), not a
+        # fallback: a scheduler counting FALLBACK answers as degraded would count it.
+        wanted = self.problem.options.relative_gap
+        asked_for = gap is not None and wanted > 0 and gap <= wanted
+        unimproved = self.improve and self.best is self.first and not asked_for
         degraded = bool(self.degraded) or unimproved
         notes = list(self.notes)
         if unimproved and not self.degraded and not proven_optimal(objective, bound):
