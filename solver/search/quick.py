@@ -347,6 +347,12 @@ class _Quick:
 
     def result(self, started_at: float) -> QuickPlan:
         choices: dict[str, Choice] = dict(self.state.choices)
+        if self.problem.fairness.active:
+            # F reads every job's best pace (its entity's demand, the equal share, finish-time
+            # rates): the jobs not reached in time are enumerated now, or the plan's objective
+            # is not the one EvaluatePlan gives it (DRF by tenant at 800 jobs, cut after 321:
+            # 567.363 against 567.231).
+            self.rows.load([j for j in self.problem.jobs if j.name not in self.rows.group])
         seen = [j for j in self.problem.jobs if j.name in self.rows.group]
         configs = ConfigSet(
             by_job={j.name: tuple(self.by_job.get(j.name, ())) for j in self.problem.jobs},
