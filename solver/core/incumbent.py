@@ -199,9 +199,12 @@ class Incumbent:
     def done(self) -> bool:
         """Whether the solve may stop: the best plan is proven optimal, or its proven gap is
         within the request's relative_gap."""
-        gap = self.gap()
+        return self.optimal() or self._within_asked(self.gap())
+
+    def _within_asked(self, gap: float | None) -> bool:
+        """Whether a proven `gap` is within the request's relative_gap (0: none asked)."""
         wanted = self.problem.options.relative_gap
-        return self.optimal() or (gap is not None and wanted > 0 and gap <= wanted)
+        return gap is not None and wanted > 0 and gap <= wanted
 
     def close(self) -> None:
         """The answer is being made: later offers (a late exact solver) are ignored."""
@@ -227,9 +230,7 @@ class Incumbent:
         # Within the requested gap the first plan is what the request asked for (the proto:
         # "a plan returned within this gap is TERMINATION_FEASIBLE with its gap"), not a
         # fallback: a scheduler counting FALLBACK answers as degraded would count it.
-        wanted = self.problem.options.relative_gap
-        asked_for = gap is not None and wanted > 0 and gap <= wanted
-        unimproved = self.improve and self.best is self.first and not asked_for
+        unimproved = self.improve and self.best is self.first and not self._within_asked(gap)
         degraded = bool(self.degraded) or unimproved
         notes = list(self.notes)
         if unimproved and not self.degraded and not proven_optimal(objective, bound):
