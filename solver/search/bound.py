@@ -167,7 +167,7 @@ def solve_aggregate(
         y[job.name] = cols
         choice_columns.extend(col for _, col in cols)
         if cols:
-            lp.row([(col, 1.0) for _, col in cols], hi=1.0)
+            lp.choice([col for _, col in cols])
         if same_shape:
             forced = job.current is not None and not job.preemptible
             if kept_racks is not None:
