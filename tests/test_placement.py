@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 
 import numpy as np
+import pytest
 
 from solver.domain import Cluster, Node
 from solver.search.placement import Placer
@@ -14,8 +15,10 @@ from tests.factories import A100, V100, cluster, node
 def reference_place(
     cluster: Cluster, free: dict[str, int], gpu_type: str, num_gpus: int, tp: int
 ) -> dict[str, int] | None:
-    """The tightest node that holds the job (first in cluster order among equals); else the
-    tightest rack that does, from its roomiest nodes; else racks from the roomiest."""
+    """The tightest node that holds the job (first in cluster order among equals); else of the
+    racks that do, the one whose roomiest nodes hold it in the fewest nodes (unless a rack of
+    the type has a power budget), the tightest of those (first by name among equals), from
+    its roomiest nodes; else racks from the roomiest."""
     nodes = [n for n in cluster.nodes if n.gpu_type == gpu_type]
     if not nodes:
         return None
@@ -28,8 +31,15 @@ def reference_place(
     if sum(rack_room.values()) < num_gpus:
         return None
     holding = [r for r in racks if rack_room[r] >= num_gpus]
+
+    def nodes_needed(rack: str) -> int:
+        if any(r in cluster.rack_power_budgets_watts for r in racks):
+            return 0
+        rooms = sorted((room[n.name] for n in nodes if n.rack == rack), reverse=True)
+        return next(k for k in range(1, len(rooms) + 1) if sum(rooms[:k]) >= num_gpus)
+
     order = (
-        [min(holding, key=lambda r: rack_room[r])]
+        [min(holding, key=lambda r: (nodes_needed(r), rack_room[r]))]
         if holding
         else sorted(racks, key=lambda r: -rack_room[r])
     )
@@ -53,10 +63,13 @@ def random_nodes(rng: random.Random, racks: int) -> list[Node]:
     ]
 
 
-def test_place_follows_the_best_fit_rule_through_takes_and_gives() -> None:
+@pytest.mark.parametrize("rack_power", [None, {"r1": 10_000.0}])
+def test_place_follows_the_best_fit_rule_through_takes_and_gives(
+    rack_power: dict[str, float] | None,
+) -> None:
     rng = random.Random(3)
     nodes = random_nodes(rng, 5)
-    c = cluster(*nodes)
+    c = cluster(*nodes, rack_power=rack_power)
     placer = Placer(c)
     taken: list[dict[str, int]] = []
     for _ in range(3000):
@@ -73,6 +86,28 @@ def test_place_follows_the_best_fit_rule_through_takes_and_gives() -> None:
             assert placer.fits(got)
             placer.take(got)
             taken.append(got)
+
+
+def test_a_job_over_nodes_goes_where_it_spans_the_fewest() -> None:
+    """Rack r1 is the tightest that holds 16 GPUs (7 + 1 + 8 free), but r2's two empty nodes
+    hold them on two nodes: r2, and r1's fragments stay for smaller jobs."""
+    c = cluster(
+        node("a", count=8, rack="r1"),
+        node("b", count=8, rack="r1"),
+        node("c", count=8, rack="r1"),
+        node("d", count=8, rack="r2"),
+        node("e", count=8, rack="r2"),
+        node("f", count=8, rack="r2"),
+    )
+    placer = Placer(c, free={"a": 7, "b": 1, "c": 8, "d": 8, "e": 8, "f": 4})
+    assert placer.place(A100.name, 16, 1) == {"d": 8, "e": 8}
+    # Where no rack does better, the tightest as before.
+    placer = Placer(c, free={"a": 7, "b": 1, "c": 8, "d": 8, "e": 7, "f": 4})
+    assert placer.place(A100.name, 16, 1) == {"c": 8, "a": 7, "b": 1}
+    # Where racks of the type have power budgets, the tightest rack.
+    budgeted = cluster(*c.nodes, rack_power={"r2": 5000.0})
+    placer = Placer(budgeted, free={"a": 7, "b": 1, "c": 8, "d": 8, "e": 8, "f": 4})
+    assert placer.place(A100.name, 16, 1) == {"c": 8, "a": 7, "b": 1}
 
 
 def test_unknown_type_and_full_cluster() -> None:
