@@ -225,6 +225,11 @@ class _Compact:
         self.cost = np.array(lp.cost)[kept]
         self.renumber = np.full(n, -1, dtype=np.int64)
         self.renumber[kept] = np.arange(kept.size)
+        if kept.size == n:  # nothing dropped (every power-capped model): the rows as they are
+            self.starts = np.array(lp.starts, dtype=np.int32)
+            self.index = np.array(lp.index, dtype=np.int32)
+            self.value = np.array(lp.value)
+            return
         index = self.renumber[np.array(lp.index, dtype=np.int64)]
         on = index >= 0
         ends = np.array([*lp.starts, len(lp.index)], dtype=np.int64)
