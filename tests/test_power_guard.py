@@ -11,7 +11,7 @@ import time
 import pytest
 
 from solver.core.deadline import Deadline
-from solver.core.power_guard import solve_within_margin
+from solver.core.power_guard import Attempt, solve_within_margin
 from solver.core.settings import SolverSettings
 from solver.core.solver import Solver
 from solver.domain import (
@@ -229,9 +229,9 @@ def test_a_cut_short_resolve_never_replaces_the_first_plan_settled() -> None:
     solver = Solver(settings)
     calls: list[bool] = []
 
-    def once(q: Problem, d: Deadline, first: bool) -> SolveResult:
-        calls.append(first)
-        if first:
+    def once(q: Problem, d: Deadline, attempt: Attempt) -> SolveResult:
+        calls.append(attempt.first)
+        if attempt.first:
             return solver._solve_once(q, d, None, None)
         return solver._solve_once(q, dataclasses.replace(d, end=time.monotonic()), None, None)
 
@@ -263,7 +263,7 @@ def test_limits_lowered_a_little_cost_a_little() -> None:
     assert s.shed == () and 0.0 < s.lowered < 0.2
     results = iter([_as_result(slight, plan, 100.0), _as_result(slight, plan[:1], 95.0)])
 
-    def once(q: Problem, d: Deadline, first: bool) -> SolveResult:
+    def once(q: Problem, d: Deadline, attempt: Attempt) -> SolveResult:
         return next(results)
 
     result = solve_within_margin(slight, Deadline.after(2.0, settings), once, settings)

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from solver.core.deadline import Deadline
-from solver.core.power_guard import ALONE_SHARE, solve_within_margin
+from solver.core.power_guard import ALONE_SHARE, Attempt, solve_within_margin
 from solver.core.settings import SolverSettings
 from solver.core.solver import Solver
 from solver.domain import JobState, Plan, Problem, SolveResult
@@ -26,8 +26,8 @@ def test_no_resolve_without_time_for_its_first_plan() -> None:
     solver = Solver(settings)
     calls: list[bool] = []
 
-    def once(q: Problem, d: Deadline, first: bool) -> SolveResult:
-        calls.append(first)
+    def once(q: Problem, d: Deadline, attempt: Attempt) -> SolveResult:
+        calls.append(attempt.first)
         result = solver._solve_once(q, d, None, None)
         stats = dataclasses.replace(result.stats, first_plan_seconds=10.0)
         return dataclasses.replace(result, stats=stats)
@@ -49,7 +49,7 @@ def test_the_first_solve_takes_the_whole_window_when_no_resolve_could_follow(whi
     solver = Solver(settings)
     windows: list[float] = []
 
-    def once(q: Problem, d: Deadline, first: bool) -> SolveResult:
+    def once(q: Problem, d: Deadline, attempt: Attempt) -> SolveResult:
         windows.append(d.end - time.monotonic())
         return solver._solve_once(q, d, None, None)
 
@@ -71,7 +71,7 @@ def test_every_solve_leaves_a_finish_reserve_for_settling_its_plan() -> None:
     solver = Solver(settings)
     ends: list[float] = []
 
-    def once(q: Problem, d: Deadline, first: bool) -> SolveResult:
+    def once(q: Problem, d: Deadline, attempt: Attempt) -> SolveResult:
         ends.append(d.end)
         return solver._solve_once(q, d, None, None)
 
@@ -120,10 +120,10 @@ def _reached_late(solver: Solver, seconds: float) -> Any:
     """A `once` whose first solve reports (in its progress) reaching its plan `seconds` in."""
     calls: list[bool] = []
 
-    def once(q: Problem, d: Deadline, first: bool) -> SolveResult:
-        calls.append(first)
+    def once(q: Problem, d: Deadline, attempt: Attempt) -> SolveResult:
+        calls.append(attempt.first)
         result = solver._solve_once(q, d, None, None)
-        if not first:
+        if not attempt.first:
             return result
         late = ((0.001, -1e9), (seconds, result.stats.objective))
         return dataclasses.replace(result, stats=dataclasses.replace(result.stats, progress=late))
@@ -170,8 +170,8 @@ def test_each_better_settled_plan_is_told_while_a_resolve_follows() -> None:
     told: list[tuple[int, Plan]] = []
     calls: list[bool] = []
 
-    def once(q: Problem, d: Deadline, first: bool) -> SolveResult:
-        calls.append(first)
+    def once(q: Problem, d: Deadline, attempt: Attempt) -> SolveResult:
+        calls.append(attempt.first)
         return solver._solve_once(q, d, None, None)
 
     def tell(plan: Plan) -> None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from solver.core.deadline import Deadline
 from solver.core.incumbent import relative_gap
@@ -29,7 +29,7 @@ from solver.domain import (
 )
 from solver.perfmodel.budgets import floor_watts, woken_watts
 from solver.perfmodel.configs import build_config_set
-from solver.perfmodel.guard import GuardParams, margin_of, plan_draws, settle
+from solver.perfmodel.guard import GuardParams, Margin, margin_of, plan_draws, settle
 from solver.scoring.objective import score_plan
 
 SHED_DETAIL = "queued to keep the power margin (docs/objective.md, Power margin)"
@@ -44,8 +44,69 @@ ALONE_SHARE = 0.9
 """Share of the time left the first solve gets when no re-solve could follow: the rest absorbs
 the tail of a large solve (at 1,024 nodes an exact side past its deadline held the answer up to
 0.42 s past a 5 s budget), and settling the plan."""
-SolveOnce = Callable[[Problem, Deadline, bool], SolveResult]
-"""Solves a problem by a deadline; the flag: whether this is the first solve of the request."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Attempt:
+    """What one solve of the loop gets besides its problem and deadline."""
+
+    first: bool
+    """Whether this is the request's first solve (the one whose first plan the caller is told)."""
+    stop: threading.Event | None = None
+    """Its stop: the request's, and for the first solve also the end of a probe."""
+    on_first_plan: Callable[[Plan], None] | None = None
+    """The loop's look at the first solve's first plan (besides the caller's own hook)."""
+
+
+SolveOnce = Callable[[Problem, Deadline, Attempt], SolveResult]
+"""Solves a problem by a deadline as one attempt of the loop."""
+
+
+class _Halt(threading.Event):
+    """The first solve's stop: set when the request's is, or when the loop ends a probe."""
+
+    def __init__(self, request: threading.Event | None) -> None:
+        super().__init__()
+        self._request = request
+
+    def is_set(self) -> bool:
+        return super().is_set() or (self._request is not None and self._request.is_set())
+
+
+class _Probe:
+    """Ends the first solve early once its first plan breaks the margin (the budget binds:
+    every better plan draws as much, so the answer is a tightened re-solve's): it keeps
+    ``power_margin_probe_share`` of the time then left, for its bound on the request's budget
+    (which bounds the margin's problem) and a plan there, and the re-solve gets the rest."""
+
+    def __init__(
+        self, problem: Problem, params: GuardParams, stop: threading.Event | None, until: float,
+        share: float,
+    ) -> None:  # fmt: skip
+        self.halt = _Halt(stop)
+        self.broke = False
+        self.ended = False
+        """Whether the probe ended the first solve (not the request's stop, nor its end)."""
+        self._problem, self._params, self._until, self._share = problem, params, until, share
+        self._timer: threading.Timer | None = None
+
+    def look(self, plan: Plan) -> None:
+        """The first plan: when it breaks the margin, the first solve ends after its share."""
+        if _margin(self._problem, plan.assignments, self._params).slack >= 0:
+            return
+        self.broke = True
+        delay = self._share * max(self._until - time.monotonic(), 0.0)
+        self._timer = threading.Timer(delay, self._end)
+        self._timer.daemon = True
+        self._timer.start()
+
+    def _end(self) -> None:
+        self.ended = True
+        self.halt.set()
+
+    def close(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
 
 
 def solve_within_margin(
@@ -77,8 +138,10 @@ def solve_within_margin(
     params = settings.guard_params()
     budget = problem.cluster.power_budget_watts
     if budget is None or params.z <= 0:
-        return settle_plan(problem, solve_once(problem, deadline, True), params)
+        return settle_plan(problem, solve_once(problem, deadline, Attempt(True, stop)), params)
     floor = floor_watts(problem.cluster)
+    end = deadline.end - deadline.finishes()
+    probe = _Probe(problem, params, stop, end, settings.power_margin_probe_share)
     target = budget  # first the request's budget: its bound then bounds the margin's problem
     bound: float | None = None  # of an untightened solve: it bounds the margin's problem too
     best: _Candidate | None = None  # the settled candidate worth most, the earliest of equals
@@ -101,6 +164,8 @@ def solve_within_margin(
                 break
         last = attempt == settings.power_margin_solves - 1
         share = 1.0 if last else settings.power_margin_first_share if attempt == 0 else 0.5
+        if attempt == 1 and probe.broke and not last:
+            share = ALONE_SHARE  # its target is the probe's margin: it is the answer's solve
         if attempt == 0:
             after = max(factor * (first_plan_hint or 0.0), resolve_hint or 0.0)
             if after > 0 and left * (1.0 - share) < after:
@@ -108,30 +173,44 @@ def solve_within_margin(
         window = left * share if left * share >= wanted else left
         when = dataclasses.replace(deadline, end=now + window)
         run_budget = max(min(target, budget), floor)
-        result = solve_once(_with_budget(problem, run_budget), when, attempt == 0)
+        if attempt == 0:
+            try:
+                result = solve_once(problem, when, Attempt(True, probe.halt, probe.look))
+            finally:
+                probe.close()
+        else:
+            result = solve_once(_with_budget(problem, run_budget), when, Attempt(False, stop))
         if attempt == 0:
             first, started = result, now - deadline.start
             needs = max(result.stats.first_plan_seconds - started, 0.0)
-        if run_budget >= budget:
-            bound = result.stats.best_bound
+        if run_budget >= budget:  # the tighter of the request's budget's proven bounds
+            b = result.stats.best_bound
+            bound = bound if b is None else b if bound is None else min(b, bound)
         if result.stats.termination is Termination.INFEASIBLE:
             if best is None:  # the request's own budget (the first solve's) admits no plan
                 return result
             break
-        plan = result.plan.assignments
-        woken = woken_watts(problem.cluster, plan)
-        margin = margin_of(problem, plan_draws(problem, plan, params), params, woken)
-        assert margin is not None
+        margin = _margin(problem, result.plan.assignments, params)
         candidate = _candidate(problem, result, params, run_budget < budget, margin.slack)
         if attempt == 0:
             first_broke = candidate.broken  # a re-solve was wanted
         better = best is None or candidate.value > best.value
         best = candidate if better else best
-        if margin.slack >= 0 or (stop is not None and stop.is_set()) or run_budget <= floor:
+        if stop is not None and stop.is_set():
+            break
+        # The probe cut the first solve at a plan within the margin (its first plan was not):
+        # the rest goes to the request's budget again.
+        resume = margin.slack >= 0 and attempt == 0 and probe.ended
+        if (margin.slack >= 0 and not resume) or run_budget <= floor:
             break
         if on_better_plan is not None and not last and better:
             on_better_plan(candidate.result.plan)
+        if resume:
+            continue
         target = run_budget + margin.slack - 1.0  # 1 W below: floors of the model's rows
+        if probe.ended:  # a plan cut short may not fill its budget: the re-solve's will
+            spare = 1.0 + settings.power_margin_resolve_spare
+            target = min(target, budget - spare * margin.margin - 1.0)
     assert first is not None and best is not None
     result = best.result
     if best.tightened or best.broken:  # its own bound is not the request's
@@ -225,6 +304,14 @@ def _settled(
     return SolveResult(plan=plan, stats=stats), s.lowered
 
 
+def _margin(problem: Problem, plan: Sequence[JobAssignment], params: GuardParams) -> Margin:
+    """The plan's margin against the request's cluster budget (there is one)."""
+    woken = woken_watts(problem.cluster, plan)
+    margin = margin_of(problem, plan_draws(problem, plan, params), params, woken)
+    assert margin is not None
+    return margin
+
+
 def _with_budget(problem: Problem, watts: float) -> Problem:
     if watts == problem.cluster.power_budget_watts:
         return problem
@@ -247,4 +334,4 @@ def _rebound(result: SolveResult, bound: float | None, note: str) -> SolveResult
     return SolveResult(plan=result.plan, stats=stats)
 
 
-__all__ = ["settle_plan", "solve_within_margin"]
+__all__ = ["Attempt", "settle_plan", "solve_within_margin"]

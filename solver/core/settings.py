@@ -241,6 +241,19 @@ class SolverSettings(BaseSettings):
     tightened by the excess); then jobs are queued until it holds."""
     power_margin_first_share: float = Field(0.7, gt=0.0, le=1.0)
     """Share of the time left the first solve gets when more may follow."""
+    power_margin_probe_share: float = Field(0.3, gt=0.0, le=1.0)
+    """When the first solve's first plan already breaks the margin, the share of the time then
+    left that the first solve keeps (its bound on the request's budget, a plan there); the
+    re-solve under the budget less that plan's margin gets the rest. At 70 % of the time the
+    first solve had left a 1 s re-solve 0.16 s, no time for its LP: FALLBACK 3-5 % below
+    (64-256 power-capped nodes, docs/benchmarks.md, "The power margin's probe")."""
+    power_margin_resolve_spare: float = Field(0.05, ge=0.0, le=1.0)
+    """After a probe that cut the first solve short, the re-solve's budget is the request's
+    less the margin of the plan it was cut at and this share of it again (a first solve that
+    ended by itself, its plan as good as it gets there, leaves it less the excess alone, as
+    before): the re-solve packs other jobs, whose margin may be larger (64 nodes: 988 W
+    against the probe's 958 W), and a plan that breaks the margin keeps it only by lowering
+    every limit (counted up to 6 % less, ``CAP_DISCOUNT``)."""
     power_margin_resolve_factor: float = Field(2.0, ge=1.0, le=100.0)
     """A re-solve under a tightened budget runs only with this many times the first solve's
     time to its first plan left (its own first plan, and as long again to improve it): cut

@@ -30,7 +30,7 @@ from solver.core.leases import finish_leases
 from solver.core.mig import JOINT_MARGIN_SECONDS, solve_with_slices, uses_mig
 from solver.core.mig_consolidate import short_of_gpus
 from solver.core.mig_exact import EXACT
-from solver.core.power_guard import solve_within_margin
+from solver.core.power_guard import Attempt, solve_within_margin
 from solver.core.power_states import awake_problem, uses_power_states, with_power_actions
 from solver.core.settings import SolverSettings
 from solver.core.steps import SolveRun
@@ -116,8 +116,9 @@ class Solver:
         deferral = defer_for_carbon(problem, s)
         told = plans_with_deferred(deferral, on_first_plan)
 
-        def once(p: Problem, d: Deadline, first: bool) -> SolveResult:
-            return self._solve_once(p, d, stop, told if first else None)
+        def once(p: Problem, d: Deadline, attempt: Attempt) -> SolveResult:
+            hooks = [h for h in (told if attempt.first else None, attempt.on_first_plan) if h]
+            return self._solve_once(p, d, attempt.stop, _each(hooks) if hooks else None)
 
         # Before its first answer the solver has no pace of its own: the settings' estimates.
         jobs = max(len(problem.jobs), 1)
@@ -412,6 +413,16 @@ class Solver:
         return finish_decomposed(
             problem, self.settings, clock, d, executor, blocked, incumbent, quick_seconds
         )
+
+
+def _each(hooks: list[Callable[[Plan], None]]) -> Callable[[Plan], None]:
+    """One first-plan hook that tells each of `hooks` in turn."""
+
+    def tell(plan: Plan) -> None:
+        for hook in hooks:
+            hook(plan)
+
+    return tell
 
 
 def unkeepable_jobs(problem: Problem, configs: ConfigSet) -> list[str]:

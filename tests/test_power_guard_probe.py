@@ -1,0 +1,131 @@
+"""The power margin loop's probe (solver.core.power_guard): a first solve whose first plan
+already breaks the margin ends after ``power_margin_probe_share`` of the time then left, and
+the re-solve, under the request's budget less that plan's margin (and its spare), gets
+``ALONE_SHARE`` of the rest; a first plan within the margin lets the first solve run."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from solver.core.deadline import Deadline
+from solver.core.power_guard import ALONE_SHARE, Attempt, solve_within_margin
+from solver.core.settings import SolverSettings
+from solver.core.solver import Solver
+from solver.domain import Plan, Problem, SolveResult
+from solver.perfmodel.guard import margin_of, plan_draws
+from tests.test_power_guard import four_equal_jobs
+
+
+class Recorder:
+    """A `once` whose first solve tells the loop its first plan, then works until stopped
+    (or its window ends); the re-solves solve at once. It records what each attempt got."""
+
+    def __init__(self, solver: Solver, deadline: Deadline, work: float = 10.0) -> None:
+        self.solver, self.deadline, self.work = solver, deadline, work
+        self.first_plan: Plan | None = None
+        self.halted = False
+        self.first_seconds = 0.0
+        self.budgets: list[float | None] = []
+        self.windows: list[tuple[float, float]] = []  # (window, time left to the loop's end)
+
+    def __call__(self, q: Problem, d: Deadline, attempt: Attempt) -> SolveResult:
+        start = time.monotonic()
+        self.budgets.append(q.cluster.power_budget_watts)
+        left = self.deadline.end - self.deadline.finishes() - start
+        self.windows.append((d.end - start, left))
+        result = self.solver._solve_once(q, d, None, None)
+        if not attempt.first:
+            return result
+        self.first_plan = result.plan
+        assert attempt.on_first_plan is not None and attempt.stop is not None
+        attempt.on_first_plan(result.plan)
+        until = min(d.end, start + self.work)
+        while not attempt.stop.is_set() and time.monotonic() < until:
+            time.sleep(0.005)
+        self.halted = attempt.stop.is_set()
+        self.first_seconds = time.monotonic() - start
+        return result
+
+
+def test_a_first_plan_over_the_margin_ends_the_first_solve_after_its_probe_share() -> None:
+    p = four_equal_jobs(3850.0)
+    settings = SolverSettings()
+    deadline = Deadline.after(3.0, settings)
+    once = Recorder(Solver(settings), deadline)
+    result = solve_within_margin(p, deadline, once, settings)
+    assert once.halted
+    window, left = once.windows[0]
+    assert window == pytest.approx(0.7 * left, abs=0.05)  # what it would have had
+    # Ended at about the probe's share of the time left, well before its window's end.
+    assert once.first_seconds < 0.5 * window
+    # The re-solve: the request's budget less the margin of the plan cut short and its
+    # spare, 1 W below (the excess alone would leave it the watts that plan did not draw).
+    assert once.first_plan is not None and len(once.budgets) >= 2
+    params = settings.guard_params()
+    m = margin_of(p, plan_draws(p, once.first_plan.assignments, params), params)
+    assert m is not None and m.slack < 0
+    spare = 1.0 + settings.power_margin_resolve_spare
+    expected = min(3850.0 + m.slack, 3850.0 - spare * m.margin) - 1.0
+    assert once.budgets[1] == pytest.approx(expected)
+    # ... with ALONE_SHARE of the time left (more solves may follow: it is not the last).
+    window, left = once.windows[1]
+    assert window == pytest.approx(ALONE_SHARE * left, abs=0.05)
+    report = margin_of(p, plan_draws(p, result.plan.assignments, params), params)
+    assert report is not None and report.slack >= -1e-6
+
+
+def test_a_first_solve_that_ends_by_itself_leaves_the_budget_less_the_excess() -> None:
+    # Its plan is as good as it gets on the request's budget: the excess is what the
+    # re-solve's plan must give up, and no spare is kept.
+    p = four_equal_jobs(3850.0)
+    settings = SolverSettings()
+    deadline = Deadline.after(3.0, settings)
+    once = Recorder(Solver(settings), deadline, work=0.0)
+    solve_within_margin(p, deadline, once, settings)
+    assert not once.halted and once.first_plan is not None and len(once.budgets) >= 2
+    params = settings.guard_params()
+    m = margin_of(p, plan_draws(p, once.first_plan.assignments, params), params)
+    assert m is not None and m.slack < 0
+    assert once.budgets[1] == pytest.approx(3850.0 + m.slack - 1.0)
+    window, left = once.windows[1]
+    assert window == pytest.approx(ALONE_SHARE * left, abs=0.05)
+
+
+def test_a_first_plan_within_the_margin_lets_the_first_solve_run() -> None:
+    p = four_equal_jobs(100_000.0)
+    settings = SolverSettings()
+    deadline = Deadline.after(1.0, settings)
+    once = Recorder(Solver(settings), deadline, work=0.5)
+    solve_within_margin(p, deadline, once, settings)
+    assert not once.halted and once.first_seconds >= 0.5
+    assert once.budgets == [100_000.0]  # one solve
+
+
+def test_the_requests_stop_still_stops_the_first_solve() -> None:
+    p = four_equal_jobs(100_000.0)
+    settings = SolverSettings()
+    stop = threading.Event()
+    seen: list[bool] = []
+
+    def once(q: Problem, d: Deadline, attempt: Attempt) -> SolveResult:
+        assert attempt.stop is not None
+        seen.append(attempt.stop.is_set())
+        stop.set()
+        seen.append(attempt.stop.is_set())
+        return Solver(settings)._solve_once(q, d, None, None)
+
+    solve_within_margin(p, Deadline.after(1.0, settings), once, settings, stop)
+    assert seen == [False, True]
+
+
+def test_the_callers_first_plan_hook_still_hears_the_first_plan() -> None:
+    # The solver tells both: the caller's hook (the service sends the plan ahead) and the
+    # loop's look at it.
+    p = four_equal_jobs(3850.0)
+    told: list[Plan] = []
+    result = Solver(SolverSettings()).solve(p, on_first_plan=told.append)
+    assert len(told) == 1 and told[0].assignments
+    assert result.stats.first_plan_seconds is not None
