@@ -5,8 +5,10 @@ the re-solve, under the request's budget less that plan's margin (and its spare)
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
+from typing import Any
 
 import pytest
 
@@ -14,7 +16,7 @@ from solver.core.deadline import Deadline
 from solver.core.power_guard import ALONE_SHARE, Attempt, solve_within_margin
 from solver.core.settings import SolverSettings
 from solver.core.solver import Solver
-from solver.domain import Plan, Problem, SolveResult
+from solver.domain import Backend, Plan, Problem, SolveResult
 from solver.perfmodel.guard import margin_of, plan_draws
 from tests.test_power_guard import four_equal_jobs
 
@@ -129,3 +131,21 @@ def test_the_callers_first_plan_hook_still_hears_the_first_plan() -> None:
     result = Solver(SolverSettings()).solve(p, on_first_plan=told.append)
     assert len(told) == 1 and told[0].assignments
     assert result.stats.first_plan_seconds is not None
+
+
+def test_a_decomposed_solve_is_not_probed() -> None:
+    # Cut short, a decomposed solve's parts are killed and its bound, computed last, is lost:
+    # its first solve gets no look at its first plan (here the caller passes no hook either).
+    hooks: list[bool] = []
+
+    class Recording(Solver):
+        def _solve_once(self, *args: Any) -> SolveResult:
+            hooks.append(args[3] is not None)
+            return super()._solve_once(*args)
+
+    for backend, probed in ((Backend.AUTO, True), (Backend.DECOMPOSED, False)):
+        hooks.clear()
+        p = four_equal_jobs(3850.0)
+        p = dataclasses.replace(p, options=dataclasses.replace(p.options, backend=backend))
+        Recording(SolverSettings()).solve(p)
+        assert hooks[0] is probed, backend

@@ -117,7 +117,10 @@ class Solver:
         told = plans_with_deferred(deferral, on_first_plan)
 
         def once(p: Problem, d: Deadline, attempt: Attempt) -> SolveResult:
-            hooks = [h for h in (told if attempt.first else None, attempt.on_first_plan) if h]
+            # A decomposed solve is not probed: cut short, its parts' workers are killed and
+            # its bound, computed last, is lost (4,096 nodes, 30 s: the answer had none).
+            look = None if self.decomposes(p) else attempt.on_first_plan
+            hooks = [h for h in (told if attempt.first else None, look) if h]
             return self._solve_once(p, d, attempt.stop, _each(hooks) if hooks else None)
 
         # Before its first answer the solver has no pace of its own: the settings' estimates.
