@@ -3,6 +3,7 @@ is judged at the call's pace; the MIP's bounds reach the incumbent as they are p
 
 from __future__ import annotations
 
+import dataclasses
 import time
 
 import pytest
@@ -14,9 +15,16 @@ from solver.core.deadline import Clock, Deadline
 from solver.core.incumbent import Incumbent
 from solver.core.settings import SolverSettings
 from solver.core.steps import SolveRun
-from solver.core.steps.bound import aggregate_fits, aggregate_seconds, dual_first, run_mip
+from solver.core.steps.bound import (
+    aggregate_fits,
+    aggregate_is_slow,
+    aggregate_seconds,
+    couples_columns,
+    dual_first,
+    run_mip,
+)
 from solver.core.steps.first import run_priced
-from solver.domain import Problem
+from solver.domain import Fairness, FairnessMode, FairnessScope, Problem
 from solver.perfmodel.configs import build_config_set
 from solver.scoring.checker import check_plan
 from solver.search.heuristic import Heuristic
@@ -52,6 +60,43 @@ def test_the_lp_fits_only_with_its_time_and_the_extraction_at_the_calls_pace() -
     assert aggregate_fits(run_with(left=1.5 * need + 0.05, slowdown=1.0))
     assert not aggregate_fits(run_with(left=1.5 * need + 0.05, slowdown=2.0))
     assert aggregate_fits(run_with(left=2.0 * need + 0.1, slowdown=2.0))
+
+
+def test_the_lp_is_slow_when_its_guide_could_not_start_being_placed_after_it() -> None:
+    # First the LP, then its guide's placement, which starts with guided_start_share of its
+    # estimate left: when that does not fit in the time left (at idle pace), the priced
+    # passes go first.
+    idle = run_with(left=30.0, slowdown=1.0)
+    s = idle.settings
+    idle.heuristic.guided_took[False] = 0.5  # the last guided placement's time
+    need = s.extract_seconds + aggregate_seconds(idle) + s.guided_start_share * 0.5
+    for left, slow in ((need + 0.05, False), (need - 0.05, True)):
+        run = run_with(left=left, slowdown=3.0)  # the call's pace does not enter
+        run.heuristic.guided_took[False] = 0.5
+        assert aggregate_is_slow(run) is slow, left
+
+
+@pytest.mark.parametrize(
+    ("mode", "scope", "couples"),
+    [
+        (FairnessMode.WEIGHTED_SUM, FairnessScope.JOB, False),
+        (FairnessMode.PROPORTIONAL, FairnessScope.JOB, False),
+        (FairnessMode.DRF, FairnessScope.TENANT, False),
+        (FairnessMode.PROPORTIONAL, FairnessScope.TENANT, True),
+        (FairnessMode.MAX_MIN, FairnessScope.JOB, True),
+        (FairnessMode.MAX_MIN, FairnessScope.TENANT, True),
+        (FairnessMode.FINISH_TIME, FairnessScope.JOB, True),
+    ],
+)
+def test_a_fairness_term_that_couples_the_columns_lengthens_the_lps_estimate(
+    mode: FairnessMode, scope: FairnessScope, couples: bool
+) -> None:
+    plain = run_with(left=30.0, slowdown=1.0)
+    fair = run_with(left=30.0, slowdown=1.0)
+    fair.problem = dataclasses.replace(fair.problem, fairness=Fairness(mode, scope))
+    assert couples_columns(fair.problem.fairness) is couples
+    factor = fair.settings.aggregate_fairness_factor if couples else 1.0
+    assert aggregate_seconds(fair) == pytest.approx(factor * aggregate_seconds(plain))
 
 
 class RecordingIncumbent(Incumbent):

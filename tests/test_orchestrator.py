@@ -129,8 +129,9 @@ def test_the_reported_gap_is_at_least_the_true_gap(seed: int, backend: Backend) 
 
 
 def test_a_slow_aggregated_lp_runs_after_the_priced_passes() -> None:
-    """An LP estimated to take most of the time left comes after the priced passes (and they
-    run once): the answer is at least the heuristic's, whatever the LP then does."""
+    """An LP that would leave its guide no time to start being placed (here: a placement
+    estimated to need more than any budget) comes after the priced passes (and they run
+    once): the answer is at least the heuristic's, whatever the LP then does."""
     p = problem(
         cluster(node("n0"), node("n1")),
         job("a", point(8, 800)),
@@ -139,7 +140,7 @@ def test_a_slow_aggregated_lp_runs_after_the_priced_passes() -> None:
         backend=Backend.HEURISTIC,
     )
     fast = Solver(SolverSettings()).solve(p)
-    slow = Solver(SolverSettings(priced_first_share=1e-6)).solve(p)
+    slow = Solver(SolverSettings(guided_start_share=1e6)).solve(p)
     assert "priced passes before the slow aggregated LP" in slow.stats.detail
     assert "priced passes before" not in fast.stats.detail
     assert slow.stats.detail.count("priced passes in") == 1

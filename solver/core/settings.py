@@ -97,12 +97,11 @@ class SolverSettings(BaseSettings):
     0.27 s for large's 37,000 configurations without rack budgets, 0.23 s for 19,000 columns
     at 1,024 nodes in 26 budgeted racks (and 2.1-3.6 s for 360,000 when the split was per
     configuration). With less time left the heuristic's plan answers."""
-    priced_first_share: float = Field(0.3, gt=0.0, le=1.0)
-    """When the aggregated LP's estimate exceeds this share of the time left, the heuristic's
-    priced passes run before it, so that a slow LP cannot leave the first pass as the answer:
-    at 1,024 nodes / 1,600 jobs in 26 budgeted racks and a 5 s budget an LP of 3.6 s (before
-    its rack split went per power class) left the first pass, 16.8 % below the LP's bound, as
-    the answer; at large and a 1 s budget the LP (0.28 s) still comes after them."""
+    aggregate_fairness_factor: float = Field(2.0, ge=1.0)
+    """How much longer the aggregated LP takes with a fairness term that couples the jobs'
+    columns (``couples_columns``): at 2,048 jobs 0.41-0.59 s against 0.21-0.26 s without
+    (max-min by job or tenant, finish time, proportional by tenant), at 1,024 jobs 1.2-1.6
+    times (docs/benchmarks.md, "Fairness modes per round")."""
     dual_first_share: float = Field(0.25, gt=0.0, le=1.0)
     """Most of the time left the Lagrangian dual may take before the priced passes when the LP
     is judged slow (``dual_first``): its ten cuts took 61 ms at 2,048 jobs; capped at a tenth
