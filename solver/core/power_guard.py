@@ -1,7 +1,8 @@
 """Every solver path honours the power margin without a formulation of its own: the solve runs on
 the request's budget, the plan's margin is checked, and while it is broken the budget is
 tightened by the excess and the problem solved again (at most ``power_margin_solves`` times,
-within the deadline, each with time to finish); a plan over it has its power limits lowered
+within the deadline, each with time to finish; a first solve whose first plan already breaks
+it is cut short, ``_Probe``); a plan over it has its power limits lowered
 until their sum fits the budget, or failing that jobs queued (``settle``), and the best
 settled plan wins. Every running job gets its per-GPU power limit. docs/objective.md, "Power
 margin", says why this and not a model row.
@@ -134,7 +135,8 @@ def solve_within_margin(
     hold a re-solve, the first solve gets ``ALONE_SHARE`` of it. `on_better_plan` is told each
     better settled plan while more solving follows (a worker sends it ahead, in case it
     dies). Each solve ends a finish reserve (``Deadline.finishes``) before the deadline, for
-    settling its plan."""
+    settling its plan. A first solve whose first plan breaks the margin is cut short by the
+    probe (``_Probe``), and the re-solve after it gets ``ALONE_SHARE`` of the rest."""
     params = settings.guard_params()
     budget = problem.cluster.power_budget_watts
     if budget is None or params.z <= 0:
