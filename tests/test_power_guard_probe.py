@@ -17,7 +17,7 @@ from solver.core.power_guard import ALONE_SHARE, Attempt, solve_within_margin
 from solver.core.settings import SolverSettings
 from solver.core.solver import Solver
 from solver.domain import Backend, Plan, Problem, SolveResult
-from solver.perfmodel.guard import margin_of, plan_draws
+from solver.perfmodel.guard import Margin, margin_of, plan_draws
 from tests.test_power_guard import four_equal_jobs
 
 
@@ -52,12 +52,27 @@ class Recorder:
         return result
 
 
-def test_a_first_plan_over_the_margin_ends_the_first_solve_after_its_probe_share() -> None:
-    p = four_equal_jobs(3850.0)
+def recorded(budget_watts: float, seconds: float, work: float) -> tuple[Recorder, SolveResult]:
+    """The margin loop on four equal jobs under `budget_watts`, within `seconds`."""
+    p = four_equal_jobs(budget_watts)
     settings = SolverSettings()
-    deadline = Deadline.after(3.0, settings)
-    once = Recorder(Solver(settings), deadline)
-    result = solve_within_margin(p, deadline, once, settings)
+    deadline = Deadline.after(seconds, settings)
+    once = Recorder(Solver(settings), deadline, work)
+    return once, solve_within_margin(p, deadline, once, settings)
+
+
+def first_margin(once: Recorder) -> Margin:
+    """The margin of the first solve's plan against the request's budget."""
+    assert once.first_plan is not None
+    p, params = four_equal_jobs(3850.0), SolverSettings().guard_params()
+    m = margin_of(p, plan_draws(p, once.first_plan.assignments, params), params)
+    assert m is not None
+    return m
+
+
+def test_a_first_plan_over_the_margin_ends_the_first_solve_after_its_probe_share() -> None:
+    p, settings = four_equal_jobs(3850.0), SolverSettings()
+    once, result = recorded(3850.0, 3.0, work=10.0)
     assert once.halted
     window, left = once.windows[0]
     assert window == pytest.approx(0.7 * left, abs=0.05)  # what it would have had
@@ -65,16 +80,16 @@ def test_a_first_plan_over_the_margin_ends_the_first_solve_after_its_probe_share
     assert once.first_seconds < 0.5 * window
     # The re-solve: the request's budget less the margin of the plan cut short and its
     # spare, 1 W below (the excess alone would leave it the watts that plan did not draw).
-    assert once.first_plan is not None and len(once.budgets) >= 2
-    params = settings.guard_params()
-    m = margin_of(p, plan_draws(p, once.first_plan.assignments, params), params)
-    assert m is not None and m.slack < 0
+    assert len(once.budgets) >= 2
+    m = first_margin(once)
+    assert m.slack < 0
     spare = 1.0 + settings.power_margin_resolve_spare
     expected = min(3850.0 + m.slack, 3850.0 - spare * m.margin) - 1.0
     assert once.budgets[1] == pytest.approx(expected)
     # ... with ALONE_SHARE of the time left (more solves may follow: it is not the last).
     window, left = once.windows[1]
     assert window == pytest.approx(ALONE_SHARE * left, abs=0.05)
+    params = settings.guard_params()
     report = margin_of(p, plan_draws(p, result.plan.assignments, params), params)
     assert report is not None and report.slack >= -1e-6
 
@@ -82,26 +97,17 @@ def test_a_first_plan_over_the_margin_ends_the_first_solve_after_its_probe_share
 def test_a_first_solve_that_ends_by_itself_leaves_the_budget_less_the_excess() -> None:
     # Its plan is as good as it gets on the request's budget: the excess is what the
     # re-solve's plan must give up, and no spare is kept.
-    p = four_equal_jobs(3850.0)
-    settings = SolverSettings()
-    deadline = Deadline.after(3.0, settings)
-    once = Recorder(Solver(settings), deadline, work=0.0)
-    solve_within_margin(p, deadline, once, settings)
-    assert not once.halted and once.first_plan is not None and len(once.budgets) >= 2
-    params = settings.guard_params()
-    m = margin_of(p, plan_draws(p, once.first_plan.assignments, params), params)
-    assert m is not None and m.slack < 0
+    once, _ = recorded(3850.0, 3.0, work=0.0)
+    assert not once.halted and len(once.budgets) >= 2
+    m = first_margin(once)
+    assert m.slack < 0
     assert once.budgets[1] == pytest.approx(3850.0 + m.slack - 1.0)
     window, left = once.windows[1]
     assert window == pytest.approx(ALONE_SHARE * left, abs=0.05)
 
 
 def test_a_first_plan_within_the_margin_lets_the_first_solve_run() -> None:
-    p = four_equal_jobs(100_000.0)
-    settings = SolverSettings()
-    deadline = Deadline.after(1.0, settings)
-    once = Recorder(Solver(settings), deadline, work=0.5)
-    solve_within_margin(p, deadline, once, settings)
+    once, _ = recorded(100_000.0, 1.0, work=0.5)
     assert not once.halted and once.first_seconds >= 0.5
     assert once.budgets == [100_000.0]  # one solve
 
