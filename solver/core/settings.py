@@ -244,8 +244,9 @@ class SolverSettings(BaseSettings):
     """When the first solve's first plan already breaks the margin, the share of the time then
     left that the first solve keeps (its bound on the request's budget, a plan there); the
     re-solve under the budget less that plan's margin gets the rest. At 70 % of the time the
-    first solve had left a 1 s re-solve 0.16 s, no time for its LP: FALLBACK 3-5 % below
-    (64-256 power-capped nodes, docs/benchmarks.md, "The power margin's probe")."""
+    first solve had left a 1 s re-solve 0.16 s, no time for its LP: FALLBACK 3-6 % below
+    (64-256 power-capped nodes; docs/benchmarks.md, "Rerun 2026-12-06, evening: the power
+    margin's probe")."""
     power_margin_resolve_spare: float = Field(0.05, ge=0.0, le=1.0)
     """After a probe that cut the first solve short, the re-solve's budget is the request's
     less the margin of the plan it was cut at and this share of it again (a first solve that
