@@ -18,6 +18,8 @@ from solver.core.settings import SolverSettings
 from solver.core.solver import Solver
 from solver.domain import Backend, Plan, Problem, SolveResult
 from solver.perfmodel.guard import Margin, margin_of, plan_draws
+from solver.power_states import PowerSaving
+from tests import mig_cases
 from tests.test_power_guard import four_equal_jobs
 
 
@@ -139,9 +141,11 @@ def test_the_callers_first_plan_hook_still_hears_the_first_plan() -> None:
     assert result.stats.first_plan_seconds is not None
 
 
-def test_a_decomposed_solve_is_not_probed() -> None:
-    # Cut short, a decomposed solve's parts are killed and its bound, computed last, is lost:
-    # its first solve gets no look at its first plan (here the caller passes no hook either).
+def test_only_the_plain_whole_gpu_path_is_probed() -> None:
+    # Cut short, a decomposed solve's parts are killed and its bound, computed last, is lost;
+    # so are a MIG snapshot's slice packing and bound and a power-states snapshot's node
+    # actions, which follow the whole-GPU solve: their first solve gets no look at its first
+    # plan (here the caller passes no hook either).
     hooks: list[bool] = []
 
     class Recording(Solver):
@@ -149,9 +153,16 @@ def test_a_decomposed_solve_is_not_probed() -> None:
             hooks.append(args[3] is not None)
             return super()._solve_once(*args)
 
-    for backend, probed in ((Backend.AUTO, True), (Backend.DECOMPOSED, False)):
+    plain = four_equal_jobs(3850.0)
+    decomposed = dataclasses.replace(
+        plain, options=dataclasses.replace(plain.options, backend=Backend.DECOMPOSED)
+    )
+    saving = PowerSaving(enabled=True, suspend_after_seconds=600.0)
+    powered = dataclasses.replace(
+        plain, cluster=dataclasses.replace(plain.cluster, power_saving=saving)
+    )
+    sliced = mig_cases.problem(mig_cases.small("s0"), mig_cases.small("s1"), power=400.0)
+    for p, probed in ((plain, True), (decomposed, False), (powered, False), (sliced, False)):
         hooks.clear()
-        p = four_equal_jobs(3850.0)
-        p = dataclasses.replace(p, options=dataclasses.replace(p.options, backend=backend))
         Recording(SolverSettings()).solve(p)
-        assert hooks[0] is probed, backend
+        assert hooks[0] is probed, p.options.backend

@@ -58,6 +58,21 @@ class Attempt:
     on_first_plan: Callable[[Plan], None] | None = None
     """The loop's look at the first solve's first plan (besides the caller's own hook)."""
 
+    def hook(
+        self, caller: Callable[[Plan], None] | None, *, probe: bool
+    ) -> Callable[[Plan], None] | None:
+        """The solve's first-plan hook: the caller's, then the loop's look where the solve
+        may be cut short (`probe`)."""
+        hooks = [h for h in (caller, self.on_first_plan if probe else None) if h is not None]
+        if not hooks:
+            return None
+
+        def tell(plan: Plan) -> None:
+            for h in hooks:
+                h(plan)
+
+        return tell
+
 
 SolveOnce = Callable[[Problem, Deadline, Attempt], SolveResult]
 """Solves a problem by a deadline as one attempt of the loop."""

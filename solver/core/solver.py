@@ -117,11 +117,14 @@ class Solver:
         told = plans_with_deferred(deferral, on_first_plan)
 
         def once(p: Problem, d: Deadline, attempt: Attempt) -> SolveResult:
-            # A decomposed solve is not probed: cut short, its parts' workers are killed and
-            # its bound, computed last, is lost (4,096 nodes, 30 s: the answer had none).
-            look = None if self.decomposes(p) else attempt.on_first_plan
-            hooks = [h for h in (told if attempt.first else None, look) if h]
-            return self._solve_once(p, d, attempt.stop, _each(hooks) if hooks else None)
+            # Only the plain whole-GPU path is probed: cut short, a decomposed solve's parts are
+            # killed and its bound, computed last, is lost (4,096 nodes, 30 s: the answer had
+            # none); so are a MIG snapshot's slice packing and bound, and a power-states
+            # snapshot's node actions, which follow the whole-GPU solve (1,024 MIG GPUs at 5 s:
+            # the first solve ran 1.6 s past its cut, and the answer lost 6 % and its bound).
+            plain = not (self.decomposes(p) or uses_mig(p) or uses_power_states(p))
+            hook = attempt.hook(told if attempt.first else None, probe=plain)
+            return self._solve_once(p, d, attempt.stop, hook)
 
         # Before its first answer the solver has no pace of its own: the settings' estimates.
         jobs = max(len(problem.jobs), 1)
@@ -416,16 +419,6 @@ class Solver:
         return finish_decomposed(
             problem, self.settings, clock, d, executor, blocked, incumbent, quick_seconds
         )
-
-
-def _each(hooks: list[Callable[[Plan], None]]) -> Callable[[Plan], None]:
-    """One first-plan hook that tells each of `hooks` in turn."""
-
-    def tell(plan: Plan) -> None:
-        for hook in hooks:
-            hook(plan)
-
-    return tell
 
 
 def unkeepable_jobs(problem: Problem, configs: ConfigSet) -> list[str]:
