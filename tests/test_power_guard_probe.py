@@ -141,11 +141,11 @@ def test_the_callers_first_plan_hook_still_hears_the_first_plan() -> None:
     assert result.stats.first_plan_seconds is not None
 
 
-def test_only_the_plain_whole_gpu_path_is_probed() -> None:
+def test_decomposed_and_mig_solves_are_not_probed() -> None:
     # Cut short, a decomposed solve's parts are killed and its bound, computed last, is lost;
-    # so are a MIG snapshot's slice packing and bound and a power-states snapshot's node
-    # actions, which follow the whole-GPU solve: their first solve gets no look at its first
-    # plan (here the caller passes no hook either).
+    # a MIG snapshot's slice packing and bound follow the whole-GPU solve: their first solve
+    # gets no look at its first plan (here the caller passes no hook either). A power-states
+    # snapshot's node actions are made whatever the time left: it is probed.
     hooks: list[bool] = []
 
     class Recording(Solver):
@@ -162,7 +162,7 @@ def test_only_the_plain_whole_gpu_path_is_probed() -> None:
         plain, cluster=dataclasses.replace(plain.cluster, power_saving=saving)
     )
     sliced = mig_cases.problem(mig_cases.small("s0"), mig_cases.small("s1"), power=400.0)
-    for p, probed in ((plain, True), (decomposed, False), (powered, False), (sliced, False)):
+    for p, probed in ((plain, True), (decomposed, False), (powered, True), (sliced, False)):
         hooks.clear()
         Recording(SolverSettings()).solve(p)
         assert hooks[0] is probed, p.options.backend

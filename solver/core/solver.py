@@ -117,12 +117,12 @@ class Solver:
         told = plans_with_deferred(deferral, on_first_plan)
 
         def once(p: Problem, d: Deadline, attempt: Attempt) -> SolveResult:
-            # Only the plain whole-GPU path is probed: cut short, a decomposed solve's parts are
-            # killed and its bound, computed last, is lost (4,096 nodes, 30 s: the answer had
-            # none); so are a MIG snapshot's slice packing and bound, and a power-states
-            # snapshot's node actions, which follow the whole-GPU solve (1,024 MIG GPUs at 5 s:
-            # the first solve ran 1.6 s past its cut, and the answer lost 6 % and its bound).
-            plain = not (self.decomposes(p) or uses_mig(p) or uses_power_states(p))
+            # Decomposed and MIG solves are not probed: cut short, a decomposed solve's parts
+            # are killed and its bound, computed last, is lost (4,096 nodes, 30 s: the answer
+            # had none), and a MIG snapshot's slice packing and bound follow the whole-GPU
+            # solve (1,024 GPUs at 5 s: the first solve ran 1.6 s past its cut, the answer lost
+            # 6 % and its bound).
+            plain = not (self.decomposes(p) or uses_mig(p))
             hook = attempt.hook(told if attempt.first else None, probe=plain)
             return self._solve_once(p, d, attempt.stop, hook)
 
