@@ -13,13 +13,14 @@ from typing import Any
 import pytest
 
 from solver.core.deadline import Deadline
-from solver.core.power_guard import ALONE_SHARE, Attempt, solve_within_margin
+from solver.core.power_guard import ALONE_SHARE, Attempt, ProbeStop, solve_within_margin
 from solver.core.settings import SolverSettings
 from solver.core.solver import Solver
 from solver.domain import Backend, Plan, Problem, SolveResult
 from solver.perfmodel.guard import Margin, margin_of, plan_draws
 from solver.power_states import PowerSaving
 from tests import mig_cases
+from tests import test_power_states as sleeping
 from tests.test_power_guard import four_equal_jobs
 
 
@@ -166,3 +167,23 @@ def test_decomposed_and_mig_solves_are_not_probed() -> None:
         hooks.clear()
         Recording(SolverSettings()).solve(p)
         assert hooks[0] is probed, p.options.backend
+
+
+def test_a_probed_solve_with_sleeping_nodes_keeps_its_bound_over_every_node() -> None:
+    # The bound over suspended nodes is computed after the whole-GPU solve, on the reserve
+    # kept for the node actions: cut short by the probe, the solve still has it; stopped by
+    # the request, it answers at once without it.
+    p = sleeping.snapshot(
+        sleeping.powered("n0"), sleeping.powered("n1", sleeping.ASLEEP), saving=sleeping.POLICY
+    )
+    solver = Solver(SolverSettings())
+    request = threading.Event()
+    probe = ProbeStop(request)
+    probe.set()  # the probe ended the first solve
+    cut = solver._solve_once(p, Deadline.after(2.0, solver.settings), probe, None)
+    assert cut.stats.best_bound is not None
+    assert "bound: the aggregated LP over every node" in cut.stats.detail
+    request.set()  # the request itself stopped
+    stopped = solver._solve_once(p, Deadline.after(2.0, solver.settings), probe, None)
+    assert stopped.stats.best_bound is None
+    assert "no bound over the suspended nodes" in stopped.stats.detail

@@ -78,7 +78,7 @@ SolveOnce = Callable[[Problem, Deadline, Attempt], SolveResult]
 """Solves a problem by a deadline as one attempt of the loop."""
 
 
-class _Halt(threading.Event):
+class ProbeStop(threading.Event):
     """The first solve's stop: set when the request's is, or when the loop ends a probe."""
 
     def __init__(self, request: threading.Event | None) -> None:
@@ -86,7 +86,11 @@ class _Halt(threading.Event):
         self._request = request
 
     def is_set(self) -> bool:
-        return super().is_set() or (self._request is not None and self._request.is_set())
+        return super().is_set() or self.requested()
+
+    def requested(self) -> bool:
+        """Whether the request itself was stopped (not only the probe ended)."""
+        return self._request is not None and self._request.is_set()
 
 
 class _Probe:
@@ -99,7 +103,7 @@ class _Probe:
         self, problem: Problem, params: GuardParams, stop: threading.Event | None, until: float,
         share: float,
     ) -> None:  # fmt: skip
-        self.halt = _Halt(stop)
+        self.halt = ProbeStop(stop)
         self.broke = False
         self.ended = False
         """Whether the probe ended the first solve (not the request's stop, nor its end)."""
@@ -351,4 +355,4 @@ def _rebound(result: SolveResult, bound: float | None, note: str) -> SolveResult
     return SolveResult(plan=result.plan, stats=stats)
 
 
-__all__ = ["Attempt", "settle_plan", "solve_within_margin"]
+__all__ = ["Attempt", "ProbeStop", "settle_plan", "solve_within_margin"]

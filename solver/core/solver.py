@@ -30,7 +30,7 @@ from solver.core.leases import finish_leases
 from solver.core.mig import JOINT_MARGIN_SECONDS, solve_with_slices, uses_mig
 from solver.core.mig_consolidate import short_of_gpus
 from solver.core.mig_exact import EXACT
-from solver.core.power_guard import Attempt, solve_within_margin
+from solver.core.power_guard import Attempt, ProbeStop, solve_within_margin
 from solver.core.power_states import awake_problem, uses_power_states, with_power_actions
 from solver.core.settings import SolverSettings
 from solver.core.steps import SolveRun
@@ -198,7 +198,11 @@ class Solver:
             target, whole, on_first_plan, mig_clock.left, lambda: whole_time()[1]
         )
         if power_states:
-            result = with_power_actions(problem, result, clock.left() - JOINT_MARGIN_SECONDS)
+            seconds = clock.left()
+            if isinstance(stop, ProbeStop) and not stop.requested():  # cut short by the probe:
+                # its reserve, and 0.1 s for the bound's LP, whose build the reserve leaves out
+                seconds = min(power_keep + 0.1, max(deadline.end - time.monotonic(), 0.0))
+            result = with_power_actions(problem, result, seconds - JOINT_MARGIN_SECONDS)
         cap = problem.cluster.energy_cap_watts
         if cap is None:
             return result
