@@ -92,6 +92,10 @@ class ProbeStop(threading.Event):
         """Whether the request itself was stopped (not only the probe ended)."""
         return self._request is not None and self._request.is_set()
 
+    def cut_short(self) -> bool:
+        """Whether the probe ended the solve (whatever the request did)."""
+        return super().is_set()
+
 
 class _Probe:
     """Ends the first solve early once its first plan breaks the margin (the budget binds:
@@ -105,8 +109,6 @@ class _Probe:
     ) -> None:  # fmt: skip
         self.halt = ProbeStop(stop)
         self.broke = False
-        self.ended = False
-        """Whether the probe ended the first solve (not the request's stop, nor its end)."""
         self._problem, self._params, self._until, self._share = problem, params, until, share
         self._timer: threading.Timer | None = None
 
@@ -116,13 +118,9 @@ class _Probe:
             return
         self.broke = True
         delay = self._share * max(self._until - time.monotonic(), 0.0)
-        self._timer = threading.Timer(delay, self._end)
+        self._timer = threading.Timer(delay, self.halt.set)
         self._timer.daemon = True
         self._timer.start()
-
-    def _end(self) -> None:
-        self.ended = True
-        self.halt.set()
 
     def close(self) -> None:
         if self._timer is not None:
@@ -204,9 +202,9 @@ def solve_within_margin(
         if attempt == 0:
             first, started = result, now - deadline.start
             needs = max(result.stats.first_plan_seconds - started, 0.0)
-        if run_budget >= budget:  # the tighter of the request's budget's proven bounds
-            b = result.stats.best_bound
-            bound = bound if b is None else b if bound is None else min(b, bound)
+        proven = result.stats.best_bound
+        if run_budget >= budget and proven is not None:  # the request budget's tightest
+            bound = proven if bound is None else min(proven, bound)
         if result.stats.termination is Termination.INFEASIBLE:
             if best is None:  # the request's own budget (the first solve's) admits no plan
                 return result
@@ -221,7 +219,7 @@ def solve_within_margin(
             break
         # The probe cut the first solve at a plan within the margin (its first plan was not):
         # the rest goes to the request's budget again.
-        resume = margin.slack >= 0 and attempt == 0 and probe.ended
+        resume = margin.slack >= 0 and attempt == 0 and probe.halt.cut_short()
         if (margin.slack >= 0 and not resume) or run_budget <= floor:
             break
         if on_better_plan is not None and not last and better:
@@ -229,7 +227,7 @@ def solve_within_margin(
         if resume:
             continue
         target = run_budget + margin.slack - 1.0  # 1 W below: floors of the model's rows
-        if probe.ended:  # a plan cut short may not fill its budget: the re-solve's will
+        if probe.halt.cut_short():  # a plan cut short may not fill its budget; the re-solve's
             spare = 1.0 + settings.power_margin_resolve_spare
             target = min(target, budget - spare * margin.margin - 1.0)
     assert first is not None and best is not None

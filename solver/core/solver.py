@@ -199,8 +199,9 @@ class Solver:
         )
         if power_states:
             seconds = clock.left()
-            if isinstance(stop, ProbeStop) and not stop.requested():  # cut short by the probe:
-                # its reserve, and 0.1 s for the bound's LP, whose build the reserve leaves out
+            if isinstance(stop, ProbeStop) and stop.cut_short() and not stop.requested():
+                # cut short by the probe (its clock reads 0): the reserve, and 0.1 s for the
+                # bound's LP, whose build the reserve leaves out
                 seconds = min(power_keep + 0.1, max(deadline.end - time.monotonic(), 0.0))
             result = with_power_actions(problem, result, seconds - JOINT_MARGIN_SECONDS)
         cap = problem.cluster.energy_cap_watts
