@@ -45,6 +45,7 @@ from solver.domain import Backend, Plan, Problem, SolveResult
 from solver.exact import isolated
 from solver.exact.mig_model import supports
 from solver.perfmodel.configs import ConfigSet, build_config_set
+from solver.runtime.collector import paused_collection
 from solver.runtime.cores import available_cores
 from solver.runtime.executors import LazyExecutor
 from solver.runtime.pools import Executor, Stopped, WorkerLost
@@ -95,6 +96,7 @@ class Solver:
 
     # ------------------------------------------------------------ the door
 
+    @paused_collection
     def solve(
         self,
         problem: Problem,

@@ -32,7 +32,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from solver.runtime import memory
+from solver.runtime import collector, memory
 
 log = logging.getLogger(__name__)
 
@@ -313,6 +313,7 @@ def _serve(task_fd: int, result_fd: int, control_fd: int, preload: Sequence[str]
         send("ready", None)
     except OSError:  # the parent went away while this worker started
         return
+    collector.freeze_imports()
     while True:
         try:
             call_id, fn, arg = _read(task_fd)
@@ -322,7 +323,8 @@ def _serve(task_fd: int, result_fd: int, control_fd: int, preload: Sequence[str]
         current[0] = call_id
         try:
             context = CallContext(stop, _reporter(send, call_id))
-            result: tuple[str, Any] = ("result", fn(arg, context))
+            with collector.collector_paused():
+                result: tuple[str, Any] = ("result", fn(arg, context))
         except BaseException as e:  # reported to the parent, which decides what it means
             result = ("error", f"{type(e).__name__}: {e}\n{traceback.format_exc()}")
         try:
@@ -331,6 +333,7 @@ def _serve(task_fd: int, result_fd: int, control_fd: int, preload: Sequence[str]
             return
         except Exception as e:  # an answer that does not pickle
             send("error", f"the call's answer could not be sent: {type(e).__name__}: {e}")
+        collector.collect_between_calls()
 
 
 def _reporter(send: Callable[[str, Any], None], call_id: int) -> Callable[[Any], None]:
