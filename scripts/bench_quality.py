@@ -46,6 +46,7 @@ from solver.core.solver import Solver
 from solver.domain import Backend, Problem, SolveResult
 from solver.offline.generate import generate, spec_from_args
 from solver.perfmodel.configs import build_config_set
+from solver.runtime.collector import paused_collection
 from solver.scoring.checker import check_plan
 from solver.scoring.plans import materialize
 from solver.search.bound import solve_aggregate
@@ -122,6 +123,7 @@ def checked(p: Problem, result: SolveResult, what: str) -> float:
     return result.stats.objective
 
 
+@paused_collection  # as DSFRO's solves run: the comparison is of the methods
 def plain_pipeline(
     p: Problem, budget: float, integral_racks: bool = False
 ) -> tuple[float, float, float | None]:

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from solver.extras import MissingExtraError
+from solver.runtime.collector import paused_collection
 from solver.runtime.cores import THREAD_VARIABLES
 from solver.runtime.pools import STOP_POLL_SECONDS, Stop, Stopped, WorkerLost
 
@@ -148,9 +149,10 @@ class RayExecutor:
     ) -> list[R]:
         remote = self._remote.get(fn)
         if remote is None:
+            # each task as a solve runs: with the cyclic collector off (solver.runtime.collector)
             remote = self._remote[fn] = self._ray.remote(
                 num_cpus=1, runtime_env={"env_vars": dict.fromkeys(THREAD_VARIABLES, "1")}
-            )(fn)
+            )(paused_collection(fn))
         # Ray reruns a task whose worker died up to max_retries times (3 unless told: a
         # decomposed solve's deadline has no room for reruns, and wants its WorkerLost).
         refs = [remote.options(max_retries=retries).remote(x) for x in items]
