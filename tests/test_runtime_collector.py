@@ -14,6 +14,7 @@ import pytest
 
 from solver.core.solver import Solver
 from solver.domain import Backend, Plan
+from solver.runtime import collector
 from solver.runtime.collector import collector_paused, paused_collection
 from solver.runtime.workers import CallContext, Worker, run_call
 from tests.factories import cluster, job, node, point, problem
@@ -23,6 +24,11 @@ FAR = 60.0
 
 @pytest.fixture(autouse=True)
 def collector_on() -> Iterator[None]:
+    """The collector on and no solve of an earlier test still holding it off."""
+    settle = time.monotonic() + 5.0
+    while collector._holders and time.monotonic() < settle:
+        time.sleep(0.01)
+    assert collector._holders == 0, "a solve of an earlier test still runs in this process"
     was = gc.isenabled()
     gc.enable()
     yield
