@@ -85,6 +85,8 @@ def main() -> None:
     parser.add_argument("--ray-address", default=None, help="run sub-problems on Ray")
     parser.add_argument("--repeat", type=int, default=1, help="solves of each seed in a row")
     args = parser.parse_args()
+    if args.repeat < 1:
+        parser.error(f"--repeat: at least 1, got {args.repeat}")
     executor = make_executor(args.ray_address)
     print("| family | GPUs / jobs | backend | first plan (s) | slowest first plan (s) | "
           "final plan (s) | gap | status (plan from) | target: first | target: final |")
