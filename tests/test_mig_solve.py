@@ -152,6 +152,19 @@ def test_the_quick_plan_packs_slices_too() -> None:
     assert len(instances(result)) == 7 and result.stats.termination is Termination.FALLBACK
 
 
+def test_the_quick_plan_converts_no_gpu_past_its_clock() -> None:
+    """The service's answer for a solve whose worker died comes within its clock: packing
+    slices converts no GPU once the clock is out (it had packed on without one for 0.6 s)."""
+    from solver.core.deadline import Clock, Deadline
+
+    p = problem(*(small(f"j{k}") for k in range(7)))
+    solver = Solver()
+    result = solver.quick(p, Clock(Deadline.after(1e-3, solver.settings, 7)), "test")
+    assert check_plan(p, result.plan.assignments, result.plan.layout_changes) == []
+    assert result.plan.layout_changes == () and instances(result) == {}
+    assert result.stats.termination is Termination.FALLBACK
+
+
 def test_the_first_plan_told_early_is_valid_with_kept_slices() -> None:
     busy = small("busy", current=on_instance("n0", 0, "3g.40gb", 0), preemptible=False)
     layout = GpuLayout(0, (MigInstance("3g.40gb", 0, "busy"),))

@@ -220,13 +220,16 @@ def solve_with_slices(
     on_first: Callable[[Plan], None] | None = None,
     time_left: Callable[[], float] | None = None,
     split_at: Callable[[], float | None] | None = None,
+    *,
+    finish: bool = True,
 ) -> SolveResult:
-    """`solve_whole` on `whole_problem`, then the slice jobs packed into its plan, then (with
-    `time_left`, seconds) the joint model where it applies (solver.core.mig_exact); the same
-    solve, untouched, for a snapshot without MIG. Where `split_at()` (asked once the
-    configurations are built) is a time.monotonic() instant, the first whole-GPU solve ends
-    there and the consolidated variant (solver.core.mig_consolidate) gets the time after it;
-    the better checked plan answers."""
+    """`solve_whole` on `whole_problem`, then the slice jobs packed into its plan (converting
+    no GPU past `time_left()`, seconds), then the joint model where it applies
+    (solver.core.mig_exact) and the slice bound, unless `finish` is False (a fallback, which
+    only packs); the same solve, untouched, for a snapshot without MIG. Where `split_at()`
+    (asked once the configurations are built) is a time.monotonic() instant, the first
+    whole-GPU solve ends there and the consolidated variant (solver.core.mig_consolidate) gets
+    the time after it; the better checked plan answers."""
     if not uses_mig(problem):
         return solve_whole(whole_gpus_only(problem), on_first, None, None)
     started = time.monotonic()
@@ -264,7 +267,7 @@ def solve_with_slices(
         ))  # fmt: skip
     if plan is not None:
         plan = on_this_cluster(problem, configs, plan)
-    if plan is None or time_left is None:
+    if plan is None or time_left is None or not finish:
         return _label(problem, result, (plan, why), started)
     joint = joint_solve(problem, configs, plan, time_left() - JOINT_MARGIN_SECONDS)
     if joint is not None:
