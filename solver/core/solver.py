@@ -255,11 +255,15 @@ class Solver:
     def _quick_round(self, problem: Problem, clock: Clock, why: str) -> SolveResult:
         # The slices are packed within the clock too: the service's answer for a worker killed
         # at 0.3 s of an 800-job MIG round had packed on for 0.6 s (bench_unseen.py --seed 50).
-        awake = awake_problem(problem) if uses_power_states(problem) else problem
+        states = uses_power_states(problem)
         result = solve_with_slices(
-            awake, lambda p, _, __, ___: self._quick(p, clock, why), None, clock.left, finish=False
+            awake_problem(problem) if states else problem,
+            lambda p, _, __, ___: self._quick(p, clock, why),
+            None,
+            clock.left,
+            finish=False,
         )
-        return with_power_actions(problem, result, 0.0) if awake is not problem else result
+        return with_power_actions(problem, result, 0.0) if states else result
 
     def _quick(self, problem: Problem, clock: Clock, why: str) -> SolveResult:
         return solve_quick(problem, self.settings, clock, why)

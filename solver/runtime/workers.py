@@ -309,11 +309,11 @@ def _serve(task_fd: int, result_fd: int, control_fd: int, preload: Sequence[str]
             _write(result_fd, (kind, value))
 
     threading.Thread(target=control, name="dsfro-worker-control", daemon=True).start()
+    collector.freeze_imports()  # before it says it is ready: never on a call's clock
     try:
         send("ready", None)
     except OSError:  # the parent went away while this worker started
         return
-    collector.freeze_imports()
     while True:
         try:
             call_id, fn, arg = _read(task_fd)
