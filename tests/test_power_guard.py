@@ -261,13 +261,15 @@ def test_limits_lowered_a_little_cost_a_little() -> None:
     )
     s = settle(slight, draws, settings.guard_params())
     assert s.shed == () and 0.0 < s.lowered < 0.2
-    results = iter([_as_result(slight, plan, 100.0), _as_result(slight, plan[:1], 95.0)])
+    results = [_as_result(slight, plan, 100.0), _as_result(slight, plan[:1], 95.0)]
+    calls: list[float | None] = []
 
     def once(q: Problem, d: Deadline, attempt: Attempt) -> SolveResult:
-        return next(results)
+        calls.append(q.cluster.power_budget_watts)
+        return results[min(len(calls), len(results)) - 1]
 
     result = solve_within_margin(slight, Deadline.after(2.0, settings), once, settings)
-    assert next(results, None) is None  # the re-solve ran
+    assert len(calls) >= 2  # the re-solve ran (and a looser one, its plan keeping the margin)
     assert result.stats.objective == pytest.approx(100.0)
     assert "power limits lowered" in result.stats.detail
 
@@ -284,3 +286,32 @@ def _as_result(p: Problem, plan: list[JobAssignment], objective: float) -> Solve
         Termination.FEASIBLE, Backend.HEURISTIC, objective, None, None, 0.1, 0.01, 0, 0
     )
     return SolveResult(Plan(assignments, worth), stats)
+
+
+def test_a_tightened_plan_with_watts_to_spare_is_solved_again_under_a_looser_budget() -> None:
+    # Both jobs break the margin by 168 W at a 2,300 W budget; tightened by that excess, the
+    # re-solve's plan (j1 alone) keeps it with 940 W to spare: the budget overshot, so a third
+    # solve runs between the two budgets, at the midpoint (the spare would reach past 2,300 W).
+    p, plan = two_jobs(2300.0)
+    results = [_as_result(p, plan, 100.0), _as_result(p, plan[:1], 40.0)]
+    budgets: list[float | None] = []
+
+    def once(q: Problem, d: Deadline, attempt: Attempt) -> SolveResult:
+        budgets.append(q.cluster.power_budget_watts)
+        return results[min(len(budgets), len(results)) - 1]
+
+    settings = SolverSettings()
+    solve_within_margin(p, Deadline.after(2.0, settings), once, settings)
+    assert len(budgets) == 3
+    request, tightened, looser = budgets
+    assert tightened is not None
+    assert request == 2300.0 and tightened == pytest.approx(2300.0 - 167.705 - 1.0, abs=0.01)
+    assert looser == pytest.approx((tightened + 2300.0) / 2)
+
+    # Within the request's relative_gap of the bound its first solve proved: no third solve.
+    proven = dataclasses.replace(results[0].stats, best_bound=101.0)
+    results[0] = dataclasses.replace(results[0], stats=proven)
+    asked = dataclasses.replace(p, options=dataclasses.replace(p.options, relative_gap=0.1))
+    budgets.clear()
+    solve_within_margin(asked, Deadline.after(2.0, settings), once, settings)
+    assert len(budgets) == 2
