@@ -2,10 +2,10 @@
 the request's budget, the plan's margin is checked, and while it is broken the budget is
 tightened by the excess and the problem solved again (at most ``power_margin_solves`` times,
 within the deadline, each with time to finish; a first solve whose first plan already breaks
-it is cut short, ``_Probe``); a plan over it has its power limits lowered
-until their sum fits the budget, or failing that jobs queued (``settle``), and the best
-settled plan wins. Every running job gets its per-GPU power limit. docs/objective.md, "Power
-margin", says why this and not a model row.
+it is cut short, ``_Probe``; one that keeps it with watts to spare, solved again looser); a
+plan over it has its power limits lowered until their sum fits the budget, or failing that
+jobs queued (``settle``), and the best settled plan wins. Every running job gets its per-GPU
+power limit. docs/objective.md, "Power margin", says why this and not a model row.
 """
 
 from __future__ import annotations
@@ -153,7 +153,9 @@ def solve_within_margin(
     better settled plan while more solving follows (a worker sends it ahead, in case it
     dies). Each solve ends a finish reserve (``Deadline.finishes``) before the deadline, for
     settling its plan. A first solve whose first plan breaks the margin is cut short by the
-    probe (``_Probe``), and the re-solve after it gets ``ALONE_SHARE`` of the rest."""
+    probe (``_Probe``), and the re-solve after it gets ``ALONE_SHARE`` of the rest. A
+    re-solve whose plan keeps the margin with watts to spare (``_loosens``) is followed, time
+    allowing, by one under a looser budget, short of one that broke it."""
     params = settings.guard_params()
     budget = problem.cluster.power_budget_watts
     if budget is None or params.z <= 0:
