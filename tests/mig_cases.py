@@ -53,6 +53,12 @@ def on_instance(node: str, gpu: int, profile: str, start: int, clock: int = 1410
     )
 
 
+def large(name: str = "large") -> Job:
+    """A two-GPU job (no slices): 180 samples/s on two GPUs, nothing on one."""
+    points = (ProfilePoint(T, 2, 1, 1, 1410, 180.0, 600.0, 10.0),)
+    return Job(name, "t", 1.0, ThroughputProfile(points), 2, 2, frozenset())
+
+
 def problem(
     *jobs: Job,
     gpus: int = 1,

@@ -10,12 +10,10 @@ from typing import Any
 import pytest
 
 from solver.core import mig
-from solver.core.deadline import Deadline
 from solver.core.incumbent import infeasible
 from solver.core.mig import whole_problem
 from solver.core.mig_consolidate import consolidated, short_of_gpus
 from solver.core.settings import SolverSettings
-from solver.core.solver import Solver
 from solver.domain import (
     Allocation,
     GpuSlice,
@@ -33,13 +31,7 @@ from solver.perfmodel.configs import build_config_set
 from solver.scoring.checker import check_plan
 from solver.search.slice_prepack import LOSSLESS_SHARE, LosslessPacker
 from tests.factories import solve
-from tests.mig_cases import ONE_G, T, problem, small
-
-
-def large(name: str = "large") -> Job:
-    """A two-GPU job (no slices): 180 samples/s on two GPUs, nothing on one."""
-    points = (ProfilePoint(T, 2, 1, 1, 1410, 180.0, 600.0, 10.0),)
-    return Job(name, "t", 1.0, ThroughputProfile(points), 2, 2, frozenset())
+from tests.mig_cases import ONE_G, T, large, problem, small
 
 
 def test_small_jobs_share_a_gpu_so_the_large_job_runs() -> None:
@@ -179,17 +171,3 @@ def test_without_time_for_the_first_plan_in_half_the_variant_does_not_split_the_
     assert "quick plan" not in result.stats.detail
     assert result.stats.termination is not Termination.FALLBACK
     assert check_plan(p, result.plan.assignments, result.plan.layout_changes) == []
-
-
-def test_the_slices_never_take_the_whole_gpu_paths_first_plan() -> None:
-    """What a MIG snapshot keeps for packing and its bound leaves the whole-GPU paths at least
-    their first plan's estimate (here 0.6 s of about 0.85 s; half, as before, left 0.43 s),
-    and no half for the variant then."""
-    p = problem(small("a"), small("b"), large(), gpus=3)
-    solver = Solver(SolverSettings(first_plan_seconds=0.6, mig_seconds_per_slice_job=1.0))
-    deadline = Deadline.after(1.0, solver.settings, len(p.jobs))
-    estimate = solver.first_plan_estimate(p)
-    assert deadline.end - time.monotonic() < 2 * estimate  # half would be short of it
-    when, split = solver._whole_time(p, deadline, deadline.end, False)
-    assert when.end - time.monotonic() >= estimate - 0.05
-    assert when.end < deadline.end and split is None

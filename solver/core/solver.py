@@ -28,8 +28,7 @@ from solver.core.deadline import Clock, Deadline
 from solver.core.incumbent import Incumbent, infeasible
 from solver.core.leases import finish_leases
 from solver.core.mig import JOINT_MARGIN_SECONDS, solve_with_slices, uses_mig
-from solver.core.mig_consolidate import short_of_gpus
-from solver.core.mig_exact import EXACT
+from solver.core.mig_time import whole_gpu_time
 from solver.core.power_guard import Attempt, ProbeStop, solve_within_margin
 from solver.core.power_states import awake_problem, uses_power_states, with_power_actions
 from solver.core.settings import SolverSettings
@@ -43,7 +42,6 @@ from solver.core.steps.portfolio import GUIDED_SEARCH_SECONDS, improve
 from solver.core.steps.quick import solve_quick
 from solver.domain import Backend, Plan, Problem, SolveResult
 from solver.exact import isolated
-from solver.exact.mig_model import supports
 from solver.perfmodel.configs import ConfigSet, build_config_set
 from solver.runtime.collector import paused_collection
 from solver.runtime.cores import available_cores
@@ -185,7 +183,11 @@ class Solver:
             first look: after a MIG snapshot's configurations are built (at 1,000 jobs 0.2 s
             of a cold 1 s call, which had left the whole-GPU paths the quick plan)."""
             if not planned:
-                planned.append(self._whole_time(target, deadline, mig_end, bool(power_keep)))
+                estimate = self.first_plan_estimate(target)
+                planned.append(whole_gpu_time(
+                    target, deadline, mig_end, cut=bool(power_keep), settings=s,
+                    estimate=estimate,
+                ))  # fmt: skip
             return planned[0]
 
         def whole(
@@ -212,38 +214,6 @@ class Solver:
         note = f"energy budget: this round's cap {cap:.0f} W"
         stats = dataclasses.replace(result.stats, detail=f"{note}; {result.stats.detail}")
         return dataclasses.replace(result, stats=stats)
-
-    def _whole_time(
-        self, target: Problem, deadline: Deadline, mig_end: float, cut: bool
-    ) -> tuple[Deadline, float | None]:
-        """The whole-GPU paths' deadline (`deadline` ended at `mig_end`, less what a MIG
-        snapshot keeps for its packing and slice bound or its joint model; `cut`: ended at
-        `mig_end` anyway) and, where whole GPUs are short, the instant the plain pipeline's
-        whole-GPU solve ends and the consolidated variant's begins (None: no variant)."""
-        s = self.settings
-        left = max(mig_end - time.monotonic(), 0.0)
-        joint = target.options.backend in EXACT and not supports(target)
-        estimate = self.first_plan_estimate(target)
-        keep = 0.0
-        if uses_mig(target):
-            if joint:
-                keep = left / 2  # the joint MIG model gets the second half (core.mig_exact)
-            else:  # packing and the slice bound (solver.core.mig.slice_bound), never the
-                # whole-GPU paths' first plan
-                slice_jobs = sum(1 for j in target.jobs if j.slices is not None)
-                need = JOINT_MARGIN_SECONDS + s.mig_seconds_per_slice_job * slice_jobs
-                keep = min(need, left / 2, max(left - estimate, 0.0))
-        when = deadline
-        if cut or keep:
-            when = dataclasses.replace(deadline, end=mig_end - keep)
-        if not (uses_mig(target) and short_of_gpus(target) and keep and not joint):
-            return when, None
-        # The consolidated variant gets the second half only where the first plan fits in
-        # the first: at 1 s on 1,024 GPUs the half left the quick plan (36 % below).
-        half = max(when.end - time.monotonic(), 0.0) / 2
-        if half < estimate:
-            return when, None
-        return when, time.monotonic() + half
 
     def quick(self, problem: Problem, clock: Clock, why: str) -> SolveResult:
         """The quick plan within the clock, as a fallback for `why` (also the service's answer
