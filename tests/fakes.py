@@ -199,6 +199,21 @@ class Dying(Canned):
         raise AssertionError("unreachable")
 
 
+class DiesOnce(Canned):
+    """Kills its own process the first time it is asked (where `marker` does not exist yet,
+    which it creates), and answers at once after that: a worker lost once, by itself."""
+
+    def __init__(self, marker: Path) -> None:
+        super().__init__()
+        self.marker = str(marker)
+
+    def answer(self, call: Call) -> SolveResult:
+        if not os.path.exists(self.marker):
+            Path(self.marker).write_text(f"{call.deadline}")
+            os.kill(os.getpid(), signal.SIGKILL)
+        return super().answer(call)
+
+
 class UntilDeadline(Recording):
     """Records its deadline, then works until it."""
 

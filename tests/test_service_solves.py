@@ -15,7 +15,7 @@ import grpc
 from solver._proto.dsfro.v1 import scheduler_pb2 as pb
 from solver.core.settings import SolverSettings
 from tests.factories import make_request
-from tests.fakes import BrokenAfterFirst, Dying, Recording, UntilDeadline, records
+from tests.fakes import BrokenAfterFirst, DiesOnce, Dying, Recording, UntilDeadline, records
 from tests.service_helpers import WAIT, _unproven_in_seconds, serving
 
 
@@ -85,6 +85,23 @@ def test_a_worker_that_dies_before_any_plan_answers_with_the_quick_plan() -> Non
     assert response.stats.termination == pb.TERMINATION_FALLBACK
     assert "killed by SIGKILL" in response.stats.detail
     assert "before any plan" in response.stats.detail
+    assert len(response.plan.assignments) == 3
+
+
+def test_a_worker_lost_with_time_left_runs_the_solve_again_on_another(tmp_path: Path) -> None:
+    """A worker killed from outside 0.01 s into an 8 s call had left the answer to the server's
+    quick plan, which started none of the waiting jobs; with time left the call now runs once
+    more on another worker and answers as a solve does (not a FALLBACK), by its due instant."""
+    marker = tmp_path / "died"
+    request = make_request()
+    request.options.time_budget.FromSeconds(20)
+    with serving(DiesOnce(marker)) as (_, stub):
+        started = time.monotonic()
+        response = stub.Solve(request, timeout=WAIT)
+        assert time.monotonic() - started < 20
+    assert marker.exists()  # the first worker died
+    assert response.stats.termination != pb.TERMINATION_FALLBACK
+    assert "killed" not in response.stats.detail
     assert len(response.plan.assignments) == 3
 
 

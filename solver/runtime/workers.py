@@ -49,12 +49,17 @@ _STOP = struct.Struct(">cQ")
 class WorkerLost(RuntimeError):
     """A worker died, or was killed, before its call answered; the reason is the message.
     `crash` is False when it was killed on purpose (past its limit, or deaf to a stop); `task`
-    is the index, in its map, of the task that was running (None outside a map)."""
+    is the index, in its map, of the task that was running (None outside a map). `retry`:
+    whether the call may run again on another worker (it died by itself or was killed from
+    outside; not when it was killed here, past its time or over its memory)."""
 
-    def __init__(self, message: str, *, crash: bool = True, task: int | None = None) -> None:
+    def __init__(
+        self, message: str, *, crash: bool = True, task: int | None = None, retry: bool = True
+    ) -> None:
         super().__init__(message)
         self.crash = crash
         self.task = task
+        self.retry = retry and crash
 
 
 class CallFailed(RuntimeError):
@@ -253,7 +258,7 @@ def run_call(
         reason = memory.kill_if_over_limit(worker.pid)
         if reason is not None:
             worker.kill()
-            raise WorkerLost(reason)
+            raise WorkerLost(reason, retry=False)
         if now >= limit:
             worker.kill()
             why = "did not stop when asked" if stop_sent is not None else "ran past its limit"
