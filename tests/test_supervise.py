@@ -313,10 +313,12 @@ def test_stopping_the_server_mid_decomposed_solve_answers_with_a_plan() -> None:
             srv.stop(None).wait(WAIT)
 
 
-def test_a_solve_worker_killed_mid_solve_answers_a_fallback_and_is_replaced() -> None:
-    """SIGKILL to the solve worker of a running solve (a real one, AUTO, 6 s): the call is
-    answered with the first plan the worker sent ahead, checked valid; the worker is replaced
-    and the next solve is an ordinary one."""
+def test_a_solve_worker_killed_mid_solve_has_its_call_run_again_and_is_replaced() -> None:
+    """SIGKILL to the solve worker of a running solve (a real one, AUTO, 6 s), 1 s in: the call
+    runs again on another worker (the time left is ample) and is answered as a solve is, not
+    with the first plan the worker had sent ahead; the plan is valid, the crash counted, the
+    worker replaced and the next solve an ordinary one. (The fakes of test_service_solves.py
+    die on every worker: the plan sent ahead answers there.)"""
     request = load_request_json(
         str(ROOT / "instances" / "hetero-power" / "hetero-power-64-s2.json")
     )
@@ -335,8 +337,9 @@ def test_a_solve_worker_killed_mid_solve_answers_a_fallback_and_is_replaced() ->
         time.sleep(1.0)  # past its first plan
         os.kill(busy.pop(), signal.SIGKILL)
         killed = call.result(timeout=WAIT)
-        assert killed.stats.termination == pb.TERMINATION_FALLBACK
-        assert "killed by SIGKILL" in killed.stats.detail
+        assert killed.stats.termination in (pb.TERMINATION_FEASIBLE, pb.TERMINATION_OPTIMAL)
+        assert "killed by SIGKILL" not in killed.stats.detail
+        assert len(killed.plan.assignments) == len(request.jobs)
         evaluation = stub.EvaluatePlan(
             pb.EvaluatePlanRequest(request=request, plan=killed.plan), timeout=WAIT
         )
