@@ -105,6 +105,22 @@ def test_a_worker_lost_with_time_left_runs_the_solve_again_on_another(tmp_path: 
     assert len(response.plan.assignments) == 3
 
 
+def test_no_second_worker_without_a_warm_one_and_the_time_to_start_one(tmp_path: Path) -> None:
+    """With no warm worker idle, a new one would import for about a second: a call with less
+    than that and ``RETRY_MIN_SECONDS`` left answers at once (here the server's quick plan),
+    and one with the time runs again."""
+    for budget_ms, again in ((1500, False), (20000, True)):
+        marker = tmp_path / f"died-{budget_ms}"
+        request = make_request()
+        request.options.time_budget.FromMilliseconds(budget_ms)
+        with serving(DiesOnce(marker)) as (srv, stub):
+            srv.servicer.pool.idle = lambda: 0  # type: ignore[method-assign]
+            response = stub.Solve(request, timeout=WAIT)
+        assert marker.exists()
+        assert (response.stats.termination != pb.TERMINATION_FALLBACK) is again
+        assert ("before any plan" in response.stats.detail) is not again
+
+
 def test_a_worker_that_dies_after_its_first_plan_answers_with_it() -> None:
     with serving(Dying(first=True)) as (_, stub):
         response = stub.Solve(make_request(), timeout=WAIT)

@@ -53,6 +53,11 @@ milliseconds to 0.3 s at 1,000 jobs). Before, a worker killed 0.01 s into an 8 s
 answer to the server's quick plan, made in the grace after the death: 312 running jobs kept,
 none of the 688 waiting started."""
 
+COLD_START_SECONDS = 1.5
+"""Added to ``RETRY_MIN_SECONDS`` when no warm worker is idle: a new one imports its solvers
+for about a second before it takes the call, and one that cannot answer before the due instant
+would only hold back the plan the lost worker sent ahead."""
+
 STOP_GRACE_SECONDS = 0.5
 """After a stop request, the time a worker has to answer before it is killed (a solve answers
 within tens of milliseconds of its stop; killing costs a worker start, about a second)."""
@@ -96,14 +101,16 @@ class SolveRunner:
 
     def run(self, call: SolveCall, running: Running) -> Outcome:
         """The call's outcome (SolveFailed when the solve raised). A worker lost by itself or
-        from outside with ``RETRY_MIN_SECONDS`` of the call's time left: the call runs once
-        more, on another worker, until the same due instant."""
+        from outside with ``RETRY_MIN_SECONDS`` of the call's time left (and a cold start's
+        more when no warm worker is idle): the call runs once more, on another worker, until
+        the same due instant."""
         ahead: list[PlanAhead] = []  # the last one sent, by either worker
         try:
             return self._attempt(call, running, ahead)
         except WorkerLost as e:
             left = running.due - time.monotonic()
-            if not e.retry or running.stop.is_set() or left < RETRY_MIN_SECONDS:
+            need = RETRY_MIN_SECONDS + (0.0 if self.pool.idle() else COLD_START_SECONDS)
+            if not e.retry or running.stop.is_set() or left < need:
                 return self._without_worker(call, str(e), ahead)
             log.warning("%s; the solve runs again on another worker (%.2f s left)", e, left)
         try:
