@@ -18,6 +18,7 @@ or over its memory limit, and answers:
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 import time
@@ -113,10 +114,12 @@ class SolveRunner:
             if not e.retry or running.stop.is_set() or left < need:
                 return self._without_worker(call, str(e), ahead)
             log.warning("%s; the solve runs again on another worker (%.2f s left)", e, left)
+            lost = str(e)
         try:
-            return self._attempt(call, running, ahead)
+            outcome = self._attempt(call, running, ahead)
         except WorkerLost as e:
             return self._without_worker(call, str(e), ahead)
+        return Outcome(_noted(outcome.answer, f"{lost}; the solve ran again on another worker"))
 
     def _attempt(self, call: SolveCall, running: Running, ahead: list[PlanAhead]) -> Outcome:
         """The call on one worker; WorkerLost (the worker discarded) when it is lost."""
@@ -180,3 +183,14 @@ class SolveRunner:
         result = call.solver.quick(problem, clock, f"{why} before any plan")
         response = result_to_proto(result, problem).SerializeToString()
         return Outcome(Answer(response=response, summary=summary(result, problem)), why)
+
+
+def _noted(answer: Answer, note: str) -> Answer:
+    """`answer` with `note` before its detail (a response decoded and encoded again: done only
+    for a call that ran twice, so that its caller sees why it took a second worker)."""
+    if answer.response is None:
+        return answer
+    response = pb.SolveResponse.FromString(answer.response)
+    detail = response.stats.detail
+    response.stats.detail = f"{note}; {detail}" if detail else note
+    return dataclasses.replace(answer, response=response.SerializeToString())
