@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from solver.core import mig_time
+from solver.core import mig, mig_time
 from solver.core.deadline import Deadline
 from solver.core.mig_consolidate import short_of_gpus
 from solver.core.settings import SolverSettings
@@ -48,5 +48,5 @@ def test_no_split_where_the_variant_could_place_nothing(monkeypatch: pytest.Monk
 
     at = split()  # about 0.85 s for each half; the bound's estimate 2 ms
     assert at is not None and at - time.monotonic() == pytest.approx(0.85, abs=0.1)
-    monkeypatch.setattr(mig_time, "BOUND_SECONDS_PER_JOB", 0.2)  # 0.6 s: 0.25 s after the split
+    monkeypatch.setattr(mig, "BOUND_SECONDS_PER_JOB", 0.2)  # 0.6 s: 0.25 s after the split
     assert split() is None

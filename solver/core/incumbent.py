@@ -83,6 +83,13 @@ def termination(objective: float, bound: float | None, *, degraded: bool) -> Ter
     return Termination.FALLBACK if degraded else Termination.FEASIBLE
 
 
+def within_asked(problem: Problem, gap: float | None) -> bool:
+    """Whether a proven `gap` is within the request's relative_gap (0: none asked): the solve
+    may stop there."""
+    wanted = problem.options.relative_gap
+    return gap is not None and wanted > 0 and gap <= wanted
+
+
 class Incumbent:
     """The best checked plan, its source, the proven bound and the notes of a solve.
 
@@ -199,12 +206,7 @@ class Incumbent:
     def done(self) -> bool:
         """Whether the solve may stop: the best plan is proven optimal, or its proven gap is
         within the request's relative_gap."""
-        return self.optimal() or self._within_asked(self.gap())
-
-    def _within_asked(self, gap: float | None) -> bool:
-        """Whether a proven `gap` is within the request's relative_gap (0: none asked)."""
-        wanted = self.problem.options.relative_gap
-        return gap is not None and wanted > 0 and gap <= wanted
+        return self.optimal() or within_asked(self.problem, self.gap())
 
     def close(self) -> None:
         """The answer is being made: later offers (a late exact solver) are ignored."""
@@ -230,7 +232,8 @@ class Incumbent:
         # Within the requested gap the first plan is what the request asked for (the proto:
         # "a plan returned within this gap is TERMINATION_FEASIBLE with its gap"), not a
         # fallback: a scheduler counting FALLBACK answers as degraded would count it.
-        unimproved = self.improve and self.best is self.first and not self._within_asked(gap)
+        asked = within_asked(self.problem, gap)
+        unimproved = self.improve and self.best is self.first and not asked
         degraded = bool(self.degraded) or unimproved
         notes = list(self.notes)
         if unimproved and not self.degraded and not proven_optimal(objective, bound):

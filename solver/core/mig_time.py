@@ -8,7 +8,7 @@ import dataclasses
 import time
 
 from solver.core.deadline import Deadline
-from solver.core.mig import BOUND_SECONDS_PER_JOB, JOINT_MARGIN_SECONDS, uses_mig
+from solver.core.mig import JOINT_MARGIN_SECONDS, uses_mig, variant_end
 from solver.core.mig_consolidate import short_of_gpus
 from solver.core.mig_exact import EXACT
 from solver.core.settings import SolverSettings
@@ -54,7 +54,6 @@ def whole_gpu_time(
     # that leaves it less than a first plan's time after the split it places none (at 1 s
     # on 1,024 GPUs it did not, and the plain pipeline's half had had no aggregated LP: its
     # answers 1.4-1.6 % below, now 0.003-0.125 %).
-    variant_end = mig_end - JOINT_MARGIN_SECONDS - BOUND_SECONDS_PER_JOB * len(target.jobs)
-    if half < estimate or variant_end - (now + half) < estimate:
+    if half < estimate or variant_end(target, mig_end) - (now + half) < estimate:
         return when, None
     return when, now + half

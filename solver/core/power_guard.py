@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable, Sequence
 
 from solver.core.deadline import Deadline
-from solver.core.incumbent import relative_gap
+from solver.core.incumbent import relative_gap, within_asked
 from solver.core.incumbent import termination as termination_of
 from solver.core.settings import SolverSettings
 from solver.domain import (
@@ -217,7 +217,7 @@ def solve_within_margin(
         if attempt == 0:
             first_broke = candidate.broken  # a re-solve was wanted
         better = best is None or candidate.value > best.value
-        best = candidate if better else best
+        best = candidate if best is None or better else best  # (None: for the type checker)
         if stop is not None and stop.is_set():
             break
         if margin.slack < 0:
@@ -225,9 +225,12 @@ def solve_within_margin(
         # The probe cut the first solve at a plan within the margin (its first plan was not):
         # the rest goes to the request's budget again.
         resume = margin.slack >= 0 and attempt == 0 and probe.halt.cut_short()
-        loosen = margin.slack >= 0 and not resume and _loosens(run_budget, margin.slack, over)
-        if loosen and best is not None and _within_asked(problem, best.value, bound):
-            loosen = False
+        loosen = (
+            margin.slack >= 0
+            and not resume
+            and _loosens(run_budget, margin.slack, over)
+            and not within_asked(problem, relative_gap(best.value, bound))
+        )
         if (margin.slack >= 0 and not resume and not loosen) or run_budget <= floor:
             break
         if on_better_plan is not None and not last and better:
@@ -269,13 +272,6 @@ def _loosens(run_budget: float, slack: float, over: float | None) -> bool:
     if over is None or over <= run_budget + 1.0:
         return False
     return slack > max(1.0, LOOSEN_SHARE * run_budget)
-
-
-def _within_asked(problem: Problem, value: float, bound: float | None) -> bool:
-    """Whether the best value is within the request's relative_gap of the proven bound."""
-    wanted = problem.options.relative_gap
-    gap = relative_gap(value, bound)
-    return gap is not None and wanted > 0 and gap <= wanted
 
 
 def _seconds_to(progress: tuple[tuple[float, float], ...], value: float, start: float) -> float:
