@@ -172,10 +172,14 @@ def test_efficiency_by_family() -> None:
     assert compute_efficiency(GPUS["T4"], UNCALIBRATED) == DEFAULT_COMPUTE_EFFICIENCY
     assert compute_efficiency(GPUS["P100-16GB"]) == DEFAULT_COMPUTE_EFFICIENCY
     assert compute_efficiency(GPUS["V100-32GB"]) == 0.30
-    # The longest family prefix wins.
-    cal = Calibration(compute_efficiency={"A1": 0.1, "A100": 0.5}, network_efficiency={})
+    # A family is a token the name starts with, not followed by a digit (A10 is not an A1;
+    # solver.perfmodel.families); the longest wins.
+    families = {"A1": 0.1, "A10": 0.2, "A100": 0.5}
+    cal = Calibration(compute_efficiency=families, network_efficiency={})
     assert compute_efficiency(A100, cal) == 0.5
-    assert compute_efficiency(GPUS["A10"], cal) == 0.1
+    assert compute_efficiency(GPUS["A10"], cal) == 0.2
+    only_a1 = Calibration(compute_efficiency={"A1": 0.1}, network_efficiency={})
+    assert compute_efficiency(GPUS["A10"], only_a1) == DEFAULT_COMPUTE_EFFICIENCY
 
 
 def test_network_efficiency_scales_the_cross_node_all_reduce() -> None:

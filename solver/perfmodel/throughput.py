@@ -30,6 +30,7 @@ from pathlib import Path
 
 from solver.domain import GpuType, ModelSpec, Shape
 from solver.perfmodel.catalog import CatalogError, models_dir, read_json
+from solver.perfmodel.families import family_of
 from solver.perfmodel.power import (
     ClockModel,
     clock_ratio,
@@ -80,7 +81,8 @@ class Estimate:
 
 @dataclass(frozen=True)
 class Calibration:
-    """Fitted constants of ``models/calibration.json``, by GPU family (a prefix of the name)."""
+    """Fitted constants of ``models/calibration.json``, by GPU family
+    (``solver.perfmodel.families``)."""
 
     compute_efficiency: Mapping[str, float]
     """Fitted share of peak_tflops; replaces COMPUTE_EFFICIENCY for these families."""
@@ -93,10 +95,10 @@ UNCALIBRATED = Calibration(compute_efficiency={}, network_efficiency={})
 
 
 def _by_family(name: str, table: Mapping[str, float]) -> float | None:
-    """The value of the longest family that prefixes ``name`` ("A100-80GB" -> "A100")."""
-    upper = name.upper()
-    matches = [f for f in table if upper.startswith(f.upper())]
-    return table[max(matches, key=len)] if matches else None
+    """The value of the name's family in the table ("NVIDIA-A100-SXM4-80GB" -> "A100";
+    ``solver.perfmodel.families``)."""
+    family = family_of(name, table)
+    return None if family is None else table[family]
 
 
 def cited_efficiency(gpu: GpuType) -> float:

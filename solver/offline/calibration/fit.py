@@ -64,8 +64,8 @@ def calibration_doc(r: Result, s: Mapping[str, Any]) -> dict[str, Any]:
             "Constants of the analytic model fitted to measured data by `dsfro calibrate` "
             "(solver/offline/calibration/); docs/calibration.md is the report. "
             "solver.perfmodel.throughput reads "
-            "compute_efficiency and network_efficiency, keyed by GPU family (a prefix of the "
-            "catalog name)."
+            "compute_efficiency and network_efficiency, keyed by GPU family (a token the "
+            "name starts with: solver.perfmodel.families)."
         ),
         "compute_efficiency": s["constants"]["compute_efficiency"],
         "network_efficiency": s["constants"]["network_efficiency"],

@@ -94,7 +94,7 @@ def _introduction(s: Mapping[str, Any], add: Callable[[str], None]) -> None:
         "(A100 0.61, H100 and H200 0.42, "
         "V100 0.30) and `DEFAULT_COMPUTE_EFFICIENCY` 0.30 for the others (P100, A10, L40S); "
         "the full network line rate (efficiency 1.0) for every type without a fitted one. "
-        "Lookup is by GPU family, the prefix of the catalog name ("
+        "Lookup is by GPU family, a token the name starts with (solver.perfmodel.families: "
         + ", ".join(f"`{e['family']}`" for e in used)
         + ").\n"
     )

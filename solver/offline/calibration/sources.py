@@ -27,7 +27,7 @@ GPU Boost for two GK210, halved; Tesla P100 PCIe 9.3; V100 PCIe 14; T4 8.1."""
 GAVEL_TYPES: Mapping[str, str] = {"k80": "K80", "p100": "P100-16GB", "v100": "V100-16GB"}
 """Gavel's GPU names -> the catalog types that stand for them (as ``solver.offline.generate``)."""
 FAMILIES: Mapping[str, str] = {"K80": "K80", "P100-16GB": "P100", "V100-16GB": "V100", "T4": "T4"}
-"""Catalog type -> the family key of ``models/calibration.json`` (a prefix of the names)."""
+"""Catalog type -> the family key of ``models/calibration.json`` (``solver.perfmodel.families``)."""
 
 POLLUX_GPU = "T4"
 POLLUX_GPUS_PER_NODE = 4
