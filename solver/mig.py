@@ -3,7 +3,8 @@
 A GPU in MIG mode is cut into GPU instances; each instance has a profile (NVIDIA's name, e.g.
 ``1g.10gb``: 1 of 7 SM slices, 10 GB) and a start (the first of the consecutive memory slices
 it takes, the placement index of ``nvidia-smi mig -lgipp``). The geometry of each GPU type
-comes from ``models/mig_profiles.json`` (``solver.perfmodel.mig_catalog``). Which layouts can
+is the snapshot's (``GpuType.mig``) or ``models/mig_profiles.json``'s
+(``solver.perfmodel.mig_catalog``). Which layouts can
 exist follows from it alone (``layout_problems``, ``valid_layouts``): no rule is hard-coded here.
 
 Names for schedulers: a profile is the Kubernetes extended resource ``nvidia.com/mig-<profile>``
@@ -13,6 +14,7 @@ Names for schedulers: a profile is the Kubernetes extended resource ``nvidia.com
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -137,6 +139,40 @@ class SliceRequest:
             high.compute_slices,
             high.memory_slices,
         )
+
+
+def profile_problems(
+    p: MigProfile, compute_slices: int, memory_slices: int
+) -> list[tuple[str, str]]:
+    """Why a profile cannot belong to a GPU of these slices, as (field, reason); [] when it can.
+
+    One rule set for the catalog (``solver.perfmodel.mig_catalog``) and for a geometry a
+    snapshot brings (``GpuType.mig``): positive sizes and count, within the GPU's slices, at
+    least one start and every start leaving room for the profile's memory slices."""
+    out: list[tuple[str, str]] = []
+    if not p.name:
+        out.append(("name", "must not be empty"))
+    for field, value, most in (
+        ("compute_slices", p.compute_slices, compute_slices),
+        ("memory_slices", p.memory_slices, memory_slices),
+    ):
+        if not 0 < value <= most:
+            out.append((field, f"must be in [1, {most}] (the GPU's), got {value}"))
+    if not (math.isfinite(p.memory_gib) and p.memory_gib > 0):
+        out.append(("memory_gib", f"must be a positive finite number, got {p.memory_gib:g}"))
+    if p.max_count <= 0:
+        out.append(("max_count", f"must be positive, got {p.max_count}"))
+    if not p.starts:
+        out.append(("starts", "must not be empty"))
+    for k, start in enumerate(p.starts):
+        if not 0 <= start <= memory_slices - p.memory_slices:
+            out.append(
+                (
+                    f"starts[{k}]",
+                    f"start {start} + {p.memory_slices} slices leave the GPU's {memory_slices}",
+                )
+            )
+    return out
 
 
 def layout_problems(geometry: MigGeometry, instances: Sequence[MigInstance]) -> list[str]:

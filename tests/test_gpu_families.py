@@ -1,5 +1,5 @@
-"""A site's own names for GPU types: the family a name belongs to (solver.perfmodel.families)
-and the efficiency it gets from the catalog by it."""
+"""A site's own names for GPU types: the family a name belongs to (solver.perfmodel.families),
+the efficiency and MIG geometry it gets from the catalog by it."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import dataclasses
 import pytest
 
 from solver.perfmodel.families import family_of
+from solver.perfmodel.mig_catalog import geometry_for, load_mig_catalog
 from solver.perfmodel.throughput import (
     DEFAULT_COMPUTE_EFFICIENCY,
     compute_efficiency,
@@ -53,3 +54,29 @@ def test_efficiency_by_family_whatever_the_name() -> None:
     assert compute_efficiency(t4, cal) == cal.compute_efficiency["T4"]
     t400 = dataclasses.replace(A100, name="T400")
     assert compute_efficiency(t400, cal) == DEFAULT_COMPUTE_EFFICIENCY
+
+
+@pytest.mark.parametrize(
+    ("name", "memory_gib", "catalog"),
+    [
+        ("A100-80GB", 80, "A100-80GB"),
+        ("NVIDIA-A100-SXM4-80GB", 80, "A100-80GB"),
+        ("NVIDIA-A100-PCIE-40GB", 40, "A100-40GB"),
+        ("a100", 79.2, "A100-80GB"),  # usable memory a little under the nominal
+        ("NVIDIA-H100-80GB-HBM3", 80, "H100-80GB"),
+        ("NVIDIA-H200", 141, "H200"),
+        ("NVIDIA-H100-NVL", 94, None),  # its profiles differ from the 80 GB H100's
+        ("A100", 60, None),  # neither A100
+        ("GH200", 96, None),
+        ("NVIDIA-A10", 24, None),  # no MIG
+    ],
+)
+def test_a_catalog_geometry_by_family_and_memory(
+    name: str, memory_gib: float, catalog: str | None
+) -> None:
+    g = geometry_for(name, memory_gib)
+    if catalog is None:
+        assert g is None
+        return
+    assert g is not None and g.gpu_type == name
+    assert g.profiles == load_mig_catalog()[catalog].profiles

@@ -14,6 +14,7 @@ from solver.app.validation import validate_request
 from solver.core.solver import Solver
 from solver.domain import JobAssignment, JobState, ObjectiveBreakdown, Plan
 from solver.mig import GpuLayout, LayoutChange, MigInstance, SliceRequest
+from solver.perfmodel.mig_catalog import load_mig_catalog
 from solver.scoring.checker import check_plan
 from tests.factories import A100_80GB, make_request
 from tests.mig_helpers import make_mig_request
@@ -31,7 +32,11 @@ def test_a_snapshot_with_layouts_and_slice_jobs_converts() -> None:
     assert node.mig_layouts == (
         GpuLayout(5, (MigInstance("3g.40gb", 0, "small"), MigInstance("1g.10gb", 4))),
     )
-    assert set(p.cluster.mig) == {A100_80GB}  # H100-SXM is not a catalog name
+    # H100-SXM (80 GiB) is not a catalog name: it has the geometry of its family's 80 GB type
+    assert set(p.cluster.mig) == {A100_80GB, "H100-SXM"}
+    h100 = load_mig_catalog()["H100-80GB"]
+    assert p.cluster.mig["H100-SXM"].profiles == h100.profiles
+    assert p.cluster.mig["H100-SXM"].gpu_type == "H100-SXM"
     assert p.cluster.mig[A100_80GB].profiles["3g.40gb"].memory_slices == 4
     jobs = {j.name: j for j in p.jobs}
     assert jobs["tiny"].slices == SliceRequest("", "2g.20gb")
@@ -75,6 +80,15 @@ def _job(req: pb.SolveRequest, name: str) -> pb.Job:
 
 
 LAYOUT = "cluster.nodes[1].mig_layouts[0]"
+def _layout_on_a_94gb_h100(r: pb.SolveRequest) -> None:
+    """An H100 of 94 GB (the NVL's): no catalog geometry is its own (the 80 GB's profiles
+    differ), and the snapshot gives none."""
+    next(t for t in r.cluster.gpu_types if t.name == "H100-SXM").memory_gib = 94
+    r.cluster.nodes[2].mig_layouts.add(
+        gpu_index=0, instances=[pb.MigInstance(profile="1g.10gb", start=0)]
+    )
+
+
 CASES: list[tuple[str, Callable[[pb.SolveRequest], object], str, str]] = [
     ("unknown profile", lambda r: setattr(_layout(r).instances[1], "profile", "1g.5gb"),
      f"{LAYOUT}.instances[1].profile", 'unknown MIG profile "1g.5gb"'),
@@ -86,9 +100,8 @@ CASES: list[tuple[str, Callable[[pb.SolveRequest], object], str, str]] = [
      f"{LAYOUT}.instances", "overlaps"),
     ("GPU index", lambda r: setattr(_layout(r), "gpu_index", 8),
      f"{LAYOUT}.gpu_index", "must be in [0, 8)"),
-    ("type without MIG", lambda r: r.cluster.nodes[2].mig_layouts.add(
-        gpu_index=0, instances=[pb.MigInstance(profile="1g.10gb", start=0)]),
-     "cluster.nodes[2].mig_layouts[0]", 'gpu type "H100-SXM" has no MIG profiles'),
+    ("type without MIG", _layout_on_a_94gb_h100,
+     "cluster.nodes[2].mig_layouts[0]", 'gpu type "H100-SXM" has no MIG geometry'),
     ("unknown busy job", lambda r: setattr(_layout(r).instances[1], "job", "ghost"),
      f"{LAYOUT}.instances[1].job", 'unknown job "ghost"'),
     ("slice under a whole-GPU job", lambda r: r.cluster.nodes[0].mig_layouts.add(

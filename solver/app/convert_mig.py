@@ -1,8 +1,9 @@
 """Protobuf <-> domain conversion of MIG partitions (layouts, slice requests, instances).
 
-Part of the edge (``solver.app.convert``); the geometry of each GPU type comes from the catalog
-(``models/mig_profiles.json``) by GPU type name, and only for snapshots that use MIG, so that
-everything else converts exactly as before.
+Part of the edge (``solver.app.convert``); the geometry of each GPU type is the snapshot's own
+(``GpuType.mig``) or the catalog's (``models/mig_profiles.json``, by name or by family and
+memory), and only for snapshots that use MIG, so that everything else converts exactly as
+before.
 """
 
 from __future__ import annotations
@@ -15,11 +16,12 @@ from solver.mig import (
     LayoutChange,
     MigGeometry,
     MigInstance,
+    MigProfile,
     SliceRequest,
     k8s_resource,
     slurm_gres,
 )
-from solver.perfmodel.mig_catalog import load_mig_catalog
+from solver.perfmodel.mig_catalog import geometry_for
 
 
 def uses_mig(req: pb.SolveRequest) -> bool:
@@ -29,12 +31,41 @@ def uses_mig(req: pb.SolveRequest) -> bool:
     )
 
 
+def geometry_from_proto(name: str, m: pb.MigGeometry) -> MigGeometry:
+    """A geometry the snapshot brings (``GpuType.mig``), starts sorted."""
+    profiles = {
+        p.name: MigProfile(
+            p.name,
+            p.compute_slices,
+            p.memory_slices,
+            p.memory_gib,
+            p.max_count,
+            tuple(sorted(set(p.starts))),
+            p.media_extensions,
+        )
+        for p in m.profiles
+    }
+    return MigGeometry(name, m.compute_slices, m.memory_slices, profiles)
+
+
+def type_geometry(t: pb.GpuType) -> MigGeometry | None:
+    """A GPU type's MIG geometry: its own (``GpuType.mig``), else the catalog's
+    (``solver.perfmodel.mig_catalog.geometry_for``); None when it has none."""
+    if t.HasField("mig"):
+        return geometry_from_proto(t.name, t.mig)
+    return geometry_for(t.name, t.memory_gib)
+
+
+def type_geometries(types: Iterable[pb.GpuType]) -> dict[str, MigGeometry]:
+    """The geometry of each GPU type that has one, by name."""
+    return {t.name: g for t in types if (g := type_geometry(t)) is not None}
+
+
 def geometries(req: pb.SolveRequest) -> dict[str, MigGeometry]:
-    """The catalog geometry of each of the snapshot's GPU types that has one; {} without MIG."""
+    """The geometry of each of the snapshot's GPU types that has one; {} without MIG."""
     if not uses_mig(req):
         return {}
-    catalog = load_mig_catalog()
-    return {t.name: catalog[t.name] for t in req.cluster.gpu_types if t.name in catalog}
+    return type_geometries(req.cluster.gpu_types)
 
 
 def instance_from_proto(m: pb.MigInstance) -> MigInstance:

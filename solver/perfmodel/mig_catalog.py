@@ -7,10 +7,12 @@ exist.
 
 from __future__ import annotations
 
+import dataclasses
 from functools import cache
 
-from solver.mig import MigGeometry, MigProfile
-from solver.perfmodel.catalog import CatalogError, models_dir, read_json
+from solver.mig import MigGeometry, MigProfile, profile_problems
+from solver.perfmodel.catalog import CatalogError, load_gpu_catalog, models_dir, read_json
+from solver.perfmodel.families import family_of, tokens
 
 FILE = "mig_profiles.json"
 _GEOMETRY_FIELDS = {"gpu_type", "compute_slices", "memory_slices", "profiles"}
@@ -63,17 +65,13 @@ def _profile(where: str, raw: object, compute: int, memory: int) -> MigProfile:
         or any(isinstance(s, bool) or not isinstance(s, int) for s in starts)
     ):
         raise CatalogError(f"{where}: field 'starts' must be a non-empty list of integers")
-    if c > compute or m > memory:
-        raise CatalogError(
-            f"{where}: {c} SM / {m} memory slices exceed the GPU's {compute}/{memory}"
-        )
-    for s in starts:
-        if s < 0 or s + m > memory:
-            raise CatalogError(f"{where}: start {s} + {m} slices leave the GPU's {memory}")
     me = d["media_extensions"]
     if not isinstance(me, bool):
         raise CatalogError(f"{where}: field 'media_extensions' must be true or false")
-    return MigProfile(name, c, m, float(gib), n, tuple(sorted(set(starts))), me)
+    profile = MigProfile(name, c, m, float(gib), n, tuple(starts), me)
+    for field, reason in profile_problems(profile, compute, memory):
+        raise CatalogError(f"{where}: field {field!r}: {reason}")
+    return dataclasses.replace(profile, starts=tuple(sorted(set(starts))))
 
 
 def parse_mig_catalog(doc: object, where: str) -> dict[str, MigGeometry]:
@@ -109,3 +107,32 @@ def _cached(folder: str) -> dict[str, MigGeometry]:
 def load_mig_catalog() -> dict[str, MigGeometry]:
     """MIG geometries of ``models/mig_profiles.json`` by GPU type name (read once per folder)."""
     return dict(_cached(str(models_dir())))
+
+
+MEMORY_TOLERANCE = 0.1
+"""How far a GPU type's memory may be from a catalog type's to share its geometry: 40 and 80 GB
+A100s, 80 and 94 GB H100s (whose profiles differ) stay apart; a site's 79.2 GiB is 80."""
+
+
+@cache
+def _memory(folder: str) -> dict[str, float]:
+    gpus = load_gpu_catalog()
+    return {name: gpus[name].memory_gib for name in _cached(folder) if name in gpus}
+
+
+def geometry_for(name: str, memory_gib: float) -> MigGeometry | None:
+    """The catalog geometry of a GPU type: its own name's, else that of the one catalog type of
+    the same family (``solver.perfmodel.families``) whose memory is within MEMORY_TOLERANCE of
+    ``memory_gib`` ("NVIDIA-A100-SXM4-80GB" with 80 GiB is the A100-80GB's), named ``name``;
+    None when there is none, or more than one."""
+    folder = str(models_dir())
+    catalog = _cached(folder)
+    if name in catalog:
+        return catalog[name]
+    family = family_of(name, {tokens(n)[0] for n in catalog})
+    matches = [
+        catalog[n]
+        for n, gib in _memory(folder).items()
+        if tokens(n)[0] == family and abs(gib - memory_gib) <= MEMORY_TOLERANCE * gib
+    ]
+    return dataclasses.replace(matches[0], gpu_type=name) if len(matches) == 1 else None

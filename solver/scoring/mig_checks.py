@@ -1,6 +1,6 @@
 """The checker's MIG rules, one ``check_*`` function per rule (listed in ``CHECKS``).
 
-They re-derive the MIG geometry rules from the catalog's figures on their own (not through
+They re-derive the MIG geometry rules from the geometry's figures on their own (not through
 ``solver.mig.layout_problems``), so that a bug there shows up here as a violation: valid
 layouts (starts, no shared memory slice, counts, SM slices), a slice job on an instance of its
 GPU's layout after the plan, one job per instance, no whole-GPU job on a partitioned GPU, and

@@ -15,9 +15,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 
 from solver._proto.dsfro.v1 import scheduler_pb2 as pb
+from solver.app.convert_mig import type_geometries
 from solver.domain import Allocation
 from solver.mig import LayoutChange, MigGeometry, MigInstance, layout_problems
-from solver.perfmodel.mig_catalog import load_mig_catalog
 
 Gpu = tuple[str, int]
 """(node, GPU index)."""
@@ -32,7 +32,9 @@ class MigState:
         self, cluster: pb.ClusterSnapshot, geometries: Mapping[str, MigGeometry] | None = None
     ) -> None:
         self._types = {n.name: n.gpu_type for n in cluster.nodes}
-        self._geometries = geometries if geometries is not None else load_mig_catalog()
+        self._geometries = (
+            geometries if geometries is not None else type_geometries(cluster.gpu_types)
+        )
         self.layouts: dict[Gpu, tuple[Place, ...]] = {}
         self.reconfigurations = 0
         """GPUs whose layout plans changed, over the run."""

@@ -1,6 +1,6 @@
 """Validation of MIG partitions: nodes' layouts, jobs' slice requests, allocations on slices.
 
-A layout must be one the GPU type's catalog geometry allows (``solver.mig.layout_problems``),
+A layout must be one the GPU type's geometry allows (``solver.mig.layout_problems``),
 every busy instance must name a job whose current allocation is that instance (and the other
 way round), and a job that may run on a slice must fit one: one GPU, a known profile range,
 memory within the largest allowed profile's.
@@ -9,12 +9,23 @@ memory within the largest allowed profile's.
 from __future__ import annotations
 
 from solver._proto.dsfro.v1 import scheduler_pb2 as pb
-from solver.app.convert_mig import uses_mig
+from solver.app.convert_mig import type_geometries, uses_mig
 from solver.app.validation.common import Collector, quoted
+from solver.app.validation.mig_geometry import valid_mig_geometry
 from solver.domain import ModelSpec, Shape
 from solver.mig import MigGeometry, MigInstance, SliceRequest, layout_problems
 from solver.perfmodel.mig_catalog import FILE, load_mig_catalog
 from solver.perfmodel.throughput import memory_per_gpu_gib
+
+
+def _no_geometry() -> str:
+    """How a GPU type gets a geometry, for the messages that find none."""
+    known = ", ".join(sorted(load_mig_catalog()))
+    return (
+        f"give it GpuType.mig, or the name and memory_gib of a type of models/{FILE} ({known}) or "
+        "of its family, e.g. NVIDIA-A100-SXM4-80GB with 80 GiB"
+    )
+
 
 Place = tuple[str, int, str, int]
 """(node, GPU index, profile, start) of an instance."""
@@ -33,7 +44,7 @@ def check_mig(
         for j in req.jobs
     ):
         return
-    catalog = load_mig_catalog()
+    catalog = type_geometries(t for t in req.cluster.gpu_types if valid_mig_geometry(t))
     jobs = {j.name: (i, j) for i, j in enumerate(req.jobs)}
     busy = _check_layouts(c, req, catalog, claims, jobs)
     for i, job in enumerate(req.jobs):
@@ -85,8 +96,7 @@ def _check_layouts(
             if not layout.instances:
                 continue
             if geometry is None:
-                known = ", ".join(sorted(catalog))
-                c.add(lp, f"gpu type {quoted(n.gpu_type)} has no MIG profiles in {FILE} ({known})")
+                c.add(lp, f"gpu type {quoted(n.gpu_type)} has no MIG geometry ({_no_geometry()})")
                 continue
             if (n.name, g) in claims:
                 holder = claims[(n.name, g)]
@@ -149,7 +159,7 @@ def _check_slice_request(
         return
     geometries = _allowed_geometries(job, req, catalog)
     if not geometries:
-        c.add(sp, f"no GPU type the job may use has MIG profiles in {FILE}")
+        c.add(sp, f"no GPU type the job may use has a MIG geometry ({_no_geometry()})")
         return
     request = SliceRequest(job.slices.smallest_profile, job.slices.largest_profile)
     for field in ("smallest_profile", "largest_profile"):

@@ -53,7 +53,7 @@ def validate_plan(
     for j in req.jobs:
         if j.name and j.name not in seen:
             c.add("plan.assignments", f"no assignment for job {quoted(j.name)}")
-    check_plan_mig(c, plan, nodes)
+    check_plan_mig(c, plan, nodes, req.cluster.gpu_types)
     for k, action in enumerate(plan.power_actions):
         if action.node not in nodes:
             c.add(f"plan.power_actions[{k}].node", f"unknown node {quoted(action.node)}")

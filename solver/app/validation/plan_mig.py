@@ -1,18 +1,24 @@
 """Validation of the MIG parts of a caller-made plan (EvaluatePlan): each slice assignment names
-a profile of its GPU type's catalog geometry on one GPU, each layout change a GPU of a known node
+a profile of its GPU type's geometry on one GPU, each layout change a GPU of a known node
 with known profiles. Whether the layouts are valid and the jobs fit is the checker's job
 (solver.scoring.mig_checks), reported as plan violations."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from solver._proto.dsfro.v1 import scheduler_pb2 as pb
+from solver.app.convert_mig import type_geometries
 from solver.app.validation.common import Collector, quoted
-from solver.perfmodel.mig_catalog import load_mig_catalog
+from solver.app.validation.mig_geometry import valid_mig_geometry
 
 
-def check_plan_mig(c: Collector, plan: pb.Plan, nodes: dict[str, pb.Node]) -> None:
-    """Every MIG field of `plan` (the slice assignments' instances, the layout changes)."""
-    catalog = load_mig_catalog()
+def check_plan_mig(
+    c: Collector, plan: pb.Plan, nodes: dict[str, pb.Node], types: Iterable[pb.GpuType]
+) -> None:
+    """Every MIG field of `plan` (the slice assignments' instances, the layout changes), against
+    the geometries of the request's GPU types."""
+    catalog = type_geometries(t for t in types if valid_mig_geometry(t))
     gpus = sum(n.gpu_count for n in nodes.values())
     if len(plan.layout_changes) > gpus:
         c.add("plan.layout_changes", f"at most one change per GPU ({gpus}), got "
@@ -46,7 +52,7 @@ def check_plan_mig(c: Collector, plan: pb.Plan, nodes: dict[str, pb.Node]) -> No
             )
         geometry = catalog.get(node.gpu_type)
         if geometry is None:
-            c.add(f"{p}.node", f"{quoted(node.gpu_type)} has no MIG geometry in the catalog")
+            c.add(f"{p}.node", f"{quoted(node.gpu_type)} has no MIG geometry")
             continue
         if len(change.layout.instances) > geometry.memory_slices:
             c.add(f"{p}.layout.instances", f"at most {geometry.memory_slices} instances")

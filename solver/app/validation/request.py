@@ -33,6 +33,7 @@ from solver.app.validation.common import (
 from solver.app.validation.grid import check_grid, check_max_deferral
 from solver.app.validation.jobs import check_allocation, check_job, check_kept_shape_profiled
 from solver.app.validation.mig import check_mig
+from solver.app.validation.mig_geometry import check_mig_geometry
 from solver.app.validation.power_states import (
     check_power_states,
     check_running_on_suspended,
@@ -116,6 +117,8 @@ def _check_gpu_types(
                 f"{p}.idle_watts",
                 f"must be >= 0 and < tdp_watts ({t.tdp_watts:g}), got {t.idle_watts:g}",
             )
+        if t.HasField("mig"):
+            check_mig_geometry(c, f"{p}.mig", t)
         if not t.sm_clocks_mhz:
             c.add(f"{p}.sm_clocks_mhz", "must not be empty")
         if not c.count(

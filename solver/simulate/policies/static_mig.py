@@ -32,7 +32,7 @@ from dataclasses import replace
 from solver.domain import Allocation, GpuSlice, Job, Node, Problem
 from solver.mig import GpuLayout, LayoutChange, MigGeometry, MigInstance, valid_layouts
 from solver.perfmodel.configs import TypeFacts, type_facts
-from solver.perfmodel.mig_catalog import load_mig_catalog
+from solver.perfmodel.mig_catalog import geometry_for
 from solver.simulate.core import Decision, RoundInput
 from solver.simulate.policies.common import Planner, RoundView
 from solver.simulate.policies.fifo import FifoPolicy
@@ -71,12 +71,16 @@ class StaticMigPolicy:
 
     def targets(self, problem: Problem) -> dict[str, tuple[MigInstance, ...]]:
         """Partitioned nodes and the layout of each of their GPUs. The geometries are the
-        catalog's, not the round's problem's, which has them only while a layout exists or a
-        job may take a slice: read from it, the first rounds of a trace whose first small job
-        comes later had no target, FIFO put large jobs on the nodes to be partitioned, and a
+        round's problem's where it has them, else the catalog's (by name, or by family and
+        memory): the problem has them only while a layout exists or a job may take a slice,
+        and read from it alone, the first rounds of a trace whose first small job comes later
+        had no target, FIFO put large jobs on the nodes to be partitioned, and a
         non-preemptible one there could not be pinned once the targets appeared."""
-        catalog = load_mig_catalog()
-        mig = {t: catalog[t] for t in problem.cluster.gpu_types if t in catalog}
+        mig = {
+            name: g
+            for name, t in problem.cluster.gpu_types.items()
+            if (g := problem.cluster.mig.get(name) or geometry_for(name, t.memory_gib))
+        }
         by_type = {
             t: sorted(n.name for n in problem.cluster.nodes if n.gpu_type == t) for t in sorted(mig)
         }

@@ -116,7 +116,7 @@ TERMINATION_FALLBACK: Termination
 TERMINATION_INFEASIBLE: Termination
 
 class GpuType(_message.Message):
-    __slots__ = ("name", "memory_gib", "peak_tflops", "memory_bandwidth_gbps", "intra_node_bandwidth_gbps", "tdp_watts", "idle_watts", "sm_clocks_mhz")
+    __slots__ = ("name", "memory_gib", "peak_tflops", "memory_bandwidth_gbps", "intra_node_bandwidth_gbps", "tdp_watts", "idle_watts", "sm_clocks_mhz", "mig")
     NAME_FIELD_NUMBER: _ClassVar[int]
     MEMORY_GIB_FIELD_NUMBER: _ClassVar[int]
     PEAK_TFLOPS_FIELD_NUMBER: _ClassVar[int]
@@ -125,6 +125,7 @@ class GpuType(_message.Message):
     TDP_WATTS_FIELD_NUMBER: _ClassVar[int]
     IDLE_WATTS_FIELD_NUMBER: _ClassVar[int]
     SM_CLOCKS_MHZ_FIELD_NUMBER: _ClassVar[int]
+    MIG_FIELD_NUMBER: _ClassVar[int]
     name: str
     memory_gib: float
     peak_tflops: float
@@ -133,7 +134,36 @@ class GpuType(_message.Message):
     tdp_watts: float
     idle_watts: float
     sm_clocks_mhz: _containers.RepeatedScalarFieldContainer[int]
-    def __init__(self, name: _Optional[str] = ..., memory_gib: _Optional[float] = ..., peak_tflops: _Optional[float] = ..., memory_bandwidth_gbps: _Optional[float] = ..., intra_node_bandwidth_gbps: _Optional[float] = ..., tdp_watts: _Optional[float] = ..., idle_watts: _Optional[float] = ..., sm_clocks_mhz: _Optional[_Iterable[int]] = ...) -> None: ...
+    mig: MigGeometry
+    def __init__(self, name: _Optional[str] = ..., memory_gib: _Optional[float] = ..., peak_tflops: _Optional[float] = ..., memory_bandwidth_gbps: _Optional[float] = ..., intra_node_bandwidth_gbps: _Optional[float] = ..., tdp_watts: _Optional[float] = ..., idle_watts: _Optional[float] = ..., sm_clocks_mhz: _Optional[_Iterable[int]] = ..., mig: _Optional[_Union[MigGeometry, _Mapping]] = ...) -> None: ...
+
+class MigGeometry(_message.Message):
+    __slots__ = ("compute_slices", "memory_slices", "profiles")
+    COMPUTE_SLICES_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_SLICES_FIELD_NUMBER: _ClassVar[int]
+    PROFILES_FIELD_NUMBER: _ClassVar[int]
+    compute_slices: int
+    memory_slices: int
+    profiles: _containers.RepeatedCompositeFieldContainer[MigProfile]
+    def __init__(self, compute_slices: _Optional[int] = ..., memory_slices: _Optional[int] = ..., profiles: _Optional[_Iterable[_Union[MigProfile, _Mapping]]] = ...) -> None: ...
+
+class MigProfile(_message.Message):
+    __slots__ = ("name", "compute_slices", "memory_slices", "memory_gib", "max_count", "starts", "media_extensions")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    COMPUTE_SLICES_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_SLICES_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_GIB_FIELD_NUMBER: _ClassVar[int]
+    MAX_COUNT_FIELD_NUMBER: _ClassVar[int]
+    STARTS_FIELD_NUMBER: _ClassVar[int]
+    MEDIA_EXTENSIONS_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    compute_slices: int
+    memory_slices: int
+    memory_gib: float
+    max_count: int
+    starts: _containers.RepeatedScalarFieldContainer[int]
+    media_extensions: bool
+    def __init__(self, name: _Optional[str] = ..., compute_slices: _Optional[int] = ..., memory_slices: _Optional[int] = ..., memory_gib: _Optional[float] = ..., max_count: _Optional[int] = ..., starts: _Optional[_Iterable[int]] = ..., media_extensions: _Optional[bool] = ...) -> None: ...
 
 class Node(_message.Message):
     __slots__ = ("name", "gpu_type", "gpu_count", "unavailable_gpu_indices", "rack", "network_bandwidth_gbps", "mig_layouts", "power_state", "idle_for", "base_watts")
