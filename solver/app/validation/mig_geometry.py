@@ -7,14 +7,21 @@ made has 7 SM and 8 memory slices (A30: 4 and 4) and fewer than 16 profiles.
 
 from __future__ import annotations
 
+from functools import lru_cache
+from itertools import islice
+
 from solver._proto.dsfro.v1 import scheduler_pb2 as pb
+from solver.app.convert_mig import geometry_from_proto
 from solver.app.validation.common import Collector, quoted
-from solver.mig import MigProfile, profile_problems
+from solver.mig import MigProfile, profile_problems, valid_layouts
 
 MAX_MIG_SLICES = 8
 """SM slices and memory slices of one geometry, each."""
 MAX_MIG_PROFILES = 32
 """Profiles of one geometry."""
+MAX_MIG_LAYOUTS = 2500
+"""Valid layouts of a geometry's plannable profiles: the joint model enumerates them and
+compares each with each (the catalog's A100, H100 and H200 have 722 each)."""
 
 
 def check_mig_geometry(c: Collector, p: str, t: pb.GpuType) -> bool:
@@ -50,7 +57,19 @@ def check_mig_geometry(c: Collector, p: str, t: pb.GpuType) -> bool:
             )
         if len(set(q.starts)) < len(q.starts):
             c.add(f"{qp}.starts", "duplicate start")
+    if len(c.out) == before and _layouts(m.SerializeToString(deterministic=True)) > MAX_MIG_LAYOUTS:
+        c.add(
+            f"{p}.profiles",
+            f"its profiles make more than {MAX_MIG_LAYOUTS} layouts (the catalog's GPUs: 722)",
+        )
     return len(c.out) == before
+
+
+@lru_cache(maxsize=64)
+def _layouts(geometry: bytes) -> int:
+    """Valid layouts of the plannable profiles, counted up to MAX_MIG_LAYOUTS + 1."""
+    g = geometry_from_proto("", pb.MigGeometry.FromString(geometry))
+    return sum(1 for _ in islice(valid_layouts(g, g.plannable()), MAX_MIG_LAYOUTS + 1))
 
 
 def valid_mig_geometry(t: pb.GpuType) -> bool:
