@@ -8,7 +8,7 @@ exist.
 from __future__ import annotations
 
 import dataclasses
-from functools import cache
+from functools import cache, lru_cache
 
 from solver.mig import MigGeometry, MigProfile, profile_problems
 from solver.perfmodel.catalog import CatalogError, load_gpu_catalog, models_dir, read_json
@@ -125,7 +125,12 @@ def geometry_for(name: str, memory_gib: float) -> MigGeometry | None:
     the same family (``solver.perfmodel.families``) whose memory is within MEMORY_TOLERANCE of
     ``memory_gib`` ("NVIDIA-A100-SXM4-80GB" with 80 GiB is the A100-80GB's), named ``name``;
     None when there is none, or more than one."""
-    folder = str(models_dir())
+    return _geometry_for(str(models_dir()), name, memory_gib)
+
+
+@lru_cache(maxsize=1024)
+def _geometry_for(folder: str, name: str, memory_gib: float) -> MigGeometry | None:
+    """``geometry_for``, one object per type across calls (the layout searches memoize on it)."""
     catalog = _cached(folder)
     if name in catalog:
         return catalog[name]
