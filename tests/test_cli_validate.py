@@ -16,8 +16,13 @@ def test_validate_a_good_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     assert code == 0, err
     lines = out.splitlines()
     assert lines[0] == "OK: 3 jobs, 3 nodes, 2 GPU types"
-    assert [line.split()[0] for line in lines[1:]] == ["llm", "bert", "resnet"]
-    assert all(" configurations, best " in line for line in lines[1:])
+    assert [line.split()[0] for line in lines[1:4]] == ["llm", "bert", "resnet"]
+    assert all(" configurations, best " in line for line in lines[1:4])
+    assert lines[4:] == [
+        "GPU types:",
+        "  A100-80GB  efficiency 0.61 (A100), MIG geometry of A100-80GB",
+        "  H100-SXM   efficiency 0.42 (H100), MIG geometry of H100-80GB",
+    ]
 
 
 def test_validate_a_bad_file_exits_2_with_the_field_path(

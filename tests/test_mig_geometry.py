@@ -101,6 +101,32 @@ def test_the_wire_geometry_is_the_one_used() -> None:
     assert len(ones) == 3
 
 
+def test_validate_snapshot_says_how_each_gpu_type_is_read() -> None:
+    """ValidateSnapshot, through the server: each type's efficiency family and where its MIG
+    geometry comes from."""
+    req = renamed(seven_small_request(), "NVIDIA-A100-SXM4-80GB")
+    own = req.cluster.gpu_types.add()
+    own.CopyFrom(req.cluster.gpu_types[0])
+    own.name = "ACME-X1"
+    own.mig.CopyFrom(geometry_to_proto(load_mig_catalog()[A100_80GB]))
+    bare = req.cluster.gpu_types.add()
+    bare.CopyFrom(req.cluster.gpu_types[0])
+    bare.name, bare.memory_gib = "NVIDIA-H100-NVL", 94
+    with serving() as (_, stub):
+        out: pb.ValidateSnapshotResponse = stub.ValidateSnapshot(
+            pb.ValidateSnapshotRequest(request=req), timeout=30
+        )
+    assert out.valid, out.violations
+    read = [(t.gpu_type, t.efficiency_family, t.mig_geometry) for t in out.gpu_types]
+    assert read == [
+        ("NVIDIA-A100-SXM4-80GB", "A100", A100_80GB),
+        ("ACME-X1", "", "snapshot"),
+        ("NVIDIA-H100-NVL", "H100", ""),
+    ]
+    assert out.gpu_types[0].compute_efficiency == pytest.approx(0.61)
+    assert out.gpu_types[1].compute_efficiency == pytest.approx(0.30)
+
+
 def _profile(r: pb.SolveRequest, k: int) -> pb.MigProfile:
     return r.cluster.gpu_types[0].mig.profiles[k]
 

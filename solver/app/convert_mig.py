@@ -21,7 +21,7 @@ from solver.mig import (
     k8s_resource,
     slurm_gres,
 )
-from solver.perfmodel.mig_catalog import geometry_for
+from solver.perfmodel.mig_catalog import catalog_type_for, geometry_for
 
 
 def uses_mig(req: pb.SolveRequest) -> bool:
@@ -54,6 +54,14 @@ def type_geometry(t: pb.GpuType) -> MigGeometry | None:
     if t.HasField("mig"):
         return geometry_from_proto(t.name, t.mig)
     return geometry_for(t.name, t.memory_gib)
+
+
+def geometry_source(t: pb.GpuType) -> str:
+    """Where a GPU type's geometry comes from: "snapshot", the catalog type that lends it, or ""
+    (none)."""
+    if t.HasField("mig"):
+        return "snapshot"
+    return catalog_type_for(t.name, t.memory_gib) or ""
 
 
 def type_geometries(types: Iterable[pb.GpuType]) -> dict[str, MigGeometry]:

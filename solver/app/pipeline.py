@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from solver._proto.dsfro.v1 import scheduler_pb2 as pb
 from solver.app.convert import problem_from_proto, result_to_proto
+from solver.app.convert_mig import geometry_source
 from solver.app.limits import Limits
 from solver.app.overrides import NO_OVERRIDES as NO_OVERRIDES
 from solver.app.overrides import Overrides as Overrides
@@ -28,6 +29,7 @@ from solver.core.solver import Solver
 from solver.domain import Problem, SolveResult
 from solver.perfmodel.configs import build_config_set
 from solver.perfmodel.guard import GuardParams
+from solver.perfmodel.throughput import compute_efficiency, efficiency_family
 
 
 class InvalidRequest(ValueError):
@@ -122,5 +124,14 @@ def validate_snapshot(
                 best_samples_per_second=config_set.best_samples_per_second.get(j.name, 0.0),
             )
             for j in problem.jobs
+        ],
+        gpu_types=[
+            pb.GpuTypeSummary(
+                gpu_type=t.name,
+                efficiency_family=efficiency_family(problem.cluster.gpu_types[t.name]) or "",
+                compute_efficiency=compute_efficiency(problem.cluster.gpu_types[t.name]),
+                mig_geometry=geometry_source(t),
+            )
+            for t in request.cluster.gpu_types
         ],
     )

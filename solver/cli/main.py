@@ -35,7 +35,7 @@ from solver.cli import remote
 from solver.cli.common import InputError, RemoteError, print_violations
 from solver.client.connection import TOKEN_ENV, add_connection_arguments, connection_flags
 from solver.extras import MissingExtraError, MissingServerError
-from solver.wire import RequestFileError, load_request_json, message_to_json
+from solver.wire import GpuTypeSummary, RequestFileError, load_request_json, message_to_json
 
 if TYPE_CHECKING:
     from solver.core.solver import Solver
@@ -142,7 +142,23 @@ def cmd_validate(args: argparse.Namespace) -> int:
             f"  {j.job.ljust(width)}  {j.num_configurations} configurations, "
             f"best {j.best_samples_per_second:.1f} samples/s"
         )
+    print_gpu_types(response.gpu_types)
     return 0
+
+
+def print_gpu_types(types: Sequence[GpuTypeSummary]) -> None:
+    """How the service reads each GPU type: its efficiency's family and its MIG geometry."""
+    if not types:
+        return
+    print("GPU types:")
+    width = max(len(t.gpu_type) for t in types)
+    for t in types:
+        family = t.efficiency_family or "default"
+        mig = {"": "no MIG", "snapshot": "MIG geometry of the snapshot"}.get(
+            t.mig_geometry, f"MIG geometry of {t.mig_geometry}"
+        )
+        efficiency = f"efficiency {t.compute_efficiency:.3g} ({family})"
+        print(f"  {t.gpu_type.ljust(width)}  {efficiency}, {mig}")
 
 
 def _connection_flags_need_server(args: argparse.Namespace) -> None:

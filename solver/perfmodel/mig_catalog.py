@@ -120,24 +120,34 @@ def _memory(folder: str) -> dict[str, float]:
     return {name: gpus[name].memory_gib for name in _cached(folder) if name in gpus}
 
 
+def catalog_type_for(name: str, memory_gib: float) -> str | None:
+    """The catalog type whose MIG geometry a GPU type has: its own name, else the one catalog
+    type of the same family (``solver.perfmodel.families``) whose memory is within
+    MEMORY_TOLERANCE of ``memory_gib`` ("NVIDIA-A100-SXM4-80GB" with 80 GiB: "A100-80GB"); None
+    when there is none, or more than one."""
+    folder = str(models_dir())
+    catalog = _cached(folder)
+    if name in catalog:
+        return name
+    family = family_of(name, {tokens(n)[0] for n in catalog})
+    matches = [
+        n
+        for n, gib in _memory(folder).items()
+        if tokens(n)[0] == family and abs(gib - memory_gib) <= MEMORY_TOLERANCE * gib
+    ]
+    return matches[0] if len(matches) == 1 else None
+
+
 def geometry_for(name: str, memory_gib: float) -> MigGeometry | None:
-    """The catalog geometry of a GPU type: its own name's, else that of the one catalog type of
-    the same family (``solver.perfmodel.families``) whose memory is within MEMORY_TOLERANCE of
-    ``memory_gib`` ("NVIDIA-A100-SXM4-80GB" with 80 GiB is the A100-80GB's), named ``name``;
-    None when there is none, or more than one."""
+    """The catalog geometry of a GPU type (``catalog_type_for``'s), named ``name``."""
     return _geometry_for(str(models_dir()), name, memory_gib)
 
 
 @lru_cache(maxsize=1024)
 def _geometry_for(folder: str, name: str, memory_gib: float) -> MigGeometry | None:
     """``geometry_for``, one object per type across calls (the layout searches memoize on it)."""
-    catalog = _cached(folder)
-    if name in catalog:
-        return catalog[name]
-    family = family_of(name, {tokens(n)[0] for n in catalog})
-    matches = [
-        catalog[n]
-        for n, gib in _memory(folder).items()
-        if tokens(n)[0] == family and abs(gib - memory_gib) <= MEMORY_TOLERANCE * gib
-    ]
-    return dataclasses.replace(matches[0], gpu_type=name) if len(matches) == 1 else None
+    source = catalog_type_for(name, memory_gib)
+    if source is None:
+        return None
+    geometry = _cached(folder)[source]
+    return geometry if source == name else dataclasses.replace(geometry, gpu_type=name)

@@ -107,6 +107,13 @@ def cited_efficiency(gpu: GpuType) -> float:
     return DEFAULT_COMPUTE_EFFICIENCY if eff is None else eff
 
 
+def efficiency_family(gpu: GpuType, calibration: Calibration | None = None) -> str | None:
+    """The family whose efficiency ``compute_efficiency`` takes: fitted, else cited; None: the
+    default."""
+    cal = load_calibration() if calibration is None else calibration
+    return family_of(gpu.name, cal.compute_efficiency) or family_of(gpu.name, COMPUTE_EFFICIENCY)
+
+
 def compute_efficiency(gpu: GpuType, calibration: Calibration | None = None) -> float:
     """The fitted efficiency of the GPU's family, else the cited one, else the default."""
     cal = load_calibration() if calibration is None else calibration

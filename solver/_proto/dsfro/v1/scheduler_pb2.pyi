@@ -689,15 +689,29 @@ class JobSummary(_message.Message):
     best_samples_per_second: float
     def __init__(self, job: _Optional[str] = ..., num_configurations: _Optional[int] = ..., best_samples_per_second: _Optional[float] = ...) -> None: ...
 
+class GpuTypeSummary(_message.Message):
+    __slots__ = ("gpu_type", "efficiency_family", "compute_efficiency", "mig_geometry")
+    GPU_TYPE_FIELD_NUMBER: _ClassVar[int]
+    EFFICIENCY_FAMILY_FIELD_NUMBER: _ClassVar[int]
+    COMPUTE_EFFICIENCY_FIELD_NUMBER: _ClassVar[int]
+    MIG_GEOMETRY_FIELD_NUMBER: _ClassVar[int]
+    gpu_type: str
+    efficiency_family: str
+    compute_efficiency: float
+    mig_geometry: str
+    def __init__(self, gpu_type: _Optional[str] = ..., efficiency_family: _Optional[str] = ..., compute_efficiency: _Optional[float] = ..., mig_geometry: _Optional[str] = ...) -> None: ...
+
 class ValidateSnapshotResponse(_message.Message):
-    __slots__ = ("valid", "violations", "jobs")
+    __slots__ = ("valid", "violations", "jobs", "gpu_types")
     VALID_FIELD_NUMBER: _ClassVar[int]
     VIOLATIONS_FIELD_NUMBER: _ClassVar[int]
     JOBS_FIELD_NUMBER: _ClassVar[int]
+    GPU_TYPES_FIELD_NUMBER: _ClassVar[int]
     valid: bool
     violations: _containers.RepeatedCompositeFieldContainer[FieldViolation]
     jobs: _containers.RepeatedCompositeFieldContainer[JobSummary]
-    def __init__(self, valid: _Optional[bool] = ..., violations: _Optional[_Iterable[_Union[FieldViolation, _Mapping]]] = ..., jobs: _Optional[_Iterable[_Union[JobSummary, _Mapping]]] = ...) -> None: ...
+    gpu_types: _containers.RepeatedCompositeFieldContainer[GpuTypeSummary]
+    def __init__(self, valid: _Optional[bool] = ..., violations: _Optional[_Iterable[_Union[FieldViolation, _Mapping]]] = ..., jobs: _Optional[_Iterable[_Union[JobSummary, _Mapping]]] = ..., gpu_types: _Optional[_Iterable[_Union[GpuTypeSummary, _Mapping]]] = ...) -> None: ...
 
 class EvaluatePlanRequest(_message.Message):
     __slots__ = ("request", "plan")
