@@ -12,7 +12,7 @@ gives its plan; an INFEASIBLE answer is counted apart (a request can contradict 
 snapshot the generator refuses (``modern`` with measured profiles, slices on types without MIG)
 is drawn again differently.
 
-    .venv/bin/python scripts/bench_unseen.py --seed 1 --cases 70 --jsonl /tmp/unseen.jsonl
+    .venv/bin/python -m scripts.bench_unseen --seed 1 --cases 70 --jsonl /tmp/unseen.jsonl
 
 With ``--request-features`` each snapshot also gets, from a random stream of its own (the
 snapshots stay those of the seed), a fairness mode and scope with a fairness weight, other
@@ -23,6 +23,10 @@ limits): what the generator leaves at its defaults.
 With ``--server ADDR`` the calls go to a running service as a client that knows only the proto
 would send them (``solver.client``), and each answer's plan is checked here, in this process
 (``solver.scoring.evaluation``); an RPC error counts as "raised", with its status code.
+
+With ``--names kubernetes`` or ``--names own`` the GPU types are renamed as sites name them
+(``scripts.common.gpu_names``): GPU feature discovery's product names, or names no catalog knows
+with each MIG type's geometry on the wire. The snapshots are otherwise those of the seed.
 
 The table goes, with the command and date, into docs/reliability.md.
 """
@@ -40,6 +44,7 @@ from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
+from scripts.common.gpu_names import MODES, as_sites_name
 from solver._proto.dsfro.v1 import scheduler_pb2 as pb
 from solver.app import pipeline
 from solver.app.convert import (
@@ -86,10 +91,10 @@ def draw(rng: random.Random) -> list[str]:
 
 
 def snapshot(
-    rng: random.Random, features: random.Random | None
+    rng: random.Random, features: random.Random | None, names: str = "catalog"
 ) -> tuple[list[str], pb.SolveRequest, Problem]:
     """A case the generator makes (one it refuses is drawn again), with `features`' request
-    features when given."""
+    features when given, its GPU types under `names` (``scripts.common.gpu_names``)."""
     while True:
         args = draw(rng)
         try:
@@ -98,6 +103,7 @@ def snapshot(
             continue
         if features is not None:
             args = [*args, *with_features(request, features)]
+        as_sites_name(request, names)
         return args, request, pipeline.to_problem(request, LIMITS)
 
 
@@ -233,6 +239,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--jsonl", type=Path, help="every call as a JSON line")
     ap.add_argument("--server", metavar="ADDR", help="call a running service instead")
     ap.add_argument("--request-features", action="store_true", help="random request features")
+    ap.add_argument(
+        "--names",
+        choices=MODES,
+        default="catalog",
+        help="GPU type names: the catalog's, Kubernetes' product names, or names no catalog "
+        "knows with MIG geometries on the wire",
+    )
     a = ap.parse_args(argv)
     rng = random.Random(a.seed)
     features = random.Random(a.seed + 1_000_003) if a.request_features else None
@@ -243,7 +256,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     wrong: Counter[str] = Counter()
     examples: dict[str, str] = {}
     for case in range(a.cases):
-        args, request, problem = snapshot(rng, features)
+        args, request, problem = snapshot(rng, features, a.names)
         for backend in (Backend.HEURISTIC, Backend.AUTO, rng.choice(EXACT)):
             budget = rng.choice(BUDGETS)
             options = dataclasses.replace(
@@ -271,7 +284,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if client is not None:
         client.close()
     where = f"through {a.server}" if a.server else "in process"
-    print(f"\n{a.cases} snapshots, {calls} calls {where} (seed {a.seed}, slack {a.slack} s)\n")
+    print(
+        f"\n{a.cases} snapshots, {calls} calls {where} (seed {a.seed}, slack {a.slack} s, "
+        f"{a.names} GPU names)\n"
+    )
     print("| what went wrong | calls | first case |")
     print("| --- | --- | --- |")
     kinds = ("raised", "checker", "late", "above its bound", "OPTIMAL with a gap", "INFEASIBLE")

@@ -9,9 +9,9 @@ import grpc
 import pytest
 
 from solver._proto.dsfro.v1 import scheduler_pb2 as pb
+from solver.app.convert_mig import geometry_to_proto
 from solver.app.limits import Limits
 from solver.app.validation import validate_request
-from solver.mig import MigGeometry, MigProfile
 from solver.perfmodel.mig_catalog import load_mig_catalog
 from tests.factories import A100_80GB
 from tests.service_helpers import bad_request, serving
@@ -32,22 +32,6 @@ def renamed(req: pb.SolveRequest, name: str) -> pb.SolveRequest:
         for q in j.profile.points:
             q.gpu_type = name
     return out
-
-
-def profile_to_proto(p: MigProfile) -> pb.MigProfile:
-    return pb.MigProfile(
-        name=p.name, compute_slices=p.compute_slices, memory_slices=p.memory_slices,
-        memory_gib=p.memory_gib, max_count=p.max_count, starts=p.starts,
-        media_extensions=p.media_extensions,
-    )  # fmt: skip
-
-
-def geometry_to_proto(g: MigGeometry) -> pb.MigGeometry:
-    return pb.MigGeometry(
-        compute_slices=g.compute_slices,
-        memory_slices=g.memory_slices,
-        profiles=[profile_to_proto(p) for p in g.profiles.values()],
-    )
 
 
 def solve_and_evaluate(req: pb.SolveRequest) -> tuple[pb.SolveResponse, pb.EvaluatePlanResponse]:

@@ -48,6 +48,27 @@ def geometry_from_proto(name: str, m: pb.MigGeometry) -> MigGeometry:
     return MigGeometry(name, m.compute_slices, m.memory_slices, profiles)
 
 
+def profile_to_proto(p: MigProfile) -> pb.MigProfile:
+    return pb.MigProfile(
+        name=p.name,
+        compute_slices=p.compute_slices,
+        memory_slices=p.memory_slices,
+        memory_gib=p.memory_gib,
+        max_count=p.max_count,
+        starts=p.starts,
+        media_extensions=p.media_extensions,
+    )
+
+
+def geometry_to_proto(g: MigGeometry) -> pb.MigGeometry:
+    """A geometry as a snapshot gives it (``GpuType.mig``)."""
+    return pb.MigGeometry(
+        compute_slices=g.compute_slices,
+        memory_slices=g.memory_slices,
+        profiles=[profile_to_proto(p) for p in g.profiles.values()],
+    )
+
+
 def type_geometry(t: pb.GpuType) -> MigGeometry | None:
     """A GPU type's MIG geometry: its own (``GpuType.mig``), else the catalog's
     (``solver.perfmodel.mig_catalog.geometry_for``); None when it has none."""
