@@ -8,6 +8,7 @@ import threading
 import time
 from pathlib import Path
 
+from solver._proto.dsfro.v1 import scheduler_pb2 as pb
 from solver.app.convert import load_request_json
 from solver.app.limits import Limits
 from solver.app.pipeline import to_problem
@@ -27,6 +28,7 @@ from solver.domain import (
     SolveResult,
     Termination,
 )
+from solver.offline.generate import generate, spec_from_args
 from solver.perfmodel.configs import build_config_set
 from solver.scoring.objective import score_plan
 from solver.search.heuristic import Heuristic
@@ -144,6 +146,38 @@ def test_a_requested_gap_stops_the_search_but_never_makes_a_plan_optimal() -> No
         first_plan_seconds=0.1,
     )
     assert result.stats.termination is Termination.FEASIBLE
+
+
+def test_a_first_plan_an_exact_optimum_confirms_is_not_a_fallback() -> None:
+    """The full model solved to optimality and nothing better found: the exact path did its
+    work, so the unimproved first plan is FEASIBLE with its gap (the model's tangents of the
+    proportional log left 7e-6; found by bench_unseen --seed 61, a 2-job snapshot answering
+    FALLBACK at 3 s). Unconfirmed, it stays a fallback."""
+    p, _, plan = _plans()
+    for confirmed in (False, True):
+        incumbent = Incumbent(p)
+        incumbent.offer(plan, "first", Backend.HEURISTIC)
+        incumbent.tighten(plan.objective.total * (1 + 7e-6), with_fairness=True)
+        if confirmed:
+            incumbent.confirm("HiGHS")
+        s = _result(incumbent).stats
+        assert s.termination is (Termination.FEASIBLE if confirmed else Termination.FALLBACK)
+        says = "HiGHS's optimum is no better" if confirmed else "nothing better than the first"
+        assert says in s.detail
+
+
+def test_through_a_solve_a_confirmed_first_plan_under_proportional_fairness() -> None:
+    """HiGHS solves the full model of a 2-job snapshot to optimality and finds the first plan;
+    the model's tangents of the log leave its bound 7e-6 above: FEASIBLE, no longer FALLBACK."""
+    args = "--nodes 4 --jobs 2 --seed 440 --mix hybrid --power-budget-fraction 0.3"
+    req = generate(spec_from_args([*args.split(), "--rack-power-budget-fraction", "0.5"]))
+    req.fairness.mode = pb.FAIRNESS_MODE_PROPORTIONAL
+    req.fairness.scope = pb.FAIRNESS_SCOPE_TENANT
+    req.options.backend = pb.BACKEND_HIGHS
+    s = solve(to_problem(req, Limits()), seconds=3).stats
+    assert s.termination is Termination.FEASIBLE, s.detail
+    assert "HiGHS OPTIMAL" in s.detail and "HiGHS's optimum is no better" in s.detail
+    assert s.relative_gap is not None and 0 < s.relative_gap < 1e-4
 
 
 def test_a_degraded_answer_is_a_fallback_that_says_why_first() -> None:

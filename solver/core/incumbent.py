@@ -11,7 +11,8 @@ or how the answer is labelled. The rule, the same on every path (docs/objective.
 - FALLBACK: the plan is a degraded answer: a step the solve relied on failed (a worker died or
   was killed, the parts of a decomposed solve were lost), the time left was too short for the
   normal path (the quick plan), or a solve asked to improve on the heuristic (any backend but
-  HEURISTIC) returns the first plan unimproved.
+  HEURISTIC) returns the first plan unimproved, unless an exact solver solved its full model
+  to optimality and found nothing better (``confirm``): the exact path then did its work.
 - FEASIBLE: any other checked plan.
 - INFEASIBLE: the request's own hard constraints cannot all hold (``infeasible``).
 
@@ -121,6 +122,8 @@ class Incumbent:
         bound on weight x F (``fairness_headroom``), added to every such bound."""
         self.notes: list[str] = []
         self.degraded: list[str] = []
+        self.confirmed_by: str | None = None
+        """The exact solver that solved the full model to optimality (``confirm``)."""
         self.closed = False
         self._kept: list[tuple[float, float]] = []
         """(time.monotonic(), objective) of each plan kept."""
@@ -181,6 +184,14 @@ class Incumbent:
             if self.bound is None or bound < self.bound:
                 self.bound = bound
 
+    def confirm(self, solver: str) -> None:
+        """An exact solver solved the full model to its optimum (within its tolerance): a first
+        plan it found nothing better than is confirmed, not a fallback. Its bound can still
+        stay above the plan by more than OPTIMALITY_TOLERANCE (the model's piecewise-linear
+        fairness, the solver's own gap tolerance): the answer is then FEASIBLE with that gap."""
+        with self._lock:
+            self.confirmed_by = solver
+
     def note(self, text: str) -> None:
         with self._lock:
             self.notes.append(text)
@@ -234,10 +245,15 @@ class Incumbent:
         # fallback: a scheduler counting FALLBACK answers as degraded would count it.
         asked = within_asked(self.problem, gap)
         unimproved = self.improve and self.best is self.first and not asked
-        degraded = bool(self.degraded) or unimproved
+        confirmed = unimproved and self.confirmed_by is not None
+        degraded = bool(self.degraded) or (unimproved and not confirmed)
         notes = list(self.notes)
         if unimproved and not self.degraded and not proven_optimal(objective, bound):
-            notes.append("nothing better than the first plan")
+            notes.append(
+                f"{self.confirmed_by}'s optimum is no better than the first plan"
+                if confirmed
+                else "nothing better than the first plan"
+            )
         detail = "; ".join([*self.degraded, *notes])
         stats = SolveStats(
             termination=termination(objective, bound, degraded=degraded),

@@ -84,3 +84,5 @@ def solve_full_model(
         return
     incumbent.offer(result.plan, name, which)
     incumbent.tighten(result.best_bound, with_fairness=True)
+    if result.status is SolverStatus.OPTIMAL:
+        incumbent.confirm(name)
