@@ -34,7 +34,7 @@ from tests.test_ruin import two_for_three
 
 
 def run_with(left: float, slowdown: float) -> SolveRun:
-    settings = SolverSettings(extract_seconds=0.15)
+    settings = SolverSettings(extract_seconds=0.15, extract_floor_seconds=0.15)
     p = two_for_three()
     configs = build_config_set(p)
     now = time.monotonic()
@@ -55,7 +55,7 @@ def test_the_lp_fits_only_with_its_time_and_the_extraction_at_the_calls_pace() -
     # 0.66 s and the call answered 0.3 s past its window (the LP's build is not bounded by
     # its time limit).
     idle = run_with(left=30.0, slowdown=1.0)
-    need = idle.settings.extract_seconds + aggregate_seconds(idle)
+    need = idle.extract_seconds + aggregate_seconds(idle)
     assert need < 0.2
     assert aggregate_fits(run_with(left=1.5 * need + 0.05, slowdown=1.0))
     assert not aggregate_fits(run_with(left=1.5 * need + 0.05, slowdown=2.0))
@@ -69,7 +69,7 @@ def test_the_lp_is_slow_when_its_guide_could_not_start_being_placed_after_it() -
     idle = run_with(left=30.0, slowdown=1.0)
     s = idle.settings
     idle.heuristic.guided_took[False] = 0.5  # the last guided placement's time
-    need = s.extract_seconds + aggregate_seconds(idle) + s.guided_start_share * 0.5
+    need = idle.extract_seconds + aggregate_seconds(idle) + s.guided_start_share * 0.5
     for left, slow in ((need + 0.05, False), (need - 0.05, True)):
         run = run_with(left=left, slowdown=3.0)  # the call's pace does not enter
         run.heuristic.guided_took[False] = 0.5

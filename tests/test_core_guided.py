@@ -32,16 +32,16 @@ from tests.test_ruin import two_for_three
 
 def test_short_budgets_keep_the_fixed_safety_stop_and_the_extraction_reserve() -> None:
     s = SolverSettings(max_guided_seconds=2.0, guided_share=0.6, extract_seconds=0.15)
-    assert guided_window(1.0, s) == pytest.approx(0.85)  # all but the extraction reserve
-    assert guided_window(3.0, s) == pytest.approx(2.0)  # 0.6 x 3 s is below the 2 s stop
+    assert guided_window(1.0, s, 0.15) == pytest.approx(0.85)  # all but the extraction reserve
+    assert guided_window(3.0, s, 0.15) == pytest.approx(2.0)  # 0.6 x 3 s is below the 2 s stop
 
 
 def test_a_slowed_call_keeps_a_stretched_extraction_reserve() -> None:
     # Materializing and checking the placed plan come after the window, as slow as the call.
     s = SolverSettings(max_guided_seconds=2.0, guided_share=0.6, extract_seconds=0.15)
-    assert guided_window(1.0, s, slowdown=2.0) == pytest.approx(0.7)
-    assert guided_window(1.0, s, slowdown=1.0) == pytest.approx(0.85)
-    assert guided_window(20.0, s, slowdown=2.0) == pytest.approx(12.0)  # the share binds
+    assert guided_window(1.0, s, s.extract_seconds, slowdown=2.0) == pytest.approx(0.7)
+    assert guided_window(1.0, s, s.extract_seconds, slowdown=1.0) == pytest.approx(0.85)
+    assert guided_window(20.0, s, 0.15, slowdown=2.0) == pytest.approx(12.0)  # the share binds
 
 
 def test_longer_budgets_give_a_share_of_the_time_left() -> None:
@@ -49,8 +49,8 @@ def test_longer_budgets_give_a_share_of_the_time_left() -> None:
     # racks runs only with twice that left after it: a fixed 2 s stop left it out whenever the
     # first placement ran slow.
     s = SolverSettings(max_guided_seconds=2.0, guided_share=0.6, extract_seconds=0.15)
-    assert guided_window(4.5, s) == pytest.approx(2.7)
-    assert guided_window(20.0, s) == pytest.approx(12.0)
+    assert guided_window(4.5, s, s.extract_seconds) == pytest.approx(2.7)
+    assert guided_window(20.0, s, s.extract_seconds) == pytest.approx(12.0)
 
 
 def _spied(pass_seconds: float) -> tuple[Heuristic, list[bool], Guide]:

@@ -156,7 +156,7 @@ def test_the_variant_stops_where_the_slice_bound_needs_the_rest(
     )
     reserve = mig.BOUND_SECONDS_PER_JOB * len(p.jobs)
     # (the last call: the whole-GPU solve, a Solver's, runs the MIG path too, on the real clock)
-    assert stops[-1] == pytest.approx(1000.0 + 2.0 - mig.JOINT_MARGIN_SECONDS - reserve, abs=1e-9)
+    assert stops[-1] == pytest.approx(1000.0 + 2.0 - mig.answer_margin(p) - reserve, abs=1e-9)
 
 
 def test_without_time_for_the_first_plan_in_half_the_variant_does_not_split_the_time() -> None:

@@ -7,11 +7,17 @@ import time
 
 import pytest
 
+from solver._proto.dsfro.v1 import scheduler_pb2 as pb
+from solver.app.limits import Limits
+from solver.app.pipeline import to_problem
 from solver.core import mig, mig_time
 from solver.core.deadline import Deadline
 from solver.core.mig_consolidate import short_of_gpus
 from solver.core.settings import SolverSettings
 from solver.core.solver import Solver
+from solver.domain import Termination
+from solver.offline.generate import generate, spec_from_args
+from tests.factories import solve
 from tests.mig_cases import large, problem, small
 
 
@@ -46,7 +52,29 @@ def test_no_split_where_the_variant_could_place_nothing(monkeypatch: pytest.Monk
             p, deadline, deadline.end, cut=False, settings=settings, estimate=0.5
         )[1]
 
-    at = split()  # about 0.85 s for each half; the bound's estimate 2 ms
-    assert at is not None and at - time.monotonic() == pytest.approx(0.85, abs=0.1)
+    at = split()  # about 0.95 s for each half (the answer's margin 31 ms); the bound's 2 ms
+    assert at is not None and at - time.monotonic() == pytest.approx(0.95, abs=0.1)
     monkeypatch.setattr(mig, "BOUND_SECONDS_PER_JOB", 0.2)  # 0.6 s: 0.25 s after the split
     assert split() is None
+
+
+def test_the_answer_margin_grows_with_the_jobs_up_to_its_fixed_size() -> None:
+    p = problem(small("a"), small("b"), large(), gpus=3)
+    assert mig.answer_margin(p) == pytest.approx(
+        mig.ANSWER_FLOOR_SECONDS + 3 * mig.ANSWER_SECONDS_PER_JOB
+    )
+    many = problem(*(small(f"s{k}") for k in range(1000)), gpus=8)
+    assert mig.answer_margin(many) == mig.JOINT_MARGIN_SECONDS
+
+
+def test_a_tiny_mig_snapshot_at_a_short_budget_gets_its_exact_solve() -> None:
+    """With 0.2 s kept back whatever its size, a 2-job MIG snapshot at 0.3 s left its whole-GPU
+    paths no time for the aggregated LP: FALLBACK, its bound 25 % above (bench_unseen --seed 59,
+    case 32), where the whole solve takes 0.02 s."""
+    args = "--nodes 4 --jobs 2 --seed 402 --mix hybrid --running-share 0.3"
+    more = "--power-budget-fraction 0.3 --rack-power-budget-fraction 0.8 --slice-share 0.5"
+    req = generate(spec_from_args([*args.split(), *more.split()]))
+    req.options.backend = pb.BACKEND_CPSAT
+    s = solve(to_problem(req, Limits()), seconds=0.3).stats
+    assert s.termination is not Termination.FALLBACK, s.detail
+    assert "aggregate LP OPTIMAL" in s.detail and "CP-SAT OPTIMAL" in s.detail

@@ -122,6 +122,13 @@ def finish_seconds(settings: SolverSettings, jobs: int) -> float:
     return settings.finish_seconds + settings.finish_seconds_per_job * jobs
 
 
+def extract_seconds(settings: SolverSettings, jobs: int) -> float:
+    """Time to keep back after an exact solver stops, to extract, check and return its plan:
+    ``extract_seconds``, less for fewer jobs (the floor plus a share per job)."""
+    by_size = settings.extract_floor_seconds + settings.extract_seconds_per_job * jobs
+    return min(settings.extract_seconds, by_size)
+
+
 class Clock:
     """A Deadline as the solver reads it, with the caller's stop request (a cancelled call,
     a shutdown): once stopped, no time is left."""
@@ -151,4 +158,4 @@ class Clock:
         return self.start + share * (self.end - self.start)
 
 
-__all__ = ["Clock", "Deadline", "finish_seconds", "slowdown"]
+__all__ = ["Clock", "Deadline", "extract_seconds", "finish_seconds", "slowdown"]

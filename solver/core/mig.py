@@ -43,7 +43,13 @@ from solver.search.slices import KeptSlice, pack_slices
 log = logging.getLogger(__name__)
 
 JOINT_MARGIN_SECONDS = 0.2
-"""Left after the joint model for extraction, checking and the answer."""
+"""Left after the joint model for extraction, checking and the answer, at 850 jobs or more
+(``answer_margin``)."""
+ANSWER_FLOOR_SECONDS = 0.03
+ANSWER_SECONDS_PER_JOB = 2e-4
+"""``answer_margin`` below 850 jobs: checking a plan takes 5 ms at 1,000 jobs (500 on slices),
+0.5 ms at 100, 0.1 ms at 2 (2026-12-07, on this machine); the floor is for the rest of the
+answer on a loaded machine."""
 
 BOUND_SECONDS_PER_JOB = 5.5e-4
 """What the slice bound's LP takes per job of the snapshot: 0.52-0.53 s at 1,000 jobs, 500 of
@@ -259,7 +265,8 @@ def solve_with_slices(
     if result.stats.termination is Termination.INFEASIBLE:
         return result
     end = None if time_left is None else time.monotonic() + time_left()
-    stop_at = None if end is None else end - JOINT_MARGIN_SECONDS
+    margin = answer_margin(problem)
+    stop_at = None if end is None else end - margin
     plan, why = _packed(problem, configs, result.plan, kept, stop_at)
     if plan is not None and split is not None:
         plan, result = _better(problem, (plan, result), consolidated(
@@ -270,18 +277,27 @@ def solve_with_slices(
         plan = on_this_cluster(problem, configs, plan)
     if plan is None or time_left is None or not finish:
         return _label(problem, result, (plan, why), started)
-    joint = joint_solve(problem, configs, plan, time_left() - JOINT_MARGIN_SECONDS)
+    joint = joint_solve(problem, configs, plan, time_left() - margin)
     if joint is not None:
         plan = joint.plan
-    bound = slice_bound(problem, configs, plan.objective.total, time_left() - JOINT_MARGIN_SECONDS)
+    bound = slice_bound(problem, configs, plan.objective.total, time_left() - margin)
     return _label(problem, result, (plan, why), started, joint, bound)
+
+
+def answer_margin(problem: Problem) -> float:
+    """What the packing, the joint model and the slice bound leave for extracting, checking and
+    answering: JOINT_MARGIN_SECONDS, less for fewer jobs. Fixed at 0.2 s, it left a 2-job MIG
+    snapshot's whole-GPU paths at 0.3 s no time for the aggregated LP (a FALLBACK, the bound
+    25 % above; bench_unseen --seed 59, case 32), where the whole solve takes 0.02 s."""
+    by_size = ANSWER_FLOOR_SECONDS + ANSWER_SECONDS_PER_JOB * len(problem.jobs)
+    return min(JOINT_MARGIN_SECONDS, by_size)
 
 
 def variant_end(problem: Problem, end: float) -> float:
     """When the consolidated variant stops packing, for MIG time ending at `end` (a
     time.monotonic() instant): the slice LP's estimate and the answer's margin before it, so
     that a short call keeps its bound (at 2 s on 1,024 GPUs the variant took all of it)."""
-    return end - JOINT_MARGIN_SECONDS - BOUND_SECONDS_PER_JOB * len(problem.jobs)
+    return end - answer_margin(problem) - BOUND_SECONDS_PER_JOB * len(problem.jobs)
 
 
 def on_this_cluster(problem: Problem, configs: ConfigSet, plan: Plan) -> Plan:

@@ -8,7 +8,7 @@ import dataclasses
 import time
 
 from solver.core.deadline import Deadline
-from solver.core.mig import JOINT_MARGIN_SECONDS, uses_mig, variant_end
+from solver.core.mig import answer_margin, uses_mig, variant_end
 from solver.core.mig_consolidate import short_of_gpus
 from solver.core.mig_exact import EXACT
 from solver.core.settings import SolverSettings
@@ -39,7 +39,7 @@ def whole_gpu_time(
         else:  # packing and the slice bound (solver.core.mig.slice_bound), never the
             # whole-GPU paths' first plan
             slice_jobs = sum(1 for j in target.jobs if j.slices is not None)
-            need = JOINT_MARGIN_SECONDS + settings.mig_seconds_per_slice_job * slice_jobs
+            need = answer_margin(target) + settings.mig_seconds_per_slice_job * slice_jobs
             keep = min(need, left / 2, max(left - estimate, 0.0))
     when = deadline
     if cut or keep:

@@ -90,7 +90,17 @@ class SolverSettings(BaseSettings):
     and half again required, a call whose first pass ran 2-4 times slow under load skipped it
     and answered 14-17 % below the LP's bound."""
     extract_seconds: float = Field(0.15, ge=0.0)
-    """Kept back after an exact solver stops, to extract, check and return its plan."""
+    """Kept back after an exact solver stops, to extract, check and return its plan, from 600
+    jobs up; less for fewer (``solver.core.deadline.extract_seconds``)."""
+    extract_floor_seconds: float = Field(0.03, ge=0.0)
+    """The extraction reserve's fixed part below 600 jobs (``extract_seconds_per_job``): for an
+    exact solver's stop and a loaded machine. At 0.15 s whatever the size, a 2-job snapshot at
+    a 0.3 s budget had no time for the aggregated LP and answered FALLBACK (bench_unseen
+    --seed 59, case 32)."""
+    extract_seconds_per_job: float = Field(2e-4, ge=0.0)
+    """The extraction reserve per job below 600 jobs. Materializing and checking a plan took
+    0.5 ms at 32 jobs, 3.2 ms at 256 and 36 ms at 2,048 (small, medium, large, 2026-12-07):
+    with the floor, the reserve is at least 4 times that."""
     aggregate_seconds_per_column: float = Field(1e-5, gt=0.0)
     """Rough cost of the aggregated LP, built and solved, per column (a configuration, and per
     power class the split over each budgeted rack: ``solver.search.bound.aggregate_columns``):

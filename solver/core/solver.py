@@ -27,7 +27,7 @@ from solver.core.carbon import defer_for_carbon, plans_with_deferred, with_defer
 from solver.core.deadline import Clock, Deadline
 from solver.core.incumbent import Incumbent, infeasible
 from solver.core.leases import finish_leases
-from solver.core.mig import JOINT_MARGIN_SECONDS, solve_with_slices, uses_mig
+from solver.core.mig import answer_margin, solve_with_slices, uses_mig
 from solver.core.mig_time import whole_gpu_time
 from solver.core.power_guard import Attempt, ProbeStop, solve_within_margin
 from solver.core.power_states import awake_problem, uses_power_states, with_power_actions
@@ -172,7 +172,7 @@ class Solver:
         left = max(deadline.end - time.monotonic(), 0.0)
         power_keep = 0.0
         if power_states:  # waking, suspending and the bound over every node (core.power_states)
-            need = JOINT_MARGIN_SECONDS + s.power_states_seconds_per_job * len(problem.jobs)
+            need = answer_margin(problem) + s.power_states_seconds_per_job * len(problem.jobs)
             power_keep = min(need, left / 4)
         mig_end = deadline.end - power_keep
         mig_clock = Clock(dataclasses.replace(deadline, end=mig_end), stop)
@@ -207,7 +207,7 @@ class Solver:
                 # cut short by the probe (its clock reads 0): the reserve, and 0.1 s for the
                 # bound's LP, whose build the reserve leaves out
                 seconds = min(power_keep + 0.1, max(deadline.end - time.monotonic(), 0.0))
-            result = with_power_actions(problem, result, seconds - JOINT_MARGIN_SECONDS)
+            result = with_power_actions(problem, result, seconds - answer_margin(problem))
         cap = problem.cluster.energy_cap_watts
         if cap is None:
             return result
@@ -353,7 +353,7 @@ class Solver:
                 # Its Lagrangian dual still bounds the answer (61 ms at 2,048 jobs, its
                 # time capped): on a loaded machine this path answered at 0.6 s of 1 s
                 # with no bound.
-                if clock.left() > clock.deadline.at_pace(s.extract_seconds):
+                if clock.left() > clock.deadline.at_pace(run.extract_seconds):
                     dual_first(run)
                     place_dual_guide(run, GUIDED_SEARCH_SECONDS)
             run_priced(run, first, clock.share_of_budget(s.heuristic_share))

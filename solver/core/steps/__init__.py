@@ -23,7 +23,7 @@ import math
 import threading
 from dataclasses import dataclass, field
 
-from solver.core.deadline import Clock
+from solver.core.deadline import Clock, extract_seconds
 from solver.core.incumbent import Incumbent
 from solver.core.settings import SolverSettings
 from solver.domain import Config, Problem, SolveResult
@@ -60,6 +60,11 @@ class SolveRun:
     pending_objective: float = math.inf
     """The pending incumbent's objective in the aggregated model: at most what it placed is
     worth (the aggregated model relaxes placement)."""
+
+    @property
+    def extract_seconds(self) -> float:
+        """Kept back after an exact solver stops (``solver.core.deadline.extract_seconds``)."""
+        return extract_seconds(self.settings, len(self.problem.jobs))
 
     def hand_over(self, guide: Guide, objective: float = math.inf) -> None:
         """The MIP found `guide`, of `objective` in the aggregated model: to be placed by the

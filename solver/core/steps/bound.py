@@ -23,7 +23,7 @@ from solver.search.pricing import dual_bound
 def aggregate_bound(run: SolveRun) -> Guide:
     """Bound the aggregated model (LP, or its Lagrangian dual when large); its guide."""
     if run.configs.num_configurations <= run.settings.lp_max_configurations:
-        limit = run.clock.left() - run.clock.deadline.at_pace(run.settings.extract_seconds)
+        limit = run.clock.left() - run.clock.deadline.at_pace(run.extract_seconds)
         outcome = solve_aggregate(run.problem, run.configs, time_limit=limit, fairness=True)
         run.incumbent.note(f"aggregate LP {outcome.status} in {outcome.wall_seconds:.2f} s")
         run.incumbent.tighten(outcome.best_bound, with_fairness=outcome.with_fairness)
@@ -73,7 +73,7 @@ def aggregate_fits(run: SolveRun) -> bool:
     late. Building the LP is not bounded by its time limit: at 1,024 nodes on a loaded machine
     (pace 2.2-2.3) an LP estimated at idle pace to fit took 0.66 s, and the call answered 0.3 s
     past its window."""
-    need = run.settings.extract_seconds + aggregate_seconds(run)
+    need = run.extract_seconds + aggregate_seconds(run)
     return run.clock.left() >= run.clock.deadline.at_pace(need)
 
 
@@ -89,7 +89,7 @@ def aggregate_is_slow(run: SolveRun) -> bool:
     s = run.settings
     racks = bool(run.problem.cluster.rack_power_budgets_watts)
     placing = s.guided_start_share * run.heuristic.guided_seconds(racks)
-    return run.clock.left() < s.extract_seconds + aggregate_seconds(run) + placing
+    return run.clock.left() < run.extract_seconds + aggregate_seconds(run) + placing
 
 
 def run_mip(run: SolveRun, until: float) -> None:

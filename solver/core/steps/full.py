@@ -33,14 +33,14 @@ def solve_full_model(
     }
     if which in python_built:  # models built in Python: at the call's pace
         build = clock.deadline.at_pace(python_built[which] * size)
-    if clock.left() <= s.extract_seconds + build:
+    if clock.left() <= run.extract_seconds + build:
         incumbent.note("no time left to build and solve the full model")
         return
     model = formulation.build(run.problem, run.configs)
     with run.lock:
         assert incumbent.best is not None
         hint = formulation.hint(model, incumbent.best)
-    time_limit = clock.left() - s.extract_seconds
+    time_limit = clock.left() - run.extract_seconds
     if time_limit <= 0:
         incumbent.note("building the full model used up the time budget")
         return
@@ -66,7 +66,7 @@ def solve_full_model(
             which,
             hint=hint,
             options=options,
-            deadline=clock.end - s.extract_seconds,
+            deadline=clock.end - run.extract_seconds,
             time_share=s.isolated_time_share,
         )
         result = plan_of(model, solved, get_backend(which).name)

@@ -32,13 +32,15 @@ def place_guided(
     clock, s = run.clock, run.settings
     # Placing a choice costs about what the last one took (a share of the first greedy pass
     # before any); what is left goes to local search.
-    reserve = clock.deadline.at_pace(s.extract_seconds)
+    reserve = clock.deadline.at_pace(run.extract_seconds)
     needed = reserve + need * run.heuristic.guided_seconds(bool(guide.racks))
     if not guide.choice or clock.left() <= needed or run.incumbent.done():
         return
     with run.heuristic_lock:
         started = time.monotonic()
-        end = started + guided_window(clock.left(), s, clock.deadline.slowdown)
+        end = started + guided_window(
+            clock.left(), s, run.extract_seconds, clock.deadline.slowdown
+        )
         search_until = None if search_seconds is None else started + search_seconds
         plan = run.heuristic.run_guided(guide.choice, end, guide.racks, search_until)
     run.incumbent.offer(plan, source, Backend.AGGREGATE)
@@ -58,11 +60,12 @@ def place_dual_guide(run: SolveRun, search_seconds: float | None = None) -> None
         place_guided(run, Guide(dict(dual.choice), {}), "dual-guided", search_seconds)
 
 
-def guided_window(left: float, s: SolverSettings, slowdown: float = 1.0) -> float:
+def guided_window(left: float, s: SolverSettings, extract: float, slowdown: float = 1.0) -> float:
     """Seconds one guided placement may take with `left` seconds left: its safety stop
     (``max_guided_seconds``, or ``guided_share`` of the time left when more), never past the
-    extraction reserve, stretched by the call's `slowdown` (``Deadline.slowdown``): its plan is
-    materialized and checked after the window, which at 1,024 nodes beside the test suite took
-    0.23 s where the idle reserve is 0.15 s, and the call answered past its due instant."""
-    reserve = slowdown * s.extract_seconds
+    extraction reserve `extract` stretched by the call's `slowdown` (``Deadline.slowdown``): its
+    plan is materialized and checked after the window, which at 1,024 nodes beside the test
+    suite took 0.23 s where the idle reserve is 0.15 s, and the call answered past its due
+    instant."""
+    reserve = slowdown * extract
     return min(left - reserve, max(s.max_guided_seconds, s.guided_share * left))

@@ -20,7 +20,7 @@ def run_lns(run: SolveRun, end: float, *, guides: bool = False) -> None:
     better plan is offered as it is found. With `guides`, a MIP incumbent handed over
     meanwhile is placed first and LNS goes on from the better plan."""
     incumbent = run.incumbent
-    if end - time.monotonic() < 2 * run.settings.extract_seconds:
+    if end - time.monotonic() < 2 * run.extract_seconds:
         place_pending(run)
         return
     with run.lock:

@@ -42,7 +42,7 @@ PRICED_SHARE = 0.5
 def improve(run: SolveRun, guide: Guide, start: SearchState, backend: Backend) -> None:
     """Improve the best plan until the end of the run's clock or a closed gap."""
     s, clock, incumbent = run.settings, run.clock, run.incumbent
-    end = clock.end - s.extract_seconds
+    end = clock.end - run.extract_seconds
     exact = backend in (Backend.AUTO, Backend.AGGREGATE)
     lns = backend is Backend.AUTO
     size = full_model_size(run) if lns else 0
@@ -111,7 +111,7 @@ def improve(run: SolveRun, guide: Guide, start: SearchState, backend: Backend) -
     if lns:
         run_lns(run, end, guides=True)
     if side is not None:
-        while side.is_alive() and clock.left() > s.extract_seconds:
+        while side.is_alive() and clock.left() > run.extract_seconds:
             side.join(timeout=0.05)
             place_pending(run)
         place_pending(run)
