@@ -13,7 +13,7 @@ from solver.app.pipeline import to_problem
 from solver.core import mig, mig_time
 from solver.core.deadline import Deadline
 from solver.core.mig_consolidate import short_of_gpus
-from solver.core.settings import SolverSettings
+from solver.core.settings import RESERVE_FLOOR_SECONDS, RESERVE_SECONDS_PER_JOB, SolverSettings
 from solver.core.solver import Solver
 from solver.domain import Termination
 from solver.offline.generate import generate, spec_from_args
@@ -61,7 +61,7 @@ def test_no_split_where_the_variant_could_place_nothing(monkeypatch: pytest.Monk
 def test_the_answer_margin_grows_with_the_jobs_up_to_its_fixed_size() -> None:
     p = problem(small("a"), small("b"), large(), gpus=3)
     assert mig.answer_margin(p) == pytest.approx(
-        mig.ANSWER_FLOOR_SECONDS + 3 * mig.ANSWER_SECONDS_PER_JOB
+        RESERVE_FLOOR_SECONDS + 3 * RESERVE_SECONDS_PER_JOB
     )
     many = problem(*(small(f"s{k}") for k in range(1000)), gpus=8)
     assert mig.answer_margin(many) == mig.JOINT_MARGIN_SECONDS

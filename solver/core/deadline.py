@@ -19,7 +19,7 @@ import threading
 import time
 from dataclasses import dataclass
 
-from solver.core.settings import SolverSettings
+from solver.core.settings import RESERVE_FLOOR_SECONDS, RESERVE_SECONDS_PER_JOB, SolverSettings
 
 _NO_DEADLINE = 1e7
 """A caller deadline farther than this many seconds is no deadline."""
@@ -122,11 +122,25 @@ def finish_seconds(settings: SolverSettings, jobs: int) -> float:
     return settings.finish_seconds + settings.finish_seconds_per_job * jobs
 
 
+def reserve_by_size(
+    full: float,
+    jobs: int,
+    floor: float = RESERVE_FLOOR_SECONDS,
+    per_job: float = RESERVE_SECONDS_PER_JOB,
+) -> float:
+    """A reserve for finishing after a step: `full` for large snapshots, the floor plus a
+    share per job below (fixed sizes left small snapshots at short budgets no time to solve)."""
+    return min(full, floor + per_job * jobs)
+
+
 def extract_seconds(settings: SolverSettings, jobs: int) -> float:
-    """Time to keep back after an exact solver stops, to extract, check and return its plan:
-    ``extract_seconds``, less for fewer jobs (the floor plus a share per job)."""
-    by_size = settings.extract_floor_seconds + settings.extract_seconds_per_job * jobs
-    return min(settings.extract_seconds, by_size)
+    """Time to keep back after an exact solver stops, to extract, check and return its plan."""
+    return reserve_by_size(
+        settings.extract_seconds,
+        jobs,
+        settings.extract_floor_seconds,
+        settings.extract_seconds_per_job,
+    )
 
 
 class Clock:
@@ -158,4 +172,4 @@ class Clock:
         return self.start + share * (self.end - self.start)
 
 
-__all__ = ["Clock", "Deadline", "extract_seconds", "finish_seconds", "slowdown"]
+__all__ = ["Clock", "Deadline", "extract_seconds", "finish_seconds", "reserve_by_size", "slowdown"]

@@ -18,6 +18,7 @@ import logging
 import time
 from collections.abc import Callable, Mapping
 
+from solver.core.deadline import reserve_by_size
 from solver.core.incumbent import infeasible, proven_optimal, relative_gap, termination
 from solver.core.mig_consolidate import consolidated
 from solver.core.mig_exact import Joint, joint_solve
@@ -45,11 +46,6 @@ log = logging.getLogger(__name__)
 JOINT_MARGIN_SECONDS = 0.2
 """Left after the joint model for extraction, checking and the answer, at 850 jobs or more
 (``answer_margin``)."""
-ANSWER_FLOOR_SECONDS = 0.03
-ANSWER_SECONDS_PER_JOB = 2e-4
-"""``answer_margin`` below 850 jobs: checking a plan takes 5 ms at 1,000 jobs (500 on slices),
-0.5 ms at 100, 0.1 ms at 2 (2026-12-07, on this machine); the floor is for the rest of the
-answer on a loaded machine."""
 
 BOUND_SECONDS_PER_JOB = 5.5e-4
 """What the slice bound's LP takes per job of the snapshot: 0.52-0.53 s at 1,000 jobs, 500 of
@@ -289,8 +285,7 @@ def answer_margin(problem: Problem) -> float:
     answering: JOINT_MARGIN_SECONDS, less for fewer jobs. Fixed at 0.2 s, it left a 2-job MIG
     snapshot's whole-GPU paths at 0.3 s no time for the aggregated LP (a FALLBACK, the bound
     25 % above; bench_unseen --seed 59, case 32), where the whole solve takes 0.02 s."""
-    by_size = ANSWER_FLOOR_SECONDS + ANSWER_SECONDS_PER_JOB * len(problem.jobs)
-    return min(JOINT_MARGIN_SECONDS, by_size)
+    return reserve_by_size(JOINT_MARGIN_SECONDS, len(problem.jobs))
 
 
 def variant_end(problem: Problem, end: float) -> float:

@@ -23,6 +23,12 @@ from solver.perfmodel.guard_params import GuardParams
 
 ENV_PREFIX = "DSFRO_TUNING_"
 TABLE = "tuning"
+RESERVE_FLOOR_SECONDS = 0.03
+RESERVE_SECONDS_PER_JOB = 2e-4
+"""What a reserve for finishing after a step keeps below its full size, by the snapshot's jobs
+(``solver.core.deadline.reserve_by_size``): materializing and checking a plan took 0.5 ms at 32
+jobs, 3.2 ms at 256 and 36 ms at 2,048 (small, medium, large, 2026-12-07), and 5 ms at 1,000
+jobs half on MIG slices; the floor is for a solver's stop and a loaded machine."""
 """The profile table that holds these settings."""
 
 
@@ -92,15 +98,14 @@ class SolverSettings(BaseSettings):
     extract_seconds: float = Field(0.15, ge=0.0)
     """Kept back after an exact solver stops, to extract, check and return its plan, from 600
     jobs up; less for fewer (``solver.core.deadline.extract_seconds``)."""
-    extract_floor_seconds: float = Field(0.03, ge=0.0)
-    """The extraction reserve's fixed part below 600 jobs (``extract_seconds_per_job``): for an
+    extract_floor_seconds: float = Field(RESERVE_FLOOR_SECONDS, ge=0.0)
+    """The extraction reserve's fixed part below 600 jobs (``RESERVE_FLOOR_SECONDS``): for an
     exact solver's stop and a loaded machine. At 0.15 s whatever the size, a 2-job snapshot at
     a 0.3 s budget had no time for the aggregated LP and answered FALLBACK (bench_unseen
     --seed 59, case 32)."""
-    extract_seconds_per_job: float = Field(2e-4, ge=0.0)
-    """The extraction reserve per job below 600 jobs. Materializing and checking a plan took
-    0.5 ms at 32 jobs, 3.2 ms at 256 and 36 ms at 2,048 (small, medium, large, 2026-12-07):
-    with the floor, the reserve is at least 4 times that."""
+    extract_seconds_per_job: float = Field(RESERVE_SECONDS_PER_JOB, ge=0.0)
+    """The extraction reserve per job below 600 jobs (``RESERVE_SECONDS_PER_JOB``): with the
+    floor, at least 4 times what materializing and checking a plan takes."""
     aggregate_seconds_per_column: float = Field(1e-5, gt=0.0)
     """Rough cost of the aggregated LP, built and solved, per column (a configuration, and per
     power class the split over each budgeted rack: ``solver.search.bound.aggregate_columns``):
