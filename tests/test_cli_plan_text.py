@@ -141,3 +141,21 @@ def test_queue_usage_and_borrowed_jobs_are_shown() -> None:
     assert "on borrowed quota" not in format_plan(
         pb.Plan(assignments=[pb.JobAssignment(job="b", state=pb.JOB_STATE_RUNNING)])
     )
+
+
+def test_a_job_on_a_mig_instance_shows_its_profile_and_start() -> None:
+    plan = pb.Plan()
+    plan.assignments.add(
+        job="small", state=pb.JOB_STATE_RUNNING, gpu_type="A100-80GB", data_parallel=1,
+        tensor_parallel=1, pipeline_parallel=1, sm_clock_mhz=1410,
+        placement=[pb.GpuSlice(node="m0", gpu_indices=[3])],
+        mig_instance=pb.MigInstance(profile="1g.10gb", start=4),
+    )  # fmt: skip
+    plan.assignments.add(
+        job="whole", state=pb.JOB_STATE_RUNNING, gpu_type="A100-80GB", data_parallel=2,
+        tensor_parallel=1, pipeline_parallel=1, sm_clock_mhz=1410,
+        placement=[pb.GpuSlice(node="m0", gpu_indices=[0, 1])],
+    )  # fmt: skip
+    _, small, whole = format_plan(plan).splitlines()
+    assert "m0:3 1g.10gb@4" in small
+    assert "m0:0-1" in whole and "@" not in whole

@@ -4,9 +4,11 @@ memory) and a geometry the snapshot brings (``GpuType.mig``), through the real s
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 
 import grpc
 import pytest
+from google.protobuf import json_format
 
 from solver._proto.dsfro.v1 import scheduler_pb2 as pb
 from solver.app.convert_mig import geometry_to_proto
@@ -61,15 +63,30 @@ def test_a_kubernetes_name_of_a_catalog_gpu_gets_its_geometry() -> None:
     assert_seven_on_slices(response, evaluated)
 
 
-def test_a_geometry_on_the_wire_makes_an_unknown_gpu_partitionable() -> None:
+def own_geometry_request() -> pb.SolveRequest:
+    """Seven slice jobs on one GPU of a type no catalog names, its geometry on the wire (the
+    A100-80GB's); examples/mig-own-geometry.json."""
     req = renamed(seven_small_request(), "ACME-X1")
+    req.cluster.gpu_types[0].mig.CopyFrom(geometry_to_proto(load_mig_catalog()[A100_80GB]))
+    return req
+
+
+def test_a_geometry_on_the_wire_makes_an_unknown_gpu_partitionable() -> None:
+    req = own_geometry_request()
+    req.cluster.gpu_types[0].ClearField("mig")
     with pytest.raises(grpc.RpcError) as refused, serving() as (_, stub):
         stub.Solve(req, timeout=30)
     assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     fields = dict(bad_request(refused.value))
     assert "no GPU type the job may use has a MIG geometry" in fields["jobs[0].slices"]
-    req.cluster.gpu_types[0].mig.CopyFrom(geometry_to_proto(load_mig_catalog()[A100_80GB]))
-    assert_seven_on_slices(*solve_and_evaluate(req))
+    assert_seven_on_slices(*solve_and_evaluate(own_geometry_request()))
+
+
+def test_the_example_request_is_the_tests_request() -> None:
+    """examples/mig-own-geometry.json is own_geometry_request() as protobuf JSON (regenerate it
+    from there when the request changes)."""
+    path = Path(__file__).resolve().parent.parent / "examples" / "mig-own-geometry.json"
+    assert json_format.Parse(path.read_text(), pb.SolveRequest()) == own_geometry_request()
 
 
 def test_the_wire_geometry_is_the_one_used() -> None:

@@ -37,6 +37,14 @@ def format_placement(placement: Iterable[pb.GpuSlice]) -> str:
     return " ".join(f"{node}:{compact_indices(idx)}" for node, idx in per_node.items())
 
 
+def format_gpus(a: pb.JobAssignment) -> str:
+    """Where a running job runs: its GPUs, and its MIG instance (``profile@start``) if any."""
+    where = format_placement(a.placement)
+    if a.HasField("mig_instance"):
+        where += f" {a.mig_instance.profile}@{a.mig_instance.start}"
+    return where
+
+
 def format_plan(plan: pb.Plan) -> str:
     """One line per job: where and how it runs, or why it waits."""
     header = [
@@ -62,7 +70,7 @@ def format_plan(plan: pb.Plan) -> str:
                     a.gpu_type,
                     f"{a.data_parallel}x{a.tensor_parallel}x{a.pipeline_parallel}",
                     f"{a.sm_clock_mhz} MHz",
-                    format_placement(a.placement),
+                    format_gpus(a),
                     f"{a.samples_per_second:.1f}",
                     f"{a.watts:.0f}",
                     migrated,
