@@ -4,8 +4,8 @@ A GPU in MIG mode is cut into GPU instances; each instance has a profile (NVIDIA
 ``1g.10gb``: 1 of 7 SM slices, 10 GB) and a start (the first of the consecutive memory slices
 it takes, the placement index of ``nvidia-smi mig -lgipp``). The geometry of each GPU type
 is the snapshot's (``GpuType.mig``) or ``models/mig_profiles.json``'s
-(``solver.perfmodel.mig_catalog``). Which layouts can
-exist follows from it alone (``layout_problems``, ``valid_layouts``): no rule is hard-coded here.
+(``solver.perfmodel.mig_catalog``). Which layouts can exist follows from it alone
+(``layout_problems``, ``valid_layouts``): no rule is hard-coded here.
 
 Names for schedulers: a profile is the Kubernetes extended resource ``nvidia.com/mig-<profile>``
 (the NVIDIA device plugin's mixed strategy) and the Slurm GRES ``gpu:<profile>`` (GRES name

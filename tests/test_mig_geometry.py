@@ -10,6 +10,7 @@ import grpc
 import pytest
 from google.protobuf import json_format
 
+from scripts.common.gpu_names import rename_gpu_types
 from solver._proto.dsfro.v1 import scheduler_pb2 as pb
 from solver.app.convert_mig import geometry_to_proto
 from solver.app.limits import Limits
@@ -26,13 +27,7 @@ def renamed(req: pb.SolveRequest, name: str) -> pb.SolveRequest:
     """The request with its one GPU type (A100-80GB) called ``name`` everywhere."""
     out = pb.SolveRequest()
     out.CopyFrom(req)
-    (t,) = out.cluster.gpu_types
-    t.name = name
-    for n in out.cluster.nodes:
-        n.gpu_type = name
-    for j in out.jobs:
-        for q in j.profile.points:
-            q.gpu_type = name
+    rename_gpu_types(out, {A100_80GB: name})
     return out
 
 
