@@ -11,12 +11,13 @@ import time
 import pytest
 
 from solver.core.deadline import Deadline
-from solver.core.power_guard import Attempt, solve_within_margin
+from solver.core.power_guard import Attempt, settle_plan, solve_within_margin
 from solver.core.settings import SolverSettings
 from solver.core.solver import Solver
 from solver.domain import (
     Backend,
     Config,
+    GpuSlice,
     Job,
     JobAssignment,
     JobState,
@@ -42,6 +43,14 @@ from solver.perfmodel.guard import (
     relative_uncertainty,
     settle,
 )
+from solver.power_states import (
+    NodePower,
+    NodePowerState,
+    PowerAction,
+    PowerActionKind,
+    PowerSaving,
+)
+from solver.scoring.checker import check_plan
 from solver.scoring.power import power_margin
 from tests.factories import A100, cluster, job, node, point, problem, running
 
@@ -315,3 +324,27 @@ def test_a_tightened_plan_with_watts_to_spare_is_solved_again_under_a_looser_bud
     budgets.clear()
     solve_within_margin(asked, Deadline.after(2.0, settings), once, settings)
     assert len(budgets) == 2
+
+
+def test_a_job_queued_for_the_margin_takes_its_nodes_resume_with_it() -> None:
+    """j2 was to run on n1, a suspended node the plan resumes; queued for the margin, the
+    RESUME goes too (before, the plan kept it and broke the checker's rule "RESUME of n1,
+    which no job uses": found by bench_unseen --energy-features)."""
+    asleep = NodePower(NodePowerState.SUSPENDED)
+    c = cluster(node("n0"), dataclasses.replace(node("n1"), power=asleep), power=2200.0)
+    c = dataclasses.replace(c, power_saving=PowerSaving(enabled=True))
+    j1, j2 = job("j1", point(2, 20.0)), job("j2", point(4, 40.0))
+    p = problem(c, j1, j2)
+
+    def on(j: Job, gpus: int, name: str) -> JobAssignment:
+        a = run_as(p, j, gpus)
+        return dataclasses.replace(a, placement=(GpuSlice(name, tuple(range(gpus))),))
+
+    resume = PowerAction("n1", PowerActionKind.RESUME)
+    plan = Plan((on(j1, 2, "n0"), on(j2, 4, "n1")), ObjectiveBreakdown(0, 0, 0, 0, 0, 0))
+    plan = dataclasses.replace(plan, power_actions=(resume,))
+    stats = SolveStats(Termination.FEASIBLE, Backend.AUTO, 0.0, None, None, 0.0, 0.0, 0, 0)
+    out = settle_plan(p, SolveResult(plan, stats), GuardParams()).plan
+    assert out.assignment("j2").state is JobState.QUEUED  # 2,300 W predicted over 2,200
+    assert out.power_actions == ()
+    assert check_plan(p, out.assignments, out.layout_changes, out.power_actions) == []

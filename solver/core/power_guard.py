@@ -11,6 +11,7 @@ power limit. docs/objective.md, "Power margin", says why this and not a model ro
 from __future__ import annotations
 
 import dataclasses
+import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -18,6 +19,7 @@ from collections.abc import Callable, Sequence
 from solver.core.deadline import Deadline
 from solver.core.incumbent import relative_gap, within_asked
 from solver.core.incumbent import termination as termination_of
+from solver.core.power_states import without_unused_resumes
 from solver.core.settings import SolverSettings
 from solver.domain import (
     JobAssignment,
@@ -31,7 +33,10 @@ from solver.domain import (
 from solver.perfmodel.budgets import floor_watts, woken_watts
 from solver.perfmodel.configs import build_config_set
 from solver.perfmodel.guard import GuardParams, Margin, margin_of, plan_draws, settle
+from solver.scoring.checker import check_plan
 from solver.scoring.objective import score_plan
+
+log = logging.getLogger(__name__)
 
 SHED_DETAIL = "queued to keep the power margin (docs/objective.md, Power margin)"
 CAP_DISCOUNT = 0.06
@@ -342,6 +347,12 @@ def _settled(
         for a in result.plan.assignments
     )
     plan = dataclasses.replace(result.plan, assignments=assignments)
+    if shed:
+        plan = without_unused_resumes(plan)
+        violations = check_plan(problem, assignments, plan.layout_changes, plan.power_actions)
+        if violations:  # cannot happen: queuing a job breaks no rule once its resume is gone
+            log.error("the plan with jobs queued for the margin breaks %s", violations[0])
+            return result, 1.0
     if not shed and not rescore:
         return dataclasses.replace(result, plan=plan), s.lowered
     configs = build_config_set(problem)

@@ -14,7 +14,7 @@ import logging
 import time
 
 from solver.core.incumbent import relative_gap, termination
-from solver.domain import Problem, SolveResult, Termination
+from solver.domain import JobState, Plan, Problem, SolveResult, Termination
 from solver.perfmodel.configs import build_config_set
 from solver.power_states import NodePowerState, PowerActionKind
 from solver.scoring.checker import check_plan
@@ -44,6 +44,27 @@ def awake_problem(problem: Problem) -> Problem:
         for n in problem.cluster.nodes
     )
     return dataclasses.replace(problem, cluster=dataclasses.replace(problem.cluster, nodes=nodes))
+
+
+def without_unused_resumes(plan: Plan) -> Plan:
+    """`plan` without the RESUME of a node no running job uses any more (a job queued after the
+    actions were planned, as the power margin queues one: a node woken for nothing breaks the
+    checker's rule and draws for nothing)."""
+    used = {
+        s.node
+        for a in plan.assignments
+        if a.state is JobState.RUNNING
+        for s in a.placement
+        if s.gpu_indices
+    }
+    actions = tuple(
+        a for a in plan.power_actions if a.kind is not PowerActionKind.RESUME or a.node in used
+    )
+    return (
+        plan
+        if len(actions) == len(plan.power_actions)
+        else dataclasses.replace(plan, power_actions=actions)
+    )
 
 
 def with_power_actions(problem: Problem, result: SolveResult, seconds: float) -> SolveResult:
