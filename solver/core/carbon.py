@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 
 import numpy as np
 import numpy.typing as npt
@@ -41,6 +41,7 @@ from solver.domain import (
 from solver.grid import GridForecast
 from solver.perfmodel.configs import build_config_set
 from solver.scoring.checker import check_plan
+from solver.scoring.completion import ranked_for_completion
 
 log = logging.getLogger(__name__)
 
@@ -90,6 +91,22 @@ def defer_for_carbon(problem: Problem, settings: SolverSettings) -> Deferral:
             held[job.name] = why
     kept = tuple(j for j in problem.jobs if j.name not in held)
     return Deferral(dataclasses.replace(problem, jobs=kept), held)
+
+
+def scored_round(problem: Problem, settings: SolverSettings, queued: Collection[str]) -> Problem:
+    """The round a plan of `problem` is scored on, as the solver scores its own (EvaluatePlan):
+    completion priorities ranked over the whole snapshot, the energy weight scaled under
+    ``scale_energy``, and the jobs the rule defers left out where the plan queues them (`queued`);
+    a deferred job the plan runs counts. `problem` itself without a grid forecast."""
+    grid = problem.cluster.grid
+    if grid is None:
+        return problem
+    ranked = ranked_for_completion(problem)
+    out = set(defer_for_carbon(ranked, settings).held) & set(queued)
+    scaled = scaled_energy(ranked, grid)
+    if not out:
+        return scaled
+    return dataclasses.replace(scaled, jobs=tuple(j for j in scaled.jobs if j.name not in out))
 
 
 def scaled_energy(problem: Problem, grid: GridForecast) -> Problem:

@@ -29,10 +29,14 @@ def evaluate_allocations(
     layout_changes: Sequence[LayoutChange] = (),
     power_actions: Sequence[PowerAction] = (),
     power_limits: Mapping[str, float] | None = None,
+    scored: Problem | None = None,
 ) -> Evaluation:
     """Check and score job -> allocation (None: queued) and the plan's MIG layout changes with
     the solver's own checker and objective; the scored plan keeps `power_limits` (per-GPU, by
-    running job), which its power margin report reads.
+    running job), which its power margin report reads. `scored`: the round the objective is
+    taken on when it is not `problem` itself (``solver.app.evaluate``: the solver's view of the
+    snapshot, its completion priorities already set), with a subset of its jobs; the plan is
+    checked against `problem` all the same.
 
     Each allocation's performance comes from the unfiltered model or profile, so that shapes a
     backend would have pruned can still be scored; a job on a MIG instance gets its slice
@@ -87,13 +91,24 @@ def evaluate_allocations(
     violations.extend(check_plan(problem, assignments, changes, actions))
     if violations:
         return Evaluation(tuple(violations), None)
-    objective = score_plan(
-        problem,
-        assignments,
-        configs.best_samples_per_second,
-        changes,
-        configs.least_joules_per_sample,
-    )
+    if scored is not None:
+        configs = build_config_set(scored, type_facts(scored.cluster))
+        kept = {j.name for j in scored.jobs}
+        objective = score_plan(
+            scored,
+            [a for a in assignments if a.job in kept],
+            configs.best_samples_per_second,
+            changes,
+            configs.least_joules_per_sample,
+        )
+    else:
+        objective = score_plan(
+            problem,
+            assignments,
+            configs.best_samples_per_second,
+            changes,
+            configs.least_joules_per_sample,
+        )
     limits = power_limits or {}
     limited = tuple(
         dataclasses.replace(a, power_limit_watts=limits[a.job]) if a.job in limits else a

@@ -30,12 +30,12 @@ from solver.app.convert import (
 )
 from solver.app.convert_mig import changes_from_proto
 from solver.app.convert_power import actions_from_proto, power_limits_from_proto
+from solver.app.evaluate import evaluate_plan
 from solver.app.validation import FieldViolation, validate_plan, validate_request
 from solver.core.solver import Solver
 from solver.runtime import crashes
 from solver.runtime.cores import available_cores
 from solver.runtime.workerpool import WorkerPool
-from solver.scoring import evaluation
 from solver.scoring.power import power_margin
 from solver.service import head, logs, tracing
 from solver.service.admission import Admission, Refused
@@ -209,26 +209,29 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
 
     def EvaluatePlan(self, data: bytes, context: grpc.ServicerContext) -> pb.EvaluatePlanResponse:
         with self._check_slot(context):
-            request = decode(pb.EvaluatePlanRequest, data, context)
-            violations = validate_request(request.request, self._limits)
+            message = decode(pb.EvaluatePlanRequest, data, context)
+            # The snapshot as Solve reads it: the server's profile fills what it leaves unset.
+            request = pipeline.prepare(message.request, self._config.profile)
+            violations = validate_request(request, self._limits)
             if not violations:
-                violations = validate_plan(request.request, request.plan, self._limits)
+                violations = validate_plan(request, message.plan, self._limits)
             if violations:
                 abort_invalid(context, violations)
             problem = guard(
                 context,
                 "converting the request",
-                lambda: problem_from_proto(request.request, self._limits),
+                lambda: problem_from_proto(request, self._limits),
             )
-            allocations = allocations_from_proto(request.plan)
-            changes = changes_from_proto(request.plan)
-            actions = actions_from_proto(request.plan)
-            limits = power_limits_from_proto(request.plan)
+            allocations = allocations_from_proto(message.plan)
+            changes = changes_from_proto(message.plan)
+            actions = actions_from_proto(message.plan)
+            limits = power_limits_from_proto(message.plan)
+            settings = self.solver.settings
             ev = guard(
                 context,
                 "evaluating the plan",
-                lambda: evaluation.evaluate_allocations(
-                    problem, allocations, changes, actions, limits
+                lambda: evaluate_plan(
+                    problem, allocations, changes, actions, limits, settings=settings
                 ),
             )
             response = pb.EvaluatePlanResponse(
