@@ -22,11 +22,15 @@ limits): what the generator leaves at its defaults.
 
 With ``--server ADDR`` the calls go to a running service as a client that knows only the proto
 would send them (``solver.client``), and each answer's plan is checked here, in this process
-(``solver.scoring.evaluation``); an RPC error counts as "raised", with its status code.
+(``solver.app.evaluate``); an RPC error counts as "raised", with its status code.
 
 With ``--names kubernetes`` or ``--names own`` the GPU types are renamed as sites name them
 (``scripts.common.gpu_names``): GPU feature discovery's product names, or names no catalog knows
 with each MIG type's geometry on the wire. The snapshots are otherwise those of the seed.
+
+With ``--energy-features`` each snapshot also gets, from a stream of its own, node base power,
+a power-saving policy (suspended and long-idle nodes among them), a grid forecast with deferrable
+jobs, or an energy budget (``scripts.common.energy_features``).
 
 The table goes, with the command and date, into docs/reliability.md.
 """
@@ -44,6 +48,7 @@ from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
+from scripts.common.energy_features import with_energy_features
 from scripts.common.gpu_names import MODES, as_sites_name
 from solver._proto.dsfro.v1 import scheduler_pb2 as pb
 from solver.app import pipeline
@@ -55,13 +60,14 @@ from solver.app.convert import (
 )
 from solver.app.convert_mig import changes_from_proto
 from solver.app.convert_power import actions_from_proto, power_limits_from_proto
+from solver.app.evaluate import evaluate_plan
 from solver.app.limits import Limits
 from solver.client import Client, DsfroError
 from solver.core.incumbent import proven_optimal
+from solver.core.settings import SolverSettings
 from solver.core.solver import Solver
 from solver.domain import Backend, Problem
 from solver.offline.generate import generate, spec_from_args
-from solver.scoring import evaluation
 
 LIMITS = Limits(max_time_budget_seconds=600)
 MIXES = ("hybrid", "modern", "pai", "hetero-power")
@@ -91,10 +97,14 @@ def draw(rng: random.Random) -> list[str]:
 
 
 def snapshot(
-    rng: random.Random, features: random.Random | None, names: str = "catalog"
+    rng: random.Random,
+    features: random.Random | None,
+    names: str = "catalog",
+    energy: random.Random | None = None,
 ) -> tuple[list[str], pb.SolveRequest, Problem]:
     """A case the generator makes (one it refuses is drawn again), with `features`' request
-    features when given, its GPU types under `names` (``scripts.common.gpu_names``)."""
+    features and `energy`'s energy features when given, its GPU types under `names`
+    (``scripts.common.gpu_names``)."""
     while True:
         args = draw(rng)
         try:
@@ -103,6 +113,8 @@ def snapshot(
             continue
         if features is not None:
             args = [*args, *with_features(request, features)]
+        if energy is not None:
+            args = [*args, *with_energy_features(request, energy)]
         as_sites_name(request, names)
         return args, request, pipeline.to_problem(request, LIMITS)
 
@@ -157,12 +169,13 @@ def with_features(request: pb.SolveRequest, rng: random.Random) -> list[str]:
 def evaluated(problem: Problem, plan: pb.Plan) -> tuple[bool, float]:
     """Whether the plan passes EvaluatePlan's checks, and its objective there (in this process,
     as the service's EvaluatePlan computes them)."""
-    ev = evaluation.evaluate_allocations(
+    ev = evaluate_plan(
         problem,
         allocations_from_proto(plan),
         changes_from_proto(plan),
         actions_from_proto(plan),
         power_limits_from_proto(plan),
+        settings=SolverSettings(),
     )
     if ev.violations or ev.plan is None:
         return False, 0.0
@@ -240,6 +253,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--server", metavar="ADDR", help="call a running service instead")
     ap.add_argument("--request-features", action="store_true", help="random request features")
     ap.add_argument(
+        "--energy-features",
+        action="store_true",
+        help="random base power, power saving, grid forecast, energy budget",
+    )
+    ap.add_argument(
         "--names",
         choices=MODES,
         default="catalog",
@@ -249,6 +267,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     a = ap.parse_args(argv)
     rng = random.Random(a.seed)
     features = random.Random(a.seed + 1_000_003) if a.request_features else None
+    energy = random.Random(a.seed + 2_000_003) if a.energy_features else None
     solver = Solver()
     client = Client(a.server) if a.server else None
     out = a.jsonl.open("w") if a.jsonl else None
@@ -256,7 +275,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     wrong: Counter[str] = Counter()
     examples: dict[str, str] = {}
     for case in range(a.cases):
-        args, request, problem = snapshot(rng, features, a.names)
+        args, request, problem = snapshot(rng, features, a.names, energy)
         for backend in (Backend.HEURISTIC, Backend.AUTO, rng.choice(EXACT)):
             budget = rng.choice(BUDGETS)
             options = dataclasses.replace(
