@@ -6,7 +6,22 @@ from __future__ import annotations
 
 import dataclasses
 
-from solver.domain import Backend, GpuSlice, JobAssignment, JobState, Problem, Termination
+from solver.core.power_states import awake_problem, with_power_actions
+from solver.domain import (
+    Allocation,
+    Backend,
+    GpuSlice,
+    JobAssignment,
+    JobState,
+    ObjectiveBreakdown,
+    Plan,
+    Problem,
+    Shape,
+    SolveResult,
+    SolveStats,
+    Termination,
+)
+from solver.perfmodel.configs import resolve_config
 from solver.power_states import (
     NodePower,
     NodePowerState,
@@ -15,7 +30,8 @@ from solver.power_states import (
     PowerSaving,
 )
 from solver.scoring.checker import check_plan
-from tests.factories import cluster, job, node, point, problem, solve
+from solver.scoring.evaluation import evaluate_allocations
+from tests.factories import A100, cluster, job, node, point, problem, solve
 
 UP, ASLEEP = NodePowerState.UP, NodePowerState.SUSPENDED
 SUSPEND, RESUME = PowerActionKind.SUSPEND, PowerActionKind.RESUME
@@ -153,3 +169,28 @@ def test_checker_keeps_the_spare_nodes() -> None:
     both = [PowerAction("b", SUSPEND), PowerAction("c", SUSPEND)]
     assert constraints(p, on("a"), both) == ["fewer than 1 empty A100 nodes left up"]
     assert constraints(p, on("a"), both[:1]) == []
+
+
+def test_a_plan_made_on_the_nodes_awake_is_scored_on_the_whole_cluster() -> None:
+    """A 16-GPU job on n0 (rack r0) and n2 (r1): with n1 (r0) asleep the awake cluster needs
+    two racks for 16 GPUs, the snapshot's one; the answer's locality counts the extra rack, as
+    EvaluatePlan does (before: 0 against 1, found by bench_unseen --energy-features)."""
+    n0, n1 = powered("n0"), powered("n1", ASLEEP)
+    n2 = dataclasses.replace(node("n2", rack="r1"), power=NodePower(UP, 0.0, 300.0))
+    c = dataclasses.replace(cluster(n0, n1, n2), power_saving=POLICY)  # type: ignore[arg-type]
+    big = job("big", point(16, 100.0), min_gpus=16, max_gpus=16)
+    p = problem(c, big, backend=Backend.HEURISTIC, budget=2.0)
+    config = resolve_config(awake_problem(p), big, Shape(A100.name, 16, 1, 1), A100.max_clock_mhz)
+    assert config is not None and config.min_racks == 2
+    eight = tuple(range(8))
+    placed = JobAssignment(
+        "big", JobState.RUNNING, config, (GpuSlice("n0", eight), GpuSlice("n2", eight))
+    )
+    zero = ObjectiveBreakdown(0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
+    stats = SolveStats(Termination.FEASIBLE, Backend.HEURISTIC, 0.0, None, None, 0.0, 0.0, 0, 0)
+    out = with_power_actions(p, SolveResult(Plan((placed,), zero), stats), 0.0)
+    assert out.plan.objective.locality == 1.0
+    allocations = {"big": Allocation(config.shape, A100.max_clock_mhz, placed.placement)}
+    evaluated = evaluate_allocations(p, allocations, (), out.plan.power_actions)
+    assert evaluated.plan is not None
+    assert out.stats.objective == evaluated.plan.objective.total

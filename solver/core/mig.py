@@ -25,7 +25,6 @@ from solver.core.mig_exact import Joint, joint_solve
 from solver.domain import (
     POWER,
     Config,
-    JobState,
     Plan,
     Problem,
     SolveResult,
@@ -33,11 +32,11 @@ from solver.domain import (
     Termination,
 )
 from solver.perfmodel.configs import ConfigSet, build_config_set
-from solver.perfmodel.facts import min_nodes, min_racks, type_facts
 from solver.perfmodel.quotas import demand
 from solver.scoring.checker import check_plan
 from solver.scoring.fairness import fairness_headroom
-from solver.scoring.objective import running_gain, score_plan
+from solver.scoring.objective import running_gain
+from solver.scoring.plans import on_this_cluster
 from solver.search.bound import solve_aggregate
 from solver.search.slices import KeptSlice, pack_slices
 
@@ -293,31 +292,6 @@ def variant_end(problem: Problem, end: float) -> float:
     time.monotonic() instant): the slice LP's estimate and the answer's margin before it, so
     that a short call keeps its bound (at 2 s on 1,024 GPUs the variant took all of it)."""
     return end - answer_margin(problem) - BOUND_SECONDS_PER_JOB * len(problem.jobs)
-
-
-def on_this_cluster(problem: Problem, configs: ConfigSet, plan: Plan) -> Plan:
-    """`plan` with its whole-GPU jobs' least nodes and racks those of the snapshot's cluster,
-    rescored. The whole-GPU paths plan on the GPUs no instance holds, where fewer GPUs per node
-    make a spread look unavoidable that is not: EvaluatePlan scored such a plan 0.01 below the
-    solve's figure (a running 8-GPU job on two nodes, one of eight GPUs partitioned)."""
-    facts = type_facts(problem.cluster)
-    changed = False
-    assignments = []
-    for a in plan.assignments:
-        c = a.config
-        f = None if c is None or c.mig_profile else facts.get(c.gpu_type)
-        if c is not None and f is not None and a.state is JobState.RUNNING:
-            nodes = min_nodes(c.num_gpus, c.tensor_parallel, f.node_capacities) or c.min_nodes
-            racks = min_racks(c.num_gpus, f.rack_capacities)
-            if (nodes, racks) != (c.min_nodes, c.min_racks):
-                a = dataclasses.replace(a, config=c._replace(min_nodes=nodes, min_racks=racks))
-                changed = True
-        assignments.append(a)
-    if not changed:
-        return plan
-    best, least = configs.best_samples_per_second, configs.least_joules_per_sample
-    objective = score_plan(problem, assignments, best, plan.layout_changes, least)
-    return dataclasses.replace(plan, assignments=tuple(assignments), objective=objective)
 
 
 def _better(

@@ -20,6 +20,7 @@ from solver.power_states import NodePowerState, PowerActionKind
 from solver.scoring.checker import check_plan
 from solver.scoring.fairness import fairness_headroom
 from solver.scoring.objective import score_plan
+from solver.scoring.plans import on_this_cluster
 from solver.search.bound import solve_aggregate
 from solver.search.resume import asleep, resume_for_queued, suspend_idle
 
@@ -95,6 +96,9 @@ def with_power_actions(problem: Problem, result: SolveResult, seconds: float) ->
         objective=objective,
         power_actions=tuple(actions),
     )
+    # The solvers planned on the nodes awake: least nodes and racks are the whole cluster's.
+    plan = on_this_cluster(problem, configs, plan)
+    objective = plan.objective
     bound, how = s.best_bound, ""
     if asleep(problem):  # the solvers' bound left the suspended nodes out
         bound, how = None, "no bound over the suspended nodes in the time left"

@@ -6,6 +6,7 @@ wherever it stays on a node), says why queued jobs wait, and scores the result.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 
 from solver.domain import (
@@ -19,6 +20,7 @@ from solver.domain import (
     QueueReason,
 )
 from solver.perfmodel.configs import ConfigSet
+from solver.perfmodel.facts import min_nodes, min_racks, type_facts
 from solver.scoring.objective import is_migrated, running_gain, score_plan
 
 Choice = tuple[Config, Mapping[str, int]]
@@ -123,3 +125,30 @@ def _with_migration(job: Job, a: JobAssignment) -> JobAssignment:
         queue_reason=a.queue_reason,
         queue_detail=a.queue_detail,
     )
+
+
+def on_this_cluster(problem: Problem, configs: ConfigSet, plan: Plan) -> Plan:
+    """`plan` with its whole-GPU jobs' least nodes and racks those of the snapshot's cluster,
+    rescored. A path that plans on part of the cluster (the GPUs no MIG instance holds, the
+    nodes not suspended) sees fewer GPUs per node and rack, where a spread looks unavoidable
+    that is not: EvaluatePlan scored such plans below the solve's figure (a running 8-GPU job on
+    two nodes, one of eight GPUs partitioned: 0.01; a 16-GPU job over two racks of mostly
+    suspended nodes, answered by the quick plan: 1 a job)."""
+    facts = type_facts(problem.cluster)
+    changed = False
+    assignments = []
+    for a in plan.assignments:
+        c = a.config
+        f = None if c is None or c.mig_profile else facts.get(c.gpu_type)
+        if c is not None and f is not None and a.state is JobState.RUNNING:
+            nodes = min_nodes(c.num_gpus, c.tensor_parallel, f.node_capacities) or c.min_nodes
+            racks = min_racks(c.num_gpus, f.rack_capacities)
+            if (nodes, racks) != (c.min_nodes, c.min_racks):
+                a = dataclasses.replace(a, config=c._replace(min_nodes=nodes, min_racks=racks))
+                changed = True
+        assignments.append(a)
+    if not changed:
+        return plan
+    best, least = configs.best_samples_per_second, configs.least_joules_per_sample
+    objective = score_plan(problem, assignments, best, plan.layout_changes, least)
+    return dataclasses.replace(plan, assignments=tuple(assignments), objective=objective)
