@@ -15,7 +15,9 @@ import pytest
 from solver.app.convert import load_request_json, problem_from_proto
 from solver.app.limits import Limits
 from solver.domain import Backend, Problem, Termination
+from solver.perfmodel import budgets
 from solver.perfmodel.configs import build_config_set
+from solver.power_states import NodePower, NodePowerState, PowerSaving
 from solver.runtime.pools import InlineExecutor, LocalExecutor, Stop, WorkerLost
 from solver.scoring.checker import check_plan
 from solver.scoring.plans import materialize
@@ -185,3 +187,24 @@ def test_the_second_round_needs_a_multiple_of_the_first_up_to_half_a_second() ->
     assert second_round_need(0.03) == pytest.approx(8 * 0.03)
     assert second_round_need(2.5) == pytest.approx(0.5)
     assert second_round_need(0.001) == pytest.approx(0.1)
+
+
+def test_parts_keep_the_power_saving_policy_and_the_floors() -> None:
+    """Each part prices a suspended node's floor as the whole does (the policy's 80 W): before,
+    a part lost the policy, took 0 W and overran a rack budget the checker then enforced (64
+    nodes, 22 asleep: the parts' plans rejected, the answer 351 where it is now 610)."""
+    p = load("medium")
+    asleep = NodePower(NodePowerState.SUSPENDED)
+    nodes = tuple(
+        dataclasses.replace(n, power=asleep) if k % 3 == 0 else n
+        for k, n in enumerate(p.cluster.nodes)
+    )
+    policy = PowerSaving(enabled=True, suspended_node_watts=80.0)
+    p = dataclasses.replace(
+        p, cluster=dataclasses.replace(p.cluster, nodes=nodes, power_saving=policy)
+    )
+    whole = budgets.rack_floor_watts(p.cluster)
+    for piece in partition(p, 4, seed=0):
+        assert piece.problem.cluster.power_saving == policy
+        for rack, watts in budgets.rack_floor_watts(piece.problem.cluster).items():
+            assert watts == pytest.approx(whole[rack])

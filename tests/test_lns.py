@@ -11,7 +11,9 @@ from solver.core.settings import SolverSettings
 from solver.domain import JobState, Plan, Problem
 from solver.exact import lns
 from solver.exact.lns import Lns, Neighbourhood, merge, sub_problem
+from solver.perfmodel import budgets
 from solver.perfmodel.configs import build_config_set
+from solver.power_states import NodePower, NodePowerState, PowerSaving
 from solver.scoring.checker import check_plan
 from solver.scoring.plans import materialize
 from solver.search.heuristic import Heuristic
@@ -140,3 +142,19 @@ def test_auto_searches_by_lns_when_the_full_model_is_too_large() -> None:
     assert check_plan(p, r.plan.assignments) == []
     assert r.plan.objective.total == pytest.approx(brute_force(p, build_config_set(p)), abs=1e-6)
     assert sum(a.state is JobState.RUNNING for a in r.plan.assignments) >= 2
+
+
+def test_sub_problem_keeps_the_power_saving_policy_and_the_floors() -> None:
+    """A suspended node's floor is the policy's suspended_node_watts (80 W here), in the sub
+    problem as in the whole (before, the sub problem lost the policy and counted 0 W)."""
+    p = _two_node_problem(power=4000.0)
+    asleep = dataclasses.replace(p.cluster.nodes[1], power=NodePower(NodePowerState.SUSPENDED))
+    policy = PowerSaving(enabled=True, suspended_node_watts=80.0)
+    c = dataclasses.replace(p.cluster, nodes=(p.cluster.nodes[0], asleep), power_saving=policy)
+    p = dataclasses.replace(p, cluster=c)
+    configs = build_config_set(p)
+    incumbent = _plan(p, {"a": (4, {"n0": 4})})
+    sub, _ = sub_problem(p, configs, incumbent, {"b", "c"})
+    assert sub.cluster.power_saving == policy
+    assert budgets.rack_floor_watts(sub.cluster) == budgets.rack_floor_watts(p.cluster)
+    assert budgets.rack_floor_watts(sub.cluster)["r1"] == 80.0

@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 
-from solver.domain import Backend, Cluster, Config, Job, JobState, Plan, Problem
+from solver.domain import Backend, Config, Job, JobState, Plan, Problem
 from solver.exact import formulation
 from solver.exact.backends import ExactOptions, SolverStatus
 from solver.exact.solve import solve_full
@@ -109,8 +109,10 @@ def sub_problem(
         for n in cluster.nodes
     )
     budget = cluster.power_budget_watts
-    sub_cluster = Cluster(
-        gpu_types=cluster.gpu_types,
+    # Everything else of the cluster carries over (the power-saving policy prices a suspended
+    # node's floor).
+    sub_cluster = dataclasses.replace(
+        cluster,
         nodes=nodes,
         power_budget_watts=None if budget is None else budget - fixed_watts,
         rack_power_budgets_watts={

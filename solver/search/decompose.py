@@ -133,8 +133,10 @@ def _sub_problem(
     budget = None
     if cluster.power_budget_watts is not None:
         budget = _power_share(cluster, nodes)
-    sub = Cluster(
-        gpu_types=cluster.gpu_types,
+    # Everything else of the cluster carries over: the power-saving policy prices a suspended
+    # node's floor (without it a part took 0 W for it and overran a rack budget).
+    sub = dataclasses.replace(
+        cluster,
         nodes=nodes,
         power_budget_watts=budget,
         rack_power_budgets_watts={
