@@ -30,7 +30,8 @@ with each MIG type's geometry on the wire. The snapshots are otherwise those of 
 
 With ``--energy-features`` each snapshot also gets, from a stream of its own, node base power,
 a power-saving policy (suspended and long-idle nodes among them), a grid forecast with deferrable
-jobs, or an energy budget (``scripts.common.energy_features``).
+jobs, or an energy budget (``scripts.common.energy_features``). ``--exact`` names the backends
+the third call draws from (``decomposed`` among them reaches the parts' path on any size).
 
 The table goes, with the command and date, into docs/reliability.md.
 """
@@ -258,6 +259,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="random base power, power saving, grid forecast, energy budget",
     )
     ap.add_argument(
+        "--exact",
+        default=",".join(b.name.lower() for b in EXACT),
+        help="the backends the third call of a snapshot draws from (decomposed among them: "
+        "the parts' path, which AUTO takes only from 4,096 nodes or 8,192 jobs)",
+    )
+    ap.add_argument(
         "--names",
         choices=MODES,
         default="catalog",
@@ -265,6 +272,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         "knows with MIG geometries on the wire",
     )
     a = ap.parse_args(argv)
+    try:
+        exact = [Backend[name.strip().upper()] for name in a.exact.split(",")]
+    except KeyError as e:
+        ap.error(
+            f"--exact: unknown backend {e} (one of {', '.join(b.name.lower() for b in Backend)})"
+        )
     rng = random.Random(a.seed)
     features = random.Random(a.seed + 1_000_003) if a.request_features else None
     energy = random.Random(a.seed + 2_000_003) if a.energy_features else None
@@ -276,7 +289,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     examples: dict[str, str] = {}
     for case in range(a.cases):
         args, request, problem = snapshot(rng, features, a.names, energy)
-        for backend in (Backend.HEURISTIC, Backend.AUTO, rng.choice(EXACT)):
+        for backend in (Backend.HEURISTIC, Backend.AUTO, rng.choice(exact)):
             budget = rng.choice(BUDGETS)
             options = dataclasses.replace(
                 problem.options, time_budget_seconds=budget, backend=backend
