@@ -46,7 +46,8 @@ def test_placing_sets_nodes_gres_clock_and_record_then_releases_all_at_once(
     )
     record = decode(fields["AdminComment"])
     assert record.state == "placed" and record.at == NOW and record.target == got[12].target
-    assert record.original == Original((), 1, "gres:gpu:h100:1", "")  # what it asked Slurm for
+    # What it asked Slurm for, and when it was submitted (Slurm rewrites that at a requeue).
+    assert record.original == Original((), 1, "gres:gpu:h100:1", "", 1796230765.0)
     [release] = runner.writes("release")
     assert release[:2] == ("scontrol", "release")
     assert sorted(release[2].split(","), key=int) == ["8", "11", "12"]
@@ -169,3 +170,41 @@ def test_a_malformed_demand_is_written_once() -> None:
     again = Decision(d.job, d.action, d.reason, d.detail, record=record)
     outcomes, runner = apply([again])
     assert runner.calls == [] and outcomes[15].applied
+
+
+def test_a_kept_job_loses_its_checkpoint_mark_and_a_reclock_too() -> None:
+    from dataclasses import replace
+
+    snap_decisions = run([running("13", {"node2": 8}, tp=4, pp=2, mhz=1785)])
+    thirteen = snap_decisions[13]
+    marked = replace(thirteen.record or Record(""), checkpoint_at=NOW - 100)
+    unmark = Decision(thirteen.job, Action.UNMARK, "planned", record=marked)
+    _outcomes, runner = apply([unmark])
+    record = decode(runner.fields(13)["AdminComment"])
+    assert record.checkpoint_at is None and record.target == marked.target
+    reclocked = run([running("10", {"node1": 4}, tp=2, pp=2)])[10]
+    reclock = replace(reclocked, record=replace(reclocked.record or Record(""), checkpoint_at=1.0))
+    _outcomes, runner = apply([reclock])
+    assert decode(runner.fields(10)["AdminComment"]).checkpoint_at is None
+
+
+def test_fallback_gives_a_job_that_asked_for_no_gres_none() -> None:
+    """Its record says it asked for no GRES: Gres=gpu:0 (Slurm 22.05 keeps what the adapter
+    set otherwise; an empty Gres= leaves "gres:" behind)."""
+    from solver.slurm.decide import fallback
+    from tests.test_slurm_snapshot import snapshot
+
+    snap = snapshot("placed")
+    t = snap.tracked["8"]
+    original = Original((), 1, "", "")
+    snap.tracked["8"] = t.__class__(t.job, t.demand, Record("requeued", 1.0, original=original))
+    decisions = [d for d in fallback(snap, "UNAVAILABLE", release=True) if d.job_id == 8]
+    _outcomes, runner = apply(decisions)
+    assert runner.fields(8)["Gres"] == "gpu:0"
+
+
+def test_the_record_keeps_the_first_submit_time() -> None:
+    got = run([running("8", {"node4": 4}, dp=2, tp=2)])
+    _outcomes, runner = apply([got[8]])
+    original = decode(runner.fields(8)["AdminComment"]).original
+    assert original is not None and original.submit_time == got[8].job.submit_time > 0

@@ -8,8 +8,9 @@ from dataclasses import replace
 
 from solver.slurm.decide import Action, Decision, Rules, decide, fallback
 from solver.slurm.record import Target
-from solver.slurm.snapshot import Snapshot
-from solver.slurm.state import SlurmNode, parse_sinfo
+from solver.slurm.site import Site
+from solver.slurm.snapshot import Snapshot, build_snapshot
+from solver.slurm.state import SlurmNode, parse_sinfo, parse_squeue
 from solver.wire import GpuSlice, JobAssignment, JobState, Plan, QueueReason
 from tests.slurm_helpers import captured
 from tests.test_slurm_snapshot import NOW, snapshot
@@ -43,10 +44,14 @@ def queued(job: str) -> JobAssignment:
     )
 
 
-def fresh(*drained: str) -> dict[str, SlurmNode]:
+def fresh(*drained: str, busy: bool = False) -> dict[str, SlurmNode]:
+    """The nodes read just before applying; their GPUs free unless `busy` (the plans written
+    here ignore who holds them; ``within_free_gpus`` has tests of its own)."""
     sinfo = json.loads(captured("placed", "sinfo"))
     for node in sinfo["nodes"]:
         node["state_flags"] = ["DRAIN"] if node["name"] in drained else []
+        if not busy:
+            node["gres_used"] = "gpu:h100:0(IDX:N/A)"
     return {n.name: n for n in parse_sinfo(json.dumps(sinfo))}
 
 
@@ -60,9 +65,10 @@ def run(
     rules: Rules = DEFAULT_RULES,
     drained: tuple[str, ...] = (),
     now: float = NOW,
+    busy: bool = False,
 ) -> dict[int, Decision]:
     snap = snap or snapshot("placed")
-    return by_job(decide(snap, Plan(assignments=plan), fresh(*drained), rules, now))
+    return by_job(decide(snap, Plan(assignments=plan), fresh(*drained, busy=busy), rules, now))
 
 
 def test_a_waiting_job_is_placed_as_planned() -> None:
@@ -144,15 +150,65 @@ def test_a_move_waits_for_the_checkpoint_grace() -> None:
 def test_a_released_job_whose_node_drained_or_that_waited_too_long_is_held_again() -> None:
     got = run([], drained=("node1",))
     assert (got[7].action, got[7].reason) == (Action.REHOLD, "node_unavailable")
-    assert 7 not in run([])  # released 25 s before NOW: it may still start
-    late = run([], rules=Rules(replan_after=10))
+    room = freed_snapshot()  # job 10 ended: node1 has room for 7
+    assert 7 not in run([], room)  # released 25 s before NOW: it may still start
+    late = run([], room, rules=Rules(replan_after=10))
     assert (late[7].action, late[7].reason) == (Action.REHOLD, "placement_stale")
+
+
+def freed_snapshot() -> Snapshot:
+    """The captured ``placed`` state with job 10 ended: node1 has four free GPUs."""
+    data = json.loads(captured("placed", "squeue"))
+    for job in data["jobs"]:
+        if job["job_id"] == 10:
+            job["job_state"] = "COMPLETED"
+    sinfo = json.loads(captured("placed", "sinfo"))
+    sinfo["nodes"][0]["gres_used"] = "gpu:h100:4(IDX:0-3)"
+    nodes = parse_sinfo(json.dumps(sinfo))
+    return build_snapshot(nodes, parse_squeue(json.dumps(data)), Site(), now=NOW, budget_seconds=2)
+
+
+def test_a_released_job_whose_gpus_another_job_holds_is_held_again_at_once() -> None:
+    """Job 7 was released onto node1, which jobs 9 and 10 fill: its GPUs are not held for it
+    and the next plan could promise them again (found from outside: two 4-GPU jobs planned
+    onto the 8-GPU node a job in its checkpoint grace still held). Held again, planned anew."""
+    snap = snapshot("placed")
+    assert snap.crowded == {7}
+    d = run([], snap)[7]
+    assert (d.action, d.reason) == (Action.REHOLD, "gpus_taken")
+
+
+def test_a_job_is_released_only_onto_gpus_free_now() -> None:
+    """Node2's eight GPUs are job 13's (sinfo, read just before applying): a job planned there
+    waits, unless 13 is requeued in the same round; then the GPUs it frees are counted once."""
+    plan = [running("8", {"node2": 4}), running("11", {"node2": 4}), running("12", {"node2": 1})]
+    got = run(plan, busy=True)
+    for job in (8, 11, 12):
+        assert (got[job].action, got[job].reason) == (Action.WAIT, "gpus_busy")
+        assert got[job].detail == f"node2: fewer than {4 if job != 12 else 1} GPUs free now"
+    moved = run([*plan, running("13", {"node4": 8}, tp=4, pp=2)], busy=True)
+    assert moved[13].action is Action.REQUEUE and moved[13].target is not None
+    assert [moved[j].action for j in (8, 11, 12)] == [Action.PLACE, Action.PLACE, Action.WAIT]
+    # A move onto GPUs not free is requeued held, to be placed next round.
+    onto_busy = run([running("13", {"node3": 8}, tp=4, pp=2)], busy=True)[13]
+    assert (onto_busy.action, onto_busy.target) == (Action.REQUEUE, None)
+    assert onto_busy.detail.endswith("node3: fewer than 8 GPUs free now")
+
+
+def test_a_job_kept_after_its_checkpoint_signal_has_its_mark_cleared() -> None:
+    """Signalled for a move the next plan dropped: the mark is cleared, so a later move signals
+    again and waits the whole grace (before, it was requeued at once, with no signal)."""
+    snap = snapshot("placed")
+    t = snap.tracked["13"]
+    snap.tracked["13"] = replace(t, record=replace(t.record, checkpoint_at=NOW - 100))
+    d = run([running("13", {"node2": 8}, tp=4, pp=2, mhz=1785)], snap)[13]
+    assert (d.action, d.reason) == (Action.UNMARK, "planned")
 
 
 def test_malformed_demands_are_reported() -> None:
     d = run([])[15]
     assert (d.action, d.reason) == (Action.SKIP, "malformed_demand")
-    assert d.detail == 'comment: max_gpus: expected an integer >= 1, got "eight"'
+    assert d.detail == 'comment: max_gpus: expected an integer from 1 to 1,000,000, got "eight"'
 
 
 def test_without_a_plan_held_jobs_wait_then_fall_back_to_slurm() -> None:
@@ -165,3 +221,15 @@ def test_without_a_plan_held_jobs_wait_then_fall_back_to_slurm() -> None:
     assert {released[j].action for j in (8, 11, 12)} == {Action.FALLBACK}
     assert {released[j].action for j in (9, 10, 13, 14)} == {Action.KEEP}
     assert released[15].action is Action.SKIP and 7 not in released
+
+
+def test_fallback_leaves_a_job_dsfro_refused_held() -> None:
+    """A demand DSFRO refused (its record says invalid) is not given to Slurm by fallback:
+    like one the adapter refuses, it waits until its comment is fixed."""
+    snap = snapshot("placed")
+    t = snap.tracked["8"]
+    error = "rejected by DSFRO: jobs[0].tenant: must be printable"
+    snap.tracked["8"] = replace(t, record=replace(t.record, state="invalid", error=error))
+    d = by_job(fallback(snap, "UNAVAILABLE", release=True))[8]
+    assert (d.action, d.reason) == (Action.WAIT, "invalid_demand")
+    assert d.detail == f"UNAVAILABLE; its demand was refused: {error}"

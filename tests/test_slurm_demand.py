@@ -72,9 +72,43 @@ def test_an_inline_model_and_a_profile() -> None:
         ('{"model": {"layers": "many"}}', "comment: model: not a valid ModelSpec"),
         (
             '{"model": "gpt3-1.3b", "max_gpus": "eight"}',
-            'comment: max_gpus: expected an integer >= 1, got "eight"',
+            'comment: max_gpus: expected an integer from 1 to 1,000,000, got "eight"',
         ),
-        ('{"model": "gpt3-1.3b", "minGpus": 0}', "comment: min_gpus: expected an integer >= 1"),
+        (
+            '{"model": "gpt3-1.3b", "minGpus": 0}',
+            "comment: min_gpus: expected an integer from 1 to 1,000,000, got 0",
+        ),
+        # Figures out of any range are refused here, one job at a time (before, one such
+        # demand made every round fail: "Value out of range", "cannot convert float infinity").
+        (
+            '{"model": "gpt3-1.3b", "max_gpus": 1000000000000}',
+            "comment: max_gpus: expected an integer from 1 to 1,000,000, got 1000000000000",
+        ),
+        (
+            '{"model": "gpt3-1.3b", "min_gpus": 2147483648}',
+            "comment: min_gpus: expected an integer from 1 to 1,000,000",
+        ),
+        (
+            '{"model": "gpt3-1.3b", "remaining_samples": 1, "deadline": 1e300}',
+            "comment: deadline: must be > 0 and at most ten years, got 1e\\+300",
+        ),
+        (
+            '{"model": "gpt3-1.3b", "remaining_samples": 1, "deadline": Infinity}',
+            "comment: deadline: must be > 0 and at most ten years, got Infinity",
+        ),
+        ('{"model": "gpt3-1.3b", "weight": NaN}', "comment: weight: must be finite, got nan"),
+        (
+            '{"model": "gpt3-1.3b", "remaining_samples": Infinity}',
+            "comment: remaining_samples: must be finite, got inf",
+        ),
+        (
+            '{"model": "gpt3-1.3b", "deadline": "2h"}',
+            "comment: deadline: needs remaining_samples > 0",
+        ),
+        (
+            '{"model": "gpt3-1.3b", "deadline": "2h", "remaining_samples": 0}',
+            "comment: deadline: needs remaining_samples > 0",
+        ),
         (
             '{"model": "gpt3-1.3b", "min_gpus": 8, "max_gpus": 4}',
             "comment: max_gpus: is 4, below min_gpus 8",

@@ -32,8 +32,25 @@ class Clock:
         return self.now
 
 
+def roomy_sinfo() -> dict[str, object]:
+    """The captured ``placed`` nodes with room for new work, as ``roomy_squeue`` leaves it:
+    node1 half free (job 10 ended), node4 up and idle (not drained)."""
+    sinfo = json.loads(captured("placed", "sinfo"))
+    sinfo["nodes"][0]["gres_used"] = "gpu:h100:4(IDX:0-3)"
+    sinfo["nodes"][3]["state_flags"] = []
+    return sinfo  # type: ignore[no-any-return]
+
+
+def roomy_squeue() -> str:
+    data = json.loads(captured("placed", "squeue"))
+    for job in data["jobs"]:
+        if job["job_id"] == 10:
+            job["job_state"] = "COMPLETED"
+    return json.dumps(data)
+
+
 def place_all(request: SolveRequest) -> SolveResponse:
-    """Every waiting job on node2 with one GPU; running jobs as they are."""
+    """Every waiting job on node4 with one GPU; running jobs as they are."""
     out = SolveResponse()
     for job in request.jobs:
         if job.HasField("current_allocation"):
@@ -49,12 +66,13 @@ def place_all(request: SolveRequest) -> SolveResponse:
                 )
             )
         else:
-            out.plan.assignments.append(running(job.name, {"node2": 1}))
+            out.plan.assignments.append(running(job.name, {"node4": 1}))
     return out
 
 
 def adapter(client: FakeClient, **settings: object) -> tuple[Adapter, FakeRunner, Clock]:
     runner, clock = FakeRunner("placed"), Clock()
+    runner.outputs = {"sinfo": json.dumps(roomy_sinfo()), "squeue": roomy_squeue()}
     slurm = Slurm(runner)
     s = Settings(budget=1, fallback_after=60, **settings)  # type: ignore[arg-type]
     applier = Applier(slurm, clock=clock)
@@ -68,7 +86,6 @@ def test_a_plan_is_applied() -> None:
     assert sorted(runner.writes("release")[0][2].split(",")) == ["11", "12", "8"]
     assert {d.job_id: d.action for d in report.decisions if d.action is Action.KEEP} == {
         9: Action.KEEP,
-        10: Action.KEEP,
         13: Action.KEEP,
         14: Action.KEEP,
     }
@@ -102,8 +119,8 @@ def test_dsfro_out_of_reach_releases_nothing_then_falls_back() -> None:
 def test_without_dsfro_a_released_job_whose_node_drained_is_held_again() -> None:
     down = Unavailable(grpc.StatusCode.UNAVAILABLE, "connection refused", "rid", 1)
     a, runner, _ = adapter(FakeClient(error=down))
-    sinfo = json.loads(captured("placed", "sinfo"))
-    sinfo["nodes"][0]["state_flags"] = ["DRAIN"]  # node1, where job 7 was released to
+    sinfo = roomy_sinfo()
+    sinfo["nodes"][0]["state_flags"] = ["DRAIN"]  # type: ignore[index]  # node1, job 7's
     runner.outputs["sinfo"] = json.dumps(sinfo)
     report = a.round()
     assert report.outcome == "no_plan"
@@ -172,12 +189,12 @@ def test_unreadable_slurm_and_bugs_end_the_round_not_the_loop() -> None:
 def test_a_node_drained_between_snapshot_and_apply_gets_nothing_new() -> None:
     def answer(request: SolveRequest) -> SolveResponse:
         out = SolveResponse()
-        out.plan.assignments.extend([running("8", {"node2": 2}), running("11", {"node3": 1})])
+        out.plan.assignments.extend([running("8", {"node2": 2}), running("11", {"node4": 1})])
         return out
 
     a, runner, _ = adapter(FakeClient(answer))
-    sinfo = json.loads(captured("placed", "sinfo"))
-    sinfo["nodes"][1]["state_flags"] = ["DRAIN"]  # node2
+    sinfo = roomy_sinfo()
+    sinfo["nodes"][1]["state_flags"] = ["DRAIN"]  # type: ignore[index]  # node2
     reads = []
 
     def before(argv: tuple[str, ...]) -> None:
@@ -201,7 +218,7 @@ def test_dry_run_touches_nothing_and_prints_the_plan() -> None:
     assert runner.calls == [] and report.outcomes == []
     table = decisions_table(report)
     assert table.startswith("round 1: planned")
-    assert "| 8 | gpt3-2.7b | place | planned | node2 | 1 | H100-80GB | 1 x 1 x 1 | 1605 |" in table
+    assert "| 8 | gpt3-2.7b | place | planned | node4 | 1 | H100-80GB | 1 x 1 x 1 | 1605 |" in table
     assert "| 15 | bad | skip | malformed_demand |" in table
 
 
@@ -239,6 +256,6 @@ def test_decisions_are_logged_as_json_lines(caplog: pytest.LogCaptureFixture) ->
     lines = [json.loads(JsonFormatter().format(r)) for r in caplog.records]
     place = next(x for x in lines if x.get("event") == "decision" and x["job"] == 8)
     assert (place["action"], place["reason"], place["applied"]) == ("place", "planned", True)
-    assert place["target"] == "node2 x1 H100-80GB dp1 tp1 pp1 @1605 MHz"
+    assert place["target"] == "node4 x1 H100-80GB dp1 tp1 pp1 @1605 MHz"
     [round_] = [x for x in lines if x.get("event") == "round"]
     assert round_["outcome"] == "planned" and set(round_["seconds"]) >= {"read", "solve", "apply"}

@@ -10,6 +10,7 @@ import pytest
 
 from solver.app.limits import Limits
 from solver.app.validation import validate_request
+from solver.slurm.record import Original, Record
 from solver.slurm.site import Site
 from solver.slurm.snapshot import Snapshot, build_snapshot
 from solver.slurm.state import parse_sinfo, parse_squeue
@@ -189,3 +190,76 @@ def test_a_site_grid_puts_the_hour_now_and_the_next_hours_in_the_snapshot(tmp_pa
     for outside in (NOW - 86400, NOW + 86400):  # before its first row, after its last hour
         snap = build_snapshot(nodes, jobs, site, now=outside, budget_seconds=2)
         assert not snap.request.cluster.HasField("grid")
+
+
+def _with_jobs(edit: object) -> Snapshot:
+    """The ``mixed`` state with its squeue edited by `edit` (a function of the job list)."""
+    data = json.loads(captured("mixed", "squeue"))
+    assert callable(edit)
+    edit(data["jobs"])
+    nodes = parse_sinfo(captured("mixed", "sinfo"))
+    return build_snapshot(nodes, parse_squeue(json.dumps(data)), Site(), now=NOW, budget_seconds=2)
+
+
+def _job(jobs: list[dict[str, object]], job_id: int) -> dict[str, object]:
+    return next(j for j in jobs if j["job_id"] == job_id)
+
+
+def test_a_demand_on_a_job_slurm_schedules_is_ignored_not_reported() -> None:
+    """Job 5 waits in Slurm's own queue (not held) with a broken demand: it is Slurm's, and no
+    error goes into its AdminComment (before, one did)."""
+
+    def edit(jobs: list[dict[str, object]]) -> None:
+        _job(jobs, 5)["comment"] = 'dsfro:{"model":"nope"}'
+
+    snap = _with_jobs(edit)
+    assert snap.malformed == [] and "5" not in snap.tracked
+
+
+def test_a_job_asking_for_gpus_per_job_or_task_is_reported_not_placed() -> None:
+    """``--gpus=4`` (TresPerJob) can't be turned into GPUs per node by ``scontrol update``
+    (Slurm: "Invalid GRES specification"): the job is told how to ask, not retried forever."""
+
+    def edit(jobs: list[dict[str, object]]) -> None:
+        three = _job(jobs, 3)
+        three["tres_per_node"], three["tres_per_job"] = "", "gres:gpu:4"
+
+    snap = _with_jobs(edit)
+    [(job, error)] = snap.malformed
+    assert job.job_id == 3 and "3" not in snap.tracked
+    assert error.startswith("the job asks for GPUs as gres:gpu:4 (--gpus or --gpus-per-task)")
+
+
+def test_slurms_own_deadline_counts_only_with_the_work_left() -> None:
+    """Slurm's --deadline without remaining_samples in the demand: DSFRO can't judge it (it
+    refused such a job: "remaining_samples: must be > 0 when time_to_deadline is set"), so it
+    is not sent; with them it is."""
+
+    def edit(jobs: list[dict[str, object]]) -> None:
+        _job(jobs, 3)["deadline"] = int(NOW) + 3 * 3600
+        four = _job(jobs, 4)
+        four["deadline"] = int(NOW) + 3 * 3600
+        four["comment"] = 'dsfro:{"model":"llama2-7b","remaining_samples":1000}'
+
+    snap = _with_jobs(edit)
+    assert validate_request(snap.request, Limits()) == []
+    jobs = {j.name: j for j in snap.request.jobs}
+    assert not jobs["3"].HasField("time_to_deadline")
+    assert jobs["4"].time_to_deadline.seconds == 3 * 3600
+
+
+def test_a_requeued_jobs_age_and_deadline_count_from_its_first_submission() -> None:
+    """Slurm rewrites SubmitTime at each requeue; the record keeps the first one (before, each
+    requeue made the job young again and pushed its deadline back)."""
+    first = 1796220000.0
+
+    def edit(jobs: list[dict[str, object]]) -> None:
+        three = _job(jobs, 3)
+        three["comment"] = 'dsfro:{"model":"gpt3-1.3b","remaining_samples":10,"deadline":"5h"}'
+        record = Record("requeued", NOW - 60, original=Original(submit_time=first))
+        three["admin_comment"] = record.encode()
+
+    snap = _with_jobs(edit)
+    three = next(j for j in snap.request.jobs if j.name == "3")
+    assert three.age.seconds == NOW - first
+    assert three.time_to_deadline.seconds == first + 5 * 3600 - NOW

@@ -45,6 +45,7 @@ def original_of(job: SlurmJob, record: Record) -> Original:
         node_count=job.node_count,
         tres_per_node=job.tres_per_node,
         tres_freq=job.tres_freq,
+        submit_time=float(job.submit_time),
     )
 
 
@@ -72,9 +73,10 @@ def restore_fields(original: Original, record: Record) -> list[tuple[str, str]]:
         ("NodeList", join(original.required_nodes)),
         ("NumNodes", str(max(original.node_count, 1))),
         ("TresFreq", original.tres_freq),
+        # A job that asked for no GRES gets none back: Slurm 22.05 takes "gpu:0" (an empty
+        # Gres= leaves "gres:" behind); before, it kept the GPUs the adapter had given it.
+        ("Gres", gres or "gpu:0"),
     ]
-    if gres:
-        fields.append(("Gres", gres))
     fields.append(("AdminComment", record.encode()))
     return fields
 
@@ -195,7 +197,7 @@ class Applier:
             return d, True, "", True
         if d.action is Action.RECLOCK:
             assert d.target is not None
-            new = record.with_(at=now, target=d.target)
+            new = record.with_(at=now, target=d.target, checkpoint_at=None)
             fields = [("TresFreq", f"gpu:{d.target.sm_clock_mhz}"), ("AdminComment", new.encode())]
             done = self.slurm.update(d.job_id, fields)
             if done.ok and self.plan_dir is not None:
@@ -207,6 +209,10 @@ class Applier:
                 return d, False, done.error(), False
             marked = record.with_(checkpoint_at=now)
             done = self.slurm.update(d.job_id, [("AdminComment", marked.encode())])
+            return d, done.ok, "" if done.ok else done.error(), False
+        if d.action is Action.UNMARK:
+            kept = record.with_(checkpoint_at=None)
+            done = self.slurm.update(d.job_id, [("AdminComment", kept.encode())])
             return d, done.ok, "" if done.ok else done.error(), False
         if d.action is Action.REHOLD:
             done = self.slurm.hold([d.job_id])

@@ -39,6 +39,9 @@ class Action(StrEnum):
     """Running job asked to checkpoint (the signal) before a move."""
     REQUEUE = "requeue"
     """Running job requeued held; with a target, placed there and released at once."""
+    UNMARK = "uncheckpoint"
+    """Running job the plan keeps after its checkpoint signal: the mark is cleared, so that a
+    later move signals it again and waits the whole grace."""
     REHOLD = "rehold"
     """Released job not yet started: held again, to be planned anew."""
     FALLBACK = "fallback"
@@ -156,6 +159,9 @@ def _running(
                 detail = f"{current.sm_clock_mhz} -> {found.sm_clock_mhz} MHz"
                 reclocked = replace(current, sm_clock_mhz=found.sm_clock_mhz)
                 return Decision(job, Action.RECLOCK, "clock_changed", detail, reclocked, record)
+            if record.checkpoint_at is not None:
+                detail = f"{current.describe()}; kept after its checkpoint signal"
+                return Decision(job, Action.UNMARK, "planned", detail, record=record)
             return Decision(job, Action.KEEP, "planned", current.describe(), record=record)
         gone = _unusable(found.nodes, fresh)
         if gone:
@@ -193,7 +199,49 @@ def decide(
         else:
             out.append(_running(t, a, snap, fresh, rules, now))
     out.extend(reserved(snap, fresh, rules, now))
+    out = within_free_gpus(out, snap, fresh)
     out.extend(reported(snap))
+    return out
+
+
+def within_free_gpus(
+    decisions: list[Decision], snap: Snapshot, fresh: Mapping[str, SlurmNode]
+) -> list[Decision]:
+    """`decisions` with every release onto GPUs that are not free now held back: a PLACE
+    waits, a REQUEUE to a target requeues held. Free: as `fresh` says, plus what this round's
+    requeues free, less what released jobs not started are promised. A job released onto GPUs
+    another job still holds (one in its checkpoint grace, one Slurm started since the
+    snapshot) would pend there holding nothing, and the next round would promise the same
+    GPUs again."""
+    free = {name: node.gpu_count - len(node.used_indices) for name, node in fresh.items()}
+    for d in decisions:
+        if d.action is Action.REQUEUE:
+            for name, gres in d.job.allocation:
+                if gres is not None and name in free:
+                    free[name] += len(gres.indices) or gres.count
+    rehold = {d.job_id for d in decisions if d.action is Action.REHOLD}
+    for job, record in snap.reserved:
+        if job.job_id not in rehold and record.target is not None:
+            for name in record.target.nodes:
+                if name in free:
+                    free[name] -= record.target.gpus_per_node
+    out = []
+    for d in decisions:
+        target = d.target
+        if d.action not in (Action.PLACE, Action.REQUEUE) or target is None:
+            out.append(d)
+            continue
+        short = [n for n in target.nodes if free.get(n, 0) < target.gpus_per_node]
+        if not short:
+            for name in target.nodes:
+                free[name] -= target.gpus_per_node
+            out.append(d)
+            continue
+        detail = f"{', '.join(short)}: fewer than {target.gpus_per_node} GPUs free now"
+        if d.action is Action.PLACE:
+            out.append(Decision(d.job, Action.WAIT, "gpus_busy", detail, record=d.record))
+        else:  # requeued held, placed anew next round
+            out.append(replace(d, target=None, detail=f"{d.detail}; {detail}"))
     return out
 
 
@@ -209,6 +257,9 @@ def reserved(
         if gone:
             detail = f"released to {', '.join(gone)}, which can't run it now"
             out.append(Decision(job, Action.REHOLD, "node_unavailable", detail, record=record))
+        elif job.job_id in snap.crowded:
+            detail = "another job holds some of its planned GPUs now"
+            out.append(Decision(job, Action.REHOLD, "gpus_taken", detail, record=record))
         elif now - record.at > rules.replan_after:
             detail = f"released {now - record.at:.0f} s ago, not started ({job.reason})"
             out.append(Decision(job, Action.REHOLD, "placement_stale", detail, record=record))
@@ -233,6 +284,9 @@ def fallback(snap: Snapshot, why: str, release: bool) -> list[Decision]:
     for t in snap.tracked.values():
         if t.running is not None or t.evacuating:
             out.append(Decision(t.job, Action.KEEP, "no_plan", why, record=t.record))
+        elif t.record.state == "invalid":  # refused: held until its comment is fixed
+            detail = f"{why}; its demand was refused: {t.record.error}"
+            out.append(Decision(t.job, Action.WAIT, "invalid_demand", detail, record=t.record))
         elif release:
             out.append(Decision(t.job, Action.FALLBACK, "dsfro_unavailable", why, record=t.record))
         else:

@@ -18,6 +18,7 @@ naming the key, e.g. ``comment: max_gpus: expected an integer >= 1, got "eight"`
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -40,6 +41,10 @@ KEYS = (
     "deadline",
     "preemptible",
 )
+MAX_GPUS = 1_000_000
+"""A GPU limit above any cluster's GPUs (and within the wire's 32-bit fields)."""
+MAX_SECONDS = 10 * 365 * 86400.0
+"""A deadline within ten years, as the service's limit on deadlines."""
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|h|d)?\s*$")
 _UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, None: 1.0}
 
@@ -75,17 +80,25 @@ def _snake(key: str) -> str:
 
 
 def _int(value: Any, key: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise DemandError(key, f"expected an integer >= 1, got {json.dumps(value)}")
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_GPUS:
+        raise DemandError(key, f"expected an integer from 1 to {MAX_GPUS:,}, got {_shown(value)}")
     return value
 
 
 def _float(value: Any, key: str, *, positive: bool) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float):
-        raise DemandError(key, f"expected a number, got {json.dumps(value)}")
+        raise DemandError(key, f"expected a number, got {_shown(value)}")
+    if not math.isfinite(value):
+        raise DemandError(key, f"must be finite, got {value}")
     if (positive and not value > 0) or value < 0:
         raise DemandError(key, f"must be {'> 0' if positive else '>= 0'}, got {value}")
     return float(value)
+
+
+def _shown(value: Any) -> str:
+    """`value` as JSON, cut short: an error goes into the job's AdminComment."""
+    text = json.dumps(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _duration(value: Any, key: str) -> float:
@@ -94,11 +107,9 @@ def _duration(value: Any, key: str) -> float:
     elif isinstance(value, str) and (m := _DURATION.match(value)):
         seconds = float(m.group(1)) * _UNITS[m.group(2)]
     else:
-        raise DemandError(
-            key, f'expected seconds or a duration like "90m", got {json.dumps(value)}'
-        )
-    if not seconds > 0:
-        raise DemandError(key, f"must be > 0, got {json.dumps(value)}")
+        raise DemandError(key, f'expected seconds or a duration like "90m", got {_shown(value)}')
+    if not 0 < seconds <= MAX_SECONDS:
+        raise DemandError(key, f"must be > 0 and at most ten years, got {_shown(value)}")
     return seconds
 
 
@@ -108,7 +119,7 @@ def _workload(data: Mapping[str, Any], site: Site) -> tuple[str, Mapping[str, An
     if "profile" in data:
         value = data["profile"]
         if not isinstance(value, Mapping):
-            raise DemandError("profile", f"expected an object, got {json.dumps(value)}")
+            raise DemandError("profile", f"expected an object, got {_shown(value)}")
         _message(value, ThroughputProfile, "profile")
         return "profile", value
     value = data["model"]
@@ -116,10 +127,10 @@ def _workload(data: Mapping[str, Any], site: Site) -> tuple[str, Mapping[str, An
         spec = site.models.get(value)
         if spec is None:
             known = ", ".join(sorted(site.models))
-            raise DemandError("model", f"unknown model {json.dumps(value)} (known: {known})")
+            raise DemandError("model", f"unknown model {_shown(value)} (known: {known})")
         return "model", spec
     if not isinstance(value, Mapping):
-        raise DemandError("model", f"expected a name or an object, got {json.dumps(value)}")
+        raise DemandError("model", f"expected a name or an object, got {_shown(value)}")
     _message(value, ModelSpec, "model")
     return "model", value
 
@@ -136,21 +147,26 @@ def _message(
 def _gpu_types(value: Any, site: Site) -> tuple[str, ...]:
     key = "allowed_gpu_types"
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise DemandError(key, f"expected a list of GPU type names, got {json.dumps(value)}")
+        raise DemandError(key, f"expected a list of GPU type names, got {_shown(value)}")
     out = []
     for name in value:
         gpu = site.gpu_type(name)
         if gpu is None:
-            raise DemandError(key, f"unknown GPU type {json.dumps(name)}")
+            raise DemandError(key, f"unknown GPU type {_shown(name)}")
         out.append(gpu.name)
     return tuple(dict.fromkeys(out))
 
 
+def has_demand(comment: str) -> bool:
+    """Whether a comment carries a demand (valid or not)."""
+    return comment.strip().startswith(PREFIX)
+
+
 def parse_demand(comment: str, site: Site) -> Demand | None:
     """The demand in a job's comment; None without the ``dsfro:`` prefix."""
-    text = comment.strip()
-    if not text.startswith(PREFIX):
+    if not has_demand(comment):
         return None
+    text = comment.strip()
     try:
         raw = json.loads(text[len(PREFIX) :])
     except ValueError as e:
@@ -172,10 +188,22 @@ def parse_demand(comment: str, site: Site) -> Demand | None:
         raise DemandError("max_gpus", f"is {hi}, below min_gpus {lo}")
     tenant = data.get("tenant")
     if tenant is not None and not isinstance(tenant, str):
-        raise DemandError("tenant", f"expected a string, got {json.dumps(tenant)}")
+        raise DemandError("tenant", f"expected a string, got {_shown(tenant)}")
     preemptible = data.get("preemptible")
     if preemptible is not None and not isinstance(preemptible, bool):
-        raise DemandError("preemptible", f"expected true or false, got {json.dumps(preemptible)}")
+        raise DemandError("preemptible", f"expected true or false, got {_shown(preemptible)}")
+    remaining = (
+        _float(data["remaining_samples"], "remaining_samples", positive=False)
+        if "remaining_samples" in data
+        else None
+    )
+    deadline = _duration(data["deadline"], "deadline") if "deadline" in data else None
+    if deadline is not None and not remaining:
+        raise DemandError(
+            "deadline",
+            "needs remaining_samples > 0 (the samples left to train): without them DSFRO "
+            "can't tell whether the deadline holds",
+        )
     return Demand(
         workload=workload,
         spec=spec,
@@ -186,9 +214,7 @@ def parse_demand(comment: str, site: Site) -> Demand | None:
         allowed_gpu_types=_gpu_types(data["allowed_gpu_types"], site)
         if "allowed_gpu_types" in data
         else (),
-        remaining_samples=_float(data["remaining_samples"], "remaining_samples", positive=False)
-        if "remaining_samples" in data
-        else None,
-        deadline_seconds=_duration(data["deadline"], "deadline") if "deadline" in data else None,
+        remaining_samples=remaining,
+        deadline_seconds=deadline,
         preemptible=preemptible,
     )

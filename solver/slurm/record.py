@@ -66,6 +66,9 @@ class Original:
     node_count: int = 1
     tres_per_node: str = ""
     tres_freq: str = ""
+    submit_time: float = 0.0
+    """When the job was submitted (Slurm rewrites its SubmitTime at each requeue; the job's age
+    and a deadline relative to submission count from this); 0: unknown (older records)."""
 
 
 @dataclass(frozen=True)

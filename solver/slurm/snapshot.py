@@ -16,7 +16,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from solver.slurm.demand import Demand, DemandError, parse_demand
+from solver.slurm.demand import Demand, DemandError, has_demand, parse_demand
 from solver.slurm.record import Record, Target, decode
 from solver.slurm.site import GridSite, Site
 from solver.slurm.state import SlurmJob, SlurmNode, in_partition
@@ -59,6 +59,8 @@ class Snapshot:
     tracked: dict[str, Tracked] = field(default_factory=dict)
     reserved: list[tuple[SlurmJob, Record]] = field(default_factory=list)
     """Released by the adapter, not started yet: their planned GPUs are held for them."""
+    crowded: set[int] = field(default_factory=set)
+    """Released jobs some of whose planned GPUs another job holds now: held again at once."""
     malformed: list[tuple[SlurmJob, str]] = field(default_factory=list)
     unplaceable: list[tuple[SlurmJob, str]] = field(default_factory=list)
     """Waiting DSFRO jobs not sent: no node of a GPU type they allow."""
@@ -106,8 +108,16 @@ def _current_target(job: SlurmJob, record: Record, nodes: dict[str, SlurmNode]) 
     )
 
 
+def submitted(job: SlurmJob, record: Record) -> float:
+    """When the job was submitted: Slurm's SubmitTime, or its first one (in the record) once
+    a requeue has rewritten it."""
+    first = record.original.submit_time if record.original is not None else 0.0
+    return first or float(job.submit_time)
+
+
 def _job(t: Tracked, site: Site, types: dict[str, GpuType], now: float) -> Job:
     job, d = t.job, t.demand
+    since = submitted(job, t.record)
     out = Job(name=str(job.job_id), tenant=d.tenant if d.tenant is not None else job.account)
     if d.workload == "model":
         out.model.CopyFrom(message_from_dict(d.spec, ModelSpec, "model"))
@@ -121,14 +131,23 @@ def _job(t: Tracked, site: Site, types: dict[str, GpuType], now: float) -> Job:
     out.allowed_gpu_types.extend(g for g in allowed_types(d, job, site) if g in types)
     if d.remaining_samples is not None:
         out.remaining_samples = d.remaining_samples
-    deadline = job.submit_time + d.deadline_seconds if d.deadline_seconds else job.deadline
-    if deadline:
+    # A deadline means something to DSFRO only with the work left (the demand's own deadline
+    # needs remaining_samples; Slurm's --deadline without them stays Slurm's to enforce).
+    deadline = since + d.deadline_seconds if d.deadline_seconds else job.deadline
+    if deadline and d.remaining_samples:
         out.time_to_deadline.CopyFrom(duration_to_proto(max(deadline - now, 1.0)))
     out.preemptible = (d.preemptible is not False) and job.requeue
-    out.age.CopyFrom(duration_to_proto(max(now - job.submit_time, 0.0)))
+    out.age.CopyFrom(duration_to_proto(max(now - since, 0.0)))
     if t.running is not None:
         out.current_allocation.CopyFrom(_allocation(t.job, t.running, types))
     return out
+
+
+def _not_per_node(tres: str) -> str:
+    return (
+        f"the job asks for GPUs as {tres} (--gpus or --gpus-per-task); DSFRO places GPUs per "
+        "node: submit it with --gres=gpu[:type]:N or --gpus-per-node=N"
+    )
 
 
 def allowed_types(demand: Demand, job: SlurmJob, site: Site) -> tuple[str, ...]:
@@ -209,6 +228,13 @@ def build_snapshot(
     for job in in_partition(jobs, partition):
         if not (job.pending or job.state in ("RUNNING", "CONFIGURING")):
             continue
+        record = decode(job.admin_comment)
+        if (job.pending and not job.held) or (not job.pending and record.state != "placed"):
+            # Slurm's to schedule and run, its demand ignored (never reported in its
+            # AdminComment); the adapter's only where it released the job itself.
+            if job.pending and record.state == "placed" and has_demand(job.comment):
+                out.reserved.append((job, record))
+            continue
         try:
             demand = parse_demand(job.comment, site)
         except DemandError as e:
@@ -216,17 +242,16 @@ def build_snapshot(
             continue
         if demand is None:
             continue
-        record = decode(job.admin_comment)
         if job.pending:
             allowed = allowed_types(demand, job, site)
-            if job.held and allowed and not set(allowed) & set(types):
+            if other := job.gpus_not_per_node():
+                out.malformed.append((job, _not_per_node(other)))
+            elif allowed and not set(allowed) & set(types):
                 out.unplaceable.append((job, f"no node in the snapshot has {', '.join(allowed)}"))
-            elif job.held:
+            else:
                 out.tracked[str(job.job_id)] = Tracked(job, demand, record)
-            elif record.state == "placed":
-                out.reserved.append((job, record))
             continue
-        current = _current_target(job, record, out.nodes) if record.state == "placed" else None
+        current = _current_target(job, record, out.nodes)
         if current is None:
             continue
         if evacuate_drained and any(out.nodes[n].draining for n in current.nodes):
@@ -241,9 +266,11 @@ def build_snapshot(
         everything = set(range(node.gpu_count))
         taken = (everything - mine[name]) if node.draining else (used[name] - mine[name])
         free = sorted(everything - taken - mine[name])
-        for _, record in out.reserved:
+        for job, record in out.reserved:
             if record.target is not None and name in record.target.nodes:
                 k = record.target.gpus_per_node
+                if len(free) < k:  # another job took them since the release
+                    out.crowded.add(job.job_id)
                 taken.update(free[:k])
                 free = free[k:]
         cluster.nodes.append(
@@ -269,8 +296,12 @@ def build_snapshot(
     if site.grid is not None:
         _add_grid(cluster, site.grid, now)
     out.request.cluster.CopyFrom(cluster)
-    for t in out.tracked.values():
-        out.request.jobs.append(_job(t, site, types, now))
+    for name, t in list(out.tracked.items()):
+        try:
+            out.request.jobs.append(_job(t, site, types, now))
+        except (ValueError, OverflowError) as e:  # one job's figures can't stop the round
+            out.malformed.append((t.job, f"comment: {e}"))
+            del out.tracked[name]
     out.request.options.time_budget.CopyFrom(duration_to_proto(budget_seconds))
     out.request.options.seed = seed
     if site.weights is not None:

@@ -120,6 +120,8 @@ class SlurmJob:
     restart_count: int
     allocation: tuple[tuple[str, Gres | None], ...] = ()
     """Running: (node, its GPU GRES or None) for every allocated node, in Slurm's order."""
+    tres_other: str = ""
+    """Its TRES per job, per task and per socket (``--gpus``, ``--gpus-per-task``, ...)."""
 
     @property
     def pending(self) -> bool:
@@ -128,6 +130,13 @@ class SlurmJob:
     @property
     def active(self) -> bool:
         return self.state in ACTIVE_JOB_STATES
+
+    def gpus_not_per_node(self) -> str:
+        """The job's GPU request other than per node (``--gpus=4``: "gres:gpu:4"), or ""."""
+        for entry in split_top(self.tres_other):
+            if entry.removeprefix("gres:").removeprefix("gres/").split(":")[0] == "gpu":
+                return entry
+        return ""
 
     def requested_gpus_per_node(self) -> int:
         """GPUs per node the job asks for (``--gres=gpu[:type]:N``); 0 without."""
@@ -294,6 +303,11 @@ def parse_squeue(text: str | bytes) -> list[SlurmJob]:
                 tres_freq=f.get("tres_freq", str, ""),
                 restart_count=f.get("restart_cnt", int, 0),
                 allocation=_allocation(f) if state in ACTIVE_JOB_STATES else (),
+                tres_other=",".join(
+                    t
+                    for k in ("tres_per_job", "tres_per_task", "tres_per_socket")
+                    if (t := f.get(k, str, ""))
+                ),
             )
         )
     return out
