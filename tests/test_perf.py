@@ -100,6 +100,43 @@ def test_memory_rules_out() -> None:
     assert run(ARCHS["llama2-70b"], GPUS["H200"], 4, 8, 4) is not None
 
 
+def test_a_shape_known_to_run_keeps_the_micro_batch_that_fits() -> None:
+    """Without the memory rule-out (a running job's own shape), a micro-batch that fits still
+    wins: gpt3-1.3b at 8 x 2 x 1 on an A100-40GB runs at 33.1 GiB a GPU, as when it was
+    placed. Before, the fastest size was taken whatever its memory (54.4 GiB on a 40 GB GPU):
+    a running job looked faster than the same shape elsewhere, and a baseline that restarted it
+    in that shape on other GPUs was refused for memory it never needed."""
+    gpu = GPUS["A100-40GB"]
+    shape = Shape(gpu.name, 8, 2, 1)
+    kept = estimate(
+        GPT13,
+        gpu,
+        shape,
+        gpu.max_clock_mhz,
+        gpus_per_node=8,
+        network_bandwidth_gbps=200.0,
+        check_memory=False,
+    )
+    placed = estimate(
+        GPT13, gpu, shape, gpu.max_clock_mhz, gpus_per_node=8, network_bandwidth_gbps=200.0
+    )
+    assert kept == placed and kept is not None
+    assert kept.memory_per_gpu_gib == pytest.approx(33.06, abs=0.01)
+    # Where nothing fits, the shape still runs (it does), at its fastest size.
+    big = ARCHS["llama2-70b"]
+    shape = Shape(A100.name, 4, 8, 4)
+    over = estimate(
+        big,
+        A100,
+        shape,
+        A100.max_clock_mhz,
+        gpus_per_node=8,
+        network_bandwidth_gbps=200.0,
+        check_memory=False,
+    )
+    assert over is not None and over.memory_per_gpu_gib > A100.memory_gib
+
+
 @pytest.mark.parametrize(
     ("arch", "dp", "tp", "pp", "per_node"),
     [

@@ -3,9 +3,12 @@ scheduler sends it as a measured profile of what it showed."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from solver._proto.dsfro.v1 import scheduler_pb2 as pb
+from solver.cli.main import main
 from solver.domain import Allocation, GpuSlice, Shape
 from solver.perfmodel.catalog import load_architectures
 from solver.simulate.core import Decision, RoundInput, SimJob, TraceJob
@@ -88,3 +91,20 @@ def test_feedback_offers_the_shape_a_job_runs_in_even_where_it_is_not_the_best_s
     assert later.WhichOneof("workload") == "profile"
     shapes = {(q.num_gpus, q.tensor_parallel, q.pipeline_parallel) for q in later.profile.points}
     assert (2, 1, 2) in shapes and (2, 1, 1) in shapes
+
+
+def test_a_baseline_restarting_a_job_in_the_shape_it_ran_in_passes_the_checker(
+    tmp_path: Path,
+) -> None:
+    """A job ran in a shape whose fastest micro-batch the memory model rules out but a smaller
+    one fits; its measured profile offered that shape at the fastest size's memory (215.8 GiB a
+    GPU on a 141 GiB H200), and LAS, restarting it there, made a plan the checker refused: the
+    run stopped (found by sim_unseen --seed 23, case 10). A shape known to run now keeps the
+    micro-batch that fits (solver.perfmodel.throughput.estimate)."""
+    case = Path(__file__).resolve().parent / "data" / "simulate" / "unseen-23-case10"
+    argv = ["simulate", "--compare", "--trace", str(case / "trace.csv")]
+    argv += ["--cluster", str(case / "cluster.json"), "--out", str(tmp_path), "--policies"]
+    argv += ["las", "--workers", "1", "--max-time", "5h", "--seeds", "7", "--budget", "0.2s"]
+    argv += ["--feedback", "--no-restart-cost", "--interval", "60s"]
+    assert main(argv) == 0
+    assert (tmp_path / "trace-comparison.csv").exists()

@@ -89,6 +89,7 @@ def estimate_grid(
     best_step = np.full(n.shape, np.inf)
     best_compute = np.zeros(n.shape)
     best_memory = np.zeros(n.shape)
+    best_fits = np.zeros(n.shape, dtype=bool)
     for mb in throughput.MICRO_BATCH_SIZES:
         # throughput.memory_per_gpu_gib
         per_layer = s * mb * h * (34 + 5 * a * s / h) / tp
@@ -108,11 +109,16 @@ def estimate_grid(
             dp > 1, np.maximum(0.0, allreduce - throughput.BACKWARD_SHARE * (compute / m)), 0.0
         )
         step = compute + tensor + p2p + bubble + exposed
-        usable = (per_replica % mb == 0) & ~(check_memory & (memory > gpu.memory_gib))
-        better = usable & (step < best_step)  # strict: the smallest size of equal steps
+        # As throughput.estimate: a micro-batch that fits wins over any that doesn't, also
+        # where the memory rule-out is off (a shape known to run).
+        fitting = memory <= gpu.memory_gib
+        usable = (per_replica % mb == 0) & ~((check_memory | best_fits) & ~fitting)
+        # strict: the smallest size of equal steps
+        better = usable & ((fitting & ~best_fits) | (step < best_step))
         best_step = np.where(better, step, best_step)
         best_compute = np.where(better, compute, best_compute)
         best_memory = np.where(better, memory, best_memory)
+        best_fits = best_fits | (better & fitting)
 
     valid &= np.isfinite(best_step)
     step = np.where(valid, best_step, 1.0)

@@ -292,15 +292,21 @@ def estimate(
         )
     per_replica = model.global_batch_size // shape.data_parallel
     best: tuple[float, float, float] | None = None
+    fits = False
     for mb in MICRO_BATCH_SIZES:
         if per_replica % mb:
             continue
         memory = memory_per_gpu_gib(model, shape, mb)
-        if check_memory and memory > gpu.memory_gib:
+        if memory > gpu.memory_gib and (check_memory or fits):
             continue
+        # Without the check, a micro-batch that fits still wins over any that doesn't: a shape
+        # known to run keeps the operating point it was placed at (before, its fastest one,
+        # over the memory, and a plan moving it was refused for memory it never needed).
         step, compute = _step(model, shape, ratio, mb, flops_per_second, nvlink, between)
-        if best is None or step < best[0]:
+        fitting = memory <= gpu.memory_gib
+        if best is None or (fitting and not fits) or step < best[0]:
             best = (step, compute, memory)
+            fits = fits or fitting
     if best is None:
         return None
     step, compute, memory = best
