@@ -45,7 +45,11 @@ def _power_saving(request: pb.SolveRequest, rng: random.Random) -> str:
     saving.enabled = rng.random() < 0.8
     saving.suspend_after.FromSeconds(rng.choice([0, 300, 1800]))
     saving.resume_time.FromSeconds(rng.choice([0, 60, 600]))
-    saving.suspended_node_watts = rng.choice([0.0, 20.0, 80.0])
+    # A suspended node draws less than the same node up and idle (a site's figure is its
+    # BMC's in standby): never more than the smallest node's floor.
+    idle = {t.name: t.idle_watts for t in cluster.gpu_types}
+    floor = min(n.gpu_count * idle.get(n.gpu_type, 0.0) + n.base_watts for n in cluster.nodes)
+    saving.suspended_node_watts = min(rng.choice([0.0, 20.0, 80.0]), floor)
     saving.spare_nodes_per_type = rng.choice([0, 0, 1, 3])
     saving.price_node_floor = rng.random() < 0.5
     busy = {s.node for j in request.jobs for s in j.current_allocation.placement}
