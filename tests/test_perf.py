@@ -106,34 +106,19 @@ def test_a_shape_known_to_run_keeps_the_micro_batch_that_fits() -> None:
     placed. Before, the fastest size was taken whatever its memory (54.4 GiB on a 40 GB GPU):
     a running job looked faster than the same shape elsewhere, and a baseline that restarted it
     in that shape on other GPUs was refused for memory it never needed."""
-    gpu = GPUS["A100-40GB"]
-    shape = Shape(gpu.name, 8, 2, 1)
-    kept = estimate(
-        GPT13,
-        gpu,
-        shape,
-        gpu.max_clock_mhz,
-        gpus_per_node=8,
-        network_bandwidth_gbps=200.0,
-        check_memory=False,
-    )
-    placed = estimate(
-        GPT13, gpu, shape, gpu.max_clock_mhz, gpus_per_node=8, network_bandwidth_gbps=200.0
-    )
-    assert kept == placed and kept is not None
+    def at_top(spec: ModelSpec, gpu: GpuType, shape: Shape, check: bool) -> Estimate | None:
+        clock = gpu.max_clock_mhz
+        return estimate(
+            spec, gpu, shape, clock, gpus_per_node=8, network_bandwidth_gbps=200.0,
+            check_memory=check,
+        )  # fmt: skip
+
+    a40 = GPUS["A100-40GB"]
+    kept = at_top(GPT13, a40, Shape(a40.name, 8, 2, 1), False)
+    assert kept == at_top(GPT13, a40, Shape(a40.name, 8, 2, 1), True) and kept is not None
     assert kept.memory_per_gpu_gib == pytest.approx(33.06, abs=0.01)
     # Where nothing fits, the shape still runs (it does), at its fastest size.
-    big = ARCHS["llama2-70b"]
-    shape = Shape(A100.name, 4, 8, 4)
-    over = estimate(
-        big,
-        A100,
-        shape,
-        A100.max_clock_mhz,
-        gpus_per_node=8,
-        network_bandwidth_gbps=200.0,
-        check_memory=False,
-    )
+    over = at_top(ARCHS["llama2-70b"], A100, Shape(A100.name, 4, 8, 4), False)
     assert over is not None and over.memory_per_gpu_gib > A100.memory_gib
 
 
