@@ -7,7 +7,7 @@ import json
 from dataclasses import replace
 
 from solver.slurm.decide import Action, Decision, Rules, decide, fallback
-from solver.slurm.record import Target
+from solver.slurm.record import Target, comment_digest
 from solver.slurm.site import Site
 from solver.slurm.snapshot import Snapshot, build_snapshot
 from solver.slurm.state import SlurmNode, parse_sinfo, parse_squeue
@@ -229,7 +229,12 @@ def test_fallback_leaves_a_job_dsfro_refused_held() -> None:
     snap = snapshot("placed")
     t = snap.tracked["8"]
     error = "rejected by DSFRO: jobs[0].tenant: must be printable"
-    snap.tracked["8"] = replace(t, record=replace(t.record, state="invalid", error=error))
+    refused = replace(t.record, state="invalid", error=error, refused=comment_digest(t.job.comment))
+    snap.tracked["8"] = replace(t, record=refused)
     d = by_job(fallback(snap, "UNAVAILABLE", release=True))[8]
     assert (d.action, d.reason) == (Action.WAIT, "invalid_demand")
     assert d.detail == f"UNAVAILABLE; its demand was refused: {error}"
+    # Its comment fixed since (the refused one was another): given back like any other.
+    fixed = replace(t, record=replace(refused, refused=comment_digest("dsfro:{}")))
+    snap.tracked["8"] = fixed
+    assert by_job(fallback(snap, "UNAVAILABLE", release=True))[8].action is Action.FALLBACK

@@ -263,3 +263,20 @@ def test_a_requeued_jobs_age_and_deadline_count_from_its_first_submission() -> N
     three = next(j for j in snap.request.jobs if j.name == "3")
     assert three.age.seconds == NOW - first
     assert three.time_to_deadline.seconds == first + 5 * 3600 - NOW
+
+
+def test_a_requeued_jobs_defaults_are_those_of_its_own_request() -> None:
+    """Job 3 asked for 4 GPUs of any type (``--gres=gpu:4``); the adapter last placed it on 2
+    h100s and requeued it. Its default GPU limit and types come from what it asked for, kept in
+    the record, not from the Gres the adapter wrote (before: max_gpus 2, h100 only)."""
+
+    def edit(jobs: list[dict[str, object]]) -> None:
+        three = _job(jobs, 3)
+        three["comment"] = 'dsfro:{"model":"gpt3-1.3b"}'
+        three["tres_per_node"] = "gres:gpu:h100:2"
+        original = Original(tres_per_node="gres:gpu:4", node_count=1)
+        three["admin_comment"] = Record("requeued", NOW - 60, original=original).encode()
+
+    three = next(j for j in _with_jobs(edit).request.jobs if j.name == "3")
+    assert (three.min_gpus, three.max_gpus) == (1, 4)
+    assert list(three.allowed_gpu_types) == []

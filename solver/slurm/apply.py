@@ -23,7 +23,14 @@ from pathlib import Path
 from solver.slurm.commands import Slurm
 from solver.slurm.decide import Action, Decision
 from solver.slurm.hostlist import join
-from solver.slurm.record import EMPTY, MAX_ERROR_CHARS, Original, Record, Target
+from solver.slurm.record import (
+    EMPTY,
+    MAX_ERROR_CHARS,
+    Original,
+    Record,
+    Target,
+    comment_digest,
+)
 from solver.slurm.state import SlurmJob
 
 
@@ -233,9 +240,12 @@ class Applier:
                         (self.plan_dir / f"{d.job_id}{suffix}").unlink()
             return d, True, "", True
         if d.action is Action.SKIP:
-            if record.error and record.error == d.detail[:MAX_ERROR_CHARS]:
+            refused = comment_digest(d.job.comment)
+            if record.error == d.detail[:MAX_ERROR_CHARS] and record.refused == refused:
                 return d, True, "", False  # reported already: no write every round
-            marked = record.with_(state=record.state or "invalid", at=now, error=d.detail)
+            marked = record.with_(
+                state=record.state or "invalid", at=now, error=d.detail, refused=refused
+            )
             done = self.slurm.update(d.job_id, [("AdminComment", marked.encode())])
             return d, done.ok, "" if done.ok else done.error(), False
         return d, True, "", False  # WAIT, KEEP: nothing to do in Slurm

@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from enum import StrEnum
 
-from solver.slurm.record import Record, Target, decode
+from solver.slurm.record import Record, Target, comment_digest, decode
 from solver.slurm.snapshot import Snapshot, Tracked
 from solver.slurm.state import SlurmJob, SlurmNode
 from solver.wire import JobAssignment, JobState, Plan, QueueReason
@@ -276,6 +276,12 @@ def reported(snap: Snapshot) -> list[Decision]:
     return out
 
 
+def _unchanged(t: Tracked) -> bool:
+    """Whether the job's comment is the one whose demand was refused (records written before
+    the digest was kept: taken as unchanged)."""
+    return t.record.refused in ("", comment_digest(t.job.comment))
+
+
 def fallback(snap: Snapshot, why: str, release: bool) -> list[Decision]:
     """Decisions of a round without a plan: held jobs are given back to Slurm unchanged when
     `release` (DSFRO out of reach for longer than the fallback time), else they wait; running
@@ -284,7 +290,7 @@ def fallback(snap: Snapshot, why: str, release: bool) -> list[Decision]:
     for t in snap.tracked.values():
         if t.running is not None or t.evacuating:
             out.append(Decision(t.job, Action.KEEP, "no_plan", why, record=t.record))
-        elif t.record.state == "invalid":  # refused: held until its comment is fixed
+        elif t.record.state == "invalid" and _unchanged(t):  # held until its comment is fixed
             detail = f"{why}; its demand was refused: {t.record.error}"
             out.append(Decision(t.job, Action.WAIT, "invalid_demand", detail, record=t.record))
         elif release:

@@ -10,6 +10,7 @@ that carry a demand.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import asdict, dataclass, replace
 from typing import Any
@@ -84,6 +85,9 @@ class Record:
     checkpoint_at: float | None = None
     """When the job was signalled to checkpoint before a move."""
     error: str = ""
+    refused: str = ""
+    """``comment_digest`` of the comment whose demand was refused (state invalid): fixed since,
+    the job is no longer held back by fallback."""
 
     def encode(self) -> str:
         body: dict[str, Any] = {"v": VERSION, "state": self.state, "at": round(self.at, 3)}
@@ -98,6 +102,8 @@ class Record:
             body["ckpt"] = round(self.checkpoint_at, 3)
         if self.error:
             body["error"] = self.error[:MAX_ERROR_CHARS]
+        if self.refused:
+            body["refused"] = self.refused
         return PREFIX + json.dumps(body, separators=(",", ":"), sort_keys=True)
 
     def with_(self, **changes: Any) -> Record:
@@ -105,6 +111,11 @@ class Record:
 
 
 EMPTY = Record(state="")
+
+
+def comment_digest(comment: str) -> str:
+    """A short digest of a job's comment: whether the demand changed since it was refused."""
+    return hashlib.sha256(comment.strip().encode()).hexdigest()[:16]
 
 
 def decode(admin_comment: str) -> Record:
@@ -127,6 +138,7 @@ def decode(admin_comment: str) -> Record:
             else Original(**{**o, "required_nodes": tuple(o["required_nodes"])}),
             checkpoint_at=None if body.get("ckpt") is None else float(body["ckpt"]),
             error=str(body.get("error", "")),
+            refused=str(body.get("refused", "")),
         )
     except (TypeError, ValueError, KeyError):
         return EMPTY

@@ -13,7 +13,7 @@ Slurm's.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
 from solver.slurm.demand import Demand, DemandError, has_demand, parse_demand
@@ -108,6 +108,16 @@ def _current_target(job: SlurmJob, record: Record, nodes: dict[str, SlurmNode]) 
     )
 
 
+def as_submitted(job: SlurmJob, record: Record) -> SlurmJob:
+    """The job with its own request (GRES per node, node count) where the adapter changed it:
+    the demand's defaults (GPU limits, GPU type) come from what the job asked for, not from
+    the shape it was last placed in."""
+    o = record.original
+    if o is None:
+        return job
+    return replace(job, tres_per_node=o.tres_per_node, node_count=o.node_count)
+
+
 def submitted(job: SlurmJob, record: Record) -> float:
     """When the job was submitted: Slurm's SubmitTime, or its first one (in the record) once
     a requeue has rewritten it."""
@@ -116,7 +126,7 @@ def submitted(job: SlurmJob, record: Record) -> float:
 
 
 def _job(t: Tracked, site: Site, types: dict[str, GpuType], now: float) -> Job:
-    job, d = t.job, t.demand
+    job, d = as_submitted(t.job, t.record), t.demand
     since = submitted(job, t.record)
     out = Job(name=str(job.job_id), tenant=d.tenant if d.tenant is not None else job.account)
     if d.workload == "model":
@@ -243,7 +253,7 @@ def build_snapshot(
         if demand is None:
             continue
         if job.pending:
-            allowed = allowed_types(demand, job, site)
+            allowed = allowed_types(demand, as_submitted(job, record), site)
             if other := job.gpus_not_per_node():
                 out.malformed.append((job, _not_per_node(other)))
             elif allowed and not set(allowed) & set(types):
