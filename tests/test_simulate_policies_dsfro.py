@@ -11,12 +11,21 @@ from dataclasses import replace
 import pytest
 
 from solver._proto.dsfro.v1 import scheduler_pb2 as pb
-from solver.domain import FairnessMode, FairnessScope
+from solver.domain import FairnessMode, FairnessScope, GpuSlice
 from solver.simulate.core import SimulationError
 from solver.simulate.policies import make_policy
 from solver.simulate.policies.dsfro import DsfroPolicy
 from tests.factories import running_server
-from tests.simulate_policy_helpers import FAST, SLOW, cluster, past, placed, profiled, round_of
+from tests.simulate_policy_helpers import (
+    FAST,
+    SLOW,
+    cluster,
+    past,
+    placed,
+    profiled,
+    round_of,
+    running,
+)
 
 
 def _two_jobs_one_gpu() -> pb.SolveRequest:
@@ -134,3 +143,22 @@ def test_over_grpc_a_round_without_a_service_stops_the_run_naming_it() -> None:
         policy.decide(ri)
     policy.close()
     assert f"the round at t={ri.now_s:.0f} s got no plan" in stopped.value.problems[0]
+
+
+def test_an_infeasible_round_keeps_what_runs_and_starts_nothing() -> None:
+    """A budget below what the running non-preemptible job draws: DSFRO answers INFEASIBLE
+    with no plan; the round keeps both running jobs as they are and starts none (before, the
+    empty plan stopped them all, the non-preemptible one too, and the run ended)."""
+    req = cluster(("n0", FAST, 4), budget=500.0)
+    profiled(req, "pinned", {(FAST, 2): 100.0}, current=running(FAST, "n0", [0, 1]))
+    req.jobs[0].preemptible = False
+    profiled(req, "other", {(FAST, 1): 50.0}, current=running(FAST, "n0", [2]))
+    profiled(req, "new", {(FAST, 1): 50.0})
+    policy = DsfroPolicy()
+    d = policy.decide(
+        round_of(req, {"pinned": past(0, 2), "other": past(0, 1), "new": past(50, 1)})
+    )
+    policy.close()
+    assert d.detail.startswith("INFEASIBLE")
+    assert placed(d) == {"pinned": (FAST, 2), "other": (FAST, 1)}
+    assert d.allocations["pinned"].placement == (GpuSlice("n0", (0, 1)),)

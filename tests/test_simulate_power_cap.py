@@ -4,18 +4,24 @@ simulator's margin rule for every policy (solver.simulate.guard)."""
 from __future__ import annotations
 
 import csv
+import dataclasses
 import statistics
+from pathlib import Path
 
 import pytest
 
+from solver.cli.main import main
 from solver.domain import ProfilePoint, ThroughputProfile
+from solver.perfmodel.configs import build_config_set
 from solver.perfmodel.guard import GuardParams
 from solver.resources import data_dir
 from solver.simulate.core import SimJob, SimulationLog, TraceJob
 from solver.simulate.engine import Simulation
+from solver.simulate.guard import kept_watts
 from solver.simulate.power_cap import capped, slowdown_curve, speed_at
 from solver.simulate.settings import SIMULATED_GUARD, EngineSettings
 from solver.simulate.truth import Rate, TruthSettings
+from tests.factories import cluster, job, node, point, problem, running
 from tests.test_simulate_engine import FirstFit, run, two_gpu_cluster
 
 
@@ -111,3 +117,34 @@ def test_scenarios_and_runs_from_files_share_the_power_rule() -> None:
         assert scenario.settings.power_guard == EngineSettings().power_guard == SIMULATED_GUARD
     # The simulator's measured profiles are the model's watts: as uncertain as predictions.
     assert SIMULATED_GUARD.measured_uncertainty == SIMULATED_GUARD.model_uncertainty == 0.15
+
+
+def test_the_rule_never_tells_less_than_the_running_non_preemptible_jobs_need(
+    tmp_path: Path,
+) -> None:
+    """Budget less margin fell below the idle floor plus j36's least draw (8 V100s,
+    non-preemptible): DSFRO answered INFEASIBLE, its empty plan stopped j36 and the run ended
+    (found by sim_unseen --seed 24, case 11). The rule now tells at least that much, and an
+    INFEASIBLE answer keeps what runs."""
+    case = Path(__file__).resolve().parent / "data" / "simulate" / "unseen-24-case11"
+    argv = ["simulate", "--compare", "--trace", str(case / "trace.csv")]
+    argv += ["--cluster", str(case / "cluster.json"), "--out", str(tmp_path), "--policies"]
+    argv += ["dsfro", "--workers", "1", "--max-time", "600s", "--seeds", "7"]
+    argv += ["--budget", "0.2s"]
+    assert main(argv) == 0
+
+
+def test_kept_watts_is_the_least_draw_of_the_running_non_preemptible_jobs() -> None:
+    p = problem(
+        cluster(node("n0"), power=3000.0),
+        job("pinned", point(4, 40.0, 1200.0), current=running("A100", {"n0": (0, 1, 2, 3)})),
+        job("free", point(2, 20.0, 600.0), current=running("A100", {"n0": (4, 5)})),
+    )
+    pinned = dataclasses.replace(p.jobs[0], preemptible=False)
+    p = dataclasses.replace(p, jobs=(pinned, p.jobs[1]))
+    idle = p.cluster.gpu_types["A100"].idle_watts
+    own = [c for c in build_config_set(p).by_job["pinned"] if c.num_gpus == 4]
+    least = min(c.watts for c in own)  # its lowest clock: below the 1,200 W measured at the top
+    assert least < 1200.0
+    assert kept_watts(p) == pytest.approx(least - 4 * idle)  # the free job counts nothing
+    assert kept_watts(dataclasses.replace(p, jobs=(p.jobs[1],))) == 0.0

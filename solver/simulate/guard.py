@@ -17,8 +17,8 @@ import dataclasses
 
 from solver._proto.dsfro.v1 import scheduler_pb2 as pb
 from solver.domain import JobAssignment, JobState, Problem
-from solver.perfmodel.budgets import floor_watts, woken_watts
-from solver.perfmodel.configs import resolve_config, type_facts
+from solver.perfmodel.budgets import extra_watts, floor_watts, woken_watts
+from solver.perfmodel.configs import build_config_set, resolve_config, type_facts
 from solver.perfmodel.guard import GuardParams, expected_margin, plan_draws, settle
 from solver.simulate.core import Decision
 from solver.simulate.power_cap import capped
@@ -42,7 +42,10 @@ class RoundGuard:
         budget = problem.cluster.power_budget_watts
         if self.params is None or budget is None:
             return request, problem
-        floor = floor_watts(problem.cluster)
+        # Never below what the cluster draws idle and its running non-preemptible jobs need:
+        # a policy told less can only answer that nothing fits (DSFRO: INFEASIBLE, an empty
+        # plan that stops those jobs; found by sim_unseen --seed 24, case 11).
+        floor = floor_watts(problem.cluster) + kept_watts(problem)
         told = max(budget - expected_margin(problem, self.params), floor)
         told = min(told, budget)
         request.cluster.power_budget_watts = told
@@ -82,4 +85,25 @@ class RoundGuard:
         return capped(rate, gpus, self.limits.get(job))
 
 
-__all__ = ["RoundGuard"]
+def kept_watts(problem: Problem) -> float:
+    """What the running non-preemptible jobs draw above their GPUs' idle power, each in its
+    own shape (or MIG instance) at its least draw among the configurations the solver plans
+    with; a job without such a configuration counts 0."""
+    kept = [j for j in problem.jobs if j.current is not None and not j.preemptible]
+    if not kept:
+        return 0.0
+    configs = build_config_set(dataclasses.replace(problem, jobs=tuple(kept)))
+    total = 0.0
+    for job in kept:
+        cur = job.current
+        assert cur is not None
+        if cur.mig is None:
+            own = [c for c in configs.by_job.get(job.name, ()) if c.shape == cur.shape]
+        else:
+            own = [c for c in configs.slices.get(job.name, ()) if c.mig_profile == cur.mig.profile]
+        if own:
+            total += extra_watts(problem.cluster, min(own, key=lambda c: c.watts))
+    return total
+
+
+__all__ = ["RoundGuard", "kept_watts"]

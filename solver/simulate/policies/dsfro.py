@@ -38,7 +38,7 @@ from solver.client import Client, DsfroError, RetryPolicy
 from solver.client.client import TRANSFER_ALLOWANCE_SECONDS
 from solver.client.connection import Connection
 from solver.core.solver import Solver
-from solver.domain import Allocation, Backend, Fairness, JobState, Problem
+from solver.domain import Allocation, Backend, Fairness, JobState, Problem, Termination
 from solver.simulate.core import Decision, RoundInput, SimulationError
 
 SERVER_WAIT_SECONDS = TRANSFER_ALLOWANCE_SECONDS + 60.0
@@ -111,6 +111,7 @@ class DsfroPolicy:
             changes = result.plan.layout_changes
             actions = result.plan.power_actions
             detail = f"{result.stats.termination.name} ({result.stats.backend_used.name})"
+            infeasible = result.stats.termination is Termination.INFEASIBLE
         else:
             response = self._call(self.adapt(round_input), round_input.now_s)
             allocations = {
@@ -119,10 +120,16 @@ class DsfroPolicy:
             changes = convert_mig.changes_from_proto(response.plan)
             actions = convert_power.actions_from_proto(response.plan)
             s = response.stats
+            infeasible = s.termination == pb.TERMINATION_INFEASIBLE
             detail = (
                 f"{enum_label(pb.Termination, s.termination)} "
                 f"({enum_label(pb.Backend, s.backend_used)})"
             )
+        if infeasible:
+            # No plan (the request contradicts itself): the scheduler keeps what runs and
+            # starts nothing, as dsfro-slurm does, rather than stop every job.
+            allocations = {j.name: j.current for j in round_input.problem.jobs if j.current}
+            changes, actions = (), ()
         return Decision(allocations, time.perf_counter() - started, detail, changes, actions)
 
     def restricted(self, round_input: RoundInput) -> Problem:
