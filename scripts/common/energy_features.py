@@ -47,8 +47,8 @@ def _power_saving(request: pb.SolveRequest, rng: random.Random) -> str:
     saving.resume_time.FromSeconds(rng.choice([0, 60, 600]))
     # A suspended node draws less than the same node up and idle (a site's figure is its
     # BMC's in standby): never more than the smallest node's floor.
-    idle = {t.name: t.idle_watts for t in cluster.gpu_types}
-    floor = min(n.gpu_count * idle.get(n.gpu_type, 0.0) + n.base_watts for n in cluster.nodes)
+    per_gpu = {t.name: t.idle_watts for t in cluster.gpu_types}
+    floor = min(n.gpu_count * per_gpu.get(n.gpu_type, 0.0) + n.base_watts for n in cluster.nodes)
     saving.suspended_node_watts = min(rng.choice([0.0, 20.0, 80.0]), floor)
     saving.spare_nodes_per_type = rng.choice([0, 0, 1, 3])
     saving.price_node_floor = rng.random() < 0.5
