@@ -91,24 +91,18 @@ def evaluate_allocations(
     violations.extend(check_plan(problem, assignments, changes, actions))
     if violations:
         return Evaluation(tuple(violations), None)
+    counted: Sequence[JobAssignment] = assignments
     if scored is not None:
         configs = build_config_set(scored, type_facts(scored.cluster))
         kept = {j.name for j in scored.jobs}
-        objective = score_plan(
-            scored,
-            [a for a in assignments if a.job in kept],
-            configs.best_samples_per_second,
-            changes,
-            configs.least_joules_per_sample,
-        )
-    else:
-        objective = score_plan(
-            problem,
-            assignments,
-            configs.best_samples_per_second,
-            changes,
-            configs.least_joules_per_sample,
-        )
+        counted = [a for a in assignments if a.job in kept]
+    objective = score_plan(
+        scored or problem,
+        counted,
+        configs.best_samples_per_second,
+        changes,
+        configs.least_joules_per_sample,
+    )
     limits = power_limits or {}
     limited = tuple(
         dataclasses.replace(a, power_limit_watts=limits[a.job]) if a.job in limits else a
