@@ -17,7 +17,7 @@ import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -177,11 +177,12 @@ class GridHour:
 
 
 def read_grid_schedule(path: str | Path) -> list[GridHour]:
-    """The rows of a grid schedule CSV (``time`` an ISO time, UTC; ``carbon_g_per_kwh``;
-    optional ``price_per_kwh``, which may be negative), in file order, times increasing."""
+    """The rows of a grid schedule CSV (``time`` an ISO time, UTC unless it gives an offset;
+    ``carbon_g_per_kwh``; optional ``price_per_kwh``, which may be negative), in file order,
+    times increasing; a UTF-8 byte-order mark is allowed."""
     where = str(path)
     try:
-        with open(path, newline="", encoding="utf-8") as f:
+        with open(path, newline="", encoding="utf-8-sig") as f:
             rows = list(csv.DictReader(f))
     except (OSError, UnicodeDecodeError, csv.Error) as e:
         raise GridScheduleError(f"{where}: cannot read: {e}") from e
@@ -232,10 +233,15 @@ def grid_forecast_at(
 
 
 def _schedule_time(text: str, where: str) -> datetime:
+    """The time in UTC, naive: a time with an offset is converted (before, ``10:00+09:00`` was
+    read as 10:00 UTC), one without is taken as UTC."""
     try:
-        return datetime.fromisoformat(text.strip()).replace(tzinfo=None)
+        at = datetime.fromisoformat(text.strip())
     except ValueError as e:
         raise GridScheduleError(f"{where} {text!r} is not an ISO time") from e
+    if at.tzinfo is not None:
+        at = at.astimezone(UTC)
+    return at.replace(tzinfo=None)
 
 
 def _schedule_number(

@@ -212,3 +212,19 @@ def test_a_schedule_that_has_ended_gives_no_forecast() -> None:
     inside = grid_forecast_at(rows, t0 + timedelta(hours=5, minutes=30), hours=1)
     assert inside is not None and [p.carbon_g_per_kwh for p in inside.points] == [102.0]
     assert grid_forecast_at(rows, t0 + timedelta(hours=6)) is None  # 04:00 + 2 h: over
+
+
+def test_schedule_times_with_an_offset_are_read_in_utc(tmp_path: Path) -> None:
+    """``12:00+09:00`` is 03:00 UTC (before, 12:00: a schedule in a site's local time with its
+    offset was read nine hours late); a byte-order mark before the header is allowed."""
+    from datetime import datetime
+
+    from solver.wire import read_grid_schedule
+
+    path = tmp_path / "tokyo.csv"
+    rows = "time,carbon_g_per_kwh\n2026-12-07T12:00:00+09:00,600\n"
+    rows += "2026-12-07T13:00:00+09:00,30\n"
+    path.write_text("\ufeff" + rows, encoding="utf-8")
+    got = read_grid_schedule(path)
+    assert [r.start for r in got] == [datetime(2026, 12, 7, 3), datetime(2026, 12, 7, 4)]
+    assert [r.carbon_g_per_kwh for r in got] == [600.0, 30.0]

@@ -238,3 +238,29 @@ def test_fallback_leaves_a_job_dsfro_refused_held() -> None:
     fixed = replace(t, record=replace(refused, refused=comment_digest("dsfro:{}")))
     snap.tracked["8"] = fixed
     assert by_job(fallback(snap, "UNAVAILABLE", release=True))[8].action is Action.FALLBACK
+
+
+def test_an_untyped_gpu_request_is_placed_with_an_untyped_gres() -> None:
+    """Job 8 asked for ``--gres=gpu:1`` (no type): Slurm 22.05 refuses to give it a typed GRES
+    by update ("Invalid GRES specification"), so the target's GRES is untyped; the nodes'
+    single type decides the GPUs anyway."""
+    snap = snapshot("placed")
+    t = snap.tracked["8"]
+    snap.tracked["8"] = replace(t, job=replace(t.job, tres_per_node="gres:gpu:1"))
+    d = run([running("8", {"node4": 4})], snap)[8]
+    assert d.action is Action.PLACE and d.target is not None
+    assert d.target.gres() == "gpu:4"
+    typed = run([running("11", {"node4": 1})])[11]
+    assert typed.target is not None and typed.target.gres() == "gpu:h100:1"
+
+
+def test_nodes_of_two_gres_types_of_one_gpu_type_are_not_one_placement() -> None:
+    """Two GRES types mapped to one GPU type (a site file's choice): a job's GRES has one type,
+    so a placement over both waits, and one on a node takes that node's own GRES type (before,
+    every job took the type of the last node read and never started)."""
+    snap = snapshot("placed")
+    snap.nodes["node4"] = replace(snap.nodes["node4"], gpu_type="h100nvl")
+    got = run([running("8", {"node3": 2, "node4": 2}), running("11", {"node4": 1})], snap)
+    assert (got[8].action, got[8].reason) == (Action.WAIT, "uneven_placement")
+    assert got[8].detail == "nodes of GRES types h100, h100nvl; a job has one"
+    assert got[11].target is not None and got[11].target.gres() == "gpu:h100nvl:1"

@@ -195,6 +195,10 @@ def test_the_site_file_adds_gpu_types_models_and_racks(tmp_path: Path) -> None:
         ({"base_watts": {"node[1-": 5}}, r"site\.base_watts\.node\[1-: unbalanced"),
         ({"power_budget_watts": 0}, r"site\.power_budget_watts: must be > 0"),
         ({"rack_power_budgets": {"r1": "x"}}, r"site\.rack_power_budgets\.r1: expected a number"),
+        (
+            {"racks": {"node[1-2]": "r1"}, "rack_power_budgets": {"R1": 5000}},
+            r"site\.rack_power_budgets\.R1: no node is in rack 'R1' \(racks: r1\)",
+        ),
         ({"weights": {"energi": 1}}, r"site\.weights: not a valid ObjectiveWeights"),
     ],
 )

@@ -18,7 +18,7 @@ from solver.slurm.decide import Action
 from solver.slurm.loop import Adapter, Settings
 from solver.slurm.site import Site
 from solver.slurm.table import decisions_table
-from solver.wire import Plan, SolveRequest, SolveResponse
+from solver.wire import Plan, SolveRequest, SolveResponse, Termination
 from tests.slurm_helpers import FakeClient, FakeRunner, captured
 from tests.test_slurm_decide import running
 from tests.test_slurm_snapshot import NOW
@@ -259,3 +259,28 @@ def test_decisions_are_logged_as_json_lines(caplog: pytest.LogCaptureFixture) ->
     assert place["target"] == "node4 x1 H100-80GB dp1 tp1 pp1 @1605 MHz"
     [round_] = [x for x in lines if x.get("event") == "round"]
     assert round_["outcome"] == "planned" and set(round_["seconds"]) >= {"read", "solve", "apply"}
+
+
+def test_an_infeasible_answer_keeps_what_runs_and_says_why() -> None:
+    """DSFRO answers INFEASIBLE (running non-preemptible jobs over a budget): no plan, nothing
+    touched, held jobs wait with DSFRO's reason, and the round is not counted as planned
+    (before: "planned", the reason dropped, `last_plan` refreshed)."""
+
+    def answer(request: SolveRequest) -> SolveResponse:
+        out = SolveResponse()
+        out.stats.termination = Termination.TERMINATION_INFEASIBLE
+        out.stats.detail = "cluster draws 6740 W over its budget 4500 W"
+        return out
+
+    a, runner, _ = adapter(FakeClient(answer))
+    report = a.round()
+    assert report.outcome == "infeasible" and a.failing_since is None
+    assert report.error == "DSFRO: INFEASIBLE: cluster draws 6740 W over its budget 4500 W"
+    assert runner.writes("release") == [] and runner.writes("requeuehold") == []
+    held = {d.job_id: d for d in report.decisions if d.job_id in (8, 11, 12)}
+    assert {(d.action, d.reason, d.detail) for d in held.values()} == {
+        (Action.WAIT, "infeasible", report.error)
+    }
+    m = a.metrics.registry
+    assert m.get_sample_value("dsfro_slurm_rounds_total", {"outcome": "infeasible"}) == 1
+    assert m.get_sample_value("dsfro_slurm_last_plan_timestamp_seconds") == 0

@@ -4,15 +4,17 @@ request passes the service's own validation."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from datetime import UTC
 
 import pytest
 
 from solver.app.limits import Limits
 from solver.app.validation import validate_request
+from solver.slurm.demand import Demand
 from solver.slurm.record import Original, Record
 from solver.slurm.site import Site
-from solver.slurm.snapshot import Snapshot, build_snapshot
+from solver.slurm.snapshot import Snapshot, allowed_types, build_snapshot, typed_only
 from solver.slurm.state import parse_sinfo, parse_squeue
 from tests.slurm_helpers import captured
 
@@ -280,3 +282,40 @@ def test_a_requeued_jobs_defaults_are_those_of_its_own_request() -> None:
     three = next(j for j in _with_jobs(edit).request.jobs if j.name == "3")
     assert (three.min_gpus, three.max_gpus) == (1, 4)
     assert list(three.allowed_gpu_types) == []
+
+
+def test_evacuation_moves_only_jobs_that_may_move() -> None:
+    """Job 14 runs on node3, drained: with --evacuate-drained it is moved, unless its demand
+    says "preemptible": false or Slurm may not requeue it (before, it was requeued anyway)."""
+    for edit in ('"preemptible": false', "no-requeue"):
+        squeue = json.loads(captured("placed", "squeue"))
+        fourteen = next(j for j in squeue["jobs"] if j["job_id"] == 14)
+        if edit == "no-requeue":
+            fourteen["requeue"] = False
+        else:
+            fourteen["comment"] = fourteen["comment"].rstrip("}") + ', "preemptible": false}'
+        sinfo = json.loads(captured("placed", "sinfo"))
+        sinfo["nodes"][2]["state_flags"] = ["DRAIN"]
+        nodes, jobs = parse_sinfo(json.dumps(sinfo)), parse_squeue(json.dumps(squeue))
+        snap = build_snapshot(
+            nodes, jobs, Site(), now=NOW, budget_seconds=2, evacuate_drained=True
+        )
+        t = snap.tracked["14"]
+        assert not t.evacuating and t.running is not None, edit
+
+
+def test_a_typed_gres_request_keeps_its_type() -> None:
+    """Slurm 22.05 can't change a job's GRES type by update (the job never starts): a job
+    asking for gpu:h100 runs on H100s only, and one whose demand allows only other types is
+    reported instead of placed where it can't start."""
+    site = Site()
+    (job,) = [j for j in parse_squeue(captured("mixed", "squeue")) if j.job_id == 3]
+    assert job.tres_per_node == "gres:gpu:h100:2"
+    any_type = Demand("model", {}, allowed_gpu_types=())
+    assert allowed_types(any_type, job, site) == ("H100-80GB",)
+    other = Demand("model", {}, allowed_gpu_types=("A100-80GB",))
+    assert allowed_types(other, job, site) == ()
+    assert typed_only(other, job, site).startswith("its --gres names h100")
+    untyped = replace(job, tres_per_node="gres:gpu:4")
+    assert allowed_types(other, untyped, site) == ("A100-80GB",)
+    assert typed_only(other, untyped, site) == ""

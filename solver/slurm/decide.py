@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 
 from solver.slurm.record import Record, Target, comment_digest, decode
-from solver.slurm.snapshot import Snapshot, Tracked
+from solver.slurm.snapshot import Snapshot, Tracked, as_submitted, gpu_request
 from solver.slurm.state import SlurmJob, SlurmNode
 from solver.wire import JobAssignment, JobState, Plan, QueueReason
 
@@ -86,9 +86,17 @@ def target_of(a: JobAssignment, snapshot: Snapshot) -> Target | str:
     if len(counts) != 1:
         shape = " + ".join(f"{n}:{c}" for n, c in per_node.items())
         return f"uneven GPUs per node ({shape}); Slurm gives each node the same GRES count"
+    # The GRES type of the placement's own nodes (two GRES types may map to one GPU type, and
+    # a job's GRES has one type); none where the job asked for untyped GPUs (``--gres=gpu:N``:
+    # Slurm refuses to give such a job a typed GRES by update).
+    gres = {snapshot.nodes[n].gpu_type for n in per_node if n in snapshot.nodes}
+    if len(gres) > 1:
+        return f"nodes of GRES types {', '.join(sorted(t or '?' for t in gres))}; a job has one"
+    t = snapshot.tracked.get(a.job)
+    untyped = t is not None and gpu_request(as_submitted(t.job, t.record)) == (True, None)
     return Target(
         gpu_type=a.gpu_type,
-        gres_type=snapshot.gres_types.get(a.gpu_type, ""),
+        gres_type="" if untyped else (gres.pop() if gres else "") or "",
         nodes=tuple(per_node),
         gpus_per_node=counts.pop(),
         data_parallel=a.data_parallel,

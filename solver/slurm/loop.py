@@ -16,7 +16,7 @@ import re
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 from solver.client import DsfroError, InvalidRequest
@@ -143,6 +143,13 @@ class Adapter:
             report.phases["solve"] = self.monotonic() - t
             if response is None:
                 self.failing_since = self.failing_since or now
+            elif response.stats.termination == Termination.TERMINATION_INFEASIBLE:
+                # DSFRO is up, but the snapshot contradicts itself (running non-preemptible jobs
+                # over a budget): no plan, what runs keeps running, held jobs wait; DSFRO's
+                # reason is the round's error. Not counted as a plan, nor as DSFRO failing.
+                self.failing_since = None
+                report.outcome, report.response = "infeasible", response
+                report.error = f"DSFRO: INFEASIBLE: {response.stats.detail}"
             else:
                 self.failing_since = None
                 report.outcome, report.response = "planned", response
@@ -163,6 +170,13 @@ class Adapter:
         else:
             plan = response.plan if response is not None else Plan()
             report.decisions = decide(snap, plan, fresh, rules, now)
+            if report.outcome == "infeasible":  # held jobs wait, saying why
+                report.decisions = [
+                    replace(d, reason="infeasible", detail=report.error)
+                    if d.reason == "not_in_plan"
+                    else d
+                    for d in report.decisions
+                ]
         report.decisions = rejected + report.decisions
         if not self.settings.dry_run:
             t = self.monotonic()

@@ -244,6 +244,12 @@ def site_from_dict(data: Mapping[str, Any], where: str = "site") -> Site:
         w = f"{where}.rack_power_budgets"
         budgets = _object(data["rack_power_budgets"], w)
         kwargs["rack_power_budgets"] = {r: _number(v, f"{w}.{r}") for r, v in budgets.items()}
+        # A budget on a rack no node is in would bind nothing: a typo must not pass silently.
+        known = set(kwargs.get("racks", {}).values()) or {DEFAULT_RACK}
+        for rack in budgets:
+            if rack not in known:
+                names = ", ".join(sorted(known))
+                raise SiteError(f"{w}.{rack}: no node is in rack {rack!r} (racks: {names})")
     for key, message in (("weights", ObjectiveWeights), ("fairness", Fairness)):
         if key in data:
             try:

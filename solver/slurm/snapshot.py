@@ -77,16 +77,18 @@ class Snapshot:
         return [t for t in self.tracked.values() if t.running is None]
 
 
-def _current_target(job: SlurmJob, record: Record, nodes: dict[str, SlurmNode]) -> Target | None:
-    """Where a placed, running job runs, if it is as its record says (else None: it is
-    left to Slurm, its GPUs taken)."""
+def _current_target(
+    job: SlurmJob, record: Record, nodes: dict[str, SlurmNode], nodes_types: dict[str, str]
+) -> Target | None:
+    """Where a placed, running job runs, if it is as its record says (on nodes of its GPU
+    type; else None: it is left to Slurm, its GPUs taken)."""
     planned = record.target
     if planned is None or not job.allocation:
         return None
     counts = set()
     for name, gres in job.allocation:
         node = nodes.get(name)
-        if node is None or gres is None or node.gpu_type != planned.gres_type:
+        if node is None or gres is None or nodes_types.get(name) != planned.gpu_type:
             return None
         counts.add(len(gres.indices) or gres.count)
     if len(counts) != 1:
@@ -160,17 +162,42 @@ def _not_per_node(tres: str) -> str:
     )
 
 
-def allowed_types(demand: Demand, job: SlurmJob, site: Site) -> tuple[str, ...]:
-    """The GPU types a job may run on: its demand's, else the type its ``--gres`` names,
-    else () (any)."""
-    if demand.allowed_gpu_types:
-        return demand.allowed_gpu_types
+def gpu_request(job: SlurmJob) -> tuple[bool, str | None]:
+    """(whether the job asks for GPUs per node, the GRES type it names or None)."""
     for entry in job.tres_per_node.split(","):
         parts = entry.removeprefix("gres:").removeprefix("gres/").split(":")
-        if len(parts) == 3 and parts[0] == "gpu":
-            gpu = site.gpu_type(parts[1])
-            return (gpu.name,) if gpu is not None else (parts[1],)
-    return ()
+        if parts[0] == "gpu" and len(parts) in (2, 3):
+            return True, parts[1] if len(parts) == 3 else None
+    return False, None
+
+
+def allowed_types(demand: Demand, job: SlurmJob, site: Site) -> tuple[str, ...]:
+    """The GPU types a job may run on: the type its ``--gres`` names (Slurm 22.05 refuses to
+    change a job's GRES type by ``scontrol update``: the job would never start), within the
+    demand's when it gives some (none left: the job can't be placed); else the demand's, else
+    () (any)."""
+    asks, named = gpu_request(job)
+    if asks and named is not None:
+        gpu = site.gpu_type(named)
+        own = gpu.name if gpu is not None else named
+        wanted = demand.allowed_gpu_types
+        return (own,) if not wanted or own in wanted else ()
+    return demand.allowed_gpu_types
+
+
+def typed_only(demand: Demand, job: SlurmJob, site: Site) -> str:
+    """Why the job can't be placed although it names GPU types, or "": its ``--gres`` type is
+    not among its demand's allowed types."""
+    asks, named = gpu_request(job)
+    if asks and named is not None and demand.allowed_gpu_types and not allowed_types(
+        demand, job, site
+    ):
+        return (
+            f"its --gres names {named}, which its demand's allowed_gpu_types leave out; Slurm "
+            "can't change a job's GRES type: submit it with --gres=gpu:N (untyped) to let "
+            "DSFRO choose the type"
+        )
+    return ""
 
 
 def _allocation(job: SlurmJob, target: Target, types: dict[str, GpuType]) -> Allocation:
@@ -253,18 +280,22 @@ def build_snapshot(
         if demand is None:
             continue
         if job.pending:
-            allowed = allowed_types(demand, as_submitted(job, record), site)
+            own = as_submitted(job, record)
+            allowed = allowed_types(demand, own, site)
             if other := job.gpus_not_per_node():
                 out.malformed.append((job, _not_per_node(other)))
+            elif why := typed_only(demand, own, site):
+                out.unplaceable.append((job, why))
             elif allowed and not set(allowed) & set(types):
                 out.unplaceable.append((job, f"no node in the snapshot has {', '.join(allowed)}"))
             else:
                 out.tracked[str(job.job_id)] = Tracked(job, demand, record)
             continue
-        current = _current_target(job, record, out.nodes)
+        current = _current_target(job, record, out.nodes, out.node_types)
         if current is None:
             continue
-        if evacuate_drained and any(out.nodes[n].draining for n in current.nodes):
+        movable = job.requeue and demand.preemptible is not False
+        if evacuate_drained and movable and any(out.nodes[n].draining for n in current.nodes):
             out.tracked[str(job.job_id)] = Tracked(job, demand, record, evacuating=True)
             continue
         out.tracked[str(job.job_id)] = Tracked(job, demand, record, running=current)
