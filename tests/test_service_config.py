@@ -53,6 +53,16 @@ def test_config_from_environment_and_flags() -> None:
         ),
         ((), {"DSFRO_HOST": ""}, "DSFRO_HOST must not be empty"),
         (("--max-concurrent-solves", "8", "--workers", "4"), {}, "--workers must be"),
+        (
+            ("--port", "7000", "--health-port", "7000"),
+            {},
+            "DSFRO_HEALTH_PORT: 7000 is already DSFRO_PORT's port",
+        ),
+        (
+            (),
+            {"DSFRO_HEALTH_PORT": "7001", "DSFRO_METRICS_PORT": "7001"},
+            "DSFRO_METRICS_PORT: 7001",
+        ),
     ],
 )
 def test_bad_settings_name_their_source(
@@ -106,3 +116,14 @@ def test_a_bad_server_profile_names_the_file_and_key(tmp_path: Path) -> None:
 def test_enough_rpc_threads_for_many_solves() -> None:
     c = config_from_args(_args("--max-concurrent-solves", "30"), {})
     assert c.grpc_workers > c.max_concurrent_solves
+
+
+def test_a_second_server_on_a_taken_port_does_not_start() -> None:
+    """gRPC on Linux let a second server bind the port another serves (SO_REUSEPORT): calls
+    were split between the two, one of them with other credentials. Now it cannot listen."""
+    first = build_server(replace(ServerConfig(), port=0))
+    try:
+        with pytest.raises(OSError, match=r"cannot listen on 127\.0\.0\.1:"):
+            build_server(replace(ServerConfig(), port=first.port))
+    finally:
+        first.stop(None).wait(WAIT)

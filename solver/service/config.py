@@ -296,7 +296,21 @@ def config_from_args(
         c = replace(c, grpc_workers=_int(workers, low, 4096))
     elif c.grpc_workers < low:
         c = replace(c, grpc_workers=low + 8)
+    _distinct_ports(c)
     return c
+
+
+def _distinct_ports(c: ServerConfig) -> None:
+    """The health and metrics ports differ from the service's and from each other (0: any)."""
+    taken = {"DSFRO_PORT": c.port}
+    others = (("DSFRO_HEALTH_PORT", c.health_port), ("DSFRO_METRICS_PORT", c.metrics_port))
+    for name, port in others:
+        if not port:
+            continue
+        same = [other for other, p in taken.items() if p == port]
+        if same:
+            raise ConfigError(f"{name}: {port} is already {same[0]}'s port")
+        taken[name] = port
 
 
 def _path(value: tuple[str, str]) -> Path:

@@ -48,6 +48,15 @@ SIGNAL_POLL_SECONDS = 0.2
 HEALTH_WATCH_SECONDS = 1.0
 """How often the service's health status is brought up to date."""
 
+CLOSE_WAIT_SECONDS = 5.0
+"""After the drain, how long the process waits for its solve workers to be closed (a worker
+stops within about a second of its stop) before it exits anyway."""
+
+NO_PORT_SHARING = (("grpc.so_reuseport", 0),)
+"""gRPC on Linux lets a second server bind a port another one serves (SO_REUSEPORT): a second
+replica, or a stale server, then took half the calls with its own credentials. Off: the second
+one fails to start, "cannot listen"."""
+
 
 class SchedulerServer(grpc.Server):  # type: ignore[misc]
     """A grpc.Server with the service, health and reflection, bound to ``port``.
@@ -62,6 +71,7 @@ class SchedulerServer(grpc.Server):  # type: ignore[misc]
         self.servicer = SchedulerServicer(config, solver)
         self._stopping = threading.Event()
         self._metrics_server: WSGIServer | None = None
+        self._closer: threading.Thread | None = None
         self.metrics_port: int | None = None
         self.health = health.HealthServicer()
         for name in ("", SERVICE_NAME):
@@ -79,7 +89,11 @@ class SchedulerServer(grpc.Server):  # type: ignore[misc]
             )
         self._server = grpc.server(
             ThreadPoolExecutor(max_workers=config.grpc_workers, thread_name_prefix="dsfro-rpc"),
-            options=[("grpc.max_receive_message_length", n), ("grpc.max_send_message_length", n)],
+            options=[
+                ("grpc.max_receive_message_length", n),
+                ("grpc.max_send_message_length", n),
+                *NO_PORT_SHARING,
+            ],
             interceptors=interceptors,
         )
         add_service_taking_bytes(self.servicer, self._server)
@@ -98,7 +112,7 @@ class SchedulerServer(grpc.Server):  # type: ignore[misc]
             # Its own threads: probes are answered however busy the service's threads are.
             self._health_server = grpc.server(
                 ThreadPoolExecutor(max_workers=2, thread_name_prefix="dsfro-health"),
-                options=[("grpc.max_receive_message_length", 4096)],
+                options=[("grpc.max_receive_message_length", 4096), *NO_PORT_SHARING],
             )
             health_pb2_grpc.add_HealthServicer_to_server(self.health, self._health_server)
             self.health_port = _listen(
@@ -135,6 +149,14 @@ class SchedulerServer(grpc.Server):  # type: ignore[misc]
         self.servicer.warm_up()
         if freeze:
             collector.freeze_imports()
+        if self.config.metrics_port is not None:
+            try:
+                self._metrics_server, self.metrics_port = serve_metrics(
+                    self.servicer.metrics, self.config.host, self.config.metrics_port
+                )
+            except OSError as e:
+                where = f"{self.config.host}:{self.config.metrics_port}"
+                raise OSError(f"cannot serve metrics on {where} (DSFRO_METRICS_PORT): {e}") from e
         self._server.start()
         if self._health_server is not None:
             self._health_server.start()
@@ -150,10 +172,7 @@ class SchedulerServer(grpc.Server):  # type: ignore[misc]
         )
         if self.health_port is not None:
             log.info("health checks in plaintext on %s:%d", self.config.host, self.health_port)
-        if self.config.metrics_port is not None:
-            self._metrics_server, self.metrics_port = serve_metrics(
-                self.servicer.metrics, self.config.host, self.config.metrics_port
-            )
+        if self.metrics_port is not None:
             log.info("metrics on http://%s:%d/metrics", self.config.host, self.metrics_port)
         if not is_loopback(self.config.host) and self.config.tls is None:
             exposed = (
@@ -184,7 +203,8 @@ class SchedulerServer(grpc.Server):  # type: ignore[misc]
             done.wait()
             self.servicer.close()
 
-        threading.Thread(target=close_when_done, name="dsfro-close", daemon=True).start()
+        self._closer = threading.Thread(target=close_when_done, name="dsfro-close", daemon=True)
+        self._closer.start()
         if self._health_server is not None:
             self._health_server.stop(None)
         if self._tracer_provider is not None:
@@ -194,6 +214,12 @@ class SchedulerServer(grpc.Server):  # type: ignore[misc]
             self._metrics_server.shutdown()
             self._metrics_server = None
         return done
+
+    def wait_closed(self, timeout: float) -> None:
+        """After ``stop``: wait (at most `timeout`) for the solve workers to be closed, so that
+        the process exits after them, not beside them."""
+        if self._closer is not None:
+            self._closer.join(timeout)
 
     def wait_for_termination(self, timeout: float | None = None) -> bool:
         return bool(self._server.wait_for_termination(timeout))
@@ -306,6 +332,7 @@ def serve(config: ServerConfig) -> None:
         log.info("received %s: shutting down", signal.Signals(received[0]).name)
         log.info("draining for up to %gs", config.grace_period_seconds)
         server.stop(config.grace_period_seconds).wait()
+        server.wait_closed(CLOSE_WAIT_SECONDS)
         log.info("stopped")
     finally:
         for s, handler in previous.items():
