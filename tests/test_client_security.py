@@ -138,3 +138,13 @@ def test_tokens_over_tls(pki: Pki, tmp_path: Path) -> None:
             c.solve(make_request())
     assert wrong.value.attempts == 1 and "invalid bearer token" in wrong.value.message
     assert missing.value.attempts == 1 and "missing bearer token" in missing.value.message
+
+
+def test_a_client_certificate_and_a_key_of_another_pair_are_named(pki: Pki) -> None:
+    """gRPC only said "Failed to create security handshaker" (found from outside); the client
+    now names both files, as the server does for its own pair at start."""
+    tls = TlsConfig(pki.ca, pki.scheduler.cert, pki.intruder.key)
+    with pytest.raises(ValueError, match="do not load as a matching PEM pair") as info:
+        Client("127.0.0.1:1", tls=tls)
+    assert str(pki.scheduler.cert) in str(info.value) and str(pki.intruder.key) in str(info.value)
+    TlsConfig(pki.ca, pki.scheduler.cert, pki.scheduler.key).credentials()  # a pair: fine

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ipaddress
 import logging
+import ssl
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,7 +36,18 @@ class TlsConfig:
             raise ValueError("TlsConfig: cert_file and key_file go together (mutual TLS)")
 
     def credentials(self) -> grpc.ChannelCredentials:
-        """Channel credentials with the files read now (ValueError naming an unreadable one)."""
+        """Channel credentials with the files read now (ValueError naming an unreadable one,
+        or a client certificate and key that are not one PEM pair: gRPC would only say that it
+        failed to create a security handshaker)."""
+        if self.cert_file is not None and self.key_file is not None:
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+            try:
+                context.load_cert_chain(self.cert_file, self.key_file)
+            except (ssl.SSLError, OSError) as e:
+                raise ValueError(
+                    f"TLS certificate file {self.cert_file} and key file {self.key_file} do "
+                    f"not load as a matching PEM pair: {e}"
+                ) from e
         return grpc.ssl_channel_credentials(
             root_certificates=_read(self.ca_file, "TLS CA file"),
             private_key=_read(self.key_file, "TLS key file"),
