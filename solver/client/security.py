@@ -40,19 +40,26 @@ class TlsConfig:
         or a client certificate and key that are not one PEM pair: gRPC would only say that it
         failed to create a security handshaker)."""
         if self.cert_file is not None and self.key_file is not None:
-            context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-            try:
-                context.load_cert_chain(self.cert_file, self.key_file)
-            except (ssl.SSLError, OSError) as e:
-                raise ValueError(
-                    f"TLS certificate file {self.cert_file} and key file {self.key_file} do "
-                    f"not load as a matching PEM pair: {e}"
-                ) from e
+            check_pair(self.cert_file, self.key_file, ssl.PROTOCOL_TLS_CLIENT)
         return grpc.ssl_channel_credentials(
             root_certificates=_read(self.ca_file, "TLS CA file"),
             private_key=_read(self.key_file, "TLS key file"),
             certificate_chain=_read(self.cert_file, "TLS certificate file"),
         )
+
+
+def check_pair(cert: str | Path, key: str | Path, protocol: ssl._SSLMethod) -> ssl.SSLContext:
+    """A context with `cert` and `key` loaded; ValueError naming both files when they are not
+    one PEM pair (the service checks its own pair with it at start, a client before its
+    channel)."""
+    context = ssl.SSLContext(protocol)
+    try:
+        context.load_cert_chain(cert, key)
+    except (ssl.SSLError, OSError) as e:
+        raise ValueError(
+            f"TLS certificate {cert} and key {key} do not load as a matching PEM pair: {e}"
+        ) from e
+    return context
 
 
 def _read(path: str | Path | None, what: str) -> bytes | None:

@@ -20,6 +20,7 @@ from typing import Any
 
 import grpc
 
+from solver.client.security import check_pair
 from solver.service.handlers import Behavior, CallInterceptor, map_behaviors
 
 log = logging.getLogger(__name__)
@@ -62,14 +63,10 @@ def load_tls(files: TlsFiles) -> tuple[bytes, bytes, bytes | None]:
     chain = _read(files.cert, "TLS certificate")
     key = _read(files.key, "TLS key")
     ca = _read(files.client_ca, "client CA") if files.client_ca is not None else None
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     try:
-        context.load_cert_chain(files.cert, files.key)
-    except (ssl.SSLError, OSError) as e:
-        raise CredentialError(
-            f"TLS certificate {files.cert} and key {files.key} do not load as a matching "
-            f"PEM pair: {e}"
-        ) from e
+        context = check_pair(files.cert, files.key, ssl.PROTOCOL_TLS_SERVER)
+    except ValueError as e:
+        raise CredentialError(str(e)) from e
     if files.client_ca is not None:
         try:
             context.load_verify_locations(cafile=files.client_ca)
