@@ -96,7 +96,7 @@ def target_of(a: JobAssignment, snapshot: Snapshot) -> Target | str:
     untyped = t is not None and gpu_request(as_submitted(t.job, t.record)) == (True, None)
     return Target(
         gpu_type=a.gpu_type,
-        gres_type="" if untyped else (gres.pop() if gres else "") or "",
+        gres_type="" if untyped or not gres else gres.pop() or "",
         nodes=tuple(per_node),
         gpus_per_node=counts.pop(),
         data_parallel=a.data_parallel,

@@ -65,8 +65,6 @@ class Snapshot:
     unplaceable: list[tuple[SlurmJob, str]] = field(default_factory=list)
     """Waiting DSFRO jobs not sent: no node of a GPU type they allow."""
     nodes: dict[str, SlurmNode] = field(default_factory=dict)
-    gres_types: dict[str, str] = field(default_factory=dict)
-    """DSFRO GPU type -> the GRES type of its nodes."""
     node_types: dict[str, str] = field(default_factory=dict)
     """Node -> its DSFRO GPU type."""
     ignored_nodes: dict[str, str] = field(default_factory=dict)
@@ -187,17 +185,14 @@ def allowed_types(demand: Demand, job: SlurmJob, site: Site) -> tuple[str, ...]:
 
 def typed_only(demand: Demand, job: SlurmJob, site: Site) -> str:
     """Why the job can't be placed although it names GPU types, or "": its ``--gres`` type is
-    not among its demand's allowed types."""
-    asks, named = gpu_request(job)
-    if asks and named is not None and demand.allowed_gpu_types and not allowed_types(
-        demand, job, site
-    ):
-        return (
-            f"its --gres names {named}, which its demand's allowed_gpu_types leave out; Slurm "
-            "can't change a job's GRES type: submit it with --gres=gpu:N (untyped) to let "
-            "DSFRO choose the type"
-        )
-    return ""
+    not among its demand's allowed types (``allowed_types`` leaves none)."""
+    if not demand.allowed_gpu_types or allowed_types(demand, job, site):
+        return ""
+    return (
+        f"its --gres names {gpu_request(job)[1]}, which its demand's allowed_gpu_types leave "
+        "out; Slurm can't change a job's GRES type: submit it with --gres=gpu:N (untyped) to "
+        "let DSFRO choose the type"
+    )
 
 
 def _allocation(job: SlurmJob, target: Target, types: dict[str, GpuType]) -> Allocation:
@@ -236,7 +231,6 @@ def _nodes(
             continue
         out.nodes[node.name] = node
         types[gpu.name] = gpu
-        out.gres_types[gpu.name] = node.gpu_type
         out.node_types[node.name] = gpu.name
     return types
 
