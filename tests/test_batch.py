@@ -9,6 +9,7 @@ from __future__ import annotations
 import io
 import json
 import shutil
+import socket
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
@@ -358,3 +359,18 @@ def test_summary_is_per_instance_and_backend(inputs: Path, tmp_path: Path) -> No
 )
 def test_job_class(name: str, kind: str, mode: str, expected: str) -> None:
     assert job_class(name, kind, mode) == expected
+
+
+def test_a_ray_cluster_that_cannot_be_joined_is_named_not_an_internal_error(
+    inputs: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "r.jsonl"
+    with socket.socket() as s:  # a port where nothing listens
+        s.bind(("127.0.0.1", 0))
+        address = f"127.0.0.1:{s.getsockname()[1]}"
+    code = offline_cli.main(["batch", str(inputs), "--budgets", "0.5s", "--quiet",
+                             "--ray-address", address, "--out", str(out)])  # fmt: skip
+    err = capsys.readouterr().err
+    assert code == 1
+    assert err.startswith(f"dsfro batch: error: no Ray cluster answers at {address}")
+    assert "continue with --resume" in err

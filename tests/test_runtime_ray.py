@@ -4,11 +4,14 @@ one, and at an address where nothing listens is told."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -159,3 +162,112 @@ def test_a_decomposed_solve_that_cannot_join_its_cluster_falls_back_and_says_why
     assert "ray start --head" in result.stats.detail
     assert check_plan(p, result.plan.assignments) == []
     assert sum(a.config is not None for a in result.plan.assignments) > 0
+
+
+def _control_service_pid(port: int) -> int:
+    """The pid of the GCS of the head started on `port` (Linux /proc)."""
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            argv = (proc / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if (
+            argv
+            and argv[0].endswith(b"gcs_server")
+            and f"--gcs_server_port={port}".encode() in argv
+        ):
+            return int(proc.name)
+    raise AssertionError(f"no gcs_server for port {port}")
+
+
+@pytest.fixture
+def own_head() -> Iterator[tuple[str, str]]:
+    """A head of this test's own (the module's stays up) on a free port, token auth on, with
+    its own temporary folder (where Ray notes the "current cluster" that ray.init() joins by
+    default); its address and folder."""
+    ray = shutil.which("ray", path=str(Path(sys.executable).parent))
+    assert ray is not None
+    port = _free_port()
+    folder = tempfile.mkdtemp(prefix="ray")  # short: Ray's socket paths live under it
+    env = {**os.environ, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": TOKEN, "RAY_TMPDIR": folder}
+    start = [ray, "start", "--head", f"--port={port}", "--num-cpus=1"]
+    start += ["--node-ip-address=127.0.0.1", "--include-dashboard=false", "--disable-usage-stats"]
+    subprocess.run(start, env=env, check=True, capture_output=True, timeout=120)
+    yield f"127.0.0.1:{port}", folder
+    # what the test left of it: its raylet and agents end once their control service is gone
+    with contextlib.suppress(AssertionError, ProcessLookupError):
+        os.kill(_control_service_pid(port), signal.SIGKILL)
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_a_cluster_that_goes_away_is_named_and_the_solve_falls_back_at_once(
+    own_head: tuple[str, str],
+) -> None:
+    """A joined process whose cluster's control service dies: a new executor and the next map
+    raise RayConnectionError naming the address (before, the one waited for the cluster until
+    Ray ended the process, the other until the caller's stop), and a decomposed solve answers
+    with the heuristic's checked plan and says why."""
+    address, folder = own_head
+    port = int(address.rsplit(":", 1)[1])
+    code = (
+        "import dataclasses, os, signal, sys, time\n"
+        "from pathlib import Path\n"
+        "from solver.app import pipeline\n"
+        "from solver.app.convert import load_request_json\n"
+        "from solver.app.limits import Limits\n"
+        "from solver.core.solver import Solver\n"
+        "from solver.domain import Backend\n"
+        "from solver.runtime.ray import RayConnectionError, RayExecutor\n"
+        "from solver.scoring.checker import check_plan\n"
+        f"ex = RayExecutor({address!r})\n"
+        "def square(x):\n"
+        "    return x * x\n"
+        "print('before', ex.map(square, [3]), flush=True)\n"
+        f"os.kill({{gcs}}, signal.SIGKILL)\n"
+        "time.sleep(0.5)\n"
+        "try:\n"  # another executor of this process, as a service's next call makes
+        f"    RayExecutor({address!r})\n"
+        "    print('fresh joined')\n"
+        "except RayConnectionError as e:\n"
+        "    print('fresh', e, flush=True)\n"
+        "start = time.monotonic()\n"
+        "try:\n"
+        "    ex.map(square, [4], stop=lambda: time.monotonic() - start > 60)\n"
+        "    print('answered')\n"
+        "except RayConnectionError as e:\n"
+        "    print('lost', e, flush=True)\n"
+        "p = pipeline.to_problem(load_request_json(Path('instances/medium.json')), Limits())\n"
+        "o = dataclasses.replace(p.options, backend=Backend.DECOMPOSED, time_budget_seconds=5)\n"
+        "p = dataclasses.replace(p, options=o)\n"
+        "solver = Solver(ray_address=None)\n"
+        "solver._given = ex\n"
+        "r = solver.solve(p)\n"
+        "print('solve', r.stats.termination.name, check_plan(p, r.plan.assignments) == [],\n"
+        "      sum(a.config is not None for a in r.plan.assignments), flush=True)\n"
+        "print('detail', r.stats.detail, flush=True)\n"
+        "os._exit(0)\n"
+    ).replace("{gcs}", str(_control_service_pid(port)))
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("RAY_AUTH")}
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        env={**clean, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": TOKEN, "RAY_TMPDIR": folder},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=Path(__file__).resolve().parent.parent,
+    )
+    lines = {line.split(" ", 1)[0]: line for line in done.stdout.splitlines()}
+    assert done.returncode == 0, done.stdout + done.stderr[-3000:]
+    assert lines["before"] == "before [9]"
+    assert lines["fresh"].startswith(
+        f"fresh lost the Ray cluster: no Ray cluster answers at {address}"
+    )
+    assert lines["lost"].startswith(
+        f"lost lost the Ray cluster: no Ray cluster answers at {address}"
+    )
+    termination, checked, placed = lines["solve"].split()[1:]
+    assert (termination, checked) == ("FALLBACK", "True") and int(placed) > 0
+    # the heuristic's plan, not the quick plan of a solve stopped at its deadline
+    assert address in lines["detail"] and "stopped on request" not in lines["detail"]

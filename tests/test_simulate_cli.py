@@ -13,6 +13,7 @@ import pytest
 
 from solver.cli.main import main
 from solver.runtime.pools import OFFLINE_RETRIES, InlineExecutor, Stop, WorkerLost
+from solver.runtime.ray import RayConnectionError
 from solver.service.security import TlsFiles
 from tests.factories import running_server
 from tests.tls_certs import Pki
@@ -113,6 +114,34 @@ def test_compare_reruns_a_run_whose_worker_died_and_names_it_if_it_dies_again(
         assert not (out / "trace-comparison.csv").exists()
     else:
         assert "dsfro-heuristic" in (out / "trace-comparison.csv").read_text()
+
+
+class _ClusterGoesAway(InlineExecutor):
+    """Runs inline until its Ray cluster goes away, as RayExecutor then raises."""
+
+    workers = 1
+
+    def map(
+        self,
+        fn: Callable[[T], R],
+        items: Sequence[T],
+        stop: Stop | None = None,
+        retries: int = 0,
+    ) -> list[R]:
+        raise RayConnectionError("lost the Ray cluster: no Ray cluster answers at h:1")
+
+
+def test_compare_whose_ray_cluster_goes_away_says_so_and_writes_no_comparison(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("solver.simulate.cli.make_executor", lambda *_: _ClusterGoesAway())
+    out = tmp_path / "cmp"
+    args = ["simulate", "--trace", str(write_trace(tmp_path, GOOD)), "--cluster", str(CLUSTER)]
+    args += ["--compare", "--policies", "fifo", "--seeds", "1", "--out", str(out)]
+    assert main(args) == 1
+    err = capsys.readouterr().err
+    assert "dsfro simulate: lost the Ray cluster: no Ray cluster answers at h:1" in err
+    assert "no comparison was written" in err and not (out / "trace-comparison.csv").exists()
 
 
 @pytest.mark.parametrize(

@@ -280,7 +280,8 @@ def solve_decomposed(
 
     Once `stop()` is true the parts are dropped: in the first round that raises Stopped (no
     plan exists yet), in the second the first round's plan stands. A worker that dies in the
-    first round raises WorkerLost.
+    first round raises WorkerLost; a Ray cluster that goes away, RayConnectionError (a
+    ConnectionError); in the second round, either leaves the first round's plan.
     """
     start = time.monotonic()
     total_gpus = sum(n.available_gpus for n in problem.cluster.nodes)
@@ -327,7 +328,7 @@ def solve_decomposed(
                 halt,
             )
             final = {j: c for part in improved for j, c in part.items()}
-        except WorkerLost as e:  # the first round's plan stands
+        except (WorkerLost, ConnectionError) as e:  # the first round's plan stands
             lost = str(e)
         except Stopped as e:
             if stop is not None and stop():

@@ -354,6 +354,8 @@ def _run_all(
                 lost = chunk[e.task] if e.task is not None else None
                 which = f"{lost.label or lost.policy} seed {lost.seed}" if lost else "a run"
                 return results, [f"{which} lost its worker {OFFLINE_RETRIES + 1} times ({e})"]
+            except ConnectionError as e:  # the Ray cluster went away
+                return results, [str(e)]
             failed = [
                 f"{spec.label or spec.policy} seed {spec.seed}: {line}"
                 for spec, result in zip(chunk, done, strict=True)
@@ -378,7 +380,10 @@ def _compare(specs: Sequence[RunSpec], scenario: str, args: argparse.Namespace) 
     workers = args.workers or (
         1 if args.ray_address is None and len(specs) == 1 else available_cores()
     )
-    executor = make_executor(args.ray_address, workers)
+    try:
+        executor = make_executor(args.ray_address, workers)
+    except ConnectionError as e:  # the Ray cluster could not be joined
+        return _stopped([str(e)])
     try:
         results, problems = _run_all(specs, executor)
     finally:

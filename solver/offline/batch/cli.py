@@ -143,6 +143,12 @@ def command(
             file=err,
         )
         return 130
+    except ConnectionError as e:  # the Ray cluster could not be joined, or went away
+        print(
+            f"dsfro batch: error: {e}; finished runs are in {args.out}, continue with --resume",
+            file=err,
+        )
+        return 1
     if outcome.dropped_partial:
         print(
             f"dsfro batch: dropped an incomplete last line of {args.out} (a crash mid-write)",

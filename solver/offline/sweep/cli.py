@@ -117,6 +117,9 @@ def command(args: argparse.Namespace) -> int:
     except (SweepError, SettingsError) as e:
         print(f"dsfro sweep: error: {e}", file=sys.stderr)
         return 2
+    except ConnectionError as e:  # the Ray cluster could not be joined, or went away
+        print(f"dsfro sweep: error: {e}; nothing was written", file=sys.stderr)
+        return 1
     try:
         paths = write_outputs(outcome, out, args.prefix)
     except OSError as e:
