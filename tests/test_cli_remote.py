@@ -5,6 +5,7 @@ tokens, and connection settings refused up front."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -195,3 +196,24 @@ def test_bad_connection_settings_exit_2(
     missing = str(tmp_path / "missing")
     code, _, err = run(capsys, "solve", request, "--server", "127.0.0.1:1", "--token-file", missing)
     assert code == 2 and err.startswith(f"dsfro: error: token file {missing}: ")
+
+
+def test_a_failed_handshake_is_two_lines_of_dsfro_and_none_of_grpc(pki: Pki) -> None:
+    """``dsfro health`` against a TLS server with a CA that did not sign its certificate, in
+    a fresh process: the failure and what it means, without the gRPC core's own log line."""
+    env = {k: v for k, v in os.environ.items() if k != "GRPC_VERBOSITY"}
+    with running(tls=TlsFiles(pki.server.cert, pki.server.key)) as srv:
+        address = f"127.0.0.1:{srv.port}"
+        argv = ["health", "--server", address, "--tls-ca", str(pki.rogue.cert)]
+        done = subprocess.run(
+            [sys.executable, "-c", f"from solver.cli.main import main; main({argv!r})"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            cwd=Path(__file__).resolve().parent.parent,
+            env=env,
+        )
+    lines = done.stderr.splitlines()
+    assert len(lines) == 2, done.stderr
+    assert lines[0].startswith(f"dsfro: {address}: UNAVAILABLE:")
+    assert lines[1].startswith(f"dsfro: {address}: the server's certificate is not signed")

@@ -4,6 +4,7 @@ TLS and tokens against a real loopback server."""
 
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 from typing import Any
 
@@ -148,3 +149,34 @@ def test_a_client_certificate_and_a_key_of_another_pair_are_named(pki: Pki) -> N
         Client("127.0.0.1:1", tls=tls)
     assert str(pki.scheduler.cert) in str(info.value) and str(pki.intruder.key) in str(info.value)
     TlsConfig(pki.ca, pki.scheduler.cert, pki.scheduler.key).credentials()  # a pair: fine
+
+
+def test_a_failure_to_connect_says_what_it_most_likely_means(pki: Pki) -> None:
+    """gRPC names only the transport's error ("Socket closed", an SSL reason code); the
+    client's Unavailable says what to change, in ``hint`` and in its text."""
+
+    def failure(address: str, tls: TlsConfig | None) -> Unavailable:
+        with Client(address, tls=tls, retry=ONCE) as c, pytest.raises(Unavailable) as info:
+            c.server_info()
+        assert info.value.hint in str(info.value)
+        return info.value
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        nobody = f"127.0.0.1:{s.getsockname()[1]}"
+    assert failure(nobody, None).hint.startswith("nothing listens at that address")
+    with running() as plain:
+        said = failure(f"127.0.0.1:{plain.port}", TlsConfig(ca_file=pki.ca)).hint
+        assert said.startswith("the server answers without TLS")
+    files = TlsFiles(pki.server.cert, pki.server.key, client_ca=pki.ca)
+    with running(tls=TlsFiles(pki.server.cert, pki.server.key)) as tls, running(tls=files) as mtls:
+        address = f"127.0.0.1:{tls.port}"
+        assert "call it with TLS" in failure(address, None).hint
+        untrusted = failure(address, TlsConfig(ca_file=pki.rogue.cert)).hint
+        assert untrusted.startswith("the server's certificate is not signed by a CA this client")
+        misnamed = failure(address, TlsConfig(ca_file=pki.ca, server_name="other.example")).hint
+        assert misnamed.startswith("the server's certificate does not name the host called")
+        address = f"127.0.0.1:{mtls.port}"
+        assert "give one (--tls-cert, --tls-key)" in failure(address, TlsConfig(pki.ca)).hint
+        rogue = TlsConfig(pki.ca, pki.rogue.cert, pki.rogue.key)
+        assert "may not accept this client certificate" in failure(address, rogue).hint

@@ -13,7 +13,7 @@ import sys
 from solver._proto.dsfro.v1 import scheduler_pb2 as pb
 from solver.app.limits import parse_duration
 from solver.cli.common import InputError, RemoteError
-from solver.client import Client, DsfroError, InvalidRequest
+from solver.client import Client, DsfroError, InvalidRequest, Unavailable
 from solver.client.connection import TOKEN_ENV, add_connection_arguments, connection_from_args
 
 DEFAULT_PORT = 50051
@@ -33,7 +33,7 @@ def solve_remote(args: argparse.Namespace, req: pb.SolveRequest) -> pb.SolveResp
         print(f"dsfro: {address}: {e.code.name}: {e.message}", file=sys.stderr)
         raise InputError from e
     except DsfroError as e:
-        print(f"dsfro: {address}: {e.code.name}: {e.message}", file=sys.stderr)
+        say_failure(address, e)
         raise RemoteError(f"{address}: {e.code.name}") from e
 
 
@@ -44,8 +44,15 @@ def validate_remote(args: argparse.Namespace, req: pb.SolveRequest) -> pb.Valida
         with client_from_args(args, token=os.environ.get(TOKEN_ENV)) as client:
             return client.validate(req)
     except DsfroError as e:
-        print(f"dsfro: {address}: {e.code.name}: {e.message}", file=sys.stderr)
+        say_failure(address, e)
         raise RemoteError(f"{address}: {e.code.name}") from e
+
+
+def say_failure(address: str, error: DsfroError) -> None:
+    """The failed call on stderr, and on a line of its own what a failure to connect means."""
+    print(f"dsfro: {address}: {error.code.name}: {error.message}", file=sys.stderr)
+    if isinstance(error, Unavailable) and error.hint:
+        print(f"dsfro: {address}: {error.hint}", file=sys.stderr)
 
 
 # ---------------------------------------------------------------- connecting to a service
@@ -117,7 +124,7 @@ def cmd_health(argv: list[str]) -> int:
     except InputError:
         return 1
     except DsfroError as e:
-        print(f"dsfro: {args.server}: {e.code.name}: {e.message}", file=sys.stderr)
+        say_failure(args.server, e)
         return 1
     if status != "SERVING":
         print(f"dsfro: {args.server}: {status}", file=sys.stderr)

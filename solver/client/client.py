@@ -17,7 +17,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from solver._proto.dsfro.v1 import scheduler_pb2 as pb
 from solver._proto.dsfro.v1 import scheduler_pb2_grpc
-from solver.client.errors import error_from_rpc
+from solver.client.errors import DsfroError, Unavailable, connect_hint, error_from_rpc
 from solver.client.retry import DEFAULT_RETRY, RetryPolicy
 from solver.client.security import TlsConfig, TokenFile, checked_token, is_local_target
 from solver.wire import message_from_dict, message_from_json
@@ -119,6 +119,7 @@ class Client:
             self._token = TokenFile(token_file).token
         self.address = address
         self.retry = retry
+        self._tls = (tls_config is not None, tls_config is not None and bool(tls_config.cert_file))
         options: list[tuple[str, Any]] = [
             ("grpc.max_send_message_length", max_message_bytes),
             ("grpc.max_receive_message_length", max_message_bytes),
@@ -218,7 +219,7 @@ class Client:
         except grpc.RpcError as e:
             if e.code() is grpc.StatusCode.NOT_FOUND:
                 return "SERVICE_UNKNOWN"
-            raise error_from_rpc(e, request_id, 1) from None
+            raise self._error(e, request_id, 1) from None
         name: str = health_pb2.HealthCheckResponse.ServingStatus.Name(response.status)
         return name
 
@@ -232,6 +233,12 @@ class Client:
         if self._token is None:
             return ((REQUEST_ID_KEY, request_id),)
         return ((REQUEST_ID_KEY, request_id), ("authorization", f"Bearer {self._token()}"))
+
+    def _error(self, e: grpc.RpcError, request_id: str, attempts: int) -> DsfroError:
+        error = error_from_rpc(e, request_id, attempts)
+        if isinstance(error, Unavailable):
+            error.hint = connect_hint(error.message, *self._tls)
+        return error
 
     def _call(self, method: Any, request: Any, timeout: float, request_id: str | None) -> Any:
         """`method`(request) with retries as the policy allows, all within `timeout` seconds;
@@ -250,7 +257,7 @@ class Client:
                     metadata=self._metadata(request_id),
                 )
             except grpc.RpcError as e:
-                error = error_from_rpc(e, request_id, attempt)
+                error = self._error(e, request_id, attempt)
                 error.__cause__ = e
             delay = self.retry.delay(error, self._rng)
             if delay is None or self._clock() + delay >= deadline:

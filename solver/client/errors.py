@@ -74,7 +74,15 @@ class Overloaded(DsfroError):
 
 
 class Unavailable(DsfroError):
-    """UNAVAILABLE: the server could not be reached or is shutting down, after the retries."""
+    """UNAVAILABLE: the server could not be reached or is shutting down, after the retries.
+    ``hint``: what a failure to connect most likely means and what to change ("" when gRPC's
+    message says nothing more)."""
+
+    hint = ""
+
+    def __str__(self) -> str:
+        said = super().__str__()
+        return f"{said} ({self.hint})" if self.hint else said
 
 
 class DeadlineExceeded(DsfroError):
@@ -131,3 +139,44 @@ def error_from_rpc(error: grpc.RpcError, request_id: str, attempts: int) -> Dsfr
         if delay is not None:
             return Overloaded(code, message, request_id, attempts, delay)
     return _BY_CODE.get(code, DsfroError)(code, message, request_id, attempts)
+
+
+def connect_hint(message: str, tls: bool, client_certificate: bool) -> str:
+    """What gRPC's message for a connection that failed means, for a client that used TLS or
+    not, with a client certificate or not; "" for other failures. gRPC names only the
+    transport's error (a closed socket, an SSL reason code)."""
+    if "failed to connect" not in message:
+        return ""
+    if "Connection refused" in message:
+        return "nothing listens at that address: is the service running, on this host and port?"
+    if "WRONG_VERSION_NUMBER" in message:
+        return (
+            "the server answers without TLS: call it without the TLS settings, or start it "
+            "with a certificate (--tls-cert, --tls-key)"
+        )
+    if "CERTIFICATE_VERIFY_FAILED" in message:
+        return (
+            "the server's certificate is not signed by a CA this client trusts: give the CA "
+            "that signed it (--tls-ca; TlsConfig.ca_file)"
+        )
+    if "Hostname Verification" in message or "Peer name" in message:
+        return (
+            "the server's certificate does not name the host called: call a name it carries, "
+            "or give that name (--tls-server-name; TlsConfig.server_name)"
+        )
+    if "Socket closed" in message or "Connection reset" in message:
+        if not tls:
+            return (
+                "the server closed the connection at once: if it serves TLS, call it with TLS "
+                "(--tls, or --tls-ca with the CA that signed its certificate)"
+            )
+        if not client_certificate:
+            return (
+                "the server closed the TLS connection at once: if it requires client "
+                "certificates (mutual TLS), give one (--tls-cert, --tls-key)"
+            )
+        return (
+            "the server closed the TLS connection at once: it may not accept this client "
+            "certificate (is it signed by the CA the server trusts, --tls-client-ca?)"
+        )
+    return ""

@@ -9,3 +9,9 @@ the client, the wire types and the standard library (plus prometheus-client, the
 extra): it runs beside Slurm with ``pip install 'dsfro[slurm]'``, without the solver.
 docs/integrations.md is the user's guide.
 """
+
+import os
+
+# As the dsfro command (solver.cli): gRPC's C core at INFO would log a line for every failed
+# TLS handshake beside the adapter's own event; GRPC_VERBOSITY, when set, wins.
+os.environ.setdefault("GRPC_VERBOSITY", "ERROR")

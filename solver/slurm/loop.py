@@ -225,7 +225,7 @@ class Adapter:
                     code=e.code.name,
                     attempts=e.attempts,
                 )
-                return None, f"{e.code.name}: {e.message}", rejected
+                return None, str(e), rejected
             except Exception as e:  # a broken client must not stop the loop either
                 self.metrics.solve_errors.labels("CLIENT").inc()
                 event("solve_failed", f"no plan from DSFRO: {e!r}", logging.WARNING)
