@@ -4,6 +4,9 @@ threads for many solves."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -127,3 +130,27 @@ def test_a_second_server_on_a_taken_port_does_not_start() -> None:
             build_server(replace(ServerConfig(), port=first.port))
     finally:
         first.stop(None).wait(WAIT)
+
+
+def test_a_worker_memory_limit_below_an_idle_workers_use_stops_the_start() -> None:
+    """64 MiB, where a solve worker uses more before it solves anything: every solve lost its
+    worker and answered with the quick plan, the server SERVING. Now it does not start (exit
+    2, naming the setting and what a worker uses) and leaves no worker behind."""
+    code = (
+        "import sys\n"
+        "from solver.service.server import main\n"
+        "sys.exit(main(['--port', '0', '--worker-memory-mib', '64']))\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DSFRO_")}
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=Path(__file__).resolve().parent.parent,
+        env=env,
+    )
+    assert done.returncode == 2, done.stderr[-2000:]
+    said = done.stderr.strip().splitlines()[-1]
+    assert said.startswith("dsfro: error: DSFRO_WORKER_MEMORY_MIB (--worker-memory-mib) is 64")
+    assert "a solve worker uses" in said and "quick plan" in said

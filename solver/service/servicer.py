@@ -35,6 +35,7 @@ from solver.app.validation import FieldViolation, validate_plan, validate_reques
 from solver.core.solver import Solver
 from solver.runtime import crashes
 from solver.runtime.cores import available_cores
+from solver.runtime.memory import resident_bytes, worker_memory_limit
 from solver.runtime.workerpool import WorkerPool
 from solver.scoring.power import power_margin
 from solver.service import head, logs, tracing
@@ -91,8 +92,19 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
         gRPC worker thread and starve health checks and solves."""
 
     def warm_up(self) -> None:
-        """Start a solve worker per slot, and one spare, before the server says SERVING."""
+        """Start a solve worker per slot, and one spare, before the server says SERVING; an
+        OSError when the workers' memory limit is below what one of them uses idle (every
+        solve would lose its worker and answer with the quick plan)."""
         self.pool.warm_now(self._config.max_concurrent_solves + 1)
+        limit = worker_memory_limit()
+        idle = max((resident_bytes(pid) or 0 for pid in self.pool.idle_pids()), default=0)
+        if limit is not None and idle >= limit:
+            raise OSError(
+                f"DSFRO_WORKER_MEMORY_MIB (--worker-memory-mib) is {limit // 2**20} MiB, and a "
+                f"solve worker uses {-(-idle // 2**20)} MiB before it solves anything: every "
+                f"solve would lose its worker and answer with the quick plan; give it more "
+                f"(docs/operations.md, sizing: 1,024 MiB for snapshots up to xl)"
+            )
 
     def finish_solves(self) -> None:
         """Shutting down: admit no more solves, and make the running ones return their best
