@@ -154,3 +154,32 @@ def test_a_worker_memory_limit_below_an_idle_workers_use_stops_the_start() -> No
     said = done.stderr.strip().splitlines()[-1]
     assert said.startswith("dsfro: error: DSFRO_WORKER_MEMORY_MIB (--worker-memory-mib) is 64")
     assert "a solve worker uses" in said and "quick plan" in said
+
+
+def test_more_slots_than_the_container_holds_stop_the_start(tmp_path: Path) -> None:
+    """More slots than the container's memory holds idle workers for: the server started them
+    all and the kernel killed it (--max-concurrent-solves 500 on a 24 GiB machine). Now it
+    stops first, naming the setting, what the workers would take and the container's memory
+    (here a cgroup limit of 1 GiB against 65 workers of about 65 MiB)."""
+    limit = tmp_path / "memory.max"
+    limit.write_text(f"{2**30}\n")
+    code = (
+        "import sys\n"
+        "from solver.runtime import memory\n"
+        f"memory.MEMORY_LIMITS = ({str(limit)!r},)\n"
+        "from solver.service.server import main\n"
+        "sys.exit(main(['--port', '0', '--max-concurrent-solves', '64']))\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DSFRO_")}
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=Path(__file__).resolve().parent.parent,
+        env=env,
+    )
+    assert done.returncode == 2, done.stderr[-2000:]
+    said = done.stderr.strip().splitlines()[-1]
+    assert said.startswith("dsfro: error: DSFRO_MAX_CONCURRENT_SOLVES (--max-concurrent-solves)")
+    assert "its 65 solve workers" in said and "this container has 1.0 GiB" in said

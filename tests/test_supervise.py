@@ -110,6 +110,25 @@ def test_the_memory_limit_setting() -> None:
         supervise.set_worker_memory_limit(0)
 
 
+def test_the_memory_room_is_the_smaller_of_the_cgroup_limit_and_the_machine(
+    tmp_path: Path,
+) -> None:
+    machine = supervise.memory_room_bytes(limits=[])
+    assert machine is not None and machine > 256 * MIB  # MemTotal
+    v2, v1 = tmp_path / "memory.max", tmp_path / "memory.limit_in_bytes"
+    v2.write_text("max\n")
+    v1.write_text("9223372036854771712\n")  # cgroup v1's "no limit"
+    assert supervise.memory_room_bytes(limits=[str(v2), str(v1)]) == machine
+    v2.write_text(f"{512 * MIB}\n")
+    assert supervise.memory_room_bytes(limits=[str(v2), str(tmp_path / "none")]) == 512 * MIB
+
+
+def test_a_process_private_memory_is_part_of_its_resident_memory() -> None:
+    own, rss = supervise.private_bytes(os.getpid()), supervise.resident_bytes(os.getpid())
+    assert own is not None and rss is not None and 0 < own <= rss
+    assert supervise.private_bytes(2**22 + 12345) is None  # no such process
+
+
 # ---------------------------------------------------------------- health
 
 

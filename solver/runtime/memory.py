@@ -17,6 +17,7 @@ import signal
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +58,41 @@ def resident_bytes(pid: int) -> int | None:
     except (OSError, ValueError, IndexError):
         return None
     return None
+
+
+def private_bytes(pid: int) -> int | None:
+    """Memory of process `pid` that no other process shares (its private pages: what one more
+    such process costs), or None if it is gone (or not on Linux)."""
+    total = 0
+    try:
+        with open(f"/proc/{pid}/smaps_rollup", "rb") as f:
+            for line in f:
+                if line.startswith((b"Private_Clean:", b"Private_Dirty:")):
+                    total += int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return total
+
+
+MEMORY_LIMITS = ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes")
+"""This container's memory limit: cgroup v2, then v1 ("max", or a huge number, for none)."""
+
+
+def memory_room_bytes(limits: Iterable[str] | None = None) -> int | None:
+    """The memory this process's container may use: the smaller of its cgroup limit (the files
+    `limits`, default MEMORY_LIMITS) and the machine's memory (MemTotal); None where neither
+    can be read."""
+    found: list[int] = []
+    for path in MEMORY_LIMITS if limits is None else limits:
+        with contextlib.suppress(OSError, ValueError):
+            raw = Path(path).read_text().strip()
+            if raw != "max" and int(raw) < 2**60:
+                found.append(int(raw))
+    with contextlib.suppress(OSError, ValueError, IndexError):
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                found.append(int(line.split()[1]) * 1024)
+    return min(found) if found else None
 
 
 def over_limit(pid: int) -> int | None:

@@ -35,7 +35,12 @@ from solver.app.validation import FieldViolation, validate_plan, validate_reques
 from solver.core.solver import Solver
 from solver.runtime import crashes
 from solver.runtime.cores import available_cores
-from solver.runtime.memory import resident_bytes, worker_memory_limit
+from solver.runtime.memory import (
+    memory_room_bytes,
+    private_bytes,
+    resident_bytes,
+    worker_memory_limit,
+)
 from solver.runtime.workerpool import WorkerPool
 from solver.scoring.power import power_margin
 from solver.service import head, logs, tracing
@@ -93,11 +98,14 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
 
     def warm_up(self) -> None:
         """Start a solve worker per slot, and one spare, before the server says SERVING; an
-        OSError when the workers' memory limit is below what one of them uses idle (every
-        solve would lose its worker and answer with the quick plan)."""
-        self.pool.warm_now(self._config.max_concurrent_solves + 1)
+        OSError, before starting them all, when they cannot fit: the workers' memory limit is
+        below what one uses idle (every solve would lose its worker), or the container's memory
+        is below what the slots' idle workers take (the kernel would kill the server)."""
+        workers = self._config.max_concurrent_solves + 1
+        self.pool.warm_now(1)
+        pids = self.pool.idle_pids()
+        idle = max((resident_bytes(pid) or 0 for pid in pids), default=0)
         limit = worker_memory_limit()
-        idle = max((resident_bytes(pid) or 0 for pid in self.pool.idle_pids()), default=0)
         if limit is not None and idle >= limit:
             raise OSError(
                 f"DSFRO_WORKER_MEMORY_MIB (--worker-memory-mib) is {limit // 2**20} MiB, and a "
@@ -105,6 +113,17 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
                 f"solve would lose its worker and answer with the quick plan; give it more "
                 f"(docs/operations.md, sizing: 1,024 MiB for snapshots up to xl)"
             )
+        own = max((private_bytes(pid) or 0 for pid in pids), default=0)
+        room = memory_room_bytes()
+        if room is not None and own * workers > room:
+            raise OSError(
+                f"DSFRO_MAX_CONCURRENT_SOLVES (--max-concurrent-solves) is "
+                f"{self._config.max_concurrent_solves}: its {workers} solve workers (one per "
+                f"slot and a spare) take {own * workers / 2**30:.1f} GiB before they solve "
+                f"anything ({own / 2**20:.0f} MiB each), and this container has "
+                f"{room / 2**30:.1f} GiB; give one slot per core (docs/operations.md, sizing)"
+            )
+        self.pool.warm_now(workers)
 
     def finish_solves(self) -> None:
         """Shutting down: admit no more solves, and make the running ones return their best
