@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import itertools
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -134,7 +135,8 @@ def test_sweep_command(tmp_path: Path) -> None:
     argv = ["sweep", TINY_POWER, "--weight", "energy=0,1,2", "--time-budget", "0.5s",
             "--workers", "1", "--quiet", "--out", str(out)]  # fmt: skip
     assert offline_cli.main(argv) == 0
-    assert {p.name for p in out.iterdir()} == {"sweep.png", "sweep.md", "sweep.csv"}
+    names = {p.name for p in out.iterdir()}
+    assert names == {"sweep.png", "sweep.md", "sweep.csv", "sweep-points.jsonl"}
 
 
 @pytest.mark.parametrize(
@@ -178,3 +180,48 @@ def test_the_energy_basis_is_set_for_every_point() -> None:
     }
     for w, d in zip(under["waste"], under["draw"], strict=True):
         assert w.objective > d.objective  # the same plans charge less, the best is at least that
+
+
+class _Interrupted(InlineExecutor):
+    """Runs points inline; Ctrl-C arrives at point `at` (counted from 1), as a user's would."""
+
+    def __init__(self, at: int | None) -> None:
+        self.at, self.solved = at, 0
+
+    def map(self, fn: Any, items: Any, stop: Any = None, retries: int = 0) -> list[Any]:
+        if self.at is not None and self.solved + 1 >= self.at:
+            raise KeyboardInterrupt
+        self.solved += len(items)
+        return super().map(fn, items, stop, retries)
+
+
+def test_a_sweep_cut_short_resumes_with_only_the_points_it_lacks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Each point is journaled as it comes back: Ctrl-C at the third of four points keeps two,
+    and --resume solves the other two; the outputs are those of a sweep never cut short."""
+    argv = ["sweep", TINY_POWER, "--weight", "energy=0,0.5,1,2", "--time-budget", "0.5s",
+            "--seed", "1", "--workers", "1", "--quiet"]  # fmt: skip
+    executors = iter([_Interrupted(3), _Interrupted(None), _Interrupted(None)])
+    used: list[_Interrupted] = []
+
+    def make(*_: object) -> _Interrupted:
+        used.append(next(executors))
+        return used[-1]
+
+    monkeypatch.setattr("solver.offline.sweep.cli.make_batch_executor", make)
+    cut, whole = tmp_path / "cut", tmp_path / "whole"
+    assert offline_cli.main([*argv, "--out", str(cut)]) == 130
+    assert "continue with --resume" in capsys.readouterr().err
+    assert len((cut / "sweep-points.jsonl").read_text().splitlines()) == 2
+    assert not (cut / "sweep.csv").exists()
+    assert offline_cli.main([*argv, "--out", str(cut), "--resume"]) == 0
+    assert used[1].solved == 2
+    assert offline_cli.main([*argv, "--out", str(whole)]) == 0
+    assert used[2].solved == 4
+    assert (cut / "sweep.csv").read_text() == (whole / "sweep.csv").read_text()
+    assert len((cut / "sweep-points.jsonl").read_text().splitlines()) == 4
+    # without --resume the journal starts over: every point is solved again
+    executors = iter([_Interrupted(None)])
+    assert offline_cli.main([*argv, "--out", str(cut)]) == 0
+    assert used[-1].solved == 4

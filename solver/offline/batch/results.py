@@ -33,8 +33,11 @@ class ResultsFileError(ValueError):
     """A results file with a corrupt complete line (not the trace of a crash)."""
 
 
-def parse_results(data: bytes, name: str = "results") -> ResultsFile:
-    """Result lines of a JSON Lines file's bytes; an unterminated last line is dropped."""
+def parse_results(
+    data: bytes, name: str = "results", schema: object = SCHEMA, kind: str = "dsfro batch result"
+) -> ResultsFile:
+    """Result lines of a JSON Lines file's bytes, each a `kind` of `schema`; an unterminated
+    last line is dropped."""
     end = data.rfind(b"\n") + 1
     records: list[Record] = []
     for lineno, line in enumerate(data[:end].split(b"\n")[:-1], start=1):
@@ -44,8 +47,8 @@ def parse_results(data: bytes, name: str = "results") -> ResultsFile:
             record = json.loads(line)
         except (json.JSONDecodeError, UnicodeDecodeError) as e:
             raise ResultsFileError(f"{name}:{lineno}: not a JSON line: {e}") from e
-        if not isinstance(record, dict) or record.get("schema") != SCHEMA:
-            raise ResultsFileError(f"{name}:{lineno}: not a dsfro batch result (schema {SCHEMA})")
+        if not isinstance(record, dict) or record.get("schema") != schema:
+            raise ResultsFileError(f"{name}:{lineno}: not a {kind} (schema {schema})")
         records.append(record)
     return ResultsFile(records, truncated=end < len(data), valid_bytes=end)
 
@@ -69,9 +72,18 @@ def latest_by_key(records: Iterable[Record]) -> dict[RunKey, Record]:
 
 
 class ResultsLog:
-    """The results file, locked against a second batch, opened to append whole lines."""
+    """The results file, locked against a second batch, opened to append whole lines (of
+    `schema`; a sweep keeps its points in one too)."""
 
-    def __init__(self, path: Path, *, resume: bool, overwrite: bool) -> None:
+    def __init__(
+        self,
+        path: Path,
+        *,
+        resume: bool,
+        overwrite: bool,
+        schema: object = SCHEMA,
+        kind: str = "dsfro batch result",
+    ) -> None:
         self.path = path
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -82,7 +94,7 @@ class ResultsLog:
             fcntl.flock(self._f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as e:
             self._f.close()
-            raise BatchError(f"{path}: in use by another batch") from e
+            raise BatchError(f"{path}: in use by another {kind.split()[1]}") from e
         self._f.seek(0)
         data = self._f.read()
         self.existing: list[Record] = []
@@ -96,7 +108,7 @@ class ResultsLog:
             )
         elif data:
             try:
-                parsed = parse_results(data, str(path))
+                parsed = parse_results(data, str(path), schema, kind)
             except ResultsFileError as e:
                 self.close()
                 raise BatchError(str(e)) from e

@@ -16,9 +16,11 @@ first grid point that found them. Infeasible snapshots and failed solves have no
 Outputs, in ``--out DIR``: ``<prefix>.png`` (the trade-off figure), ``<prefix>.md`` (the points
 and, between neighbouring points of the front, the jobs whose clock, GPU type, parallelism or
 state changed) and ``<prefix>.csv`` (one row per point); the prefix defaults to ``sweep``.
+``<prefix>-points.jsonl`` journals each point as it comes back, for ``--resume``.
 
 The package: ``grid`` (the weight grid and one point solved), ``front`` (the Pareto front and
-the changes along it), ``run`` (the sweep), ``figure``, ``outputs`` (the files) and ``cli``.
+the changes along it), ``run`` (the sweep), ``journal`` (the points as they come back),
+``figure``, ``outputs`` (the files) and ``cli``.
 """
 
 from __future__ import annotations

@@ -16,6 +16,7 @@ from solver.core.settings import SettingsError
 from solver.core.solver import Solver
 from solver.offline.batch import make_batch_executor
 from solver.offline.sweep.grid import SweepError, parse_weight_spec, weight_grid
+from solver.offline.sweep.journal import Journal, journal_path
 from solver.offline.sweep.outputs import write_outputs
 from solver.offline.sweep.run import prepare, run_sweep
 from solver.runtime.cores import available_cores
@@ -77,6 +78,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--ray-address", metavar="ADDR", help="solve the points on Ray")
     parser.add_argument("--quiet", action="store_true", help="no progress display")
+    parser.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue a sweep cut short: the points already in OUT/PREFIX-points.jsonl "
+        "(written as each point comes back) are kept, the others solved",
+    )
+
+
+def _kept(out: Path, prefix: str) -> str:
+    return f"the finished points are in {journal_path(out, prefix)}, continue with --resume"
 
 
 def command(args: argparse.Namespace) -> int:
@@ -102,6 +113,7 @@ def command(args: argparse.Namespace) -> int:
         )
         workers = args.workers if args.workers is not None else available_cores()
         points = len(weight_grid(args.weight))
+        journal = Journal(journal_path(out, args.prefix), resume=args.resume)
         executor = make_batch_executor(min(workers, points), args.ray_address)
         try:
             outcome = run_sweep(
@@ -111,15 +123,20 @@ def command(args: argparse.Namespace) -> int:
                 solver=solver,
                 progress=None if args.quiet else sys.stderr,
                 title=_title(args.file, req),
+                journal=journal,
             )
         finally:
             executor.close()
+            journal.close()
     except (SweepError, SettingsError) as e:
         print(f"dsfro sweep: error: {e}", file=sys.stderr)
         return 2
     except ConnectionError as e:  # the Ray cluster could not be joined, or went away
-        print(f"dsfro sweep: error: {e}; nothing was written", file=sys.stderr)
+        print(f"dsfro sweep: error: {e}; {_kept(out, args.prefix)}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:
+        print(f"dsfro sweep: interrupted; {_kept(out, args.prefix)}", file=sys.stderr)
+        return 130
     try:
         paths = write_outputs(outcome, out, args.prefix)
     except OSError as e:

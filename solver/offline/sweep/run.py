@@ -4,7 +4,7 @@ Executor, the outcome with its front and changes."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, TextIO
 
 from solver._proto.dsfro.v1 import scheduler_pb2 as pb
@@ -18,6 +18,7 @@ from solver.core.solver import Solver
 from solver.offline.batch import Progress, make_batch_executor
 from solver.offline.sweep.front import Change, front_changes, pareto_front
 from solver.offline.sweep.grid import SweepError, SweepPoint, SweepTask, solve_point, weight_grid
+from solver.offline.sweep.journal import Journal, point_key
 from solver.runtime.pools import Executor, WorkerLost, lost_for_good, map_or_lost
 
 
@@ -63,9 +64,11 @@ def run_sweep(
     solver: Solver | None = None,
     progress: TextIO | None = None,
     title: str = "",
+    journal: Journal | None = None,
 ) -> SweepOutcome:
-    """Solve every grid point with `solver` (default settings when None); SweepError if a
-    point's request is invalid."""
+    """Solve every grid point with `solver` (default settings when None), but those `journal`
+    already has, writing each to it as it comes back; SweepError if a point's request is
+    invalid."""
     the_solver = solver if solver is not None else Solver()
     grid = weight_grid(axes)
     tasks = []
@@ -76,22 +79,33 @@ def run_sweep(
             lines = [f"{v.field}: {v.description}" for v in violations]
             raise SweepError("invalid request:\n" + "\n".join(lines))
         tasks.append(SweepTask(i, swept, req.SerializeToString(deterministic=True), the_solver))
+    done = journal.done if journal is not None else {}
+    points = {
+        t.index: replace(done[point_key(t)], index=t.index, swept=t.swept)
+        for t in tasks
+        if point_key(t) in done
+    }
+    todo = [t for t in tasks if t.index not in points]
     own = executor is None
     ex = executor or make_batch_executor(1, None)
-    bar = Progress(len(tasks), progress)
-    points: list[SweepPoint] = []
+    bar = Progress(len(todo), progress)
     try:
-        for start in range(0, len(tasks), max(ex.workers, 1)):
-            chunk = tasks[start : start + max(ex.workers, 1)]
-            for point in map_or_lost(ex, solve_point, chunk, _lost_point):
-                points.append(point)
+        for start in range(0, len(todo), max(ex.workers, 1)):
+            chunk = todo[start : start + max(ex.workers, 1)]
+            for task, point in zip(
+                chunk, map_or_lost(ex, solve_point, chunk, _lost_point), strict=True
+            ):
+                if journal is not None:
+                    journal.append(point_key(task), point)
+                points[task.index] = point
                 bar.update(_progress_record(point))
     finally:
         bar.finish()
         if own:
             ex.close()
-    front = pareto_front(points)
-    return SweepOutcome(points, front, front_changes(points, front), title)
+    ordered = [points[t.index] for t in tasks]
+    front = pareto_front(ordered)
+    return SweepOutcome(ordered, front, front_changes(ordered, front), title)
 
 
 def _lost_point(task: SweepTask, error: WorkerLost) -> SweepPoint:
