@@ -15,7 +15,7 @@ MAX_LINES = 450
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("solver.fairness", "solver.queues", "solver.power_states", "solver.grid", "solver.weights"),
     ("solver.mig",),
-    ("solver", "solver.domain", "solver.extras", "solver.resources", "solver.wire"),
+    ("solver", "solver.domain", "solver.extras", "solver.files", "solver.resources", "solver.wire"),
     ("solver.client", "solver.runtime"),
     ("solver.perfmodel",),
     ("solver.scoring",),
@@ -111,11 +111,11 @@ def test_the_client_and_the_wire_need_nothing_of_the_solver(graph: dict[str, set
 
 
 def test_the_slurm_adapter_needs_only_the_client(graph: dict[str, set[str]]) -> None:
-    """dsfro-slurm runs beside Slurm with the client install: the client, the wire types and
-    the package root, nothing of the solver."""
+    """dsfro-slurm runs beside Slurm with the client install: the client, the wire types, the
+    package root and its atomic files (standard library only), nothing of the solver."""
     for name, targets in graph.items():
         if _group(name) == "solver.slurm":
-            allowed = {"solver", "solver.client", "solver.wire", "solver.slurm"}
+            allowed = {"solver", "solver.client", "solver.files", "solver.wire", "solver.slurm"}
             assert {_group(t) for t in targets} <= allowed, name
 
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import io
 import sys
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
@@ -29,6 +30,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from solver import extras
 from solver.extras import new_figure
+from solver.files import write_png, write_text
 from solver.offline.batch import (
     TIMING_KEY,
     Record,
@@ -146,17 +148,19 @@ def write_tables(records: Sequence[Record], out: Path) -> list[Path]:
     rows = summarize(records, by_budget=True)
     header = summary_header(rows)
     per_budget = "budget s" in header
-    summary_csv = out / "summary.csv"
-    with summary_csv.open("w", newline="", encoding="utf-8") as f:
-        w = csv.writer(f)
-        w.writerow(header)
-        w.writerows(summary_cells(r, per_budget) for r in rows)
-    runs_csv = out / "runs.csv"
-    with runs_csv.open("w", newline="", encoding="utf-8") as f:
-        w = csv.writer(f)
-        w.writerow(RUN_COLUMNS)
-        w.writerows(run_row(r) for r in records)
+    summary_csv = write_text(
+        out / "summary.csv", _csv(header, (summary_cells(r, per_budget) for r in rows))
+    )
+    runs_csv = write_text(out / "runs.csv", _csv(RUN_COLUMNS, (run_row(r) for r in records)))
     return [summary_csv, runs_csv]
+
+
+def _csv(header: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
+    buffer = io.StringIO()
+    w = csv.writer(buffer)
+    w.writerow(header)
+    w.writerows(rows)
+    return buffer.getvalue()
 
 
 def summary_markdown(records: Sequence[Record], source: str, figures: Sequence[Path]) -> str:
@@ -400,10 +404,9 @@ def write_report(records: Sequence[Record], out: Path, source: str = "results") 
         if fig is None:
             continue
         path = out / name
-        fig.savefig(path, dpi=120)
+        write_png(path, fig, dpi=120)
         figures.append(path)
-    md = out / "summary.md"
-    md.write_text(summary_markdown(records, source, figures), encoding="utf-8")
+    md = write_text(out / "summary.md", summary_markdown(records, source, figures))
     return [*written, md, *figures]
 
 

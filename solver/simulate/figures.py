@@ -16,10 +16,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from solver.extras import new_figure
+from solver.files import write_png
 from solver.simulate.core import PowerSegment, SimulationLog
 from solver.simulate.front import front_data, plot_front
 from solver.simulate.metrics import Summary, equal_horizon, jct, summarize
-from solver.simulate.outputs import write_atomic
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -206,9 +206,7 @@ def first_seed_per_policy(logs: Sequence[SimulationLog]) -> list[SimulationLog]:
 
 
 def _save(fig: Figure, path: Path) -> Path:
-    return write_atomic(
-        path, lambda f: fig.savefig(f, format="png", dpi=120, metadata={"Software": None})
-    )
+    return write_png(path, fig, dpi=120, metadata={"Software": None})
 
 
 def write_figures(

@@ -1,5 +1,6 @@
-"""The files of simulated runs, each written atomically (a temporary file in the same folder,
-then ``os.replace``), so a reader never sees half a file and a failed write leaves none.
+"""The files of simulated runs, each written atomically (``solver.files``: a temporary file in
+the same folder, then ``os.replace``), so a reader never sees half a file and a failed write
+leaves none.
 
 - ``write_run``: ``<prefix>-summary.json`` (the ``Summary``), ``<prefix>-jobs.csv`` (one row per
   job, plus ``jct_s`` and ``queue_s``), ``<prefix>-rounds.csv`` and ``<prefix>-power.csv`` (the
@@ -19,41 +20,19 @@ from __future__ import annotations
 import csv
 import io
 import json
-import os
-import secrets
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import astuple, dataclass, fields
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
+from solver.files import write_text
 from solver.offline.report import csv_cell, markdown_table
 from solver.simulate.core import JobRecord, PowerSegment, RoundRecord, SimulationLog
 from solver.simulate.metrics import Summary, equal_horizon, jct, queue_delay
 from solver.simulate.tenant_metrics import TENANT_COLUMNS, TenantSummary, tenant_table
 
-# ---------------------------------------------------------------- atomic files
-
-
-def write_atomic(path: Path, write: Callable[[IO[bytes]], object]) -> Path:
-    """Write ``path`` through ``write`` into a temporary file beside it, then rename it over
-    ``path``; on any failure the temporary file is removed and ``path`` is left as it was."""
-    tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)  # the umask applies
-    try:
-        with os.fdopen(fd, "wb") as f:
-            write(f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    return path
-
-
-def write_text(path: Path, text: str) -> Path:
-    return write_atomic(path, lambda f: f.write(text.encode("utf-8")))
+# ---------------------------------------------------------------- files
 
 
 def write_csv(path: Path, header: Sequence[str], rows: Iterable[Sequence[Any]]) -> Path:

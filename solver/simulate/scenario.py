@@ -26,12 +26,13 @@ from solver._proto.dsfro.v1 import scheduler_pb2 as pb
 from solver.app.convert import gpu_type_to_proto
 from solver.app.limits import MAX_POWER_WATTS, Limits
 from solver.app.validation import validate_request
+from solver.files import write_text
 from solver.offline.generate.cluster import build_instance_cluster
 from solver.offline.generate.spec import InstanceSpec, NodeKind
 from solver.perfmodel.catalog import load_gpu_catalog
 from solver.simulate.core import PowerSchedule, PowerStep, SimJob, SimulationError, TraceJob
 from solver.simulate.settings import EngineSettings
-from solver.simulate.trace import check_trace_against, parse_trace, write_atomic
+from solver.simulate.trace import check_trace_against, parse_trace
 from solver.simulate.workload import WorkloadMix
 
 DAY_S = 86_400.0
@@ -117,7 +118,7 @@ def cluster_json(cluster: pb.ClusterSnapshot) -> str:
 
 
 def write_cluster(cluster: pb.ClusterSnapshot, path: str | Path) -> None:
-    write_atomic(Path(path), cluster_json(cluster))
+    write_text(path, cluster_json(cluster))
 
 
 def idle_watts(cluster: pb.ClusterSnapshot) -> float:
@@ -201,7 +202,7 @@ def _plain(x: float | None) -> float | int | None:
 
 
 def write_power_schedule(schedule: PowerSchedule, path: str | Path) -> None:
-    write_atomic(Path(path), power_schedule_json(schedule))
+    write_text(path, power_schedule_json(schedule))
 
 
 def load_scenario(

@@ -14,8 +14,6 @@ from __future__ import annotations
 import csv
 import io
 import math
-import os
-import tempfile
 from collections.abc import Callable, Mapping, Sequence, Set
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +21,7 @@ from typing import TYPE_CHECKING, TextIO
 
 from solver._proto.dsfro.v1 import scheduler_pb2 as pb
 from solver.app.limits import MAX_DEADLINE_SECONDS, MAX_JOB_AGE_SECONDS, MAX_JOB_WEIGHT
+from solver.files import write_text
 from solver.simulate.core import SimulationError, TraceJob
 
 if TYPE_CHECKING:
@@ -240,21 +239,6 @@ def _number(x: float) -> str:
     return str(int(x)) if x.is_integer() and abs(x) < 1e15 else repr(x)
 
 
-def write_atomic(path: str | Path, text: str) -> None:
-    """Write ``text`` to ``path`` whole or not at all: a temporary file in the same folder,
-    renamed into place (mode 0644)."""
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", newline="", encoding="utf-8") as f:
-            f.write(text)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def trace_text(jobs: Sequence[TraceJob]) -> str:
     """The trace file text of ``jobs``: all columns, in the given order."""
     out = io.StringIO()
@@ -284,8 +268,8 @@ def trace_text(jobs: Sequence[TraceJob]) -> str:
 
 
 def write_trace(jobs: Sequence[TraceJob], path: str | Path) -> None:
-    """Write ``jobs`` in the trace format (``trace_text``), atomically (``write_atomic``)."""
-    write_atomic(path, trace_text(jobs))
+    """Write ``jobs`` in the trace format (``trace_text``), atomically (``solver.files``)."""
+    write_text(path, trace_text(jobs))
 
 
 def cluster_pools(cluster: pb.ClusterSnapshot) -> dict[str, int]:

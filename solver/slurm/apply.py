@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+from solver.files import write_text
 from solver.slurm.commands import Slurm
 from solver.slurm.decide import Action, Decision
 from solver.slurm.hostlist import join
@@ -105,22 +105,16 @@ def plan_document(job_id: int, target: Target, at: float) -> dict[str, object]:
     }
 
 
-def _atomic_write(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
-
-
 def write_plan_files(plan_dir: Path, job_id: int, target: Target, at: float) -> None:
     """``<plan_dir>/<job id>.json`` and a ``.env`` to source (DSFRO_DATA_PARALLEL=...)."""
     doc = plan_document(job_id, target, at)
-    _atomic_write(plan_dir / f"{job_id}.json", json.dumps(doc, indent=2) + "\n")
+    write_text(plan_dir / f"{job_id}.json", json.dumps(doc, indent=2) + "\n")
     env = {
         f"DSFRO_{k.upper()}": ",".join(map(str, v)) if isinstance(v, list) else str(v)
         for k, v in doc.items()
         if k != "planned_at"
     }
-    _atomic_write(plan_dir / f"{job_id}.env", "".join(f"{k}={v}\n" for k, v in env.items()))
+    write_text(plan_dir / f"{job_id}.env", "".join(f"{k}={v}\n" for k, v in env.items()))
 
 
 class Applier:

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from solver import extras
+from solver.files import write_text
 from solver.offline.calibration.figures import make_figures, write_figures
 from solver.offline.calibration.fit import calibration_doc, run
 from solver.offline.calibration.report import render_markdown
@@ -99,9 +100,9 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         same = all(current.get(k) == doc[k] for k in ("compute_efficiency", "network_efficiency"))
         print(f"{'up to date' if same else 'differs'}: {_shown(out)}")
         return 0 if same else 1
-    out.write_text(json.dumps(doc, indent=2) + "\n")
+    write_text(out, json.dumps(doc, indent=2) + "\n")
     args.doc.parent.mkdir(parents=True, exist_ok=True)
-    args.doc.write_text(render_markdown(s))
+    write_text(args.doc, render_markdown(s))
     paths = write_figures(make_figures(result), args.img)
     print(f"compute efficiency {doc['compute_efficiency']}")
     print(f"network efficiency {doc['network_efficiency']}")

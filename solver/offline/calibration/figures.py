@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from solver.extras import new_figure
+from solver.files import write_png
 from solver.offline.calibration.fit import Result
 from solver.offline.calibration.gavel import PAIRS, pair_name
 from solver.offline.calibration.sources import GAVEL_TYPES, POLLUX_GPUS_PER_NODE
@@ -206,6 +207,6 @@ def write_figures(figures: Mapping[str, Figure], folder: Path, dpi: int = 110) -
     out = []
     for name, fig in figures.items():
         path = folder / name
-        fig.savefig(path, dpi=dpi, metadata={"Software": None})
+        write_png(path, fig, dpi=dpi, metadata={"Software": None})
         out.append(path)
     return out

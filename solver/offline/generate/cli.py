@@ -11,6 +11,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from solver.files import write_text
 from solver.offline.generate.cluster import MIXES
 from solver.offline.generate.instance import generate, to_json
 from solver.offline.generate.spec import InstanceSpec, SpecError
@@ -147,12 +148,12 @@ def _main(argv: Sequence[str] | None) -> int:
     if parsed.tiny is not None:
         parsed.tiny.mkdir(parents=True, exist_ok=True)
         for name, request in tiny_instances().items():
-            (parsed.tiny / f"{name}.json").write_text(to_json(request))
+            write_text(parsed.tiny / f"{name}.json", to_json(request))
         return 0
     text = to_json(generate(spec_from_args(args)))
     if parsed.out is None:
         sys.stdout.write(text)
     else:
         parsed.out.parent.mkdir(parents=True, exist_ok=True)
-        parsed.out.write_text(text)
+        write_text(parsed.out, text)
     return 0

@@ -4,10 +4,12 @@ the changes along the front) and ``<prefix>.csv`` (one row per point)."""
 from __future__ import annotations
 
 import csv
+import io
 from collections.abc import Sequence
 from pathlib import Path
 
 from solver.app.profile import WEIGHT_KEYS
+from solver.files import write_png, write_text
 from solver.offline.report import markdown_table
 from solver.offline.sweep.figure import plot_sweep
 from solver.offline.sweep.front import same_place
@@ -124,10 +126,11 @@ def sweep_markdown(outcome: SweepOutcome, figure_name: str) -> str:
 def write_outputs(outcome: SweepOutcome, out: Path, prefix: str = "sweep") -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
     png, md, table = out / f"{prefix}.png", out / f"{prefix}.md", out / f"{prefix}.csv"
-    plot_sweep(outcome).savefig(png, dpi=120)
-    md.write_text(sweep_markdown(outcome, png.name), encoding="utf-8")
-    with table.open("w", newline="", encoding="utf-8") as f:
-        w = csv.writer(f)
-        w.writerow(CSV_HEADER)
-        w.writerows(csv_rows(outcome))
+    write_png(png, plot_sweep(outcome), dpi=120)
+    write_text(md, sweep_markdown(outcome, png.name))
+    buffer = io.StringIO()
+    w = csv.writer(buffer)
+    w.writerow(CSV_HEADER)
+    w.writerows(csv_rows(outcome))
+    write_text(table, buffer.getvalue())
     return [png, md, table]
