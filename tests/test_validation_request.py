@@ -265,6 +265,11 @@ def test_bad_input_is_reported_at_its_field(mutate: Mutation, field: str, text: 
         (Limits(max_nodes=2), "cluster.nodes", "3 nodes exceed the limit of 2 (max_nodes)"),
         (Limits(max_jobs=2), "jobs", "3 jobs exceed the limit of 2 (max_jobs)"),
         (Limits(max_profile_points_per_job=5), BP, "6 points exceed the limit of 5"),
+        (
+            Limits(max_profile_points=5),
+            "jobs",
+            "the jobs' profiles hold 10 points together, above the limit of 5 (max_profile_points",
+        ),
         (Limits(max_time_budget_seconds=9.5), "options.time_budget", "must be <= 9.5s"),
     ],
 )

@@ -64,6 +64,15 @@ def validate_request(req: pb.SolveRequest, limits: Limits) -> list[FieldViolatio
     if len(jobs) > limits.max_jobs:
         c.add("jobs", f"{len(jobs)} jobs exceed the limit of {limits.max_jobs} (max_jobs)")
         jobs = []  # over a limit, the entries are not checked one by one
+    points = sum(len(job.profile.points) for job in jobs if job.HasField("profile"))
+    if points > limits.max_profile_points:
+        c.add(
+            "jobs",
+            f"the jobs' profiles hold {points} points together, above the limit of "
+            f"{limits.max_profile_points} (max_profile_points; each point is read and checked "
+            f"within the time budget): send fewer points a job, or fewer jobs",
+        )
+        jobs = []
     seen: dict[str, str] = {}
     claims: dict[tuple[str, int], tuple[int, str]] = {}
     for i, job in enumerate(jobs):

@@ -748,7 +748,7 @@ class GetServerInfoRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class GetServerInfoResponse(_message.Message):
-    __slots__ = ("version", "backends", "max_time_budget", "max_nodes", "max_jobs", "max_concurrent_solves", "max_message_bytes", "solver_versions")
+    __slots__ = ("version", "backends", "max_time_budget", "max_nodes", "max_jobs", "max_concurrent_solves", "max_message_bytes", "solver_versions", "max_profile_points")
     class SolverVersionsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -764,6 +764,7 @@ class GetServerInfoResponse(_message.Message):
     MAX_CONCURRENT_SOLVES_FIELD_NUMBER: _ClassVar[int]
     MAX_MESSAGE_BYTES_FIELD_NUMBER: _ClassVar[int]
     SOLVER_VERSIONS_FIELD_NUMBER: _ClassVar[int]
+    MAX_PROFILE_POINTS_FIELD_NUMBER: _ClassVar[int]
     version: str
     backends: _containers.RepeatedScalarFieldContainer[Backend]
     max_time_budget: _duration_pb2.Duration
@@ -772,4 +773,5 @@ class GetServerInfoResponse(_message.Message):
     max_concurrent_solves: int
     max_message_bytes: int
     solver_versions: _containers.ScalarMap[str, str]
-    def __init__(self, version: _Optional[str] = ..., backends: _Optional[_Iterable[_Union[Backend, str]]] = ..., max_time_budget: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., max_nodes: _Optional[int] = ..., max_jobs: _Optional[int] = ..., max_concurrent_solves: _Optional[int] = ..., max_message_bytes: _Optional[int] = ..., solver_versions: _Optional[_Mapping[str, str]] = ...) -> None: ...
+    max_profile_points: int
+    def __init__(self, version: _Optional[str] = ..., backends: _Optional[_Iterable[_Union[Backend, str]]] = ..., max_time_budget: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., max_nodes: _Optional[int] = ..., max_jobs: _Optional[int] = ..., max_concurrent_solves: _Optional[int] = ..., max_message_bytes: _Optional[int] = ..., solver_versions: _Optional[_Mapping[str, str]] = ..., max_profile_points: _Optional[int] = ...) -> None: ...
