@@ -374,3 +374,20 @@ def test_a_ray_cluster_that_cannot_be_joined_is_named_not_an_internal_error(
     assert code == 1
     assert err.startswith(f"dsfro batch: error: no Ray cluster answers at {address}")
     assert "continue with --resume" in err
+
+
+def test_more_workers_than_memory_holds_is_exit_2_naming_the_flag(
+    inputs: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    limit = tmp_path / "memory.max"
+    limit.write_text(f"{256 * 2**20}\n")  # 8 workers of this test's process do not fit
+    monkeypatch.setattr("solver.runtime.memory.MEMORY_LIMITS", (str(limit),))
+    out = tmp_path / "r.jsonl"
+    code = offline_cli.main(["batch", str(inputs), "--budgets", "0.5s", "--seeds", "1,2,3,4",
+                             "--workers", "64", "--quiet", "--out", str(out)])  # fmt: skip
+    assert code == 2
+    # 8 runs (2 files x 4 seeds): no more workers than runs are started
+    assert capsys.readouterr().err.startswith("dsfro batch: error: --workers: 8 worker processes")

@@ -95,6 +95,23 @@ def memory_room_bytes(limits: Iterable[str] | None = None) -> int | None:
     return min(found) if found else None
 
 
+class TooManyWorkers(ValueError):
+    """More worker processes than this machine's (or container's) memory holds."""
+
+
+def check_workers_fit(count: int) -> None:
+    """TooManyWorkers when `count` worker processes would not fit in memory before they run
+    anything, each counted as this process's own memory (a worker imports what it did)."""
+    own, room = private_bytes(os.getpid()), memory_room_bytes()
+    if own and room and count * own > room:
+        raise TooManyWorkers(
+            f"{count} worker processes would take about {count * own / 2**30:.1f} GiB before "
+            f"they run anything ({own / 2**20:.0f} MiB each), and this machine or container has "
+            f"{room / 2**30:.1f} GiB: at most {room // own}, and more than its cores gain "
+            f"nothing"
+        )
+
+
 def over_limit(pid: int) -> int | None:
     """The resident bytes of `pid` if they exceed the limit, else None."""
     if _limit_bytes is None:

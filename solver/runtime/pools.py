@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, Protocol, TypeVar
 
 from solver.runtime.cores import THREAD_VARIABLES, available_cores
+from solver.runtime.memory import check_workers_fit
 from solver.runtime.workerpool import WorkerPool
 from solver.runtime.workers import (
     CallContext,
@@ -106,7 +107,9 @@ class LocalExecutor:
     name = "local"
 
     def __init__(self, workers: int | None = None) -> None:
+        """TooManyWorkers when `workers` processes would not fit in memory."""
         self.workers = workers or available_cores()
+        check_workers_fit(self.workers)
         caps = dict.fromkeys(THREAD_VARIABLES, "1")
         self._pool = WorkerPool("pool", env=caps, keep=self.workers)
 

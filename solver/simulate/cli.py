@@ -25,6 +25,7 @@ from solver.core.settings import SettingsError, SolverSettings
 from solver.core.solver import Solver
 from solver.runtime.cores import available_cores
 from solver.runtime.executors import make_executor
+from solver.runtime.memory import TooManyWorkers
 from solver.runtime.pools import OFFLINE_RETRIES, Executor, WorkerLost
 from solver.simulate.cli_inputs import connection_of, inputs_problem, settings_overrides
 from solver.simulate.core import SimulationError, SimulationLog
@@ -384,6 +385,9 @@ def _compare(specs: Sequence[RunSpec], scenario: str, args: argparse.Namespace) 
         executor = make_executor(args.ray_address, workers)
     except ConnectionError as e:  # the Ray cluster could not be joined
         return _stopped([str(e)])
+    except TooManyWorkers as e:
+        print(f"dsfro simulate: error: --workers: {e}", file=sys.stderr)
+        return 2
     try:
         results, problems = _run_all(specs, executor)
     finally:

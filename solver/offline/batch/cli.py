@@ -22,6 +22,7 @@ from solver.offline.batch.records import JOB_CLASS_MODES, BatchError
 from solver.offline.batch.runs import BatchConfig, run_batch
 from solver.offline.batch.summary import format_errors, format_summary, summarize
 from solver.runtime.cores import available_cores
+from solver.runtime.memory import TooManyWorkers
 
 parse_backends = csv_arg(backend_arg)
 """``--backends``: lower-case backend names."""
@@ -136,6 +137,9 @@ def command(
         outcome = run_batch(config, progress=None if args.quiet else err)
     except (BatchError, ProfileError, SettingsError) as e:
         print(f"dsfro batch: error: {e}", file=err)
+        return 2
+    except TooManyWorkers as e:
+        print(f"dsfro batch: error: --workers: {e}", file=err)
         return 2
     except KeyboardInterrupt:
         print(

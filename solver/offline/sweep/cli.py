@@ -20,6 +20,7 @@ from solver.offline.sweep.journal import Journal, journal_path
 from solver.offline.sweep.outputs import write_outputs
 from solver.offline.sweep.run import prepare, run_sweep
 from solver.runtime.cores import available_cores
+from solver.runtime.memory import TooManyWorkers
 
 
 def _weight_arg(text: str) -> tuple[str, list[float]]:
@@ -130,6 +131,9 @@ def command(args: argparse.Namespace) -> int:
             journal.close()
     except (SweepError, SettingsError) as e:
         print(f"dsfro sweep: error: {e}", file=sys.stderr)
+        return 2
+    except TooManyWorkers as e:
+        print(f"dsfro sweep: error: --workers: {e}", file=sys.stderr)
         return 2
     except ConnectionError as e:  # the Ray cluster could not be joined, or went away
         print(f"dsfro sweep: error: {e}; {_kept(out, args.prefix)}", file=sys.stderr)
