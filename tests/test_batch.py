@@ -385,6 +385,7 @@ def test_more_workers_than_memory_holds_is_exit_2_naming_the_flag(
     limit = tmp_path / "memory.max"
     limit.write_text(f"{256 * 2**20}\n")  # 8 workers of this test's process do not fit
     monkeypatch.setattr("solver.runtime.memory.MEMORY_LIMITS", (str(limit),))
+    monkeypatch.setattr("solver.runtime.pools.available_cores", lambda: 2)  # as on CI
     out = tmp_path / "r.jsonl"
     code = offline_cli.main(["batch", str(inputs), "--budgets", "0.5s", "--seeds", "1,2,3,4",
                              "--workers", "64", "--quiet", "--out", str(out)])  # fmt: skip

@@ -377,38 +377,8 @@ def test_more_local_workers_than_memory_holds_are_refused_before_any_starts(
     limit = tmp_path / "memory.max"
     limit.write_text(f"{2**30}\n")
     monkeypatch.setattr(supervise, "MEMORY_LIMITS", (str(limit),))
+    monkeypatch.setattr("solver.runtime.pools.available_cores", lambda: 2)  # as on CI
     with pytest.raises(supervise.TooManyWorkers, match=r"^64 worker processes would take") as e:
         LocalExecutor(workers=64)
     assert "this machine or container has 1.0 GiB" in str(e.value)
-    limit.write_text(f"{64 * 2**30}\n")
-    LocalExecutor(workers=1).close()  # one fits in 64 GiB
-
-
-def test_a_decomposed_solve_whose_local_pool_does_not_fit_falls_back_and_says_why(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A container too small for the parts' processes: the heuristic's checked plan, as a
-    FALLBACK naming why, not an internal error."""
-    import dataclasses
-
-    from solver.app import pipeline
-    from solver.app.limits import Limits
-    from solver.core.solver import Solver
-    from solver.domain import Termination
-    from solver.scoring.checker import check_plan
-
-    limit = tmp_path / "memory.max"
-    limit.write_text(f"{64 * MIB}\n")
-    monkeypatch.setattr(supervise, "MEMORY_LIMITS", (str(limit),))
-    p = pipeline.to_problem(load_request_json(ROOT / "instances" / "medium.json"), Limits())
-    options = dataclasses.replace(p.options, backend=Backend.DECOMPOSED, time_budget_seconds=5)
-    p = dataclasses.replace(p, options=options)
-    solver = Solver()
-    try:
-        result = solver.solve(p)
-    finally:
-        solver.close()
-    assert result.stats.termination is Termination.FALLBACK
-    assert "worker processes would take" in result.stats.detail
-    assert check_plan(p, result.plan.assignments) == []
-    assert sum(a.config is not None for a in result.plan.assignments) > 0
+    LocalExecutor(workers=2).close()  # one a core is never refused

@@ -46,7 +46,6 @@ from solver.perfmodel.configs import ConfigSet, build_config_set
 from solver.runtime.collector import paused_collection
 from solver.runtime.cores import available_cores
 from solver.runtime.executors import LazyExecutor
-from solver.runtime.memory import TooManyWorkers
 from solver.runtime.pools import Executor, Stopped, WorkerLost
 from solver.scoring.completion import ranked_for_completion
 from solver.scoring.fairness import fairness_headroom
@@ -389,12 +388,11 @@ class Solver:
             d, quick_seconds = decompose_after_quick(
                 problem, self.settings, clock, executor, incumbent
             )
-        except (WorkerLost, Stopped, ConnectionError, TooManyWorkers) as e:
-            # No part came back (or the Ray cluster could not be joined, or the local pool
-            # would not fit in memory: the error says why): the heuristic answers from here, or
-            # the quick plan when time is short (and at once when the solve was stopped).
-            joined = isinstance(e, ConnectionError | TooManyWorkers)
-            why = str(e) if joined else f"{e} in the first round"
+        except (WorkerLost, Stopped, ConnectionError) as e:
+            # No part came back (or the Ray cluster could not be joined: the error names the
+            # address, the cause and the fix): the heuristic answers from here, or the quick
+            # plan when time is short (and at once when the solve was stopped).
+            why = str(e) if isinstance(e, ConnectionError) else f"{e} in the first round"
             estimate = self.first_plan_estimate(problem)
             if clock.left() < estimate:
                 return self._quick(problem, clock, f"{why}; {self._short(clock, estimate)}")

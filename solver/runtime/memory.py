@@ -99,9 +99,13 @@ class TooManyWorkers(ValueError):
     """More worker processes than this machine's (or container's) memory holds."""
 
 
-def check_workers_fit(count: int) -> None:
-    """TooManyWorkers when `count` worker processes would not fit in memory before they run
-    anything, each counted as this process's own memory (a worker imports what it did)."""
+def check_workers_fit(count: int, cores: int) -> None:
+    """TooManyWorkers when `count` worker processes, more than the `cores` (one each gains
+    nothing more), would not fit in memory before they run anything, each counted as this
+    process's own memory (a worker imports what it did; a busy caller counts high, so a pool
+    of one worker a core is never refused)."""
+    if count <= cores:
+        return
     own, room = private_bytes(os.getpid()), memory_room_bytes()
     if own and room and count * own > room:
         raise TooManyWorkers(

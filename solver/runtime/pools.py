@@ -109,7 +109,7 @@ class LocalExecutor:
     def __init__(self, workers: int | None = None) -> None:
         """TooManyWorkers when `workers` processes would not fit in memory."""
         self.workers = workers or available_cores()
-        check_workers_fit(self.workers)
+        check_workers_fit(self.workers, available_cores())
         caps = dict.fromkeys(THREAD_VARIABLES, "1")
         self._pool = WorkerPool("pool", env=caps, keep=self.workers)
 
