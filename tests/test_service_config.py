@@ -182,4 +182,4 @@ def test_more_slots_than_the_container_holds_stop_the_start(tmp_path: Path) -> N
     assert done.returncode == 2, done.stderr[-2000:]
     said = done.stderr.strip().splitlines()[-1]
     assert said.startswith("dsfro: error: DSFRO_MAX_CONCURRENT_SOLVES (--max-concurrent-solves)")
-    assert "its 65 solve workers" in said and "this container has 1.0 GiB" in said
+    assert "65 worker processes would take" in said and "or container has 1.0 GiB" in said

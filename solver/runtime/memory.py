@@ -99,21 +99,28 @@ class TooManyWorkers(ValueError):
     """More worker processes than this machine's (or container's) memory holds."""
 
 
+def overflow(count: int, each: int | None = None) -> str | None:
+    """Why `count` processes of `each` private bytes (default: this process's own) would not
+    fit in this machine's or container's memory before they run anything; None if they fit
+    (or either figure is unknown)."""
+    each = private_bytes(os.getpid()) if each is None else each
+    room = memory_room_bytes()
+    if not each or not room or count * each <= room:
+        return None
+    return (
+        f"{count} worker processes would take about {count * each / 2**30:.1f} GiB before they "
+        f"run anything ({each / 2**20:.0f} MiB each), and this machine or container has "
+        f"{room / 2**30:.1f} GiB"
+    )
+
+
 def check_workers_fit(count: int, cores: int) -> None:
     """TooManyWorkers when `count` worker processes, more than the `cores` (one each gains
-    nothing more), would not fit in memory before they run anything, each counted as this
-    process's own memory (a worker imports what it did; a busy caller counts high, so a pool
-    of one worker a core is never refused)."""
-    if count <= cores:
-        return
-    own, room = private_bytes(os.getpid()), memory_room_bytes()
-    if own and room and count * own > room:
-        raise TooManyWorkers(
-            f"{count} worker processes would take about {count * own / 2**30:.1f} GiB before "
-            f"they run anything ({own / 2**20:.0f} MiB each), and this machine or container has "
-            f"{room / 2**30:.1f} GiB: at most {room // own}, and more than its cores gain "
-            f"nothing"
-        )
+    nothing more), would not fit in memory (``overflow``, each counted as this process: a
+    worker imports what it did; a busy caller counts high, so a pool of one worker a core is
+    never refused)."""
+    if count > cores and (why := overflow(count)) is not None:
+        raise TooManyWorkers(f"{why}: more than the {cores} cores gain nothing")
 
 
 def over_limit(pid: int) -> int | None:

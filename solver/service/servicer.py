@@ -35,12 +35,7 @@ from solver.app.validation import FieldViolation, validate_plan, validate_reques
 from solver.core.solver import Solver
 from solver.runtime import crashes
 from solver.runtime.cores import available_cores
-from solver.runtime.memory import (
-    memory_room_bytes,
-    private_bytes,
-    resident_bytes,
-    worker_memory_limit,
-)
+from solver.runtime.memory import overflow, private_bytes, resident_bytes, worker_memory_limit
 from solver.runtime.workerpool import WorkerPool
 from solver.scoring.power import power_margin
 from solver.service import head, logs, tracing
@@ -114,14 +109,11 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
                 f"(docs/operations.md, sizing: 1,024 MiB for snapshots up to xl)"
             )
         own = max((private_bytes(pid) or 0 for pid in pids), default=0)
-        room = memory_room_bytes()
-        if room is not None and own * workers > room:
+        if (why := overflow(workers, own)) is not None:
             raise OSError(
                 f"DSFRO_MAX_CONCURRENT_SOLVES (--max-concurrent-solves) is "
-                f"{self._config.max_concurrent_solves}: its {workers} solve workers (one per "
-                f"slot and a spare) take {own * workers / 2**30:.1f} GiB before they solve "
-                f"anything ({own / 2**20:.0f} MiB each), and this container has "
-                f"{room / 2**30:.1f} GiB; give one slot per core (docs/operations.md, sizing)"
+                f"{self._config.max_concurrent_solves}, one solve worker a slot and a spare: "
+                f"{why}; give one slot per core (docs/operations.md, sizing)"
             )
         self.pool.warm_now(workers)
 
