@@ -132,14 +132,13 @@ def test_a_second_server_on_a_taken_port_does_not_start() -> None:
         first.stop(None).wait(WAIT)
 
 
-def test_a_worker_memory_limit_below_an_idle_workers_use_stops_the_start() -> None:
-    """64 MiB, where a solve worker uses more before it solves anything: every solve lost its
-    worker and answered with the quick plan, the server SERVING. Now it does not start (exit
-    2, naming the setting and what a worker uses) and leaves no worker behind."""
+def _refused_at_start(argv: list[str], prelude: str = "") -> str:
+    """``dsfro serve ARGV`` in a fresh process (after `prelude`), which must stop at start with
+    exit 2: its last line on stderr."""
     code = (
-        "import sys\n"
+        f"import sys\n{prelude}"
         "from solver.service.server import main\n"
-        "sys.exit(main(['--port', '0', '--worker-memory-mib', '64']))\n"
+        f"sys.exit(main({['--port', '0', *argv]!r}))\n"
     )
     env = {k: v for k, v in os.environ.items() if not k.startswith("DSFRO_")}
     done = subprocess.run(
@@ -151,7 +150,14 @@ def test_a_worker_memory_limit_below_an_idle_workers_use_stops_the_start() -> No
         env=env,
     )
     assert done.returncode == 2, done.stderr[-2000:]
-    said = done.stderr.strip().splitlines()[-1]
+    return done.stderr.strip().splitlines()[-1]
+
+
+def test_a_worker_memory_limit_below_an_idle_workers_use_stops_the_start() -> None:
+    """64 MiB, where a solve worker uses more before it solves anything: every solve lost its
+    worker and answered with the quick plan, the server SERVING. Now it does not start (exit
+    2, naming the setting and what a worker uses) and leaves no worker behind."""
+    said = _refused_at_start(["--worker-memory-mib", "64"])
     assert said.startswith("dsfro: error: DSFRO_WORKER_MEMORY_MIB (--worker-memory-mib) is 64")
     assert "a solve worker uses" in said and "quick plan" in said
 
@@ -163,23 +169,7 @@ def test_more_slots_than_the_container_holds_stop_the_start(tmp_path: Path) -> N
     (here a cgroup limit of 1 GiB against 65 workers of about 65 MiB)."""
     limit = tmp_path / "memory.max"
     limit.write_text(f"{2**30}\n")
-    code = (
-        "import sys\n"
-        "from solver.runtime import memory\n"
-        f"memory.MEMORY_LIMITS = ({str(limit)!r},)\n"
-        "from solver.service.server import main\n"
-        "sys.exit(main(['--port', '0', '--max-concurrent-solves', '64']))\n"
-    )
-    env = {k: v for k, v in os.environ.items() if not k.startswith("DSFRO_")}
-    done = subprocess.run(
-        [sys.executable, "-c", code],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=Path(__file__).resolve().parent.parent,
-        env=env,
-    )
-    assert done.returncode == 2, done.stderr[-2000:]
-    said = done.stderr.strip().splitlines()[-1]
+    prelude = f"from solver.runtime import memory\nmemory.MEMORY_LIMITS = ({str(limit)!r},)\n"
+    said = _refused_at_start(["--max-concurrent-solves", "64"], prelude)
     assert said.startswith("dsfro: error: DSFRO_MAX_CONCURRENT_SOLVES (--max-concurrent-solves)")
     assert "65 worker processes would take" in said and "or container has 1.0 GiB" in said
