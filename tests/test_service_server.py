@@ -68,6 +68,39 @@ def test_server_py_serves_until_sigterm_then_exits_0() -> None:
         kill(proc)
 
 
+def test_a_hangup_drains_the_server_as_sigterm_does_and_nohup_keeps_it() -> None:
+    """The terminal of a foreground server closed (SIGHUP): the process died at once, its
+    calls cut, no line logged. Now it shuts down gracefully (exit 0, "received SIGHUP"); a
+    server started with SIGHUP ignored (nohup) keeps serving."""
+    proc = server_py()
+    try:
+        _wait_for_port(proc)
+        proc.send_signal(signal.SIGHUP)
+        assert proc.wait(timeout=WAIT) == 0
+        assert proc.stderr is not None
+        assert "received SIGHUP: shutting down" in proc.stderr.read()
+    finally:
+        kill(proc)
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("DSFRO_")}
+    ignored = subprocess.Popen(
+        [sys.executable, "-c", "import signal, runpy, sys; signal.signal(signal.SIGHUP, "
+         "signal.SIG_IGN); sys.argv = ['server.py', '--port', '0']; "
+         "runpy.run_path('server.py', run_name='__main__')"],
+        cwd=ROOT, env=clean, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        port = _wait_for_port(ignored)
+        ignored.send_signal(signal.SIGHUP)
+        time.sleep(1.0)
+        with grpc.insecure_channel(f"127.0.0.1:{port}") as ch:
+            resp = health_pb2_grpc.HealthStub(ch).Check(
+                health_pb2.HealthCheckRequest(service=SERVICE_NAME), timeout=WAIT
+            )
+        assert ignored.poll() is None and resp.status == health_pb2.HealthCheckResponse.SERVING
+    finally:
+        kill(ignored)
+
+
 def test_server_py_stops_on_signals_in_a_burst() -> None:
     # `timeout` passes its SIGTERM on to a server that got one already: a handler that took a
     # lock deadlocked the main thread when the second ran inside the first, and the server

@@ -309,7 +309,7 @@ def build_server(config: ServerConfig, solver: Solver | None = None) -> Schedule
 
 
 def serve(config: ServerConfig) -> None:
-    """Run until SIGTERM or SIGINT, then shut down gracefully."""
+    """Run until SIGTERM, SIGINT or SIGHUP, then shut down gracefully."""
     server = build_server(config)
     received: list[int] = []
 
@@ -320,7 +320,12 @@ def serve(config: ServerConfig) -> None:
         # lock that set held, and the server went on serving.
         received.append(signum)
 
-    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
+    stops = [signal.SIGTERM, signal.SIGINT]
+    # A hangup (the terminal of a foreground server closed) killed the process at once, its
+    # calls cut; now it drains as SIGTERM does. Under nohup (SIGHUP ignored) it keeps serving.
+    if signal.getsignal(signal.SIGHUP) is not signal.SIG_IGN:
+        stops.append(signal.SIGHUP)
+    previous = {s: signal.signal(s, on_signal) for s in stops}
     # `kill -USR1 <pid>` prints every thread's stack to stderr: what a stuck server is doing.
     faulthandler.register(signal.SIGUSR1, all_threads=True)
     try:
@@ -340,7 +345,7 @@ def serve(config: ServerConfig) -> None:
 
 
 def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None) -> int:
-    """``python server.py [flags]``: serve until SIGTERM/SIGINT; 2 on a bad setting."""
+    """``python server.py [flags]``: serve until SIGTERM/SIGINT/SIGHUP; 2 on a bad setting."""
     parser = argparse.ArgumentParser(prog="server.py", description="Run the DSFRO gRPC service.")
     add_server_arguments(parser)
     args = parser.parse_args(argv)
