@@ -68,11 +68,29 @@ def test_server_py_serves_until_sigterm_then_exits_0() -> None:
         kill(proc)
 
 
+def _server_py_with_sighup(disposition: str) -> subprocess.Popen[str]:
+    """server.py with SIGHUP set to `disposition` (SIG_DFL, SIG_IGN) first, whatever this
+    process inherited (a test run under nohup ignores it)."""
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("DSFRO_")}
+    code = (
+        f"import runpy, signal, sys; signal.signal(signal.SIGHUP, signal.{disposition}); "
+        "sys.argv = ['server.py', '--port', '0']; runpy.run_path('server.py', run_name='__main__')"
+    )
+    return subprocess.Popen(
+        [sys.executable, "-c", code],
+        cwd=ROOT,
+        env=clean,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
 def test_a_hangup_drains_the_server_as_sigterm_does_and_nohup_keeps_it() -> None:
     """The terminal of a foreground server closed (SIGHUP): the process died at once, its
     calls cut, no line logged. Now it shuts down gracefully (exit 0, "received SIGHUP"); a
     server started with SIGHUP ignored (nohup) keeps serving."""
-    proc = server_py()
+    proc = _server_py_with_sighup("SIG_DFL")
     try:
         _wait_for_port(proc)
         proc.send_signal(signal.SIGHUP)
@@ -81,13 +99,7 @@ def test_a_hangup_drains_the_server_as_sigterm_does_and_nohup_keeps_it() -> None
         assert "received SIGHUP: shutting down" in proc.stderr.read()
     finally:
         kill(proc)
-    clean = {k: v for k, v in os.environ.items() if not k.startswith("DSFRO_")}
-    ignored = subprocess.Popen(
-        [sys.executable, "-c", "import signal, runpy, sys; signal.signal(signal.SIGHUP, "
-         "signal.SIG_IGN); sys.argv = ['server.py', '--port', '0']; "
-         "runpy.run_path('server.py', run_name='__main__')"],
-        cwd=ROOT, env=clean, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+    ignored = _server_py_with_sighup("SIG_IGN")
     try:
         port = _wait_for_port(ignored)
         ignored.send_signal(signal.SIGHUP)
