@@ -64,6 +64,13 @@ def test_a_token_is_refused_in_plaintext_beyond_loopback(tmp_path: Path) -> None
     Client("10.0.0.7:50051").close()
 
 
+@pytest.mark.parametrize("address", ["", "   "])
+def test_an_empty_address_is_a_value_error(address: str) -> None:
+    """It was accepted, and gRPC's core logged "no server name supplied in dns URI"."""
+    with pytest.raises(ValueError, match=r"^address: expected HOST:PORT"):
+        Client(address)
+
+
 def test_bad_client_settings_are_value_errors(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="token or token_file, not both"):
         Client("127.0.0.1:1", token=TOKEN, token_file=tmp_path / "t")

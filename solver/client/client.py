@@ -97,6 +97,8 @@ class Client:
         max_message_bytes: int = MAX_MESSAGE_BYTES,
         allow_insecure_token: bool = False,
     ) -> None:
+        if not isinstance(address, str) or not address.strip():
+            raise ValueError(f"address: expected HOST:PORT (e.g. 127.0.0.1:50051), got {address!r}")
         if token is not None and token_file is not None:
             raise ValueError("give token or token_file, not both")
         tls_config = TlsConfig() if tls is True else (tls or None)
