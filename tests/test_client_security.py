@@ -187,3 +187,6 @@ def test_a_failure_to_connect_says_what_it_most_likely_means(pki: Pki) -> None:
         assert "give one (--tls-cert, --tls-key)" in failure(address, TlsConfig(pki.ca)).hint
         rogue = TlsConfig(pki.ca, pki.rogue.cert, pki.rogue.key)
         assert "may not accept this client certificate" in failure(address, rogue).hint
+    with running(tls=TlsFiles(pki.expired_server.cert, pki.expired_server.key)) as expired:
+        lapsed = failure(f"127.0.0.1:{expired.port}", TlsConfig(ca_file=pki.ca)).hint
+        assert lapsed.startswith("the server's certificate is outside its validity period")

@@ -36,6 +36,8 @@ class Pki:
     """A client the CA signed too, named ``intruder``: authenticated, not allowed."""
     rogue: Identity
     """A client signed by another CA."""
+    expired_server: Identity
+    """The server's names, signed by the CA, expired a day ago."""
 
 
 def _key() -> ec.EllipticCurvePrivateKey:
@@ -61,17 +63,19 @@ def _write_cert(path: Path, cert: x509.Certificate) -> None:
 
 
 def _builder(
-    subject: str, issuer: x509.Name, public_key: ec.EllipticCurvePublicKey
+    subject: str, issuer: x509.Name, public_key: ec.EllipticCurvePublicKey, *, expired: bool = False
 ) -> x509.CertificateBuilder:
     now = datetime.datetime.now(datetime.UTC)
+    start = now - datetime.timedelta(days=3 if expired else 0, minutes=5)
+    end = now - datetime.timedelta(days=1) if expired else now + datetime.timedelta(days=2)
     return (
         x509.CertificateBuilder()
         .subject_name(_name(subject))
         .issuer_name(issuer)
         .public_key(public_key)
         .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(days=2))
+        .not_valid_before(start)
+        .not_valid_after(end)
     )
 
 
@@ -94,9 +98,10 @@ def _leaf(
     ca_key: ec.EllipticCurvePrivateKey,
     *,
     server: bool,
+    expired: bool = False,
 ) -> Identity:
     key = _key()
-    builder = _builder(name, ca_cert.subject, key.public_key()).add_extension(
+    builder = _builder(name, ca_cert.subject, key.public_key(), expired=expired).add_extension(
         x509.BasicConstraints(ca=False, path_length=None), critical=True
     )
     if server:
@@ -128,4 +133,5 @@ def make_pki(directory: Path) -> Pki:
         scheduler=_leaf(directory, "scheduler", ca_cert, ca_key, server=False),
         intruder=_leaf(directory, "intruder", ca_cert, ca_key, server=False),
         rogue=_leaf(directory, "rogue", other_cert, other_key, server=False),
+        expired_server=_leaf(directory, "expired", ca_cert, ca_key, server=True, expired=True),
     )

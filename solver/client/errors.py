@@ -155,10 +155,18 @@ def connect_hint(message: str, tls: bool, client_certificate: bool) -> str:
             "with a certificate (--tls-cert, --tls-key)"
         )
     if "CERTIFICATE_VERIFY_FAILED" in message:
-        return (
-            "the server's certificate is not signed by a CA this client trusts: give the CA "
-            "that signed it (--tls-ca; TlsConfig.ca_file)"
-        )
+        if "expired" in message or "not yet valid" in message:
+            return (
+                "the server's certificate is outside its validity period (expired, or not yet "
+                "valid, or this machine's clock is off): renew it on the server, which re-reads "
+                "it when the file changes"
+            )
+        if "issuer" in message or "self signed" in message or "self-signed" in message:
+            return (
+                "the server's certificate is not signed by a CA this client trusts: give the CA "
+                "that signed it (--tls-ca; TlsConfig.ca_file)"
+            )
+        return "the client refused the server's certificate: gRPC's message above says why"
     if "Hostname Verification" in message or "Peer name" in message:
         return (
             "the server's certificate does not name the host called: call a name it carries, "
