@@ -12,6 +12,7 @@ their path may change, this one does not.
 
 from __future__ import annotations
 
+import codecs
 import csv
 import json
 import math
@@ -135,11 +136,34 @@ def request_from_json(text: str | bytes, where: str = "request") -> SolveRequest
     return message_from_json(text, SolveRequest, where)
 
 
+_BOMS = (
+    (codecs.BOM_UTF32_LE, "utf-32"),  # before UTF-16's: it begins with the same two bytes
+    (codecs.BOM_UTF32_BE, "utf-32"),
+    (codecs.BOM_UTF16_LE, "utf-16"),
+    (codecs.BOM_UTF16_BE, "utf-16"),
+)
+
+
+def decode_text(data: bytes) -> str:
+    """Text as editors save it: UTF-8 with or without a byte-order mark, or UTF-16 or UTF-32
+    with one (Windows Notepad and PowerShell's redirection write those); UnicodeDecodeError
+    for other bytes."""
+    for bom, codec in _BOMS:
+        if data.startswith(bom):
+            return data.decode(codec)
+    return data.decode("utf-8-sig")
+
+
+def read_text(path: str | Path) -> str:
+    """A text file (``decode_text``); OSError, or UnicodeDecodeError."""
+    return decode_text(Path(path).read_bytes())
+
+
 def load_request_json(path: str | Path) -> SolveRequest:
     """A SolveRequest from a protobuf JSON file; RequestFileError says what is wrong and where."""
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_text(path)
     except (OSError, UnicodeDecodeError) as e:
         raise RequestFileError(f"{path}: cannot read: {e}") from e
     return message_from_json(text, SolveRequest, str(path))

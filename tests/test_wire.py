@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from google.protobuf import json_format
@@ -84,3 +85,41 @@ def test_the_client_takes_python_data_json_text_and_messages(server: SchedulerSe
             client.solve({"jobs": [{"nam": "x"}]})
         with pytest.raises(TypeError, match="expected a SolveRequest, a mapping or JSON text"):
             client.solve(42)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    "encode",
+    [
+        lambda t: t.encode("utf-8"),
+        lambda t: b"\xef\xbb\xbf" + t.encode("utf-8"),  # Notepad's UTF-8
+        lambda t: t.encode("utf-16"),  # PowerShell's `>`: UTF-16 LE with its mark
+        lambda t: b"\xfe\xff" + t.encode("utf-16-be"),
+        lambda t: t.encode("utf-32"),
+    ],
+    ids=["utf-8", "utf-8-bom", "utf-16-le", "utf-16-be", "utf-32"],
+)
+def test_a_request_file_reads_as_editors_save_it(encode: Any, tmp_path: Path) -> None:
+    """A UTF-8 byte-order mark was "malformed JSON: Unexpected UTF-8 BOM", UTF-16 "cannot
+    read"; each now reads as the plain file does."""
+    text = wire.message_to_json(make_request())
+    path = tmp_path / "req.json"
+    path.write_bytes(encode(text))
+    assert wire.read_text(path) == text
+    assert wire.load_request_json(path) == make_request()
+
+
+def test_text_of_no_known_encoding_is_a_decode_error() -> None:
+    with pytest.raises(UnicodeDecodeError):
+        wire.decode_text(b"\xff\xff\xff token")
+
+
+def test_a_token_file_with_a_byte_order_mark_holds_the_token(tmp_path: Path) -> None:
+    """The server refused it at start ("token 1 is not printable ASCII") and the client sent
+    the mark with the token."""
+    from solver.client.security import TokenFile
+    from solver.service.security import TokenSource
+
+    path = tmp_path / "token"
+    path.write_bytes(b"\xef\xbb\xbfs3cr3t-token-0123456789\n")
+    assert TokenFile(path).token() == "s3cr3t-token-0123456789"
+    assert TokenSource(token_file=path).accepts("s3cr3t-token-0123456789")

@@ -76,6 +76,7 @@ from solver.core.settings import TABLE as TUNING
 from solver.core.settings import SettingsError, SolverSettings, load_settings
 from solver.domain import Backend, Fairness, FairnessMode, FairnessScope, SolveOptions
 from solver.weights import ObjectiveWeights
+from solver.wire import read_text
 
 TABLES = ("weights", "fairness", "solver", carbons.TABLE, TUNING)
 FAIRNESS_KEYS = ("mode", "scope", "horizon", "mean_weight")
@@ -156,7 +157,7 @@ def load_profile(path: str | Path) -> Profile:
     """The profile of a TOML file; ProfileError lists every problem with the file and key."""
     path = Path(path)
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        data = tomllib.loads(read_text(path))
     except OSError as e:
         raise ProfileError([f"{path}: cannot read: {e.strerror or e}"]) from e
     except UnicodeDecodeError as e:

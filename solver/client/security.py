@@ -13,6 +13,8 @@ from pathlib import Path
 
 import grpc
 
+from solver.wire import read_text
+
 log = logging.getLogger(__name__)
 
 
@@ -111,9 +113,11 @@ class TokenFile:
 
     def _text(self) -> str:
         try:
-            return self.path.read_text(encoding="utf-8", errors="replace")
+            return read_text(self.path)
         except OSError as e:
             raise ValueError(f"token file {self.path}: {e.strerror or e}") from e
+        except UnicodeDecodeError as e:
+            raise ValueError(f"token file {self.path}: not UTF-8 text ({e.reason})") from e
 
     def token(self) -> str:
         """The current token."""

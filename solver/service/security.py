@@ -22,6 +22,7 @@ import grpc
 
 from solver.client.security import check_pair
 from solver.service.handlers import Behavior, CallInterceptor, map_behaviors
+from solver.wire import decode_text
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +56,15 @@ def _read(path: Path, what: str) -> bytes:
         return path.read_bytes()
     except OSError as e:
         raise CredentialError(f"{what} {path}: {e.strerror or e}") from e
+
+
+def _token_text(path: Path) -> str:
+    """A token file's text (a byte-order mark, which Windows editors write, is not part of
+    the first token); CredentialError if it cannot be read as text."""
+    try:
+        return decode_text(_read(path, "token file"))
+    except UnicodeDecodeError as e:
+        raise CredentialError(f"token file {path}: not UTF-8 text ({e.reason})") from e
 
 
 def load_tls(files: TlsFiles) -> tuple[bytes, bytes, bytes | None]:
@@ -140,9 +150,7 @@ class TokenSource:
         self._from_file: tuple[str, ...] = ()
         self._lock = threading.Lock()
         if token_file is not None:
-            self._from_file = parse_tokens(
-                _read(token_file, "token file").decode("utf-8", "replace"), str(token_file)
-            )
+            self._from_file = parse_tokens(_token_text(token_file), str(token_file))
             self._stamp = _stamp(token_file)
 
     def tokens(self) -> tuple[str, ...]:
@@ -162,8 +170,7 @@ class TokenSource:
             if stamp == self._stamp:
                 return
             try:
-                text = _read(path, "token file").decode("utf-8", "replace")
-                self._from_file = parse_tokens(text, str(path))
+                self._from_file = parse_tokens(_token_text(path), str(path))
             except CredentialError as e:
                 log.error("token file changed but does not load, keeping the loaded tokens: %s", e)
                 return

@@ -22,6 +22,7 @@ from pathlib import Path
 from solver import resources
 from solver.offline.generate.data import _gavel_rows
 from solver.simulate.core import SimulationError, TraceJob
+from solver.wire import read_text
 
 GAVEL_PHYSICAL_TRACE = resources.data_dir() / "gavel" / "physical_cluster.trace"
 REFERENCE_TYPE = "v100"
@@ -43,7 +44,7 @@ def gavel_trace(path: str | Path = GAVEL_PHYSICAL_TRACE) -> list[TraceJob]:
     path = Path(path)
     jobs: list[TraceJob] = []
     problems: list[str] = []
-    for line_no, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+    for line_no, line in enumerate(read_text(path).splitlines(), start=1):
         if not line.strip():
             continue
         fields = line.split("\t")

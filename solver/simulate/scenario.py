@@ -34,6 +34,7 @@ from solver.simulate.core import PowerSchedule, PowerStep, SimJob, SimulationErr
 from solver.simulate.settings import EngineSettings
 from solver.simulate.trace import check_trace_against, parse_trace
 from solver.simulate.workload import WorkloadMix
+from solver.wire import read_text
 
 DAY_S = 86_400.0
 
@@ -69,7 +70,7 @@ def _read_json(path: Path) -> Any:
         return out
 
     try:
-        return json.loads(path.read_text(encoding="utf-8"), object_pairs_hook=no_duplicates)
+        return json.loads(read_text(path), object_pairs_hook=no_duplicates)
     except (OSError, UnicodeDecodeError) as e:
         raise SimulationError([f"{path}: cannot read: {e}"]) from e
     except json.JSONDecodeError as e:

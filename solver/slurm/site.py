@@ -42,6 +42,7 @@ from solver.wire import (
     ObjectiveWeights,
     message_from_dict,
     read_grid_schedule,
+    read_text,
 )
 
 GRES_ALIASES = {
@@ -299,7 +300,7 @@ def load_site(path: str | Path | None) -> Site:
     if path is None:
         return Site()
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        data = json.loads(read_text(path))
     except OSError as e:
         raise SiteError(f"{path}: cannot read: {e}") from None
     except ValueError as e:
