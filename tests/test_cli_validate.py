@@ -75,3 +75,23 @@ def test_usage_errors_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     assert "invalid duration 'soon'" in err
     assert run(capsys, "frobnicate")[0] == 2
     assert run(capsys, "--help")[0] == 0
+
+
+def test_a_reader_that_goes_away_ends_the_command_quietly() -> None:
+    """`dsfro validate f | head -1`: the closed pipe was "dsfro: internal error:
+    BrokenPipeError" (exit 1); now nothing on stderr and exit 141, as a shell tool's."""
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parent.parent
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "solver.cli.main", "validate", "instances/medium.json"],
+        cwd=root,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.close()  # the reader is gone before the first line
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) == 141, err
+    assert err == ""

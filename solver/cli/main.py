@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
@@ -367,6 +368,12 @@ def main(argv: Sequence[str] | None = None, *, solver: Solver | None = None) -> 
     except KeyboardInterrupt:
         print("dsfro: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # The reader of stdout went away (`dsfro validate f | head -1`): stop quietly, as a
+        # shell tool does, with 128 + SIGPIPE; what is still buffered goes nowhere.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 141
     except Exception as e:
         return _internal_error(e)
     return code
