@@ -149,13 +149,14 @@ def write_tables(records: Sequence[Record], out: Path) -> list[Path]:
     header = summary_header(rows)
     per_budget = "budget s" in header
     summary_csv = write_text(
-        out / "summary.csv", _csv(header, (summary_cells(r, per_budget) for r in rows))
+        out / "summary.csv", csv_text(header, (summary_cells(r, per_budget) for r in rows))
     )
-    runs_csv = write_text(out / "runs.csv", _csv(RUN_COLUMNS, (run_row(r) for r in records)))
+    runs_csv = write_text(out / "runs.csv", csv_text(RUN_COLUMNS, (run_row(r) for r in records)))
     return [summary_csv, runs_csv]
 
 
-def _csv(header: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
+def csv_text(header: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
+    """A CSV table as text (the csv module's default dialect), for an atomic write."""
     buffer = io.StringIO()
     w = csv.writer(buffer)
     w.writerow(header)

@@ -27,6 +27,7 @@ from solver.runtime.cores import available_cores
 from solver.runtime.executors import make_executor
 from solver.runtime.memory import TooManyWorkers
 from solver.runtime.pools import OFFLINE_RETRIES, Executor, WorkerLost
+from solver.runtime.ray import RayConnectionError
 from solver.simulate.cli_inputs import connection_of, inputs_problem, settings_overrides
 from solver.simulate.core import SimulationError, SimulationLog
 from solver.simulate.front import SWEPT, energy_weight_arg, energy_weight_of, variant_label
@@ -355,7 +356,7 @@ def _run_all(
                 lost = chunk[e.task] if e.task is not None else None
                 which = f"{lost.label or lost.policy} seed {lost.seed}" if lost else "a run"
                 return results, [f"{which} lost its worker {OFFLINE_RETRIES + 1} times ({e})"]
-            except ConnectionError as e:  # the Ray cluster went away
+            except RayConnectionError as e:  # the Ray cluster went away
                 return results, [str(e)]
             failed = [
                 f"{spec.label or spec.policy} seed {spec.seed}: {line}"
@@ -383,7 +384,7 @@ def _compare(specs: Sequence[RunSpec], scenario: str, args: argparse.Namespace) 
     )
     try:
         executor = make_executor(args.ray_address, workers)
-    except ConnectionError as e:  # the Ray cluster could not be joined
+    except RayConnectionError as e:  # the Ray cluster could not be joined
         return _stopped([str(e)])
     except TooManyWorkers as e:
         print(f"dsfro simulate: error: --workers: {e}", file=sys.stderr)

@@ -23,6 +23,7 @@ from solver.offline.batch.runs import BatchConfig, run_batch
 from solver.offline.batch.summary import format_errors, format_summary, summarize
 from solver.runtime.cores import available_cores
 from solver.runtime.memory import TooManyWorkers
+from solver.runtime.ray import RayConnectionError
 
 parse_backends = csv_arg(backend_arg)
 """``--backends``: lower-case backend names."""
@@ -147,7 +148,7 @@ def command(
             file=err,
         )
         return 130
-    except ConnectionError as e:  # the Ray cluster could not be joined, or went away
+    except RayConnectionError as e:  # the Ray cluster could not be joined, or went away
         print(
             f"dsfro batch: error: {e}; finished runs are in {args.out}, continue with --resume",
             file=err,

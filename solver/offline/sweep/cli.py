@@ -21,6 +21,7 @@ from solver.offline.sweep.outputs import write_outputs
 from solver.offline.sweep.run import prepare, run_sweep
 from solver.runtime.cores import available_cores
 from solver.runtime.memory import TooManyWorkers
+from solver.runtime.ray import RayConnectionError
 
 
 def _weight_arg(text: str) -> tuple[str, list[float]]:
@@ -135,7 +136,7 @@ def command(args: argparse.Namespace) -> int:
     except TooManyWorkers as e:
         print(f"dsfro sweep: error: --workers: {e}", file=sys.stderr)
         return 2
-    except ConnectionError as e:  # the Ray cluster could not be joined, or went away
+    except RayConnectionError as e:  # the Ray cluster could not be joined, or went away
         print(f"dsfro sweep: error: {e}; {_kept(out, args.prefix)}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:

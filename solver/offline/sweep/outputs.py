@@ -3,14 +3,12 @@ the changes along the front) and ``<prefix>.csv`` (one row per point)."""
 
 from __future__ import annotations
 
-import csv
-import io
 from collections.abc import Sequence
 from pathlib import Path
 
 from solver.app.profile import WEIGHT_KEYS
 from solver.files import write_png, write_text
-from solver.offline.report import markdown_table
+from solver.offline.report import csv_text, markdown_table
 from solver.offline.sweep.figure import plot_sweep
 from solver.offline.sweep.front import same_place
 from solver.offline.sweep.grid import SweepPoint
@@ -128,9 +126,5 @@ def write_outputs(outcome: SweepOutcome, out: Path, prefix: str = "sweep") -> li
     png, md, table = out / f"{prefix}.png", out / f"{prefix}.md", out / f"{prefix}.csv"
     write_png(png, plot_sweep(outcome), dpi=120)
     write_text(md, sweep_markdown(outcome, png.name))
-    buffer = io.StringIO()
-    w = csv.writer(buffer)
-    w.writerow(CSV_HEADER)
-    w.writerows(csv_rows(outcome))
-    write_text(table, buffer.getvalue())
+    write_text(table, csv_text(CSV_HEADER, csv_rows(outcome)))
     return [png, md, table]
