@@ -95,3 +95,22 @@ def test_a_reader_that_goes_away_ends_the_command_quietly() -> None:
     err = proc.stderr.read().decode()
     assert proc.wait(timeout=120) == 141, err
     assert err == ""
+
+
+def test_a_full_device_on_stdout_is_named_not_an_internal_error() -> None:
+    """`dsfro validate f > /dev/full` was "dsfro: internal error: OSError: [Errno 28] ..."."""
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parent.parent
+    with open("/dev/full", "wb") as full:
+        proc = subprocess.run(
+            [sys.executable, "-m", "solver.cli.main", "validate", "instances/medium.json"],
+            cwd=root,
+            stdout=full,
+            stderr=subprocess.PIPE,
+            timeout=120,
+        )
+    err = proc.stderr.decode()
+    assert proc.returncode == 1, err
+    assert err == "dsfro: error: cannot write the output: No space left on device\n"

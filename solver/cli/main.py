@@ -15,6 +15,7 @@ client install (``pip install dsfro``, without the ``server`` extra) ``solve --s
 from __future__ import annotations
 
 import argparse
+import errno
 import logging
 import os
 import sys
@@ -374,9 +375,20 @@ def main(argv: Sequence[str] | None = None, *, solver: Solver | None = None) -> 
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return 141
+    except OSError as e:
+        if e.errno not in _OUTPUT_FULL:
+            return _internal_error(e)
+        # Files the commands write name themselves when they fail; what reaches here is
+        # stdout on a full device, over a quota or over the file-size limit.
+        print(f"dsfro: error: cannot write the output: {e.strerror}", file=sys.stderr)
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
     except Exception as e:
         return _internal_error(e)
     return code
+
+
+_OUTPUT_FULL = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
 
 
 def _internal_error(e: BaseException) -> int:

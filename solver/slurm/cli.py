@@ -191,7 +191,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     setup_logging(args.log_format, args.log_level)
     if args.plan_dir is not None:
-        args.plan_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            args.plan_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            print(f"dsfro-slurm: --plan-dir {args.plan_dir}: {e.strerror}", file=sys.stderr)
+            return 2
     tls: TlsConfig | bool | None = None
     if args.tls_ca or args.tls_cert or args.tls_key:
         tls = TlsConfig(ca_file=args.tls_ca, cert_file=args.tls_cert, key_file=args.tls_key)
@@ -219,7 +223,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     metrics = Metrics()
     if args.metrics_port is not None and not args.dry_run:
-        metrics.serve(int(args.metrics_port), args.metrics_host)
+        try:
+            metrics.serve(int(args.metrics_port), args.metrics_host)
+        except OSError as e:  # held by another process, or a host this machine lacks
+            where = f"{args.metrics_host or '*'}:{args.metrics_port}"
+            print(
+                f"dsfro-slurm: --metrics-port: cannot listen on {where}: {e.strerror}",
+                file=sys.stderr,
+            )
+            return 2
     with Client(args.server, tls=tls, token_file=args.token_file) as client:
         adapter = Adapter(slurm, client, site, settings, applier, metrics)
         if args.dry_run or args.once:
