@@ -38,6 +38,26 @@ def test_the_schedule_is_read_from_its_start_row_for_its_days(tmp_path: Path) ->
     assert grid.source == "grid.csv from 2020-01-01 05:00:00"
 
 
+def test_a_half_hourly_schedule_is_read_as_the_hours_it_covers(tmp_path: Path) -> None:
+    """Half-hourly rows (as grid operators publish them) were read as one hour a row: a day
+    became two, and every hour's intensity fell at another time."""
+    rows = "".join(
+        f"2020-01-01 {h // 2:02d}:{30 * (h % 2):02d}:00+00:00,{100 + 10 * h}\n" for h in range(6)
+    )
+    grid = load_grid(_csv(tmp_path, "time,carbon_g_per_kwh\n" + rows), days=1)
+    assert grid.carbon_g_per_kwh == pytest.approx((105.0, 125.0, 145.0))
+
+
+def test_a_missing_hour_is_the_row_before_continued(tmp_path: Path) -> None:
+    """A row lasts until the next starts (as on the wire): the hour after it is not lost, and
+    the rows after it keep their own hours."""
+    text = "time,carbon_g_per_kwh,price_per_kwh\n"
+    text += "2020-01-01 00:00:00,100,1\n2020-01-01 02:00:00,300,3\n2020-01-01 02:30:00,500,5\n"
+    grid = load_grid(_csv(tmp_path, text), days=1)
+    assert grid.carbon_g_per_kwh == pytest.approx((100.0, 100.0, 400.0))
+    assert grid.price_per_kwh == pytest.approx((1.0, 1.0, 4.0))
+
+
 @pytest.mark.parametrize(
     ("text", "start", "message"),
     [
