@@ -116,13 +116,51 @@ def test_power_schedule_problems(tmp_path: Path, cluster: pb.ClusterSnapshot) ->
         load_power_schedule(p, cluster)
     assert e.value.problems == [
         f"{p}:peak: unknown field",
-        f"{p}:steps[1].start_s: must be after the previous step's 32400",
+        f"{p}:steps[1].start_s: must be at least 60 s after the previous step's 32400",
         f"{p}:steps[2].start_s: must be in [0, period_s), got 90000",
         f"{p}:steps[2].watts: must be a number > 0 or null, got -1",
         f"{p}:steps[3].note: unknown field",
         f"{p}:steps[3].start_s: must be in [0, period_s), got 90001",
         f"{p}:steps[3].watts: 1000 W is below the idle power of the cluster's GPUs (20416 W)",
     ]
+
+
+@pytest.mark.parametrize(
+    ("schedule", "problem"),
+    [
+        (
+            {"period_s": 0.001, "steps": [{"start_s": 0, "watts": 7e4}]},
+            "period_s: must be a number of seconds >= 60, got 0.001",
+        ),
+        (
+            {
+                "period_s": 3600,
+                "steps": [{"start_s": 0, "watts": 7e4}, {"start_s": 30, "watts": 6e4}],
+            },
+            "steps[1].start_s: must be at least 60 s after the previous step's 0",
+        ),
+        (
+            {
+                "period_s": 3600,
+                "steps": [{"start_s": 10, "watts": 7e4}, {"start_s": 3580, "watts": 6e4}],
+            },
+            "steps[1].start_s: must be at least 60 s before the next period's first step (at 3610)",
+        ),
+    ],
+)
+def test_a_budget_may_not_change_faster_than_a_minute(
+    tmp_path: Path, schedule: dict[str, object], problem: str
+) -> None:
+    """A period of a millisecond was accepted, and each change is a round of the simulation:
+    a run of a few hours never ended."""
+    p = tmp_path / "p.json"
+    p.write_text(json.dumps(schedule))
+    with pytest.raises(SimulationError) as e:
+        load_power_schedule(p)
+    assert e.value.problems == [f"{p}:{problem}"] or e.value.problems[0].startswith(
+        f"{p}:{problem}"
+    )
+    assert len(e.value.problems) == 1
 
 
 # ---------------------------------------------------------------- the default scenarios

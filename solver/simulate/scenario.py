@@ -37,6 +37,10 @@ from solver.simulate.workload import WorkloadMix
 from solver.wire import read_text
 
 DAY_S = 86_400.0
+MIN_STEP_S = 60.0
+"""The shortest a power budget may hold, and the shortest period: rounds take seconds, so a
+budget that changes faster cannot be followed, and each change is a round of the simulation
+(a period of a millisecond made a run of hours billions of rounds)."""
 
 
 @dataclass(frozen=True)
@@ -154,8 +158,11 @@ def load_power_schedule(
         raise SimulationError([f"{path}: expected a JSON object with period_s and steps"])
     problems = [f"{path}:{k}: unknown field" for k in sorted(set(data) - {"period_s", "steps"})]
     period = _number(data.get("period_s", DAY_S))
-    if period is None or period <= 0:
-        problems.append(f"{path}:period_s: must be a number > 0, got {data.get('period_s')!r}")
+    if period is None or period < MIN_STEP_S:
+        problems.append(
+            f"{path}:period_s: must be a number of seconds >= {MIN_STEP_S:g}, "
+            f"got {data.get('period_s')!r}"
+        )
         period = math.inf
     raw = data.get("steps")
     if not isinstance(raw, list):
@@ -172,9 +179,18 @@ def load_power_schedule(
         start = _number(s.get("start_s"))
         if start is None or not 0 <= start < period:
             problems.append(f"{where}.start_s: must be in [0, period_s), got {s.get('start_s')!r}")
-        elif steps and start <= steps[-1].start_s:
+        elif steps and start < steps[-1].start_s + MIN_STEP_S:
             previous = steps[-1].start_s
-            problems.append(f"{where}.start_s: must be after the previous step's {previous:g}")
+            problems.append(
+                f"{where}.start_s: must be at least {MIN_STEP_S:g} s after the previous step's "
+                f"{previous:g}"
+            )
+        elif steps and start > steps[0].start_s + period - MIN_STEP_S:
+            wrap = steps[0].start_s + period
+            problems.append(
+                f"{where}.start_s: must be at least {MIN_STEP_S:g} s before the next period's "
+                f"first step (at {wrap:g})"
+            )
         watts = _number(s.get("watts"))
         if "watts" not in s or (s["watts"] is not None and (watts is None or watts <= 0)):
             got = s.get("watts")
