@@ -310,7 +310,7 @@ def add_migration(f: RefFormulation) -> None:
 def _idle(f: RefFormulation, nodes: Sequence[Node]) -> float:
     """The nodes' floor: up, idle GPUs and base power; suspended, the policy's draw."""
     c = f.problem.cluster
-    return sum(
+    return math.fsum(
         c.power_saving.suspended_node_watts
         if n.power.state.value == "SUSPENDED"
         else n.gpu_count * c.gpu_types[n.gpu_type].idle_watts + n.power.base_watts

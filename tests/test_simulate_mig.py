@@ -296,17 +296,17 @@ def test_dsfro_runs_small_jobs_on_instances_with_valid_layouts() -> None:
 
 def test_a_scenario_without_slices_gives_the_results_it_gave_before_mig() -> None:
     """gavel-physical, gavel, seed 1, six hours: the figures the simulator gave before slices
-    existed (main at 37b99c4), to the last bit."""
+    existed (main at 37b99c4): to the last bit on Python 3.11; within 1e-13, since sum() of
+    floats rounds otherwise from Python 3.12 on (any change of a plan moves them far more)."""
     s = scenario_gavel_physical(1)
     settings = dataclasses.replace(s.settings, max_time_s=6 * 3600.0)
     sim = Simulation(s.cluster, s.sim_jobs(), make_policy("gavel"), settings=settings, seed=1)
     m = summarize(sim.run())
-    assert (m.jct_mean_s, m.energy_kwh, m.jobs_finished, m.samples, m.utilisation_busy) == (
-        9879.831854582693,
-        56.07265013422605,
-        28,
-        8434600.635041034,
-        0.9919108637036955,
+    assert m.jobs_finished == 28
+    assert (m.jct_mean_s, m.energy_kwh, m.samples, m.utilisation_busy) == pytest.approx(
+        (9879.831854582693, 56.07265013422605, 8434600.635041034, 0.9919108637036955),
+        rel=1e-13,
+        abs=0.0,
     )
     assert m.reconfigurations == 0 and m.invalid_layouts == 0 and m.jct_small_mean_s is None
 

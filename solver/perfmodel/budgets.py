@@ -12,6 +12,7 @@ purpose.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
 
 from solver.domain import Cluster, Config, JobAssignment, Node, busy_nodes
@@ -48,9 +49,9 @@ def floor_watts(cluster: Cluster) -> float:
     """Floor of every node of the cluster."""
     cached: float | None = cluster.__dict__.get("_floor_watts")
     if cached is None:
-        # Node by node, in order: the MILP's rows are floored in milliwatts, so the summation
-        # order is part of the model.
-        cached = sum(node_floor_watts(cluster, n) for n in cluster.nodes)
+        # Correctly rounded (math.fsum): the MILP's rows are floored in milliwatts, so a last
+        # bit of the sum is part of the model, and sum() rounds otherwise from Python 3.12 on.
+        cached = math.fsum(node_floor_watts(cluster, n) for n in cluster.nodes)
         object.__setattr__(cluster, "_floor_watts", cached)
     return cached
 
@@ -59,9 +60,10 @@ def rack_floor_watts(cluster: Cluster) -> Mapping[str, float]:
     """Floor of every node, per rack."""
     cached: dict[str, float] | None = cluster.__dict__.get("_rack_floor_watts")
     if cached is None:
-        cached = {}
+        per_rack: dict[str, list[float]] = {}
         for n in cluster.nodes:
-            cached[n.rack] = cached.get(n.rack, 0.0) + node_floor_watts(cluster, n)
+            per_rack.setdefault(n.rack, []).append(node_floor_watts(cluster, n))
+        cached = {rack: math.fsum(floors) for rack, floors in per_rack.items()}  # as above
         object.__setattr__(cluster, "_rack_floor_watts", cached)
     return cached
 
