@@ -10,8 +10,10 @@ from pathlib import Path
 from typing import Any
 
 from solver.app import pipeline
+from solver.app.arguments import add_profile_option
 from solver.app.convert import load_request_json
 from solver.app.limits import EXPORT_FORMATS, Limits
+from solver.app.profile import Profile
 from solver.cli.common import InputError, print_violations
 from solver.domain import Problem
 from solver.service.config import add_server_arguments
@@ -30,6 +32,7 @@ def add_commands(sub: Any) -> None:
         help="output file (default: the instance's name with the format's "
         "extension, in the current directory)",
     )
+    add_profile_option(export)
     export.set_defaults(func=cmd_export)
 
     serve = sub.add_parser("serve", help="run the gRPC service (as server.py)")
@@ -37,22 +40,29 @@ def add_commands(sub: Any) -> None:
     serve.set_defaults(func=cmd_serve)
 
 
-def valid_problem(path: str, limits: Limits) -> Problem:
-    """The validated problem of a file; its violations are printed to stderr."""
+def valid_problem(path: str, limits: Limits, profile: Profile | None = None) -> Problem:
+    """The validated problem of a file (what `profile` fills in first, as a solve does); its
+    violations are printed to stderr."""
     try:
-        return pipeline.to_problem(load_request_json(path), limits)
+        return pipeline.to_problem(pipeline.prepare(load_request_json(path), profile), limits)
     except pipeline.InvalidRequest as e:
         print_violations(path, e.violations)
         raise InputError from e
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    """Write the full model of an instance (configurations enumerated as for a solve)."""
-    from solver.exact import formulation
-    from solver.perfmodel import configs
+    """Write the model DSFRO's exact backends solve for an instance (solver.core.exported)."""
+    from solver.app.profile import solver_settings
+    from solver.core.exported import exported_model
+    from solver.core.settings import SettingsError
 
-    problem = valid_problem(args.file, Limits())
-    model = formulation.build(problem, configs.build_config_set(problem))
+    try:
+        settings = solver_settings(args.profile)
+    except SettingsError as e:
+        print(f"dsfro: error: {e}", file=sys.stderr)
+        raise InputError from e
+    exported = exported_model(valid_problem(args.file, Limits(), args.profile), settings)
+    model = exported.model
     out = Path(args.out) if args.out else Path(Path(args.file).stem + "." + args.format)
     # Imported here: Pyomo, which writes the files, takes ~0.5 s to load.
     from solver.exact.backends.pyomo_backend import export_model
@@ -67,6 +77,8 @@ def cmd_export(args: argparse.Namespace) -> int:
         f"wrote {out}: {model.num_variables} variables, {rows} rows, maximise "
         f"(objective constant {model.offset:.6g} included)"
     )
+    for note in exported.notes:
+        print(f"dsfro: note: {note}", file=sys.stderr)
     if model.contradictions:
         print(
             "dsfro: note: the model is infeasible: a non-preemptible job cannot keep its "
