@@ -32,6 +32,7 @@ from solver.simulate.cli_inputs import connection_of, inputs_problem, settings_o
 from solver.simulate.core import SimulationError, SimulationLog
 from solver.simulate.front import SWEPT, energy_weight_arg, energy_weight_of, variant_label
 from solver.simulate.grid_cli import TWEAKS, add_grid, with_tweaks
+from solver.simulate.journal import load_run, save_run
 from solver.simulate.metrics import Summary, summarize
 from solver.simulate.policies import POLICY_NAMES, make_policy
 from solver.simulate.power_saving_cli import add_power_saving
@@ -159,6 +160,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     comp.add_argument("--ray-address", metavar="ADDRESS", help="run the comparison on Ray")
     p.add_argument("--out", metavar="DIR", default="simulation", help="output folder (simulation/)")
+    comp.add_argument(
+        "--resume", action="store_true", help="keep the runs of --compare in DIR/.runs/ that "
+        "finished before (same inputs and settings), run the others",
+    )  # fmt: skip
 
 
 def command(args: argparse.Namespace) -> int:
@@ -316,6 +321,7 @@ def run_one(spec: RunSpec) -> tuple[Summary, SimulationLog]:
         log = replace(log, policy=spec.label)
     summary = summarize(log, spec.energy_horizon_s)
     write_run(log, summary, Path(spec.out), f"{scenario.name}-{log.policy}-s{spec.seed}")
+    save_run(spec, (summary, log))  # for --compare --resume
     return summary, log
 
 
@@ -328,14 +334,15 @@ def run_or_problems(spec: RunSpec) -> tuple[Summary, SimulationLog] | list[str]:
         return e.problems
 
 
-def _stopped(problems: Sequence[str]) -> int:
+def _stopped(problems: Sequence[str], code: int = 1) -> int:
     for line in problems:
         print(f"dsfro simulate: {line}", file=sys.stderr)
     print(
-        "dsfro simulate: no comparison was written (the runs that finished have their files)",
+        "dsfro simulate: no comparison was written; the runs that finished have their files "
+        "and are kept (--compare --resume runs the others)",
         file=sys.stderr,
     )
-    return 1
+    return code
 
 
 def _run_all(
@@ -389,12 +396,19 @@ def _compare(specs: Sequence[RunSpec], scenario: str, args: argparse.Namespace) 
     except TooManyWorkers as e:
         print(f"dsfro simulate: error: --workers: {e}", file=sys.stderr)
         return 2
+    kept = {i: run for i, s in enumerate(specs) if args.resume and (run := load_run(s))}
+    if kept:
+        print(f"dsfro simulate: {len(kept)} of {len(specs)} runs kept from before", file=sys.stderr)
     try:
-        results, problems = _run_all(specs, executor)
+        ran, problems = _run_all([s for i, s in enumerate(specs) if i not in kept], executor)
+    except KeyboardInterrupt:
+        return _stopped(["interrupted"], 130)
     finally:
         executor.close()
     if problems:
         return _stopped(problems)
+    fresh = iter(ran)
+    results = [kept[i] if i in kept else next(fresh) for i in range(len(specs))]
     out = Path(args.out)
     summaries = equal_horizon([s for s, _ in results], args.energy_horizon or 0.0)
     for summary in summaries:  # each run's summary at the comparison's horizon
