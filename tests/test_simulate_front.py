@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from solver.cli.main import main
-from solver.simulate.cli import RunSpec, with_energy_weights
+from solver.simulate.cli import with_energy_weights
 from solver.simulate.front import (
     FrontPoint,
     dominated,
@@ -21,6 +21,7 @@ from solver.simulate.front import (
     front_data,
 )
 from solver.simulate.metrics import Summary, summarize
+from solver.simulate.run_spec import RunSpec
 from tests.test_simulate_cli import CLUSTER, GOOD, write_trace
 from tests.test_simulate_energy import run
 

@@ -14,7 +14,7 @@ import pytest
 from solver.cli.main import main
 from solver.runtime.pools import InlineExecutor, Stop, WorkerLost
 from solver.simulate import journal
-from solver.simulate.cli import RunSpec
+from solver.simulate.run_spec import RunSpec
 from tests.test_simulate_cli import CLUSTER, GOOD, write_trace
 
 T = TypeVar("T")

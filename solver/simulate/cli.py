@@ -13,14 +13,14 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from solver import extras
 from solver.app.arguments import add_profile_option, csv_arg, duration_arg, int_arg, seed_arg
 from solver.app.profile import solver_settings
-from solver.client.connection import TOKEN_ENV, Connection, add_connection_arguments
+from solver.client.connection import TOKEN_ENV, add_connection_arguments
 from solver.core.settings import SettingsError, SolverSettings
 from solver.core.solver import Solver
 from solver.runtime.cores import available_cores
@@ -36,38 +36,12 @@ from solver.simulate.journal import load_run, save_run
 from solver.simulate.metrics import Summary, summarize
 from solver.simulate.policies import POLICY_NAMES, make_policy
 from solver.simulate.power_saving_cli import add_power_saving
+from solver.simulate.run_spec import RunSpec
 from solver.simulate.summary_text import format_summary
 
 DEFAULT_COMPARE = ("fifo", "las", "gavel", "sia", "zeus", "dsfro")
 BASELINES = ("gavel", "fifo")
 """The comparison table gives DSFRO's ratios to these (the issue's targets)."""
-
-
-@dataclass(frozen=True)
-class RunSpec:
-    """One simulation, picklable for a worker process."""
-
-    scenario: str | None
-    """A default scenario's name, or None for the files below."""
-    trace: str | None
-    cluster: str | None
-    power: str | None
-    policy: str
-    seed: int
-    out: str
-    overrides: dict[str, Any]
-    server: str | None = None
-    settings: SolverSettings = field(default_factory=SolverSettings)
-    """DSFRO's solver settings (the profile's [tuning] table, DSFRO_TUNING_*)."""
-    fairness_mean_weight: float = 0.0
-    """The profile's [fairness] mean_weight, for DSFRO's least-row fairness variants."""
-    energy_horizon_s: float = 0.0
-    """Pad the run's energy with idle power to this long after the first submission (0: to its
-    own span; a comparison pads every run to the longest)."""
-    label: str = ""
-    """The run's name in files and tables when not the policy's (DSFRO at an energy weight)."""
-    connection: Connection | None = None
-    """TLS and the token's source for `server` (the token itself is read where the run runs)."""
 
 
 def _policy_arg(text: str) -> str:

@@ -18,15 +18,13 @@ import logging
 import pickle
 from dataclasses import asdict
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from solver import __version__
 from solver.files import write_atomic
 from solver.simulate.core import SimulationLog
 from solver.simulate.metrics import Summary
-
-if TYPE_CHECKING:
-    from solver.simulate.cli import RunSpec
+from solver.simulate.run_spec import RunSpec
 
 log = logging.getLogger(__name__)
 
