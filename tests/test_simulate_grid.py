@@ -66,6 +66,7 @@ def test_a_missing_hour_is_the_row_before_continued(tmp_path: Path) -> None:
         ("time,carbon_g_per_kwh\n2020-01-01 00:00:00,-3\n", None, "must be in [0, 5000]"),
         ("time,carbon_g_per_kwh\nnoon,3\n", "2020-01-01", "grid.csv:2: time 'noon'"),
         ("time,carbon_g_per_kwh\n2020-01-01 00:00:00,3\n", "2021-01-01", "no row at or after"),
+        ("time,carbon_g_per_kwh\n2020-01-01 00:00:00,3\n", "1999-01-01", "before its first row"),
         ("time,carbon_g_per_kwh\n", None, "no rows"),
     ],
 )

@@ -119,6 +119,10 @@ def load_grid(path: str | Path, start: str | None = None, days: float = 366.0) -
             wanted = datetime.fromisoformat(start.strip()).replace(tzinfo=None)
         except ValueError as e:
             raise GridFileError(f"{path}: --grid-start {start!r} is not an ISO time") from e
+        if wanted < rows[0].start:
+            raise GridFileError(
+                f"{path}: --grid-start {start} is before its first row ({rows[0].start})"
+            )
         first = next((i for i, r in enumerate(rows) if r.start >= wanted), -1)
         if first < 0:
             raise GridFileError(f"{path}: no row at or after {start}")
