@@ -22,12 +22,12 @@ from functools import partial
 
 from solver.app.convert import problem_from_proto
 from solver.app.limits import Limits
-from solver.app.validation.grid import MAX_GRID_POINTS
 from solver.core.carbon import defer_for_carbon
 from solver.core.settings import SolverSettings
 from solver.domain import Problem
 from solver.grid import GridForecast, GridPoint
 from solver.offline.generate import generate, spec_from_args
+from solver.wire import MAX_GRID_POINTS
 
 HOUR = 3600.0
 CASES = (

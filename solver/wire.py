@@ -185,6 +185,8 @@ MAX_CARBON_G_PER_KWH = 5000.0
 """Above any grid: lignite, the dirtiest source, is about 1,000 gCO2/kWh (IPCC AR5)."""
 MAX_PRICE_PER_KWH = 1e6
 """A bound on a price (any currency): keeps cost sums finite."""
+MAX_GRID_POINTS = 24 * 31
+"""A month of hourly periods: more than any deferral needs, and a bound on the request's size."""
 
 
 class GridScheduleError(ValueError):
@@ -247,12 +249,42 @@ def grid_forecast_at(
         if now >= first.start + last:
             return None
     rows = [first, *(h for h in schedule if now < h.start <= now + timedelta(hours=hours))]
+    if len(rows) > MAX_GRID_POINTS:  # a schedule of minutes: its hours, as a request holds
+        rows = hourly_periods(rows, now, hours + 1)
     out = GridForecast()
     for k, h in enumerate(rows):
         point = out.points.add(carbon_g_per_kwh=h.carbon_g_per_kwh)
         point.start.CopyFrom(duration_to_proto(0.0 if k == 0 else (h.start - now).total_seconds()))
         if h.price_per_kwh is not None:
             point.price_per_kwh = h.price_per_kwh
+    return out
+
+
+def hourly_periods(rows: Sequence[GridHour], start: datetime, hours: int) -> list[GridHour]:
+    """`rows` hour by hour from `start`, for at most `hours` hours: each hour the time-weighted
+    mean of the rows in force in it. A row lasts until the next one starts, the last as long as
+    the one before it (an hour if it is alone), as on the wire: half-hourly, five-minute or
+    irregular schedules (grid operators publish each) read as the hours they cover."""
+    at = [(r.start - start).total_seconds() for r in rows]
+    ends = [*at[1:], at[-1] + (at[-1] - at[-2] if len(at) > 1 else 3600.0)]
+    cover = min(ends[-1], hours * 3600.0)
+    priced = rows[0].price_per_kwh is not None
+    out: list[GridHour] = []
+    i = 0
+    for k in range(max(1, math.ceil(cover / 3600.0 - 1e-9))):
+        lo, hi = k * 3600.0, min((k + 1) * 3600.0, cover)
+        while ends[i] <= lo:
+            i += 1
+        carbon = price = weight = 0.0
+        j = i
+        while j < len(at) and at[j] < hi:
+            overlap = min(ends[j], hi) - max(at[j], lo)
+            carbon += rows[j].carbon_g_per_kwh * overlap
+            price += (rows[j].price_per_kwh or 0.0) * overlap
+            weight += overlap
+            j += 1
+        hour = start + timedelta(hours=k)
+        out.append(GridHour(hour, carbon / weight, price / weight if priced else None))
     return out
 
 
@@ -353,6 +385,7 @@ __all__ = [
     "ValidateSnapshotResponse",
     "duration_to_proto",
     "grid_forecast_at",
+    "hourly_periods",
     "load_request_json",
     "message_from_dict",
     "message_from_json",

@@ -268,7 +268,7 @@ def test_a_month_of_forecast_and_thousands_of_waiting_jobs_each_get_their_cleane
     """The longest valid forecast (MAX_GRID_POINTS hourly periods) and 2,000 jobs that may
     wait a week: each job weighs up to 168 starts (the time it takes: scripts/bench_carbon.py,
     docs/benchmarks.md)."""
-    from solver.app.validation.grid import MAX_GRID_POINTS
+    from solver.wire import MAX_GRID_POINTS
 
     grid = forecast(*(400.0 if k % 24 < 12 else 150.0 for k in range(MAX_GRID_POINTS)))
     jobs = [replace(waiting(max_deferral_seconds=7 * 24 * H), name=f"j{k}") for k in range(2000)]

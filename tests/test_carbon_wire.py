@@ -199,7 +199,7 @@ def test_each_bad_field_is_named(edit: Edit, field: str) -> None:
 def test_a_forecast_longer_than_a_month_is_refused_as_a_whole() -> None:
     """MAX_GRID_POINTS (744 hours) bounds the request; one more point is one violation naming
     the list, not 745."""
-    from solver.app.validation.grid import MAX_GRID_POINTS
+    from solver.wire import MAX_GRID_POINTS
 
     req = carbon_request()
     del req.cluster.grid.points[:]

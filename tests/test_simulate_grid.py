@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from solver._proto.dsfro.v1 import scheduler_pb2 as pb
 from solver.app.validation.common import Collector
 from solver.app.validation.grid import check_grid
 from solver.simulate.core import SimJob, SimulationError, TraceJob
@@ -249,3 +250,32 @@ def test_schedule_times_with_an_offset_are_read_in_utc(tmp_path: Path) -> None:
     got = read_grid_schedule(path)
     assert [r.start for r in got] == [datetime(2026, 12, 7, 3), datetime(2026, 12, 7, 4)]
     assert [r.carbon_g_per_kwh for r in got] == [600.0, 30.0]
+
+
+def test_a_schedule_of_minutes_gives_a_forecast_a_request_holds() -> None:
+    """A one-minute schedule (as some grid data services publish) and the Slurm adapter's 48
+    hours gave 2,881 points: every round's request was refused (at most MAX_GRID_POINTS). Now
+    its hours, each the mean of its minutes."""
+    from datetime import datetime, timedelta
+
+    from solver.wire import MAX_GRID_POINTS, GridHour, grid_forecast_at
+
+    t0 = datetime(2020, 1, 1)
+    rows = [
+        GridHour(t0 + timedelta(minutes=m), 100.0 + m % 60, 0.01 * (m % 60)) for m in range(4320)
+    ]
+    forecast = grid_forecast_at(rows, t0 + timedelta(minutes=30), hours=48)
+    assert forecast is not None and len(forecast.points) == 49 <= MAX_GRID_POINTS
+    c = Collector()
+    cluster = pb.ClusterSnapshot()
+    cluster.grid.CopyFrom(forecast)
+    check_grid(c, cluster)
+    assert c.out == []
+    starts = [p.start.ToTimedelta().total_seconds() for p in forecast.points]
+    assert starts == [k * 3600.0 for k in range(49)]
+    # From :30, an hour holds minutes 30-59 then 0-29: a mean of 129.5 whatever the hour; the
+    # last starts at 48 h and holds the one row that starts then (it lasts a minute, as the
+    # one before it).
+    carbon = [p.carbon_g_per_kwh for p in forecast.points]
+    assert carbon == pytest.approx([129.5] * 48 + [130.0])
+    assert forecast.points[3].price_per_kwh == pytest.approx(0.295)

@@ -12,7 +12,6 @@ larger of the two Wiesner et al. (Middleware 2021) simulate.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -20,7 +19,12 @@ from pathlib import Path
 import numpy as np
 
 from solver._proto.dsfro.v1 import scheduler_pb2 as pb
-from solver.wire import MAX_CARBON_G_PER_KWH, GridHour, GridScheduleError, read_grid_schedule
+from solver.wire import (
+    MAX_CARBON_G_PER_KWH,
+    GridScheduleError,
+    hourly_periods,
+    read_grid_schedule,
+)
 
 HOUR_S = 3600.0
 JOULES_PER_KWH = 3.6e6
@@ -127,36 +131,9 @@ def load_grid(path: str | Path, start: str | None = None, days: float = 366.0) -
         if first < 0:
             raise GridFileError(f"{path}: no row at or after {start}")
     chosen = rows[first:]
-    carbon = _hourly(chosen, [r.carbon_g_per_kwh for r in chosen], max(1, round(days * 24)))
+    hourly = hourly_periods(chosen, chosen[0].start, max(1, round(days * 24)))
+    carbon = tuple(h.carbon_g_per_kwh for h in hourly)
     prices = None
     if chosen[0].price_per_kwh is not None:
-        values = [r.price_per_kwh or 0.0 for r in chosen]
-        prices = _hourly(chosen, values, len(carbon))
+        prices = tuple(h.price_per_kwh or 0.0 for h in hourly)
     return GridSettings(carbon, prices, source=f"{Path(path).name} from {chosen[0].start}")
-
-
-def _hourly(rows: Sequence[GridHour], values: Sequence[float], hours: int) -> tuple[float, ...]:
-    """`values` (one per row) hour by hour from the first row's start, for at most `hours`
-    hours: each hour the time-weighted mean of the rows in force in it. A row lasts until the
-    next one starts, the last as long as the one before it (an hour if it is alone), as on the
-    wire: half-hourly or irregular files (grid operators publish both) read as the hours they
-    cover, not as one hour a row; an hourly file reads row for row."""
-    starts = [(r.start - rows[0].start).total_seconds() for r in rows]
-    last = starts[-1] - starts[-2] if len(starts) > 1 else HOUR_S
-    ends = [*starts[1:], starts[-1] + last]
-    cover = min(ends[-1], hours * HOUR_S)
-    out: list[float] = []
-    i = 0
-    for k in range(max(1, math.ceil(cover / HOUR_S - 1e-9))):
-        lo, hi = k * HOUR_S, min((k + 1) * HOUR_S, cover)
-        while ends[i] <= lo:
-            i += 1
-        total = weight = 0.0
-        j = i
-        while j < len(starts) and starts[j] < hi:
-            overlap = min(ends[j], hi) - max(starts[j], lo)
-            total += values[j] * overlap
-            weight += overlap
-            j += 1
-        out.append(total / weight)
-    return tuple(out)

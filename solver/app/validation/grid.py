@@ -7,10 +7,7 @@ import math
 from solver._proto.dsfro.v1 import scheduler_pb2 as pb
 from solver.app.limits import MAX_JOB_AGE_SECONDS
 from solver.app.validation.common import Collector
-from solver.wire import MAX_CARBON_G_PER_KWH, MAX_PRICE_PER_KWH
-
-MAX_GRID_POINTS = 24 * 31
-"""A month of hourly periods: more than any deferral needs, and a bound on the request's size."""
+from solver.wire import MAX_CARBON_G_PER_KWH, MAX_GRID_POINTS, MAX_PRICE_PER_KWH
 
 MAX_SAVING_PER_DELAY = 100.0
 """Above it no wait ever pays (a saving is at most 1): a bound that catches unit mistakes."""
