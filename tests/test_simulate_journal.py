@@ -84,30 +84,33 @@ def _table(out: Path) -> list[dict[str, str]]:
     return [{k: v for k, v in r.items() if not k.startswith("solver_")} for r in rows]
 
 
-def test_without_resume_or_with_other_inputs_every_run_runs_again(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
-) -> None:
+@pytest.fixture
+def compared(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The output folder of one finished comparison of GOOD."""
     write_trace(tmp_path, GOOD)
     out = tmp_path / "out"
     assert _compare(tmp_path, out, _Counting(), monkeypatch) == 0
+    return out
+
+
+def test_without_resume_or_with_other_inputs_every_run_runs_again(
+    compared: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     again = _Counting()
-    assert _compare(tmp_path, out, again, monkeypatch) == 0
+    assert _compare(tmp_path, compared, again, monkeypatch) == 0
     assert again.ran == POLICIES.split(",")
     write_trace(tmp_path, GOOD[:3])  # another trace: kept runs are not its runs
     other = _Counting()
-    assert _compare(tmp_path, out, other, monkeypatch, "--resume") == 0
+    assert _compare(tmp_path, compared, other, monkeypatch, "--resume") == 0
     assert other.ran == POLICIES.split(",")
 
 
 def test_a_kept_run_that_cannot_be_read_runs_again(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    compared: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    write_trace(tmp_path, GOOD)
-    out = tmp_path / "out"
-    assert _compare(tmp_path, out, _Counting(), monkeypatch) == 0
-    kept = sorted((out / journal.FOLDER).glob("*.pickle"))
+    kept = sorted((compared / journal.FOLDER).glob("*.pickle"))
     assert len(kept) == 3
     kept[0].write_bytes(b"not a pickle")
     resumed = _Counting()
-    assert _compare(tmp_path, out, resumed, monkeypatch, "--resume") == 0
+    assert _compare(tmp_path, compared, resumed, monkeypatch, "--resume") == 0
     assert len(resumed.ran) == 1
