@@ -239,7 +239,8 @@ def grid_forecast_at(
 ) -> GridForecast | None:
     """The snapshot's forecast at `now` (UTC): the schedule's row in force now, from now, and
     the rows that start in the next `hours` hours; None when no row is in force now (a row
-    lasts until the next one; the last as long as the one before it, or an hour)."""
+    lasts until the next one; the last as long as the one before it, or an hour). More rows
+    than a request holds (MAX_GRID_POINTS: a schedule of minutes) are sent as hourly means."""
     current = [h for h in schedule if h.start <= now]
     if not current:
         return None
