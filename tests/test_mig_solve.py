@@ -119,25 +119,10 @@ def test_free_instances_are_used_before_any_layout_change() -> None:
     assert result.plan.assignment("runs").migrated is False
 
 
-def test_auto_proves_a_small_snapshot_with_the_joint_model() -> None:
-    """AUTO runs the joint model (on HiGHS) where its whole-GPU part is estimated small: it
-    answered FEASIBLE with the slice bound's gap where the model proves the optimum at once
-    (examples/mig-own-geometry.json: 2.34 %)."""
-    result = solved(problem(*(small(f"j{k}") for k in range(7)), backend=Backend.AUTO))
-    assert len(instances(result)) == 7
-    s = result.stats
-    assert s.termination is Termination.OPTIMAL
-    assert s.best_bound == pytest.approx(s.objective, rel=1e-6)
-    assert "joint MIG model" in s.detail
-
-
 def test_auto_packs_slices_after_whole_gpus_and_bounds_them_by_the_slice_aggregate() -> None:
-    """Where the joint model does not cover the snapshot (here rack budgets), slices are packed
-    after the whole-GPU plan, and the bound is the aggregated model's with slice configurations
-    (solver.core.mig.slice_bound)."""
-    p = problem(*(small(f"j{k}") for k in range(7)), backend=Backend.AUTO)
-    cluster = dataclasses.replace(p.cluster, rack_power_budgets_watts={"r0": 1e5})
-    result = solved(dataclasses.replace(p, cluster=cluster))
+    """AUTO does not run the joint model: slices are packed after the whole-GPU plan, and the
+    bound is the aggregated model's with slice configurations (solver.core.mig.slice_bound)."""
+    result = solved(problem(*(small(f"j{k}") for k in range(7)), backend=Backend.AUTO))
     assert len(instances(result)) == 7
     s = result.stats
     assert s.best_bound is not None and s.best_bound >= s.objective

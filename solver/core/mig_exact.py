@@ -15,7 +15,6 @@ import time
 from dataclasses import dataclass
 
 from solver.domain import Backend, Plan, Problem
-from solver.exact import formulation
 from solver.exact.backends import ExactOptions, get_backend
 from solver.exact.mig_model import supports
 from solver.exact.mig_plans import build_mig, extract_mig, hint_mig
@@ -29,9 +28,6 @@ JOINT_MAX_VARIABLES = 20_000
 EXACT = (Backend.CPSAT, Backend.HIGHS)
 MIN_JOINT_SECONDS = 0.05
 """The joint model is not solved with less time than this left."""
-AUTO_MAX_ESTIMATE = JOINT_MAX_VARIABLES // 4
-"""AUTO builds the joint model only where the whole-GPU part is estimated this small (the
-slices' variables come on top, and the build is Python on AUTO's clock)."""
 
 
 @dataclass(frozen=True)
@@ -47,13 +43,6 @@ def joint_solve(problem: Problem, configs: ConfigSet, packed: Plan, seconds: flo
     """The joint model on `problem` for at most `seconds`, from `packed`; None when it does not
     apply (not an exact backend, a snapshot it does not cover, too big, no time)."""
     backend = problem.options.backend
-    if backend is Backend.AUTO:
-        # AUTO's exact side is HiGHS; the model is estimated before it is built (Python, and
-        # at 1,000 jobs hundreds of thousands of variables): a small snapshot's slices were
-        # answered with the slice bound's gap where this model proves the optimum at once.
-        if formulation.estimate_size(problem, configs) > AUTO_MAX_ESTIMATE:
-            return None
-        backend = Backend.HIGHS
     if backend not in EXACT or seconds < MIN_JOINT_SECONDS or supports(problem):
         return None
     until = time.monotonic() + seconds
