@@ -25,6 +25,7 @@ import numpy as np
 
 from solver.domain import Config, Problem
 from solver.exact.budgets import MILLIWATTS
+from solver.exact.formulation import estimate_size as formulation_size
 from solver.exact.milp import Formulation
 from solver.exact.rows import IntArray, ints
 from solver.mig import MigGeometry, MigInstance, valid_layouts
@@ -83,6 +84,34 @@ class MigFormulation(Formulation):
     def __init__(self, problem: Problem, configs: ConfigSet) -> None:
         super().__init__(problem, configs)
         self.mig = MigIndex()
+
+
+def estimate_size(problem: Problem, configs: ConfigSet) -> int:
+    """Roughly how many variables the joint model has, without building it (its build is
+    Python, about 26 us a variable here: 0.77 s for 29,524): the whole-GPU model's estimate,
+    a slice variable per slice configuration on every GPU of its type, and per MIG GPU its
+    candidate layouts (as add_layout_choice enumerates them, once per type) and clocks."""
+    gpus: dict[str, int] = {}
+    for n in problem.cluster.nodes:
+        gpus[n.gpu_type] = gpus.get(n.gpu_type, 0) + len(n.available_gpu_indices)
+    profiles: dict[str, set[str]] = {}
+    for options in configs.slices.values():
+        for c in options:
+            profiles.setdefault(c.gpu_type, set()).add(c.mig_profile)
+    slices = sum(gpus.get(c.gpu_type, 0) for options in configs.slices.values() for c in options)
+    per_gpu = {
+        t: len(candidate_layouts(geometry, profiles.get(t, set()), frozenset(), set()))
+        + 1
+        + PER_GPU_MORE
+        for t, geometry in problem.cluster.mig.items()
+    }
+    layouts = sum(gpus.get(t, 0) * k for t, k in per_gpu.items())
+    return formulation_size(problem, configs) + slices + layouts
+
+
+PER_GPU_MORE = 8
+"""Besides its layouts, a MIG GPU's variables: its clock choices, in use (at most this many in
+the models built for the tests of solver.exact.mig_model)."""
 
 
 def supports(problem: Problem) -> str:
