@@ -110,8 +110,9 @@ def estimate_size(problem: Problem, configs: ConfigSet) -> int:
 
 
 PER_GPU_MORE = 8
-"""Besides its layouts, a MIG GPU's variables: its clock choices, in use (at most this many in
-the models built for the tests of solver.exact.mig_model)."""
+"""Besides its layouts, a MIG GPU's variables: its clock choices and whether it is in use, 4-5
+on the examples and generated snapshots (mig-slices: 60 clock and 15 in-use variables on 15
+GPUs); 8 keeps the estimate above the model built."""
 
 
 def supports(problem: Problem) -> str:
