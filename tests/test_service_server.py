@@ -247,3 +247,17 @@ def test_the_solve_workers_are_started_before_the_server_serves() -> None:
     )
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["0", "3"]  # a worker per slot (2) and a spare
+
+
+def test_a_connection_that_never_speaks_is_closed_after_the_handshake_limit() -> None:
+    """gRPC's default kept it 120 s: 200 of them held a server limited to 128 descriptors
+    unreachable for two minutes. Now 10 s (server.CONNECTION_HYGIENE)."""
+    import socket
+
+    with serving() as (srv, _):
+        started = time.monotonic()
+        with socket.create_connection(("127.0.0.1", srv.port), timeout=60) as quiet:
+            data = b"".join(iter(lambda: quiet.recv(4096), b""))  # until the server closes it
+        waited = time.monotonic() - started
+    assert b"handshake timeout" in data  # its GOAWAY says why
+    assert 5 < waited < 60, waited

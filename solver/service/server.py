@@ -57,6 +57,17 @@ NO_PORT_SHARING = (("grpc.so_reuseport", 0),)
 replica, or a stale server, then took half the calls with its own credentials. Off: the second
 one fails to start, "cannot listen"."""
 
+CONNECTION_HYGIENE = (
+    ("grpc.server_handshake_timeout_ms", 10_000),
+    ("grpc.keepalive_time_ms", 60_000),
+    ("grpc.keepalive_timeout_ms", 20_000),
+)
+"""A connection that has not finished its TLS and HTTP/2 handshake in 10 s is closed (gRPC's
+default waits 120 s: 200 connections that never spoke held a server with 128 descriptors
+unreachable for two minutes), and each connection is pinged after a minute without traffic, so
+that one whose client host died is closed within 80 s, cancelling its solve (by default
+nothing would notice until the answer was sent). A live client answers the pings itself."""
+
 
 class SchedulerServer(grpc.Server):  # type: ignore[misc]
     """A grpc.Server with the service, health and reflection, bound to ``port``.
@@ -93,6 +104,7 @@ class SchedulerServer(grpc.Server):  # type: ignore[misc]
                 ("grpc.max_receive_message_length", n),
                 ("grpc.max_send_message_length", n),
                 *NO_PORT_SHARING,
+                *CONNECTION_HYGIENE,
             ],
             interceptors=interceptors,
         )
@@ -112,7 +124,11 @@ class SchedulerServer(grpc.Server):  # type: ignore[misc]
             # Its own threads: probes are answered however busy the service's threads are.
             self._health_server = grpc.server(
                 ThreadPoolExecutor(max_workers=2, thread_name_prefix="dsfro-health"),
-                options=[("grpc.max_receive_message_length", 4096), *NO_PORT_SHARING],
+                options=[
+                    ("grpc.max_receive_message_length", 4096),
+                    *NO_PORT_SHARING,
+                    *CONNECTION_HYGIENE,
+                ],
             )
             health_pb2_grpc.add_HealthServicer_to_server(self.health, self._health_server)
             self.health_port = _listen(
