@@ -25,7 +25,7 @@ from typing import Any
 
 from solver.core.carbon import defer_for_carbon, plans_with_deferred, with_deferred
 from solver.core.deadline import Clock, Deadline
-from solver.core.incumbent import Incumbent, infeasible
+from solver.core.incumbent import Incumbent, infeasible, with_kept_jobs
 from solver.core.leases import finish_leases
 from solver.core.mig import answer_margin, solve_with_slices, uses_mig
 from solver.core.mig_time import whole_gpu_time
@@ -346,7 +346,8 @@ class Solver:
             run.incumbent.degrade(fallback_for)
         violations, first = run_first(run)
         if violations:
-            return infeasible(problem, violations[0], wall_seconds=clock.elapsed(), configs=configs)
+            why = with_kept_jobs(problem, violations[0])
+            return infeasible(problem, why, wall_seconds=clock.elapsed(), configs=configs)
         if fallback_for or not aggregate_fits(run):
             if not fallback_for:
                 run.incumbent.note("no time left for the aggregated bound")

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 
 from solver.core.deadline import Clock
-from solver.core.incumbent import Incumbent, infeasible
+from solver.core.incumbent import Incumbent, infeasible, with_kept_jobs
 from solver.core.settings import SolverSettings
 from solver.domain import Backend, Problem, SolveResult
 from solver.search.quick import QuickPlan, quick_plan
@@ -45,9 +45,8 @@ def solve_quick(problem: Problem, settings: SolverSettings, clock: Clock, why: s
             why += f"; the quick plan failed the checker ({violations[0].constraint})"
             return _answer(incumbent, kept, clock, first_plan, why + ": running jobs kept only")
     if violations:
-        return infeasible(
-            problem, violations[0].message, wall_seconds=clock.elapsed(), configs=quick.configs
-        )
+        why = with_kept_jobs(problem, violations[0].message)
+        return infeasible(problem, why, wall_seconds=clock.elapsed(), configs=quick.configs)
     incumbent.offer(quick.plan, "quick plan", Backend.HEURISTIC)
     return _answer(incumbent, quick, clock, first_plan, why)
 
