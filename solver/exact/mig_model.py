@@ -86,6 +86,15 @@ class MigFormulation(Formulation):
         self.mig = MigIndex()
 
 
+def slice_profiles(configs: ConfigSet) -> dict[str, set[str]]:
+    """Per GPU type, the MIG profiles some slice job may run on."""
+    profiles: dict[str, set[str]] = {}
+    for options in configs.slices.values():
+        for c in options:
+            profiles.setdefault(c.gpu_type, set()).add(c.mig_profile)
+    return profiles
+
+
 def estimate_size(problem: Problem, configs: ConfigSet) -> int:
     """Roughly how many variables the joint model has, without building it (its build is
     Python, about 26 us a variable here: 0.77 s for 29,524): the whole-GPU model's estimate,
@@ -94,10 +103,7 @@ def estimate_size(problem: Problem, configs: ConfigSet) -> int:
     gpus: dict[str, int] = {}
     for n in problem.cluster.nodes:
         gpus[n.gpu_type] = gpus.get(n.gpu_type, 0) + len(n.available_gpu_indices)
-    profiles: dict[str, set[str]] = {}
-    for options in configs.slices.values():
-        for c in options:
-            profiles.setdefault(c.gpu_type, set()).add(c.mig_profile)
+    profiles = slice_profiles(configs)
     slices = sum(gpus.get(c.gpu_type, 0) for options in configs.slices.values() for c in options)
     per_gpu = {
         t: len(candidate_layouts(geometry, profiles.get(t, set()), frozenset(), set()))
@@ -160,10 +166,7 @@ def add_layout_choice(f: MigFormulation) -> None:
     """layout[g, l]: each MIG-capable GPU takes exactly one candidate layout."""
     p, cfg = f.problem, f.configs
     keep = pinned(p)
-    profiles: dict[str, set[str]] = {}
-    for options in cfg.slices.values():
-        for c in options:
-            profiles.setdefault(c.gpu_type, set()).add(c.mig_profile)
+    profiles = slice_profiles(cfg)
     for n in p.cluster.nodes:
         geometry = p.cluster.mig.get(n.gpu_type)
         if geometry is None:
