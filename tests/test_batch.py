@@ -16,6 +16,9 @@ from typing import Any, TypeVar
 
 import pytest
 
+from solver.app.profile import load_profile
+from solver.core.settings import SolverSettings
+from solver.core.solver import Solver
 from solver.offline import batch
 from solver.offline import commands as offline_cli
 from solver.offline.batch import (
@@ -131,6 +134,27 @@ def test_interrupted_and_resumed_equals_uninterrupted(inputs: Path, tmp_path: Pa
     again = run_batch(config(inputs, part, resume=True))  # nothing left to do
     assert again.new_runs == 0 and len(again.records) == 4
     assert lines(part) == lines(full)
+
+
+def test_a_resume_refuses_runs_made_with_another_profile_or_tuning(
+    inputs: Path, tmp_path: Path
+) -> None:
+    """A resumed file would mix lines of two setups under one summary: refused, file kept."""
+    out = tmp_path / "part.jsonl"
+    run_batch(config(inputs, out, max_runs=2))
+    kept = out.read_bytes()
+    energy = tmp_path / "energy.toml"
+    energy.write_text("[weights]\nenergy = 5.0\n")
+    with pytest.raises(BatchError, match=r"2 finished run.*another request or settings"):
+        run_batch(config(inputs, out, resume=True, profile=load_profile(energy)))
+    tuned = Solver(SolverSettings(first_plan_seconds=0.01))
+    with pytest.raises(BatchError, match="--overwrite"):
+        run_batch(config(inputs, out, resume=True, solver=tuned))
+    assert out.read_bytes() == kept
+    resumed = run_batch(config(inputs, out, resume=True))
+    assert (resumed.new_runs, resumed.skipped) == (2, 2)
+    setups = {json.loads(line)["setup_sha256"] for line in out.read_text().splitlines()}
+    assert len(setups) == 4  # one per run: the backend is in the request
 
 
 def test_a_line_cut_by_a_crash_is_dropped_and_redone(inputs: Path, tmp_path: Path) -> None:

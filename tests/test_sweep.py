@@ -225,3 +225,10 @@ def test_a_sweep_cut_short_resumes_with_only_the_points_it_lacks(
     executors = iter([_Interrupted(None)])
     assert offline_cli.main([*argv, "--out", str(cut)]) == 0
     assert used[-1].solved == 4
+    # points of other solver settings are not reused: the [tuning] decides answers too
+    executors = iter([_Interrupted(None), _Interrupted(None)])
+    monkeypatch.setenv("DSFRO_TUNING_FIRST_PLAN_SECONDS", "0.01")
+    assert offline_cli.main([*argv, "--out", str(cut), "--resume"]) == 0
+    assert used[-1].solved == 4
+    assert offline_cli.main([*argv, "--out", str(cut), "--resume"]) == 0
+    assert used[-1].solved == 0

@@ -18,6 +18,7 @@ A result line (``SCHEMA`` 1)::
      "bound": ..., "gap": ...,
      "gpus_used": ..., "power_w": ..., "jobs_running": ..., "jobs_queued": ...,
      "size": {"nodes": ..., "gpus": ..., "jobs": ...}, "configurations": ...,
+     "setup_sha256": ...,     # the request as solved and the solver's settings (resume checks)
      "allocation": {...},                                               # --store-allocation
      "timing": {"first_plan_s": ..., "wall_s": ..., "detail": ..., "finished_at": ...}}
 

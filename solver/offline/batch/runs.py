@@ -6,6 +6,7 @@ from __future__ import annotations
 import glob
 import hashlib
 import itertools
+import json
 import logging
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -119,9 +120,25 @@ class BatchConfig:
 @dataclass
 class Run:
     key: RunKey
+    setup: str
+    """The digest of what decides the run beyond its key (``SETUP_FIELD``)."""
     task: SolveTask | None = None
     record: Record | None = None
     """Known without solving: the error of an unreadable or invalid request."""
+
+
+SETUP_FIELD = "setup_sha256"
+"""A result line's digest of the request as solved (the file with the profile and flags
+applied) and the solver's settings (the profile's [tuning], DSFRO_TUNING_*): a resumed batch
+refuses lines made otherwise, which would be mixed silently with its own."""
+
+
+def setup_digest(config: BatchConfig, request: bytes) -> str:
+    settings = json.dumps(config.solver.settings.model_dump(mode="json"), sort_keys=True)
+    h = hashlib.sha256(request)
+    h.update(settings.encode())
+    h.update(repr(config.allocation_mode).encode())
+    return h.hexdigest()
 
 
 def plan_runs(config: BatchConfig, files: Sequence[str]) -> list[Run]:
@@ -146,7 +163,7 @@ def _file_runs(config: BatchConfig, file: str, limits: Limits) -> list[Run]:
     except (OSError, RequestFileError) as e:
         message = str(e) if isinstance(e, RequestFileError) else f"{file}: cannot read: {e}"
         return [
-            Run(key, record=error_record(key, "read", message))
+            Run(key, setup_digest(config, b""), record=error_record(key, "read", message))
             for key in dict.fromkeys(
                 (file, sha, b, t, s) for b, t, s in itertools.product(backends, budgets, seeds)
             )
@@ -173,6 +190,8 @@ def _file_runs(config: BatchConfig, file: str, limits: Limits) -> list[Run]:
         if key in seen:
             continue
         seen.add(key)
+        request = run_req.SerializeToString(deterministic=True)
+        setup = setup_digest(config, request)
         violations = validate_request(run_req, limits)
         if violations:
             first = f"{violations[0].field}: {violations[0].description}"
@@ -184,16 +203,16 @@ def _file_runs(config: BatchConfig, file: str, limits: Limits) -> list[Run]:
                 [(v.field, v.description) for v in violations],
                 size,
             )
-            runs.append(Run(key, record=record))
+            runs.append(Run(key, setup, record=record))
         else:
             task = SolveTask(
                 key,
-                run_req.SerializeToString(deterministic=True),
+                request,
                 size,
                 config.solver,
                 config.allocation_mode,
             )
-            runs.append(Run(key, task=task))
+            runs.append(Run(key, setup, task=task))
     return runs
 
 
@@ -238,6 +257,7 @@ def run_batch(
     own_executor = executor is None
     try:
         done = latest_by_key(log_file.existing)
+        _refuse_other_setups(config.out, runs, done)
         pending = [r for r in runs if r.key not in done]
         skipped = len(runs) - len(pending)
         if config.max_runs is not None:
@@ -258,6 +278,7 @@ def run_batch(
                 )
                 for run in chunk:
                     record = run.record if run.record is not None else next(solved)
+                    record = {**record, SETUP_FIELD: run.setup}
                     log_file.append(record)
                     done[run.key] = record
                     bar.update(record)
@@ -275,6 +296,22 @@ def run_batch(
         remaining=len(rest),
         dropped_partial=log_file.dropped_partial,
     )
+
+
+def _refuse_other_setups(out: Path, runs: Sequence[Run], done: dict[RunKey, Record]) -> None:
+    """BatchError if a finished run of the file was made with another request or settings
+    (lines written before the digest was kept are taken as they are)."""
+    other = [
+        r for r in runs if r.key in done and done[r.key].get(SETUP_FIELD, r.setup) != r.setup
+    ]
+    if other:
+        file, _, backend, budget, seed = other[0].key
+        raise BatchError(
+            f"{out}: {len(other)} finished run(s) were made with another request or settings "
+            f"(the file, the profile, --threads or the solver's [tuning] changed since), e.g. "
+            f"{file} backend {backend} budget {budget} s seed {seed}: pass --overwrite to "
+            "start over, or write to another --out"
+        )
 
 
 def _chunks(runs: Sequence[Run], workers: int) -> Iterable[list[Run]]:

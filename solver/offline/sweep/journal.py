@@ -2,15 +2,18 @@
 (``<prefix>-points.jsonl``), written as it comes back, so that a sweep cut short (killed,
 interrupted, its Ray cluster lost) continues with ``--resume`` and solves only the points it
 lacks. A point is known by the digest of its whole request (file, profile, flags and swept
-weights): a journal of other settings has nothing to give."""
+weights), the solver's settings (the profile's [tuning], DSFRO_TUNING_*) and the product's
+version: a journal of other settings has nothing to give."""
 
 from __future__ import annotations
 
 import hashlib
+import json
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from solver import __version__
 from solver.offline.batch.records import BatchError
 from solver.offline.batch.results import ResultsLog
 from solver.offline.sweep.grid import JobChoice, SweepError, SweepPoint, SweepTask
@@ -24,8 +27,11 @@ def journal_path(out: Path, prefix: str) -> Path:
 
 
 def point_key(task: SweepTask) -> str:
-    """What identifies a point across runs: the digest of its serialized request."""
-    return hashlib.sha256(task.request).hexdigest()
+    """What identifies a point across runs: the digest of what decides its answer."""
+    h = hashlib.sha256(task.request)
+    h.update(json.dumps(task.solver.settings.model_dump(mode="json"), sort_keys=True).encode())
+    h.update(__version__.encode())
+    return h.hexdigest()
 
 
 def _point(raw: dict[str, Any]) -> SweepPoint:
