@@ -181,6 +181,18 @@ def test_a_scenario_or_files_but_not_both(capsys: pytest.CaptureFixture[str]) ->
     assert "--cluster" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("interval", ["1ms", "29s"])
+def test_a_round_interval_shorter_than_the_round_spacing_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], interval: str
+) -> None:
+    """A millisecond's interval made a run of hundreds of millions of rounds that never ended."""
+    out = tmp_path / "out"
+    args = ["simulate", "--scenario", "philly-a", "--policies", "gavel", "--interval", interval]
+    assert main([*args, "--out", str(out)]) == 2
+    assert "--interval must be at least 30 s" in capsys.readouterr().err
+    assert not out.exists()
+
+
 TOKEN = "s3cr3t-token-for-simulate-tests"
 
 

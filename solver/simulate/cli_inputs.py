@@ -12,7 +12,12 @@ from solver.client.connection import Connection, connection_flags, connection_fr
 from solver.simulate.grid import GridSettings
 from solver.simulate.grid_cli import TWEAKS, grid_of
 from solver.simulate.power_saving_cli import power_saving_of
-from solver.simulate.settings import RestartCost
+from solver.simulate.settings import EngineSettings, RestartCost
+
+MIN_ROUND_INTERVAL_S = EngineSettings.min_round_spacing_s
+"""The shortest --interval: rounds on events come at least this far apart, and a shorter
+regular interval only multiplies rounds (one of a millisecond made a run of a trace's days
+hundreds of millions of rounds, a run that never ended)."""
 
 
 def connection_of(args: argparse.Namespace) -> Connection | None:
@@ -46,6 +51,11 @@ def settings_overrides(args: argparse.Namespace) -> dict[str, Any] | str:
     if args.budget is not None:
         overrides["solver_budget_s"] = args.budget
     if args.interval is not None:
+        if args.interval < MIN_ROUND_INTERVAL_S:
+            return (
+                f"--interval must be at least {MIN_ROUND_INTERVAL_S:g} s (the shortest spacing "
+                f"of the simulator's rounds), got {args.interval:g} s"
+            )
         overrides["round_interval_s"] = args.interval
     if args.max_time is not None:
         overrides["max_time_s"] = args.max_time
