@@ -3,19 +3,22 @@
     dsfro-slurm --server 127.0.0.1:50051 --plan-dir /nfs/dsfro/plans --metrics-port 9108
     dsfro-slurm --dry-run          # one round, the plan as a table; nothing in Slurm changes
 
-Every flag can also be set as an environment variable, DSFRO_SLURM_<FLAG> (``--budget`` ->
-DSFRO_SLURM_BUDGET); the flag wins. Exit codes: 0, 1 (``--once``/``--dry-run``: the round
-could not read Slurm, or failed), 2 (bad flags or site file, missing extra).
+Every flag but ``--once`` and ``--dry-run`` can also be set as an environment variable,
+DSFRO_SLURM_<FLAG> (``--budget`` -> DSFRO_SLURM_BUDGET, ``--tls`` -> DSFRO_SLURM_TLS=1), read
+with the flag's own checks (a bad one: exit 2 naming it); the flag wins. Exit codes: 0, 1
+(``--once``/``--dry-run``: the round could not read Slurm, or failed), 2 (bad flags or
+variables, a bad site file, a missing extra).
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import signal
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -25,132 +28,206 @@ from solver import __version__
 EXTRA_HINT = "dsfro-slurm needs prometheus-client: pip install 'dsfro[slurm]'"
 
 
-def _env(flag: str, default: Any) -> Any:
-    return os.environ.get("DSFRO_SLURM_" + flag.upper().replace("-", "_"), default)
+ENV_PREFIX = "DSFRO_SLURM_"
+LOCAL = "127.0.0.1:50051"
+MIN_POLL_S = 1.0
+"""The shortest --poll: each check is two calls to slurmctld (squeue, sinfo), and squeue's
+manual asks programs not to call it in loops, which can deny the controller's service."""
+_TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off", "")
+_LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
 
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected seconds, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {text!r}")
-    return value
+def _seconds(minimum: float = 0.0, *, above: bool = False) -> Callable[[str], float]:
+    """A parser of a finite number of seconds at least (`above`: more than) `minimum`."""
+    bound = f"> {minimum:g}" if above else f">= {minimum:g}"
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected seconds, got {text!r}") from None
+        if not math.isfinite(value) or value < minimum or (above and value == minimum):
+            raise argparse.ArgumentTypeError(f"must be a number of seconds {bound}, got {text!r}")
+        return value
+
+    return parse
+
+
+def _whole(minimum: int, maximum: int | None = None) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+        if value < minimum or (maximum is not None and value > maximum):
+            top = "" if maximum is None else f" and <= {maximum}"
+            raise argparse.ArgumentTypeError(f"must be >= {minimum}{top}, got {text!r}")
+        return value
+
+    return parse
+
+
+def _switch(text: str) -> bool:
+    if text.strip().lower() in _TRUE:
+        return True
+    if text.strip().lower() in _FALSE:
+        return False
+    raise argparse.ArgumentTypeError(f"expected one of {', '.join(_TRUE + _FALSE[:-1])}")
+
+
+def _log_level(text: str) -> str:
+    if text.upper() not in _LOG_LEVELS:
+        raise argparse.ArgumentTypeError(f"expected one of {', '.join(_LOG_LEVELS)}")
+    return text.upper()
+
+
+class _Flags:
+    """Adds flags whose default is their environment variable, DSFRO_SLURM_<FLAG>, read with
+    the flag's own parser; a bad variable is kept as a problem naming it."""
+
+    def __init__(self, parser: argparse.ArgumentParser) -> None:
+        self.parser = parser
+        self.problems: list[str] = []
+
+    def __call__(self, *names: str, env: bool = True, **kw: Any) -> None:
+        action = self.parser.add_argument(*names, **kw)
+        variable = ENV_PREFIX + action.dest.upper()
+        raw = os.environ.get(variable) if env else None
+        if raw is None:
+            return
+        given = action.type if callable(action.type) else str
+        parse: Callable[[str], Any] = _switch if action.nargs == 0 else given
+        try:
+            value = parse(raw)
+        except (argparse.ArgumentTypeError, ValueError) as e:
+            self.problems.append(f"{variable}: {e}")
+            return
+        if action.choices is not None and value not in action.choices:
+            choices = ", ".join(map(str, action.choices))
+            self.problems.append(f"{variable}: expected one of {choices}, got {raw!r}")
+            return
+        action.default = value
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The parser, its defaults read from the environment (bad variables ignored: see
+    parse_args)."""
+    return _build()[0]
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    """The flags, their environment variables for defaults; exit 2 naming the first bad one."""
+    p, flags = _build()
+    if flags.problems:
+        p.error(flags.problems[0])
+    return p.parse_args(argv)
+
+
+def _build() -> tuple[argparse.ArgumentParser, _Flags]:
     p = argparse.ArgumentParser(
         prog="dsfro-slurm",
         description="Schedule Slurm jobs that carry a DSFRO demand with plans from a DSFRO "
-        "service (docs/integrations.md).",
+        "service (docs/integrations.md). Every flag but --once and --dry-run can be set as "
+        "DSFRO_SLURM_<FLAG> (DSFRO_SERVER for --server); the flag wins.",
     )
-    a = p.add_argument
-    a("--version", action="version", version=f"dsfro-slurm {__version__}")
+    a = _Flags(p)
+    p.add_argument("--version", action="version", version=f"dsfro-slurm {__version__}")
     a(
         "--server",
-        default=os.environ.get("DSFRO_SERVER", _env("server", "127.0.0.1:50051")),
+        env=False,
+        default=os.environ.get("DSFRO_SERVER", os.environ.get(ENV_PREFIX + "SERVER", LOCAL)),
         help="DSFRO service address (DSFRO_SERVER; %(default)s)",
     )
     a(
         "--partition",
-        default=_env("partition", None),
         help="the partition whose jobs and nodes the adapter plans (default: all); run one "
         "adapter per partition",
     )
     a(
         "--site",
         type=Path,
-        default=_env("site", None),
         help="site file (JSON): GPU types per GRES type, models, racks, power budgets",
     )
     a(
         "--budget",
-        type=_seconds,
-        default=_seconds(_env("budget", "5")),
+        type=_seconds(0.0, above=True),
+        default=5.0,
         help="solve time budget per round, seconds (%(default)s)",
     )
     a(
         "--solve-timeout",
-        type=_seconds,
-        default=_env("solve_timeout", None),
+        type=_seconds(0.0, above=True),
         help="longest wait for DSFRO's answer (default: budget + 5 s)",
     )
     a(
         "--interval",
-        type=_seconds,
-        default=_seconds(_env("interval", "30")),
+        type=_seconds(),
+        default=30.0,
         help="seconds between rounds when nothing changes (%(default)s)",
     )
     a(
         "--poll",
-        type=_seconds,
-        default=_seconds(_env("poll", "2")),
+        type=_seconds(MIN_POLL_S),
+        default=2.0,
         help="seconds between checks for a changed queue or node, which start a round at once "
-        "(%(default)s)",
+        f"(%(default)s; at least {MIN_POLL_S:g}: each check calls slurmctld)",
     )
     a(
         "--fallback-after",
-        type=_seconds,
-        default=_seconds(_env("fallback_after", "300")),
+        type=_seconds(),
+        default=300.0,
         help="after DSFRO fails for this long, held jobs go back to Slurm as submitted "
         "(%(default)s s)",
     )
     a(
         "--checkpoint-signal",
-        default=_env("checkpoint_signal", "USR1"),
+        default="USR1",
         help="signal asking a job to checkpoint before it is requeued (%(default)s)",
     )
     a(
         "--checkpoint-grace",
-        type=_seconds,
-        default=_seconds(_env("checkpoint_grace", "0")),
+        type=_seconds(),
+        default=0.0,
         help="seconds from that signal to the requeue; 0: no signal, requeue at once (Slurm "
         "then sends SIGTERM and, KillWait later, SIGKILL) (%(default)s)",
     )
     a(
         "--replan-after",
-        type=_seconds,
-        default=_seconds(_env("replan_after", "300")),
+        type=_seconds(),
+        default=300.0,
         help="a released job not started after this long is held and planned again (%(default)s s)",
     )
     a(
         "--evacuate-drained",
         action="store_true",
-        default=bool(_env("evacuate_drained", "")),
         help="move requeue-able DSFRO jobs off drained nodes (default: they stay until done)",
     )
     a(
         "--plan-dir",
         type=Path,
-        default=_env("plan_dir", None),
         help="write <job id>.json and <job id>.env here for each placed job's launcher",
     )
-    a(
-        "--metrics-port",
-        type=int,
-        default=_env("metrics_port", None),
-        help="serve Prometheus /metrics on this port",
-    )
-    a("--metrics-host", default=_env("metrics_host", "127.0.0.1"), help="(%(default)s)")
-    a("--log-format", choices=("json", "text"), default=_env("log_format", "json"))
-    a("--log-level", default=_env("log_level", "INFO"))
+    a("--metrics-port", type=_whole(1, 65535), help="serve Prometheus /metrics on this port")
+    a("--metrics-host", default="127.0.0.1", help="(%(default)s)")
+    a("--log-format", choices=("json", "text"), default="json")
+    a("--log-level", type=_log_level, default="INFO", help="(%(default)s)")
     a(
         "--slurm-timeout",
-        type=_seconds,
-        default=_seconds(_env("slurm_timeout", "10")),
+        type=_seconds(0.0, above=True),
+        default=10.0,
         help="longest any one Slurm command may take (%(default)s s)",
     )
     a(
         "--apply-workers",
-        type=int,
-        default=int(_env("apply_workers", "4")),
+        type=_whole(1),
+        default=4,
         help="Slurm commands run at once when applying a plan (%(default)s)",
     )
     a("--seed", type=int, default=0)
-    a("--once", action="store_true", help="one round, then exit")
+    a("--once", env=False, action="store_true", help="one round, then exit")
     a(
         "--dry-run",
+        env=False,
         action="store_true",
         help="one round: print the decisions as a table, change nothing in Slurm",
     )
@@ -158,17 +235,12 @@ def build_parser() -> argparse.ArgumentParser:
     a("--tls-ca", type=Path, help="CA bundle for the server's certificate")
     a("--tls-cert", type=Path, help="client certificate (mutual TLS)")
     a("--tls-key", type=Path, help="client key (mutual TLS)")
-    a(
-        "--token-file",
-        type=Path,
-        default=_env("token_file", None),
-        help="bearer token file, re-read when it changes",
-    )
-    return p
+    a("--token-file", type=Path, help="bearer token file, re-read when it changes")
+    return p, a
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args = parse_args(argv)
     try:
         from solver.slurm.observe import setup_logging
     except ImportError as e:
