@@ -181,6 +181,23 @@ def duration_to_proto(seconds: float) -> Duration:
     return d
 
 
+MAX_JOB_WEIGHT = 1e3
+"""A job's or a tenant queue's weight (unset: 1). CP-SAT scales the objective to integers
+(x1e6), so objective weight x job weight x 1e6 must stay well inside int64."""
+MIN_JOB_WEIGHT = 1e-3
+"""The least job or queue weight: weights are relative, and max-min fairness divides by them,
+so 1e-3 to 1e3 keeps the model's coefficients within a ratio of 1e6, which LP and MIP solvers
+resolve (a queue weight of 1e-200 made HiGHS refuse the model and CP-SAT overflow; 1e-320 gave
+an infinite coefficient)."""
+
+
+def weight_problem(value: float) -> str | None:
+    """What is wrong with a job's or a queue's weight, or None."""
+    if not (math.isfinite(value) and MIN_JOB_WEIGHT <= value <= MAX_JOB_WEIGHT):
+        return f"must be a number from {MIN_JOB_WEIGHT:g} to {MAX_JOB_WEIGHT:g}, got {value:g}"
+    return None
+
+
 MAX_CARBON_G_PER_KWH = 5000.0
 """Above any grid: lignite, the dirtiest source, is about 1,000 gCO2/kWh (IPCC AR5)."""
 MAX_PRICE_PER_KWH = 1e6
@@ -324,6 +341,8 @@ def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 
 __all__ = [
+    "MAX_JOB_WEIGHT",
+    "MIN_JOB_WEIGHT",
     "SERVICE_NAME",
     "Allocation",
     "AttainedService",
@@ -396,4 +415,5 @@ __all__ = [
     "request_from_json",
     "scheduler_pb2",
     "scheduler_pb2_grpc",
+    "weight_problem",
 ]

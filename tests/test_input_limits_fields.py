@@ -101,7 +101,7 @@ CASES = [
         id="deadline-weight-over",
     ),
     pytest.param(
-        _set("jobs[1].weight", 1e308), "jobs[1].weight", "must be <= 1000", id="job-weight-over"
+        _set("jobs[1].weight", 1e308), "jobs[1].weight", "from 0.001 to 1000", id="job-weight-over"
     ),
     pytest.param(
         _set(f"{P0}.tdp_watts", 1e6), f"{P0}.tdp_watts", "must be <= 100000", id="tdp-over"

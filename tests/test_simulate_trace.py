@@ -116,7 +116,7 @@ def test_bad_optional_columns(tmp_path: Path) -> None:
     )
     deadline = "must be empty (no deadline) or a finite number > 0 and at most 315360000 " \
         "(ten years)"  # fmt: skip
-    weight = "must be empty (1) or a finite number > 0 and at most 1000"
+    weight = "must be empty (1) or a number from 0.001 to 1000"
     assert problems_of(p) == [
         f"{p}:2:deadline_s: {deadline}, got '0'",
         f"{p}:2:weight: {weight}, got '-1'",

@@ -114,6 +114,10 @@ def test_an_inline_model_and_a_profile() -> None:
             "comment: max_gpus: is 4, below min_gpus 8",
         ),
         ('{"model": "gpt3-1.3b", "weight": -1}', "comment: weight: must be > 0, got -1"),
+        (  # the service refused it: the job's error, not the round's
+            '{"model": "gpt3-1.3b", "weight": 5000}',
+            "comment: weight: must be a number from 0.001 to 1000, got 5000",
+        ),
         (
             '{"model": "gpt3-1.3b", "deadline": "soon"}',
             'comment: deadline: expected seconds or a duration like "90m", got "soon"',

@@ -12,6 +12,8 @@ from solver.app.validation import FieldViolation, validate_request
 from tests.factories import A100_80GB, H100_SXM, make_request
 from tests.validation_helpers import BP, CA, INF, NAN, Mutation, _set
 
+WEIGHT = "must be a number from 0.001 to 1000"
+
 
 def _alloc(r: pb.SolveRequest) -> pb.Allocation:
     return r.jobs[2].current_allocation
@@ -73,10 +75,13 @@ CASES = [
         id="job-dup",
     ),
     pytest.param(
-        _set("jobs[1].weight", 0.0), "jobs[1].weight", "must be > 0 and finite", id="weight-zero"
+        _set("jobs[1].weight", 0.0), "jobs[1].weight", f"{WEIGHT}, got 0", id="weight-zero"
     ),
     pytest.param(
-        _set("jobs[1].weight", INF), "jobs[1].weight", "must be > 0 and finite", id="weight-inf"
+        _set("jobs[1].weight", INF), "jobs[1].weight", f"{WEIGHT}, got inf", id="weight-inf"
+    ),
+    pytest.param(  # a denormal weight was accepted: max-min fairness divided by it
+        _set("jobs[1].weight", 1e-320), "jobs[1].weight", WEIGHT, id="weight-denormal"
     ),
     pytest.param(
         lambda r: r.jobs[0].ClearField("model"),

@@ -17,6 +17,7 @@ from solver.domain import (
     FairnessMode,
     FairnessScope,
 )
+from solver.wire import MAX_JOB_WEIGHT, MIN_JOB_WEIGHT, weight_problem
 
 INT32_MAX = 2**31 - 1
 """Largest value of the wire's int32 fields (seed, threads, counts)."""
@@ -58,8 +59,6 @@ MAX_OBJECTIVE_WEIGHT = 1e3
 0.01-1, so 1e3 leaves any ratio an operator means. CP-SAT scales the objective to integers
 (x1e6): objective weight x job weight x 1e6 must stay well inside int64 summed over every
 configuration, and at 1e6 x 1e6 a single term (1e18) already overflowed it."""
-MAX_JOB_WEIGHT = 1e3
-"""A job's priority weight (default 1); see MAX_OBJECTIVE_WEIGHT for why not more."""
 MAX_SAMPLES = 1e18
 """Remaining samples of a job: 1e18, against ~1e11 for the largest training runs."""
 MAX_SAMPLES_PER_SECOND = 1e12
@@ -125,6 +124,7 @@ __all__ = [
     "MAX_TIME_BUDGET_SECONDS",
     "MIN_BANDWIDTH_GBPS",
     "MIN_DEADLINE_SAMPLES",
+    "MIN_JOB_WEIGHT",
     "MIN_MODEL_PARAMETERS",
     "MIN_TFLOPS",
     "Limits",
@@ -137,6 +137,7 @@ __all__ = [
     "parse_duration",
     "parse_fairness_mode",
     "parse_fairness_scope",
+    "weight_problem",
 ]
 
 

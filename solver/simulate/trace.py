@@ -20,7 +20,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 from solver._proto.dsfro.v1 import scheduler_pb2 as pb
-from solver.app.limits import MAX_DEADLINE_SECONDS, MAX_JOB_AGE_SECONDS, MAX_JOB_WEIGHT
+from solver.app.limits import (
+    MAX_DEADLINE_SECONDS,
+    MAX_JOB_AGE_SECONDS,
+    MAX_JOB_WEIGHT,
+    MIN_JOB_WEIGHT,
+    weight_problem,
+)
 from solver.files import write_text
 from solver.simulate.core import SimulationError, TraceJob
 
@@ -221,12 +227,13 @@ def _job(row: _Row) -> TraceJob:
             f"empty (no deadline) or a finite number > 0 and at most {MAX_DEADLINE_SECONDS:.0f} "
             "(ten years)",
         ),
-        weight=row.optional(
+        weight=row.number(
             "weight",
-            MAX_JOB_WEIGHT,
-            f"empty (1) or a finite number > 0 and at most {MAX_JOB_WEIGHT:g}",
+            lambda x: weight_problem(x) is None,
+            f"empty (1) or a number from {MIN_JOB_WEIGHT:g} to {MAX_JOB_WEIGHT:g}",
         )
-        or 1.0,
+        if row.values.get("weight", "")
+        else 1.0,
         preemptible=row.flag("preemptible"),
         slices=row.flag(SLICES, default=False),
         evaluation=row.flag(EVALUATION, default=False),

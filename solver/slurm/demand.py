@@ -6,7 +6,7 @@ Keys (snake_case or the wire's lowerCamelCase; docs/integrations.md has the tabl
 - ``model``: a model name of the catalog or the site file, or a ModelSpec object; or
   ``profile``: a ThroughputProfile object (exactly one of the two);
 - ``min_gpus``, ``max_gpus``: GPU limits (default: the GPUs the job asks Slurm for);
-- ``weight`` (> 0), ``tenant``, ``allowed_gpu_types`` (GRES types or catalog names),
+- ``weight`` (0.001 to 1000), ``tenant``, ``allowed_gpu_types`` (GRES types or catalog names),
   ``remaining_samples``, ``deadline`` (seconds after submission, or "90m", "2h"; Slurm's own
   ``--deadline`` is used when unset), ``preemptible`` (default true; a job that Slurm may not
   requeue is never moved).
@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from solver.slurm.site import Site
-from solver.wire import ModelSpec, ThroughputProfile, message_from_dict
+from solver.wire import ModelSpec, ThroughputProfile, message_from_dict, weight_problem
 
 PREFIX = "dsfro:"
 """What a comment starts with to carry a demand."""
@@ -93,6 +93,14 @@ def _float(value: Any, key: str, *, positive: bool) -> float:
     if (positive and not value > 0) or value < 0:
         raise DemandError(key, f"must be {'> 0' if positive else '>= 0'}, got {value}")
     return float(value)
+
+
+def _weight(value: Any) -> float:
+    """The service's rule, so that a bad weight is this job's error and not the round's."""
+    weight = _float(value, "weight", positive=True)
+    if problem := weight_problem(weight):
+        raise DemandError("weight", problem)
+    return weight
 
 
 def _shown(value: Any) -> str:
@@ -209,7 +217,7 @@ def parse_demand(comment: str, site: Site) -> Demand | None:
         spec=spec,
         min_gpus=lo,
         max_gpus=hi,
-        weight=_float(data["weight"], "weight", positive=True) if "weight" in data else None,
+        weight=_weight(data["weight"]) if "weight" in data else None,
         tenant=tenant,
         allowed_gpu_types=_gpu_types(data["allowed_gpu_types"], site)
         if "allowed_gpu_types" in data

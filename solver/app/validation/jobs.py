@@ -12,7 +12,6 @@ from solver.app.limits import (
     MAX_GPU_MEMORY_GIB,
     MAX_HIDDEN_SIZE,
     MAX_JOB_AGE_SECONDS,
-    MAX_JOB_WEIGHT,
     MAX_MODEL_PARAMETERS,
     MAX_POWER_WATTS,
     MAX_SAMPLES,
@@ -21,6 +20,7 @@ from solver.app.limits import (
     MIN_DEADLINE_SAMPLES,
     MIN_MODEL_PARAMETERS,
     Limits,
+    weight_problem,
 )
 from solver.app.validation.common import Collector, duration_seconds, positive_duration, quoted
 
@@ -29,11 +29,8 @@ def check_job(
     c: Collector, p: str, job: pb.Job, types: dict[str, pb.GpuType], limits: Limits
 ) -> None:
     """Everything about one job except its name and current allocation."""
-    if job.HasField("weight"):
-        if not (math.isfinite(job.weight) and job.weight > 0):
-            c.add(f"{p}.weight", f"must be > 0 and finite, got {job.weight:g}")
-        else:
-            c.at_most(f"{p}.weight", job.weight, MAX_JOB_WEIGHT)
+    if job.HasField("weight") and (problem := weight_problem(job.weight)):
+        c.add(f"{p}.weight", problem)
     if job.tenant:
         c.text(f"{p}.tenant", job.tenant, limits.max_name_length)
     kind = job.WhichOneof("workload")

@@ -3,11 +3,10 @@ queue each job names."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 
 from solver._proto.dsfro.v1 import scheduler_pb2 as pb
-from solver.app.limits import MAX_JOB_WEIGHT, MAX_POWER_WATTS, Limits
+from solver.app.limits import MAX_POWER_WATTS, Limits, weight_problem
 from solver.app.validation.common import Collector, quoted
 from solver.domain import DEFAULT_QUEUE, POWER
 
@@ -31,11 +30,8 @@ def check_queues(
         c.name(f"{p}.name", q.name, seen, limits.max_name_length)
         if q.cohort:
             c.text(f"{p}.cohort", q.cohort, limits.max_name_length)
-        if q.HasField("weight"):
-            if not (math.isfinite(q.weight) and q.weight > 0):
-                c.add(f"{p}.weight", f"must be > 0 and finite, got {q.weight:g}")
-            else:
-                c.at_most(f"{p}.weight", q.weight, MAX_JOB_WEIGHT)
+        if q.HasField("weight") and (problem := weight_problem(q.weight)):
+            c.add(f"{p}.weight", problem)
         _check_quotas(c, p, q, types, limits)
         check_attained(c, f"{p}.attained", q.attained)
     return set(seen)
