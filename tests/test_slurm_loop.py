@@ -16,7 +16,7 @@ from solver.slurm.apply import Applier
 from solver.slurm.commands import Slurm
 from solver.slurm.decide import Action
 from solver.slurm.loop import Adapter, Settings
-from solver.slurm.site import Site
+from solver.slurm.site import Site, SiteError
 from solver.slurm.table import decisions_table
 from solver.wire import Plan, SolveRequest, SolveResponse, Termination
 from tests.slurm_helpers import FakeClient, FakeRunner, captured
@@ -284,3 +284,35 @@ def test_an_infeasible_answer_keeps_what_runs_and_says_why() -> None:
     m = a.metrics.registry
     assert m.get_sample_value("dsfro_slurm_rounds_total", {"outcome": "infeasible"}) == 1
     assert m.get_sample_value("dsfro_slurm_last_plan_timestamp_seconds") == 0
+
+
+def test_sighup_reads_the_site_file_again_and_a_bad_one_keeps_the_old() -> None:
+    """The site file was read at start only: a new power budget needed a restart."""
+    seen: list[SolveRequest] = []
+
+    def record(request: SolveRequest) -> SolveResponse:
+        seen.append(request)
+        return place_all(request)
+
+    a, _runner, _ = adapter(FakeClient(record), interval=0, poll=0.01)
+    sources = iter([Site(power_budget_watts=12_000.0), SiteError("site.json: malformed JSON")])
+
+    def source() -> Site:
+        got = next(sources)
+        if isinstance(got, SiteError):
+            raise got
+        return got
+
+    a.site_source = source
+    stop = threading.Event()
+    a.run(stop, max_rounds=1)
+    assert not seen[-1].cluster.HasField("power_budget_watts")
+    a.reload.set()
+    a.run(stop, max_rounds=2)
+    assert seen[-1].cluster.power_budget_watts == 12_000.0
+    a.reload.set()
+    a.run(stop, max_rounds=3)  # the broken file is not taken: the rounds go on with the old
+    assert seen[-1].cluster.power_budget_watts == 12_000.0
+    m = a.metrics.registry
+    assert m.get_sample_value("dsfro_slurm_site_reloads_total", {"outcome": "loaded"}) == 1
+    assert m.get_sample_value("dsfro_slurm_site_reloads_total", {"outcome": "rejected"}) == 1

@@ -305,7 +305,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
             return 2
     with Client(args.server, tls=tls, token_file=args.token_file) as client:
-        adapter = Adapter(slurm, client, site, settings, applier, metrics)
+        adapter = Adapter(
+            slurm,
+            client,
+            site,
+            settings,
+            applier,
+            metrics,
+            site_source=lambda: load_site(args.site),
+        )
         if args.dry_run or args.once:
             report = adapter.round()
             if args.dry_run:
@@ -316,12 +324,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         def _stop(signum: int, frame: FrameType | None) -> None:
             stop.set()
 
-        def _wake(signum: int, frame: FrameType | None) -> None:
+        def _reload(signum: int, frame: FrameType | None) -> None:
+            adapter.reload.set()
             adapter.wake.set()
 
         signal.signal(signal.SIGTERM, _stop)
         signal.signal(signal.SIGINT, _stop)
-        signal.signal(signal.SIGHUP, _wake)
+        signal.signal(signal.SIGHUP, _reload)
         event(
             "started",
             f"dsfro-slurm {__version__} planning with {args.server}",

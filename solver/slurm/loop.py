@@ -24,7 +24,7 @@ from solver.slurm.apply import Applier, Outcome
 from solver.slurm.commands import Slurm, SlurmError
 from solver.slurm.decide import Action, Decision, Rules, decide, fallback, reserved
 from solver.slurm.observe import Metrics, event
-from solver.slurm.site import Site
+from solver.slurm.site import Site, SiteError
 from solver.slurm.snapshot import Snapshot, build_snapshot
 from solver.wire import Plan, SolveRequest, SolveResponse, Termination
 
@@ -89,14 +89,19 @@ class Adapter:
         metrics: Metrics | None = None,
         clock: Callable[[], float] = time.time,
         monotonic: Callable[[], float] = time.monotonic,
+        site_source: Callable[[], Site] | None = None,
     ) -> None:
         self.slurm, self.client, self.site, self.settings = slurm, client, site, settings
+        self.site_source = site_source
+        """Reads the site file again (``reload``); None: the site is fixed."""
         self.applier = applier
         self.metrics = metrics or Metrics()
         self.clock, self.monotonic = clock, monotonic
         self.rounds = 0
         self.failing_since: float | None = None
         self.wake = threading.Event()
+        self.reload = threading.Event()
+        """Set (SIGHUP): the site file is read again before the next round."""
 
     # ------------------------------------------------------------ one round
 
@@ -300,6 +305,21 @@ class Adapter:
             failing_for=0 if self.failing_since is None else self.clock() - self.failing_since,
         )
 
+    def reload_site(self) -> None:
+        """Read the site file again; a file that can't be read or is wrong is logged and the
+        site in use kept, so that an operator's typo never stops the rounds."""
+        if self.site_source is None:
+            return
+        try:
+            site = self.site_source()
+        except SiteError as e:
+            self.metrics.site_reloads.labels("rejected").inc()
+            event("site_rejected", f"site file not reloaded, the old one kept: {e}", logging.ERROR)
+            return
+        self.site = site
+        self.metrics.site_reloads.labels("loaded").inc()
+        event("site_reloaded", "site file reloaded")
+
     # ------------------------------------------------------------ forever
 
     def run(self, stop: threading.Event, max_rounds: int | None = None) -> None:
@@ -309,6 +329,9 @@ class Adapter:
         seen: str | None = None
         due = self.monotonic()
         while not stop.is_set() and (max_rounds is None or self.rounds < max_rounds):
+            if self.reload.is_set():
+                self.reload.clear()
+                self.reload_site()
             changed = False
             try:
                 now_seen = self.slurm.fingerprint()

@@ -94,6 +94,12 @@ class Metrics:
             ["kind"],
             registry=r,
         )
+        self.site_reloads = Counter(
+            "dsfro_slurm_site_reloads",
+            "Site file re-reads on SIGHUP by outcome: loaded, rejected (the old one kept)",
+            ["outcome"],
+            registry=r,
+        )
         self.unreachable = Gauge(
             "dsfro_slurm_dsfro_unreachable_seconds",
             "How long DSFRO has failed to answer (0: it answers)",
