@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Iterator
 
 import grpc
 import pytest
@@ -295,7 +296,9 @@ def test_sighup_reads_the_site_file_again_and_a_bad_one_keeps_the_old() -> None:
         return place_all(request)
 
     a, _runner, _ = adapter(FakeClient(record), interval=0, poll=0.01)
-    sources = iter([Site(power_budget_watts=12_000.0), SiteError("site.json: malformed JSON")])
+    sources: Iterator[Site | SiteError] = iter(
+        [Site(power_budget_watts=12_000.0), SiteError("site.json: malformed JSON")]
+    )
 
     def source() -> Site:
         got = next(sources)
