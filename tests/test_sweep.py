@@ -12,11 +12,13 @@ import pytest
 
 from solver.offline import commands as offline_cli
 from solver.offline.sweep import (
+    MAX_SWEEP_POINTS,
     JobChoice,
     SweepOutcome,
     SweepPoint,
     dominates,
     front_changes,
+    grid_size,
     pareto_front,
     parse_weight_spec,
     plot_sweep,
@@ -48,6 +50,8 @@ def test_parse_weight_spec() -> None:
     for bad in ("energy", "power=1", "energy=1,x", "energy=-1", "energy=1,1", "energy=inf"):
         with pytest.raises(ValueError):
             parse_weight_spec(bad)
+    with pytest.raises(ValueError, match="from 0 to 1000, got 5000"):  # found at point 1, late
+        parse_weight_spec("energy=1,5000")
 
 
 def test_weight_grid_is_the_product() -> None:
@@ -57,6 +61,23 @@ def test_weight_grid_is_the_product() -> None:
     assert grid[-1] == {"energy": 1.0, "migration": 1.0}
     with pytest.raises(ValueError):
         weight_grid([("energy", [0.0]), ("energy", [1.0])])
+
+
+def test_a_grid_past_its_limit_is_refused_before_any_point_is_made(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Three axes of 1,000 values filled 5 GiB in 15 s before the first solve."""
+    values = ",".join(str(i / 1000) for i in range(1000))
+    axes = [(name, [i / 1000 for i in range(1000)]) for name in ("energy", "migration", "locality")]
+    assert grid_size(axes[:1]) == 1000
+    with pytest.raises(ValueError, match=r"1,000,000,000 points \(1,000 x 1,000 x 1,000\)"):
+        grid_size(axes)
+    out = tmp_path / "out"
+    argv = ["sweep", TINY_POWER, "--out", str(out), "--quiet"]
+    argv += [arg for name, _ in axes for arg in ("--weight", f"{name}={values}")]
+    assert offline_cli.main(argv) == 2
+    assert f"at most {MAX_SWEEP_POINTS:,}: give fewer values" in capsys.readouterr().err
+    assert not out.exists()
 
 
 def test_pareto_front_of_known_points() -> None:

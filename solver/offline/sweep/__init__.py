@@ -36,11 +36,13 @@ from solver.offline.sweep.front import (
     same_place,
 )
 from solver.offline.sweep.grid import (
+    MAX_SWEEP_POINTS,
     SHORT,
     JobChoice,
     SweepError,
     SweepPoint,
     SweepTask,
+    grid_size,
     parse_weight_spec,
     solve_point,
     weight_grid,
@@ -51,6 +53,7 @@ from solver.offline.sweep.run import SweepOutcome, prepare, run_sweep
 __all__ = [
     "CSV_HEADER",
     "EPS",
+    "MAX_SWEEP_POINTS",
     "SHORT",
     "Change",
     "JobChoice",
@@ -63,6 +66,7 @@ __all__ = [
     "csv_rows",
     "dominates",
     "front_changes",
+    "grid_size",
     "pareto_front",
     "parse_weight_spec",
     "plot_sweep",

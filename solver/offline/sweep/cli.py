@@ -15,7 +15,7 @@ from solver.app.profile import WEIGHT_KEYS, solver_settings
 from solver.core.settings import SettingsError
 from solver.core.solver import Solver
 from solver.offline.batch import make_batch_executor
-from solver.offline.sweep.grid import SweepError, parse_weight_spec, weight_grid
+from solver.offline.sweep.grid import SweepError, grid_size, parse_weight_spec
 from solver.offline.sweep.journal import Journal, journal_path
 from solver.offline.sweep.outputs import write_outputs
 from solver.offline.sweep.run import prepare, run_sweep
@@ -114,7 +114,10 @@ def command(args: argparse.Namespace) -> int:
             energy_basis=args.energy_basis,
         )
         workers = args.workers if args.workers is not None else available_cores()
-        points = len(weight_grid(args.weight))
+        try:
+            points = grid_size(args.weight)
+        except ValueError as e:
+            raise SweepError(str(e)) from e
         journal = Journal(journal_path(out, args.prefix), resume=args.resume)
         executor = make_batch_executor(min(workers, points), args.ray_address)
         try:

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from solver._proto.dsfro.v1 import scheduler_pb2 as pb
 from solver.app import pipeline
+from solver.app.limits import MAX_OBJECTIVE_WEIGHT
 from solver.app.profile import WEIGHT_KEYS
 from solver.core.solver import Solver
 from solver.domain import JobState, Termination
@@ -23,6 +24,11 @@ SHORT = {
     "fairness": "F",
     "completion": "C",
 }
+
+
+MAX_SWEEP_POINTS = 10_000
+"""The most points of one grid: each is a solve (10,000 at 1 s is about three hours on a core),
+and three axes of 1,000 values (10^9 points) filled 5 GiB in 15 s before a solve began."""
 
 
 class SweepError(Exception):
@@ -43,19 +49,35 @@ def parse_weight_spec(text: str) -> tuple[str, list[float]]:
             x = float(v)
         except ValueError:
             raise ValueError(f"{name}: invalid number {v.strip()!r}") from None
-        if not (math.isfinite(x) and x >= 0):
-            raise ValueError(f"{name}: weights must be finite and >= 0, got {v.strip()}")
+        if not (math.isfinite(x) and 0 <= x <= MAX_OBJECTIVE_WEIGHT):
+            raise ValueError(
+                f"{name}: weights must be from 0 to {MAX_OBJECTIVE_WEIGHT:g}, got {v.strip()}"
+            )
         out.append(x)
     if len(set(out)) != len(out):
         raise ValueError(f"{name}: repeated value")
     return name, out
 
 
+def grid_size(axes: Sequence[tuple[str, Sequence[float]]]) -> int:
+    """The points of the grid, counted without making them; ValueError past MAX_SWEEP_POINTS."""
+    size = math.prod(len(v) for _, v in axes)
+    if size > MAX_SWEEP_POINTS:
+        product = " x ".join(f"{len(v):,}" for _, v in axes)
+        raise ValueError(
+            f"the grid has {size:,} points ({product}); at most {MAX_SWEEP_POINTS:,}: "
+            "give fewer values"
+        )
+    return size
+
+
 def weight_grid(axes: Sequence[tuple[str, Sequence[float]]]) -> list[dict[str, float]]:
-    """Every combination of the axes' values, the first axis varying slowest."""
+    """Every combination of the axes' values, the first axis varying slowest; ValueError for a
+    weight given twice or a grid of more than MAX_SWEEP_POINTS."""
     names = [n for n, _ in axes]
     if len(set(names)) != len(names):
         raise ValueError("a weight is given twice")
+    grid_size(axes)
     return [
         dict(zip(names, combo, strict=True)) for combo in itertools.product(*(v for _, v in axes))
     ]
@@ -109,6 +131,8 @@ class SweepTask:
     index: int
     swept: dict[str, float]
     request: bytes
+    """The point's request, serialized: made as its chunk is solved, so that a grid of a large
+    snapshot never holds every point's copy."""
     solver: Solver
 
 

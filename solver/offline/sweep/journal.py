@@ -14,9 +14,10 @@ from pathlib import Path
 from typing import Any
 
 from solver import __version__
+from solver.core.solver import Solver
 from solver.offline.batch.records import BatchError
 from solver.offline.batch.results import ResultsLog
-from solver.offline.sweep.grid import JobChoice, SweepError, SweepPoint, SweepTask
+from solver.offline.sweep.grid import JobChoice, SweepError, SweepPoint
 
 SCHEMA = "dsfro-sweep-point/1"
 KIND = "dsfro sweep point"
@@ -26,10 +27,17 @@ def journal_path(out: Path, prefix: str) -> Path:
     return out / f"{prefix}-points.jsonl"
 
 
-def point_key(task: SweepTask) -> str:
-    """What identifies a point across runs: the digest of what decides its answer."""
-    h = hashlib.sha256(task.request)
-    h.update(json.dumps(task.solver.settings.model_dump(mode="json"), sort_keys=True).encode())
+def request_digest(request: bytes) -> str:
+    """The digest of a sweep's base request (serialized deterministically)."""
+    return hashlib.sha256(request).hexdigest()
+
+
+def point_key(base: str, swept: dict[str, float], solver: Solver) -> str:
+    """What identifies a point across runs: the digest of what decides its answer (a point's
+    request is the base request, digest `base`, with the swept weights set)."""
+    h = hashlib.sha256(base.encode())
+    h.update(json.dumps(swept, sort_keys=True).encode())
+    h.update(json.dumps(solver.settings.model_dump(mode="json"), sort_keys=True).encode())
     h.update(__version__.encode())
     return h.hexdigest()
 
@@ -62,4 +70,4 @@ class Journal:
         self._log.close()
 
 
-__all__ = ["Journal", "journal_path", "point_key"]
+__all__ = ["Journal", "journal_path", "point_key", "request_digest"]

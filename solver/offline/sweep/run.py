@@ -10,7 +10,7 @@ from typing import Any, TextIO
 from solver._proto.dsfro.v1 import scheduler_pb2 as pb
 from solver.app import pipeline
 from solver.app.convert import RequestFileError, load_request_json
-from solver.app.limits import Limits, parse_backend, parse_energy_basis
+from solver.app.limits import MAX_OBJECTIVE_WEIGHT, Limits, parse_backend, parse_energy_basis
 from solver.app.pipeline import Overrides
 from solver.app.profile import Profile
 from solver.app.validation import validate_request
@@ -18,7 +18,7 @@ from solver.core.solver import Solver
 from solver.offline.batch import Progress, make_batch_executor
 from solver.offline.sweep.front import Change, front_changes, pareto_front
 from solver.offline.sweep.grid import SweepError, SweepPoint, SweepTask, solve_point, weight_grid
-from solver.offline.sweep.journal import Journal, point_key
+from solver.offline.sweep.journal import Journal, point_key, request_digest
 from solver.runtime.pools import Executor, WorkerLost, lost_for_good, map_or_lost
 
 
@@ -70,42 +70,59 @@ def run_sweep(
     already has, writing each to it as it comes back; SweepError if a point's request is
     invalid."""
     the_solver = solver if solver is not None else Solver()
-    grid = weight_grid(axes)
-    tasks = []
-    for i, swept in enumerate(grid, start=1):
-        req = pipeline.prepare(request, overrides=Overrides(weights=swept))
-        violations = validate_request(req, Limits())
-        if violations:
-            lines = [f"{v.field}: {v.description}" for v in violations]
-            raise SweepError("invalid request:\n" + "\n".join(lines))
-        tasks.append(SweepTask(i, swept, req.SerializeToString(deterministic=True), the_solver))
+    try:
+        grid = weight_grid(axes)
+    except ValueError as e:
+        raise SweepError(str(e)) from e
+    for name, values in axes:
+        if bad := [v for v in values if not 0 <= v <= MAX_OBJECTIVE_WEIGHT]:
+            raise SweepError(f"{name}: weights must be from 0 to {MAX_OBJECTIVE_WEIGHT:g}: {bad}")
+    # every point is the base request with other weights, each checked above: one check
+    first = _point_request(request, grid[0]) if grid else request
+    violations = validate_request(first, Limits())
+    if violations:
+        lines = [f"{v.field}: {v.description}" for v in violations]
+        raise SweepError("invalid request:\n" + "\n".join(lines))
+    base = request_digest(request.SerializeToString(deterministic=True))
+    keys = [point_key(base, swept, the_solver) for swept in grid]
     done = journal.done if journal is not None else {}
     points = {
-        t.index: replace(done[point_key(t)], index=t.index, swept=t.swept)
-        for t in tasks
-        if point_key(t) in done
+        i: replace(done[key], index=i, swept=swept)
+        for i, (swept, key) in enumerate(zip(grid, keys, strict=True), start=1)
+        if key in done
     }
-    todo = [t for t in tasks if t.index not in points]
+    todo = [i for i in range(1, len(grid) + 1) if i not in points]
     own = executor is None
     ex = executor or make_batch_executor(1, None)
     bar = Progress(len(todo), progress)
     try:
         for start in range(0, len(todo), max(ex.workers, 1)):
-            chunk = todo[start : start + max(ex.workers, 1)]
+            chunk = [
+                SweepTask(i, grid[i - 1], _serialized(request, grid[i - 1]), the_solver)
+                for i in todo[start : start + max(ex.workers, 1)]
+            ]
             for task, point in zip(
                 chunk, map_or_lost(ex, solve_point, chunk, _lost_point), strict=True
             ):
                 if journal is not None:
-                    journal.append(point_key(task), point)
+                    journal.append(keys[task.index - 1], point)
                 points[task.index] = point
                 bar.update(_progress_record(point))
     finally:
         bar.finish()
         if own:
             ex.close()
-    ordered = [points[t.index] for t in tasks]
+    ordered = [points[i] for i in range(1, len(grid) + 1)]
     front = pareto_front(ordered)
     return SweepOutcome(ordered, front, front_changes(ordered, front), title)
+
+
+def _point_request(request: pb.SolveRequest, swept: dict[str, float]) -> pb.SolveRequest:
+    return pipeline.prepare(request, overrides=Overrides(weights=swept))
+
+
+def _serialized(request: pb.SolveRequest, swept: dict[str, float]) -> bytes:
+    return _point_request(request, swept).SerializeToString(deterministic=True)
 
 
 def _lost_point(task: SweepTask, error: WorkerLost) -> SweepPoint:
