@@ -202,13 +202,24 @@ def extract(f: Formulation, values: Sequence[float] | Mapping[int, float]) -> Pl
 
 
 def estimate_size(problem: Problem, configs: ConfigSet) -> int:
-    """Rough variable count of the full model: configurations plus placement variables."""
+    """Rough variable count of the full model, from above: configurations, placement variables
+    (a job's candidate nodes), and with rack budgets one per configuration and budgeted rack of
+    its GPU type (``add_rack_power_budget``: without them, a 64-node snapshot of 24,045
+    variables was estimated at 15,795 and solved in process, where HiGHS's presolve ran 0.27 s
+    past a 0.12 s limit)."""
     per_type: dict[str, int] = {}
+    budgeted: dict[str, set[str]] = {}
+    rack_budgets = problem.cluster.rack_power_budgets_watts
     for n in problem.cluster.nodes:
         per_type[n.gpu_type] = per_type.get(n.gpu_type, 0) + 1
-    placement = sum(
-        sum(per_type.get(t, 0) for t in {c.gpu_type for c in options})
-        for options in configs.by_job.values()
-    )
+        if n.rack in rack_budgets:
+            budgeted.setdefault(n.gpu_type, set()).add(n.rack)
+    placement = 0
+    rack_shares = 0
+    for options in configs.by_job.values():
+        types = {c.gpu_type for c in options}
+        placement += sum(per_type.get(t, 0) for t in types)
+        racks = set().union(*(budgeted.get(t, set()) for t in types)) if budgeted else set()
+        rack_shares += len(racks) * len(options)
     factor = 3 if problem.weights.locality > 0 else 2
-    return configs.num_configurations + factor * placement
+    return configs.num_configurations + factor * placement + rack_shares
