@@ -141,6 +141,31 @@ def test_a_call_past_its_limit_is_killed_on_time(worker: Worker) -> None:
     assert "ran past its limit" in str(info.value) and not info.value.crash
 
 
+def test_a_call_its_worker_cannot_take_is_lost_at_its_limit(worker: Worker) -> None:
+    """A task larger than the pipe's buffer waited, past the call's limit, for a worker that
+    did not read it (stopped here; still importing its preload in a one-off solve, where a
+    0.3 s call answered after 0.45 s); a wedged worker held its call forever."""
+    os.kill(worker.pid, signal.SIGSTOP)
+    limit = time.monotonic() + 0.4
+    outcome: list[BaseException] = []
+
+    def call() -> None:
+        try:
+            _call(worker, double, b"x" * 4_000_000, kill_at=lambda: limit)
+        except BaseException as e:
+            outcome.append(e)
+
+    caller = threading.Thread(target=call, daemon=True)
+    caller.start()
+    caller.join(10.0)
+    assert not caller.is_alive(), "the call still waits for its worker to read its task"
+    assert time.monotonic() - limit < 0.3
+    [lost] = outcome
+    assert isinstance(lost, WorkerLost) and not lost.crash and not lost.retry
+    assert "did not take its call within its limit" in str(lost)
+    assert not worker.alive()
+
+
 def test_a_worker_killed_mid_call_is_lost_with_the_signal(worker: Worker) -> None:
     pid = _call(worker, own_pid, None)
     assert pid == worker.pid != os.getpid()

@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 import logging
+import math
 import os
 import pickle
 import select
@@ -74,11 +75,21 @@ def in_worker() -> bool:
 # ---------------------------------------------------------------- framing
 
 
-def _write(fd: int, obj: object) -> None:
+def _write(fd: int, obj: object, deadline: float | None = None) -> None:
+    """Write `obj` framed; with `deadline` (time.monotonic()) on a non-blocking `fd`,
+    TimeoutError once it passes with the message not all written."""
     data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
     view = memoryview(_HEADER.pack(len(data)) + data)
     while view:
-        view = view[os.write(fd, view) :]
+        try:
+            view = view[os.write(fd, view) :]
+        except BlockingIOError:
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and math.isinf(left):  # no limit
+                left = None
+            if left is not None and left <= 0:
+                raise TimeoutError from None
+            select.select([], [fd], [], left)
 
 
 def _read_exactly(fd: int, n: int) -> bytes:
@@ -136,6 +147,10 @@ class Worker:
         )
         for fd in (task_r, result_w, control_r):
             os.close(fd)
+        # A call's task larger than the pipe's buffer waits for the worker to read it (a
+        # worker still importing its preload, stopped, or wedged): written without blocking,
+        # so that the call's limit holds from the start (send's `deadline`).
+        os.set_blocking(self._task_w, False)
         self._close_lock = threading.Lock()
         self._calls = 0
         self.ready = False
@@ -159,11 +174,20 @@ class Worker:
     def alive(self) -> bool:
         return self.proc.poll() is None
 
-    def send(self, fn: Callable[[Any, CallContext], Any], arg: Any) -> None:
-        """Start a call (WorkerLost if the worker is gone)."""
+    def send(
+        self, fn: Callable[[Any, CallContext], Any], arg: Any, deadline: float | None = None
+    ) -> None:
+        """Start a call: WorkerLost if the worker is gone, or has not taken the whole call by
+        `deadline` (time.monotonic(); a task of 0.4 MB waited 0.3 s for a worker still
+        importing, past a 0.12 s limit). Either way the worker is no longer usable."""
         self._calls += 1
         try:
-            _write(self._task_w, (self._calls, fn, arg))
+            _write(self._task_w, (self._calls, fn, arg), deadline)
+        except TimeoutError:
+            raise WorkerLost(
+                f"the worker process {self.pid} did not take its call within its limit",
+                crash=False,
+            ) from None
         except OSError as e:
             raise WorkerLost(self._death(f"could not send the call: {e}")) from e
 
@@ -245,7 +269,11 @@ def run_call(
     `kill_at()` (a time.monotonic() instant, read at each poll: a report may move it), or over
     its memory limit, is killed. WorkerLost (the worker is gone: do not give it back) or
     CallFailed (the call raised: the worker is fine) otherwise."""
-    worker.send(fn, arg)
+    try:
+        worker.send(fn, arg, deadline=kill_at())
+    except WorkerLost:
+        worker.kill()
+        raise
     stop_sent: float | None = None
     while True:
         now = time.monotonic()
