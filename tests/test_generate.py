@@ -287,7 +287,10 @@ BAD_OPTIONS = [
     ("--profile-share 1.5", "--profile-share: must be a share in [0, 1], got 1.5"),
     ("--running-share nan", "--running-share: must be a share in [0, 1], got nan"),
     ("--power-budget-fraction 0", "--power-budget-fraction: must be a fraction in (0, 1]"),
-    ("--nodes 0", "--nodes: must be >= 1, got 0"),
+    ("--nodes 0", "--nodes: must be from 1 to 20,000 (max_nodes), got 0"),
+    # ran out of memory building it; no server takes it
+    ("--nodes 100000000", "--nodes: must be from 1 to 20,000 (max_nodes), got 100000000"),
+    ("--jobs 10000000", "--jobs: must be from 0 to 20,000 (max_jobs), got 10000000"),
     ("--seed -5", "--seed: must be >= 0, got -5"),
     ("--time-budget inf", "--time-budget: must be finite and > 0, got inf"),
     ("--tight-rack-share 0.5", "--rack-power-budget-fraction: needed where a share of the racks"),

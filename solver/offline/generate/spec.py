@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, fields
 
+from solver.app.limits import Limits
+
 
 class SpecError(ValueError):
     """A spec that cannot make an instance; ``field`` names the ``InstanceSpec`` field at fault
@@ -66,10 +68,15 @@ class InstanceSpec:
     moment) or "arrivals" (by job count: the jobs as submitted)."""
 
     def __post_init__(self) -> None:
-        if self.num_nodes < 1:
-            raise SpecError("num_nodes", f"must be >= 1, got {self.num_nodes}")
-        if self.num_jobs < 0:
-            raise SpecError("num_jobs", f"must be >= 0, got {self.num_jobs}")
+        # Beyond a server's limits the snapshot is refused whole (--nodes 100000000 ran out
+        # of memory building it).
+        most = Limits()
+        if not 1 <= self.num_nodes <= most.max_nodes:
+            top = f"{most.max_nodes:,} (max_nodes)"
+            raise SpecError("num_nodes", f"must be from 1 to {top}, got {self.num_nodes}")
+        if not 0 <= self.num_jobs <= most.max_jobs:
+            top = f"{most.max_jobs:,} (max_jobs)"
+            raise SpecError("num_jobs", f"must be from 0 to {top}, got {self.num_jobs}")
         if self.seed < 0:
             raise SpecError("seed", f"must be >= 0, got {self.seed}")
         if not math.isfinite(self.time_budget_seconds) or self.time_budget_seconds <= 0:
