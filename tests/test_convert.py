@@ -319,3 +319,22 @@ def test_message_to_json_shows_default_values() -> None:
     assert data["assignments"][1]["migrated"] is False
     assert data["assignments"][1]["numGpus"] == 0
     assert data["objective"]["deadline"] == 0.0
+
+
+def test_a_profile_point_is_read_field_by_field() -> None:
+    """Points are read by position for speed: each position is the field of that name."""
+    from solver.app.convert import _profile_point, _same_fields
+    from solver.domain import ProfilePoint
+
+    point = pb.ProfilePoint(
+        gpu_type="H100-80GB",
+        num_gpus=8,
+        tensor_parallel=4,
+        pipeline_parallel=2,
+        sm_clock_mhz=1755,
+        samples_per_second=123.5,
+        watts=4321.0,
+        memory_per_gpu_gib=61.25,
+        mig_profile="3g.40gb",
+    )
+    assert _profile_point(point) == _same_fields(ProfilePoint, point)

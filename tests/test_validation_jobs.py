@@ -4,6 +4,8 @@ placement, GPUs held twice), each bad input reported with its exact path."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from solver._proto.dsfro.v1 import scheduler_pb2 as pb
@@ -347,3 +349,47 @@ def test_identical_duplicate_profile_points_are_not_contradictory() -> None:
     req = make_request()
     req.jobs[1].profile.points.add().CopyFrom(req.jobs[1].profile.points[0])
     assert validate_request(req, Limits()) == []
+
+
+def test_the_fast_check_of_a_profile_point_agrees_with_its_full_check() -> None:
+    """500,000 points are checked without building a path per point; a point the fast check
+    doubts gets the full check, so the two must agree on every kind of point."""
+    from solver.app.validation.common import Collector
+    from solver.app.validation.jobs import _check_point, _point_ok
+
+    gpu = pb.GpuType(name="A100-80GB", sm_clocks_mhz=[1410, 1200])
+    types = {"A100-80GB": gpu}
+    good = pb.ProfilePoint(
+        gpu_type="A100-80GB",
+        num_gpus=4,
+        tensor_parallel=2,
+        pipeline_parallel=2,
+        sm_clock_mhz=1410,
+        samples_per_second=10.0,
+        watts=300.0,
+        memory_per_gpu_gib=20.0,
+    )
+    changes: list[dict[str, Any]] = [
+        {},
+        {"gpu_type": "B200"},
+        {"num_gpus": 0},
+        {"num_gpus": 6},
+        {"tensor_parallel": 0},
+        {"pipeline_parallel": -1},
+        {"sm_clock_mhz": 1300},
+        {"samples_per_second": 0.0},
+        {"samples_per_second": float("nan")},
+        {"watts": float("inf")},
+        {"watts": 1e12},
+        {"memory_per_gpu_gib": -1.0},
+        {"memory_per_gpu_gib": 1e9},
+    ]
+    for change in changes:
+        point = pb.ProfilePoint()
+        point.CopyFrom(good)
+        for name, value in change.items():
+            setattr(point, name, value)
+        clocks = {name: frozenset(t.sm_clocks_mhz) for name, t in types.items()}
+        c = Collector()
+        _check_point(c, "p", point, types)
+        assert _point_ok(point, clocks, True) == (not c.out), change

@@ -150,8 +150,9 @@ class Limits:
     max_gpus_per_node: int = 64
     max_profile_points_per_job: int = 4096
     max_profile_points: int = 500_000
-    """Profile points of all jobs together. Each is read, checked and interpolated (about 7 us
-    apiece on a 2-core machine, so 500,000 take some 3.5 s): 20,000 jobs of 250 points, a 234
+    """Profile points of all jobs together. Each is read, checked and interpolated (about 3 us
+    apiece on a 2-core machine, so 500,000 take some 1.6 s; 7 us before their check and
+    conversion were trimmed): 20,000 jobs of 250 points, a 234
     MiB request, took 50 s, answered 34 s past a 10 s budget and turned the server NOT_SERVING.
     Measured profiles hold tens of points a job (a few shapes x clocks x GPU types)."""
     max_gpu_types: int = 256

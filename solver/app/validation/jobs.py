@@ -112,37 +112,67 @@ def _check_profile(
             f"{limits.max_profile_points_per_job} (max_profile_points_per_job)",
         )
     first: dict[tuple[str, int, int, int, int, str], tuple[int, tuple[float, float, float]]] = {}
+    clocks = {name: frozenset(t.sm_clocks_mhz) for name, t in types.items()}
     for k, pt in enumerate(prof.points):
-        pp = f"{p}.points[{k}]"
-        gpu = types.get(pt.gpu_type)
-        if gpu is None and types:
-            c.add(f"{pp}.gpu_type", f"unknown gpu type {quoted(pt.gpu_type)}")
-        ok = c.at_least(f"{pp}.num_gpus", pt.num_gpus, 1)
-        ok = c.at_least(f"{pp}.tensor_parallel", pt.tensor_parallel, 1) and ok
-        ok = c.at_least(f"{pp}.pipeline_parallel", pt.pipeline_parallel, 1) and ok
-        group = pt.tensor_parallel * pt.pipeline_parallel
-        if ok and pt.num_gpus % group:
-            c.add(
-                f"{pp}.num_gpus",
-                "must be divisible by tensor_parallel*pipeline_parallel "
-                f"({group}), got {pt.num_gpus}",
-            )
-        if gpu is not None and pt.sm_clock_mhz not in gpu.sm_clocks_mhz:
-            c.add(f"{pp}.sm_clock_mhz", unsupported_clock(gpu, pt.sm_clock_mhz))
-        c.positive(f"{pp}.samples_per_second", pt.samples_per_second, MAX_SAMPLES_PER_SECOND)
-        c.positive(f"{pp}.watts", pt.watts, MAX_POWER_WATTS)
-        c.positive(f"{pp}.memory_per_gpu_gib", pt.memory_per_gpu_gib, MAX_GPU_MEMORY_GIB)
-        key = (pt.gpu_type, pt.num_gpus, pt.tensor_parallel, pt.pipeline_parallel, pt.sm_clock_mhz)
-        key_mig = (*key, pt.mig_profile)
+        if not _point_ok(pt, clocks, bool(types)):
+            _check_point(c, f"{p}.points[{k}]", pt, types)
+        key_mig = (
+            pt.gpu_type,
+            pt.num_gpus,
+            pt.tensor_parallel,
+            pt.pipeline_parallel,
+            pt.sm_clock_mhz,
+            pt.mig_profile,
+        )
         values = (pt.samples_per_second, pt.watts, pt.memory_per_gpu_gib)
         if key_mig not in first:
             first[key_mig] = (k, values)
         elif first[key_mig][1] != values:
             c.add(
-                pp,
+                f"{p}.points[{k}]",
                 f"contradicts points[{first[key_mig][0]}]: same gpu_type, num_gpus, "
                 "tensor_parallel, pipeline_parallel and sm_clock_mhz, different values",
             )
+
+
+def _point_ok(pt: pb.ProfilePoint, clocks: dict[str, frozenset[int]], typed: bool) -> bool:
+    """Whether `_check_point` would find nothing: the checks without their paths and messages,
+    which a request of 500,000 points spent most of its 1.9 s of validation building."""
+    supported = clocks.get(pt.gpu_type)
+    if supported is None and typed:
+        return False
+    tp, pp, n = pt.tensor_parallel, pt.pipeline_parallel, pt.num_gpus
+    if n < 1 or tp < 1 or pp < 1 or n % (tp * pp):
+        return False
+    if supported is not None and pt.sm_clock_mhz not in supported:
+        return False
+    return (
+        0 < pt.samples_per_second <= MAX_SAMPLES_PER_SECOND
+        and 0 < pt.watts <= MAX_POWER_WATTS
+        and 0 < pt.memory_per_gpu_gib <= MAX_GPU_MEMORY_GIB
+    )
+
+
+def _check_point(c: Collector, pp: str, pt: pb.ProfilePoint, types: dict[str, pb.GpuType]) -> None:
+    """Every problem of one profile point, named by its path `pp`."""
+    gpu = types.get(pt.gpu_type)
+    if gpu is None and types:
+        c.add(f"{pp}.gpu_type", f"unknown gpu type {quoted(pt.gpu_type)}")
+    ok = c.at_least(f"{pp}.num_gpus", pt.num_gpus, 1)
+    ok = c.at_least(f"{pp}.tensor_parallel", pt.tensor_parallel, 1) and ok
+    ok = c.at_least(f"{pp}.pipeline_parallel", pt.pipeline_parallel, 1) and ok
+    group = pt.tensor_parallel * pt.pipeline_parallel
+    if ok and pt.num_gpus % group:
+        c.add(
+            f"{pp}.num_gpus",
+            "must be divisible by tensor_parallel*pipeline_parallel "
+            f"({group}), got {pt.num_gpus}",
+        )
+    if gpu is not None and pt.sm_clock_mhz not in gpu.sm_clocks_mhz:
+        c.add(f"{pp}.sm_clock_mhz", unsupported_clock(gpu, pt.sm_clock_mhz))
+    c.positive(f"{pp}.samples_per_second", pt.samples_per_second, MAX_SAMPLES_PER_SECOND)
+    c.positive(f"{pp}.watts", pt.watts, MAX_POWER_WATTS)
+    c.positive(f"{pp}.memory_per_gpu_gib", pt.memory_per_gpu_gib, MAX_GPU_MEMORY_GIB)
 
 
 _CLOCKS_SHOWN = 16
