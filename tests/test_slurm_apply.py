@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from solver.slurm.apply import Applier, Outcome
-from solver.slurm.decide import Action, Decision
+from solver.slurm.decide import Action, Decision, Rules
 from solver.slurm.record import Original, Record, decode
 from tests.slurm_helpers import FakeRunner, fake_slurm
 from tests.test_slurm_decide import queued, run, running
@@ -208,3 +208,20 @@ def test_the_record_keeps_the_first_submit_time() -> None:
     _outcomes, runner = apply([got[8]])
     original = decode(runner.fields(8)["AdminComment"]).original
     assert original is not None and original.submit_time == got[8].job.submit_time > 0
+
+
+def test_a_stale_placement_is_counted_in_the_record_and_kept_by_the_next() -> None:
+    """The count survives the adapter (it is in Slurm): at the limit the job goes back."""
+    from tests.test_slurm_decide import freed_snapshot
+
+    late = run([], freed_snapshot(), rules=Rules(replan_after=10))[7]
+    assert (late.action, late.reason) == (Action.REHOLD, "placement_stale")
+    before = late.record or Record("")
+    _outcomes, runner = apply([late])
+    assert runner.writes("hold")
+    assert decode(runner.fields(7)["AdminComment"]).stale == before.stale + 1
+    placed = run([running("8", {"node4": 1})])[8]
+    stale = Decision(placed.job, placed.action, placed.reason, placed.detail, placed.target,
+                     Record("placed", NOW - 400, stale=1))  # fmt: skip
+    _outcomes, runner = apply([stale])
+    assert decode(runner.fields(8)["AdminComment"]).stale == 1

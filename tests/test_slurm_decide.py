@@ -7,7 +7,7 @@ import json
 from dataclasses import replace
 
 from solver.slurm.decide import Action, Decision, Rules, decide, fallback
-from solver.slurm.record import Target, comment_digest
+from solver.slurm.record import Original, Record, Target, comment_digest
 from solver.slurm.site import Site
 from solver.slurm.snapshot import Snapshot, build_snapshot
 from solver.slurm.state import SlurmNode, parse_sinfo, parse_squeue
@@ -264,3 +264,21 @@ def test_nodes_of_two_gres_types_of_one_gpu_type_are_not_one_placement() -> None
     assert (got[8].action, got[8].reason) == (Action.WAIT, "uneven_placement")
     assert got[8].detail == "nodes of GRES types h100, h100nvl; a job has one"
     assert got[11].target is not None and got[11].target.gres() == "gpu:h100nvl:1"
+
+
+def test_a_job_placed_again_and_again_that_slurm_never_starts_goes_back_to_slurm() -> None:
+    """Its memory or CPUs fit none of the nodes DSFRO gave it (DSFRO plans GPUs only): it was
+    held again after every ``replan_after`` and placed anew, possibly onto the same node,
+    for ever."""
+    snap = snapshot("placed")
+    t = snap.tracked["8"]
+    original = Original((), 1, "gres:gpu:h100:1", "")
+    plan = [running("8", {"node4": 4}, dp=2, tp=2)]
+    for stale, action in ((1, Action.PLACE), (2, Action.FALLBACK)):
+        record = Record("placed", NOW - 400, original=original, stale=stale)
+        snap.tracked["8"] = t.__class__(t.job, t.demand, record)
+        d = run(plan, snap)[8]
+        assert d.action is action
+    assert d.reason == "never_started" and "placed 2 times and never started" in d.detail
+    d = run(plan, snap, rules=Rules(max_stale_placements=3))[8]
+    assert d.action is Action.PLACE

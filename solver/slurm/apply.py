@@ -21,7 +21,7 @@ from pathlib import Path
 
 from solver.files import write_text
 from solver.slurm.commands import Slurm
-from solver.slurm.decide import Action, Decision
+from solver.slurm.decide import STALE, Action, Decision
 from solver.slurm.hostlist import join
 from solver.slurm.record import (
     EMPTY,
@@ -188,7 +188,11 @@ class Applier:
                     return d, True, "", False
             assert d.target is not None
             new = Record(
-                state="placed", at=now, target=d.target, original=original_of(d.job, record)
+                state="placed",
+                at=now,
+                target=d.target,
+                original=original_of(d.job, record),
+                stale=record.stale,
             )
             done = self.slurm.update(d.job_id, place_fields(d.target, new))
             if not done.ok:
@@ -217,6 +221,9 @@ class Applier:
             return d, done.ok, "" if done.ok else done.error(), False
         if d.action is Action.REHOLD:
             done = self.slurm.hold([d.job_id])
+            if done.ok and d.reason == STALE:  # counted: a job Slurm never starts goes back
+                marked = record.with_(stale=record.stale + 1)
+                done = self.slurm.update(d.job_id, [("AdminComment", marked.encode())])
             return d, done.ok, "" if done.ok else done.error(), False
         if d.action is Action.FALLBACK:
             new = Record(state="fallback", at=now, original=record.original)

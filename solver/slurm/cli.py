@@ -198,6 +198,13 @@ def _build() -> tuple[argparse.ArgumentParser, _Flags]:
         help="a released job not started after this long is held and planned again (%(default)s s)",
     )
     a(
+        "--max-stale-placements",
+        type=_whole(1),
+        default=2,
+        help="a job placed this many times that Slurm never started (memory or CPUs no "
+        "planned node has) goes back to Slurm as submitted (%(default)s)",
+    )
+    a(
         "--evacuate-drained",
         action="store_true",
         help="move requeue-able DSFRO jobs off drained nodes (default: they stay until done)",
@@ -282,6 +289,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         fallback_after=args.fallback_after,
         checkpoint_grace=args.checkpoint_grace,
         replan_after=args.replan_after,
+        max_stale_placements=args.max_stale_placements,
         evacuate_drained=args.evacuate_drained,
         dry_run=args.dry_run,
         seed=args.seed,

@@ -75,6 +75,13 @@ class Rules:
     """Seconds between the checkpoint signal and the requeue; 0: requeue at once."""
     replan_after: float = 300.0
     """A released job that has not started after this long is held again and re-planned."""
+    max_stale_placements: int = 2
+    """A job placed this many times that Slurm never started (its memory or CPUs, which DSFRO
+    does not plan, fit none of the nodes given, say) is given back to Slurm as submitted."""
+
+
+STALE = "placement_stale"
+"""The reason of a released job held again because Slurm did not start it in time."""
 
 
 def target_of(a: JobAssignment, snapshot: Snapshot) -> Target | str:
@@ -122,9 +129,19 @@ def _same(a: Target, b: Target) -> bool:
 
 
 def _waiting(
-    t: Tracked, a: JobAssignment | None, snap: Snapshot, fresh: Mapping[str, SlurmNode]
+    t: Tracked,
+    a: JobAssignment | None,
+    snap: Snapshot,
+    fresh: Mapping[str, SlurmNode],
+    rules: Rules,
 ) -> Decision:
     job, record = t.job, t.record
+    if record.stale >= rules.max_stale_placements and not t.evacuating:
+        detail = (
+            f"placed {record.stale} times and never started ({job.reason}): Slurm places it "
+            "as submitted"
+        )
+        return Decision(job, Action.FALLBACK, "never_started", detail, record=record)
     if a is None:
         return Decision(job, Action.WAIT, "not_in_plan", record=record)
     if a.state != JobState.JOB_STATE_RUNNING:
@@ -203,7 +220,7 @@ def decide(
     for name, t in snap.tracked.items():
         a = by_name.get(name)
         if t.running is None:
-            out.append(_waiting(t, a, snap, fresh))
+            out.append(_waiting(t, a, snap, fresh, rules))
         else:
             out.append(_running(t, a, snap, fresh, rules, now))
     out.extend(reserved(snap, fresh, rules, now))
@@ -270,7 +287,7 @@ def reserved(
             out.append(Decision(job, Action.REHOLD, "gpus_taken", detail, record=record))
         elif now - record.at > rules.replan_after:
             detail = f"released {now - record.at:.0f} s ago, not started ({job.reason})"
-            out.append(Decision(job, Action.REHOLD, "placement_stale", detail, record=record))
+            out.append(Decision(job, Action.REHOLD, STALE, detail, record=record))
     return out
 
 

@@ -56,6 +56,7 @@ class Settings:
     fallback_after: float = 300.0
     checkpoint_grace: float = 0.0
     replan_after: float = 300.0
+    max_stale_placements: int = 2
     evacuate_drained: bool = False
     dry_run: bool = False
     seed: int = 0
@@ -139,7 +140,8 @@ class Adapter:
         )
         report.snapshot = snap
         report.phases["read"] = self.monotonic() - start
-        rules = Rules(self.settings.checkpoint_grace, self.settings.replan_after)
+        s = self.settings
+        rules = Rules(s.checkpoint_grace, s.replan_after, s.max_stale_placements)
         rejected: list[Decision] = []
         response: SolveResponse | None = None
         if snap.tracked:

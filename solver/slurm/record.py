@@ -88,6 +88,8 @@ class Record:
     refused: str = ""
     """``comment_digest`` of the comment whose demand was refused (state invalid): fixed since,
     the job is no longer held back by fallback."""
+    stale: int = 0
+    """Placements of the job that Slurm never started (held again after ``replan_after``)."""
 
     def encode(self) -> str:
         body: dict[str, Any] = {"v": VERSION, "state": self.state, "at": round(self.at, 3)}
@@ -104,6 +106,8 @@ class Record:
             body["error"] = self.error[:MAX_ERROR_CHARS]
         if self.refused:
             body["refused"] = self.refused
+        if self.stale:
+            body["stale"] = self.stale
         return PREFIX + json.dumps(body, separators=(",", ":"), sort_keys=True)
 
     def with_(self, **changes: Any) -> Record:
@@ -139,6 +143,7 @@ def decode(admin_comment: str) -> Record:
             checkpoint_at=None if body.get("ckpt") is None else float(body["ckpt"]),
             error=str(body.get("error", "")),
             refused=str(body.get("refused", "")),
+            stale=int(body.get("stale", 0)),
         )
     except (TypeError, ValueError, KeyError):
         return EMPTY
