@@ -19,7 +19,7 @@ from solver.slurm.decide import Action
 from solver.slurm.loop import Adapter, Settings
 from solver.slurm.site import Site, SiteError
 from solver.slurm.table import decisions_table
-from solver.wire import Plan, SolveRequest, SolveResponse, Termination
+from solver.wire import JobState, Plan, QueueReason, SolveRequest, SolveResponse, Termination
 from tests.slurm_helpers import FakeClient, FakeRunner, captured
 from tests.test_slurm_decide import running
 from tests.test_slurm_snapshot import NOW
@@ -319,3 +319,24 @@ def test_sighup_reads_the_site_file_again_and_a_bad_one_keeps_the_old() -> None:
     m = a.metrics.registry
     assert m.get_sample_value("dsfro_slurm_site_reloads_total", {"outcome": "loaded"}) == 1
     assert m.get_sample_value("dsfro_slurm_site_reloads_total", {"outcome": "rejected"}) == 1
+
+
+def test_jobs_the_plan_defers_to_cleaner_hours_are_counted_apart() -> None:
+    """A deferred job counted only under waiting, like a job no GPU is free for."""
+
+    def defer_waiting(request: SolveRequest) -> SolveResponse:
+        out = place_all(request)
+        for a in out.plan.assignments:
+            if a.job == "8":
+                a.Clear()
+                a.job, a.state = "8", JobState.JOB_STATE_QUEUED
+                a.queue_reason = QueueReason.QUEUE_REASON_DEFERRED
+                a.queue_detail = "cleaner in 3 h"
+        return out
+
+    a, _runner, _ = adapter(FakeClient(defer_waiting))
+    report = a.round()
+    assert report.outcome == "planned"
+    m = a.metrics.registry
+    assert m.get_sample_value("dsfro_slurm_jobs", {"kind": "deferred"}) == 1
+    assert m.get_sample_value("dsfro_slurm_jobs", {"kind": "waiting"}) == 3

@@ -22,7 +22,7 @@ from typing import Protocol
 from solver.client import DsfroError, InvalidRequest
 from solver.slurm.apply import Applier, Outcome
 from solver.slurm.commands import Slurm, SlurmError
-from solver.slurm.decide import Action, Decision, Rules, decide, fallback, reserved
+from solver.slurm.decide import DEFERRED, Action, Decision, Rules, decide, fallback, reserved
 from solver.slurm.observe import Metrics, event
 from solver.slurm.site import Site, SiteError
 from solver.slurm.snapshot import Snapshot, build_snapshot
@@ -269,6 +269,8 @@ class Adapter:
             m.jobs.labels("running").set(len(snap.tracked) - len(snap.waiting))
             m.jobs.labels("reserved").set(len(snap.reserved))
             m.jobs.labels("malformed").set(len(snap.malformed))
+            deferred = [d for d in report.decisions if d.detail.startswith(DEFERRED)]
+            m.jobs.labels("deferred").set(len(deferred))
         results = {o.decision.job_id: o for o in report.outcomes}
         for d in report.decisions:
             m.decisions.labels(d.action.value, d.reason).inc()

@@ -90,7 +90,8 @@ class Metrics:
         )
         self.jobs = Gauge(
             "dsfro_slurm_jobs",
-            "DSFRO jobs in the last round, by kind: waiting, running, reserved, malformed",
+            "DSFRO jobs in the last round, by kind: waiting, running, reserved, malformed, "
+            "deferred (of waiting: held for cleaner hours)",
             ["kind"],
             registry=r,
         )
