@@ -323,7 +323,8 @@ def test_message_to_json_shows_default_values() -> None:
 
 def test_a_profile_point_is_read_field_by_field() -> None:
     """Points are read by position for speed: each position is the field of that name."""
-    from solver.app.convert import _profile_point, _same_fields
+    from solver.app.convert import _same_fields
+    from solver.app.convert_workload import profile_point_from_proto
     from solver.domain import ProfilePoint
 
     point = pb.ProfilePoint(
@@ -337,4 +338,4 @@ def test_a_profile_point_is_read_field_by_field() -> None:
         memory_per_gpu_gib=61.25,
         mig_profile="3g.40gb",
     )
-    assert _profile_point(point) == _same_fields(ProfilePoint, point)
+    assert profile_point_from_proto(point) == _same_fields(ProfilePoint, point)

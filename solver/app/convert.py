@@ -18,6 +18,9 @@ from google.protobuf.internal.enum_type_wrapper import EnumTypeWrapper
 
 from solver._proto.dsfro.v1 import scheduler_pb2 as pb
 from solver.app import convert_grid, convert_mig, convert_power
+from solver.app.convert_workload import model_spec_to_proto as model_spec_to_proto
+from solver.app.convert_workload import workload_from_proto
+from solver.app.convert_workload import workload_to_proto as workload_to_proto
 from solver.app.energy_budget import capped_budget
 from solver.app.limits import Limits
 from solver.app.validation.common import duration_seconds
@@ -35,13 +38,11 @@ from solver.domain import (
     Job,
     JobAssignment,
     JobState,
-    ModelSpec,
     Node,
     ObjectiveBreakdown,
     ObjectiveWeights,
     Plan,
     Problem,
-    ProfilePoint,
     QueueReason,
     Quota,
     Shape,
@@ -50,8 +51,6 @@ from solver.domain import (
     SolveStats,
     TenantQueue,
     Termination,
-    ThroughputProfile,
-    Workload,
 )
 from solver.perfmodel import quotas
 from solver.wire import RequestFileError as RequestFileError
@@ -157,22 +156,6 @@ def gpu_type_to_proto(t: GpuType) -> pb.GpuType:
     return pb.GpuType(**dataclasses.asdict(t))
 
 
-def model_spec_to_proto(m: ModelSpec) -> pb.ModelSpec:
-    return pb.ModelSpec(**dataclasses.asdict(m))
-
-
-def workload_to_proto(job: pb.Job, workload: Workload) -> None:
-    """Set the job's model or measured profile (its ``workload`` oneof)."""
-    if isinstance(workload, ModelSpec):
-        job.model.CopyFrom(model_spec_to_proto(workload))
-    else:
-        job.profile.CopyFrom(
-            pb.ThroughputProfile(
-                points=[pb.ProfilePoint(**dataclasses.asdict(p)) for p in workload.points]
-            )
-        )
-
-
 def allocation_to_proto(a: Allocation) -> pb.Allocation:
     s = a.shape
     return pb.Allocation(
@@ -226,7 +209,7 @@ def _job(j: pb.Job) -> Job:
         name=j.name,
         tenant=j.tenant,
         weight=j.weight if j.HasField("weight") else 1.0,
-        workload=_workload(j),
+        workload=workload_from_proto(j),
         min_gpus=j.min_gpus,
         max_gpus=j.max_gpus,
         allowed_gpu_types=frozenset(j.allowed_gpu_types),
@@ -244,29 +227,6 @@ def _job(j: pb.Job) -> Job:
         age_seconds=duration_seconds(j.age) if j.HasField("age") else 0.0,
         slices=convert_mig.slices_from_proto(j),
         max_deferral_seconds=convert_grid.max_deferral_seconds(j),
-    )
-
-
-def _workload(j: pb.Job) -> Workload:
-    if j.WhichOneof("workload") == "model":
-        return _same_fields(ModelSpec, j.model)
-    return ThroughputProfile(points=tuple(_profile_point(p) for p in j.profile.points))
-
-
-def _profile_point(p: pb.ProfilePoint) -> ProfilePoint:
-    """By position, not by name (`_same_fields`): a request may carry 500,000 of them, and
-    the names' lookup took a third of their conversion (tests/test_convert.py checks that
-    the positions are the fields')."""
-    return ProfilePoint(
-        p.gpu_type,
-        p.num_gpus,
-        p.tensor_parallel,
-        p.pipeline_parallel,
-        p.sm_clock_mhz,
-        p.samples_per_second,
-        p.watts,
-        p.memory_per_gpu_gib,
-        p.mig_profile,
     )
 
 
