@@ -8,7 +8,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import pytest
 
@@ -146,6 +146,45 @@ def test_a_worker_lost_in_the_first_round_falls_back_to_the_heuristic_here() -> 
     assert "priced passes" in r.stats.detail  # time was left for the heuristic's passes
     assert check_plan(p, r.plan.assignments) == []
     assert r.plan.objective.total > 0
+
+
+def test_parts_lost_with_too_little_time_left_answer_the_quick_plan_made_before_them(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The quick plan was made again after the parts were lost: at 20,000 jobs that took 0.7 s
+    of what was left, and within less time it placed fewer jobs."""
+    from solver.core import solver as core_solver
+    from solver.core.steps import decomposed, quick
+
+    made: list[str] = []
+    for module in (decomposed, quick):
+        real = module.quick_plan
+
+        def counted(*args: object, _real: Callable[..., object] = real, **kw: object) -> object:
+            made.append("quick")
+            return _real(*args, **kw)
+
+        monkeypatch.setattr(module, "quick_plan", counted)
+    lost: list[bool] = []
+
+    class _Lost(_DiesAtOnce):
+        def map(self, fn: Any, items: Any, stop: Stop | None = None, retries: int = 0) -> Any:
+            lost.append(True)
+            return super().map(fn, items, stop, retries)
+
+    # time for the parts at first; none once they are lost
+    monkeypatch.setattr(
+        core_solver.Solver, "first_plan_estimate", lambda self, p: 1e6 if lost else 0.0
+    )
+    p = _decomposed("medium", 10.0)
+    r = solve(p, executor=_Lost())
+    assert made == ["quick"]
+    assert r.stats.termination is Termination.FALLBACK
+    assert r.stats.detail.startswith(
+        "the quick plan (a solve worker process died (killed) in the first round;"
+    )
+    assert 0 < r.stats.first_plan_seconds <= r.stats.wall_seconds
+    assert check_plan(p, r.plan.assignments) == []
 
 
 def test_a_cancelled_decomposed_solve_answers_at_once_with_a_plan() -> None:

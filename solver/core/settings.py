@@ -52,9 +52,12 @@ class SolverSettings(BaseSettings):
     """Per job: measured 137 us a job at medium, 113 at large and 159 at xl on the 2-core
     machine at a 1-minute load of 3-5 (scripts/bench_deadline.py --profile), with half again
     for load."""
-    decomposed_first_plan_seconds_per_job: float = Field(6e-4, gt=0.0)
-    """The same for a decomposed solve: xl's 16,384 jobs answered in 9.2 s (5.6e-4 s a job) at
-    the shortest budgets on the 2-core machine at a load of 8, before the quick plan existed."""
+    decomposed_first_plan_seconds_per_job: float = Field(2.5e-4, gt=0.0)
+    """The same for a decomposed solve, on an idle machine (scaled by the call's pace): the
+    parts' first round with the quick plan before it answered xl (16,384 jobs) in 2.75 s and
+    20,000 jobs in 4.0 s on the 2-core machine (1.7-2.0e-4 s a job, 2026-12-07). It was 6e-4,
+    measured at a load of 8 before the quick plan existed: xl and 20,000 jobs then answered
+    budgets of 5-10 s with the quick plan at 1.3-2 s, 12-14 % below the parts' plans."""
     after_enumeration_share: float = Field(0.7, gt=0.0, le=1.0)
     """Share of the first plan's estimate still needed once configurations are enumerated
     (measured 0.19 s at large, 93 us a job, against 0.29 s kept): a machine slower than

@@ -250,9 +250,12 @@ class Solver:
         its configurations, when already built)."""
         clock = Clock(deadline, stop)
         estimate = self.first_plan_estimate(problem)
+        decomposed = self.decomposes(problem)
+        if decomposed:  # the estimate is an idle machine's: at this call's pace
+            estimate = clock.deadline.at_pace(estimate)
         if clock.left() < estimate:
             return self._quick(problem, clock, self._short(clock, estimate))
-        if self.decomposes(problem):
+        if decomposed:
             return self._decomposed(problem, clock, on_first_plan)
         return self._here(problem, clock, estimate, on_first=on_first_plan, configs=configs)
 
@@ -395,9 +398,18 @@ class Solver:
             # plan when time is short (and at once when the solve was stopped).
             why = str(e) if isinstance(e, ConnectionError) else f"{e} in the first round"
             estimate = self.first_plan_estimate(problem)
-            if clock.left() < estimate:
-                return self._quick(problem, clock, f"{why}; {self._short(clock, estimate)}")
-            return self._here(problem, clock, estimate, fallback_for=why, on_first=on_first)
+            if clock.left() >= estimate:
+                return self._here(problem, clock, estimate, fallback_for=why, on_first=on_first)
+            why = f"{why}; {self._short(clock, estimate)}"
+            if incumbent.best is None:
+                return self._quick(problem, clock, why)
+            # The quick plan made before the parts: making it again took most of what was
+            # left (0.7 s at 20,000 jobs), and within the rest it placed fewer jobs.
+            incumbent.degrade(f"the quick plan ({why})")
+            assert incumbent.first_at is not None
+            return incumbent.result(
+                wall_seconds=clock.elapsed(), first_plan_seconds=incumbent.first_at - clock.start
+            )
         blocked = unkeepable_jobs(problem, d.configs)
         return finish_decomposed(
             problem, self.settings, clock, d, executor, blocked, incumbent, quick_seconds
