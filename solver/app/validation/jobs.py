@@ -25,10 +25,21 @@ from solver.app.limits import (
 from solver.app.validation.common import Collector, duration_seconds, positive_duration, quoted
 
 
+def supported_clocks(types: dict[str, pb.GpuType]) -> dict[str, frozenset[int]]:
+    """Each GPU type's clocks as a set, made once a request (a type lists up to 4,096)."""
+    return {name: frozenset(t.sm_clocks_mhz) for name, t in types.items()}
+
+
 def check_job(
-    c: Collector, p: str, job: pb.Job, types: dict[str, pb.GpuType], limits: Limits
+    c: Collector,
+    p: str,
+    job: pb.Job,
+    types: dict[str, pb.GpuType],
+    limits: Limits,
+    clocks: dict[str, frozenset[int]] | None = None,
 ) -> None:
-    """Everything about one job except its name and current allocation."""
+    """Everything about one job except its name and current allocation; `clocks`: the
+    request's ``supported_clocks`` (made here when not given)."""
     if job.HasField("weight") and (problem := weight_problem(job.weight)):
         c.add(f"{p}.weight", problem)
     if job.tenant:
@@ -39,7 +50,8 @@ def check_job(
     elif kind == "model":
         _check_model(c, f"{p}.model", job.model)
     else:
-        _check_profile(c, f"{p}.profile", job.profile, types, limits)
+        known = supported_clocks(types) if clocks is None else clocks
+        _check_profile(c, f"{p}.profile", job.profile, types, known, limits)
     c.at_least(f"{p}.min_gpus", job.min_gpus, 1)
     if job.max_gpus < max(job.min_gpus, 1):
         c.add(f"{p}.max_gpus", f"must be >= min_gpus ({max(job.min_gpus, 1)}), got {job.max_gpus}")
@@ -101,6 +113,7 @@ def _check_profile(
     p: str,
     prof: pb.ThroughputProfile,
     types: dict[str, pb.GpuType],
+    clocks: dict[str, frozenset[int]],
     limits: Limits,
 ) -> None:
     if not prof.points:
@@ -112,7 +125,6 @@ def _check_profile(
             f"{limits.max_profile_points_per_job} (max_profile_points_per_job)",
         )
     first: dict[tuple[str, int, int, int, int, str], tuple[int, tuple[float, float, float]]] = {}
-    clocks = {name: frozenset(t.sm_clocks_mhz) for name, t in types.items()}
     for k, pt in enumerate(prof.points):
         if not _point_ok(pt, clocks, bool(types)):
             _check_point(c, f"{p}.points[{k}]", pt, types)

@@ -31,7 +31,12 @@ from solver.app.validation.common import (
     quoted,
 )
 from solver.app.validation.grid import check_grid, check_max_deferral
-from solver.app.validation.jobs import check_allocation, check_job, check_kept_shape_profiled
+from solver.app.validation.jobs import (
+    check_allocation,
+    check_job,
+    check_kept_shape_profiled,
+    supported_clocks,
+)
 from solver.app.validation.mig import check_mig
 from solver.app.validation.mig_geometry import check_mig_geometry
 from solver.app.validation.power_states import (
@@ -75,8 +80,9 @@ def validate_request(req: pb.SolveRequest, limits: Limits) -> list[FieldViolatio
         jobs = []
     seen: dict[str, str] = {}
     claims: dict[tuple[str, int], tuple[int, str]] = {}
+    clocks = supported_clocks(types)
     for i, job in enumerate(jobs):
-        check_job(c, f"jobs[{i}]", job, types, limits)
+        check_job(c, f"jobs[{i}]", job, types, limits, clocks)
         c.name(f"jobs[{i}].name", job.name, seen, limits.max_name_length)
         check_job_queue(c, f"jobs[{i}]", job, queues)
         check_max_deferral(c, f"jobs[{i}]", job)
