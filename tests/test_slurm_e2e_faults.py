@@ -21,7 +21,9 @@ from solver.slurm.decide import Action
 from solver.slurm.record import decode
 from solver.wire import JobState, SolveRequest, SolveResponse
 from tests.slurm_cluster_helpers import (
+    GPUS,
     JOBS,
+    NODES,
     Cluster,
     MakeAdapter,
     assert_runs_as_planned,
@@ -104,6 +106,38 @@ def test_a_dead_dsfro_releases_nothing_then_falls_back_to_slurm(
         assert [g.count for _, g in jobs[i].allocation if g] == [1]
         assert jobs[i].tres_freq == "" and decode(jobs[i].admin_comment).state == "fallback"
     assert not list((tmp_path / "plans").iterdir())
+
+
+def test_a_job_slurm_never_starts_where_it_is_placed_goes_back_to_slurm(
+    slurm: Cluster, dsfro: str, make_adapter: MakeAdapter, tmp_path: Path
+) -> None:
+    """DSFRO plans GPUs, not memory: every node but the last has its memory taken by CPU jobs,
+    the last one GPU taken, so an 8-GPU job asking 20 GB is placed where it cannot start. It
+    was held and placed anew for ever; after two such placements Slurm gets it as submitted."""
+    last = f"node{NODES}"
+    for n in range(1, NODES):
+        slurm.sbatch(f"mem{n}", None, f"--nodelist=node{n}", "--mem=60000", hold=False)
+    gpu = slurm.sbatch("gpu", None, f"--nodelist={last}", "--gres=gpu:h100:1", hold=False)
+    job = slurm.sbatch("big", demand("gpt3-1.3b", GPUS, GPUS), f"--gres=gpu:h100:{GPUS}",
+                       "--mem=20000", script=job_script(tmp_path))  # fmt: skip
+    slurm.wait_running([gpu])
+    adapter = make_adapter(dsfro, replan_after=0.5, max_stale_placements=2)
+    seen: list[tuple[Action, str]] = []
+    for _ in range(8):
+        d = by_job(adapter.round()).get(job)
+        if d is not None:
+            seen.append((d.action, d.reason))
+            if d.action is Action.FALLBACK:
+                break
+        time.sleep(0.6)
+    assert seen.count((Action.PLACE, "planned")) == 2, seen
+    assert seen.count((Action.REHOLD, "placement_stale")) == 2, seen
+    assert seen[-1] == (Action.FALLBACK, "never_started"), seen
+    record = decode(slurm.jobs()[job].admin_comment)
+    assert record.state == "fallback" and not slurm.jobs()[job].held
+    slurm.run("scancel", str(gpu))
+    running = slurm.wait_running([job])[job]
+    assert [name for name, _ in running.allocation] == [last]  # where its memory was
 
 
 def test_an_adapter_killed_mid_round_loses_nothing(
