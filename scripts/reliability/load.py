@@ -293,10 +293,19 @@ def _timed_calls(call: Any, payload: bytes, n: int) -> tuple[list[float], Counte
     return times, codes
 
 
+HOLDER = "hetero-power-256"
+"""What holds every solve slot during the probe: a snapshot no solve proves optimal within
+HOLD_SECONDS, so that it runs its whole budget (medium, used before, was proven in a fraction
+of a second, and the probe's "refused" Solves were admitted: OK 200 at 0.8 s each)."""
+HOLD_SECONDS = 120.0
+"""The holders' budget: longer than the probe's calls take (200 refusals of up to 0.4 s)."""
+
+
 def admission_probe(args: argparse.Namespace, cache: Path, log_dir: Path) -> str:
     """One client, calls one after another: GetServerInfo on an idle server; then, with every
-    solve slot taken by a 30 s solve of medium, GetServerInfo and refused Solves of large."""
-    medium = with_options(load_snapshot("medium", args.seed, cache), 30).SerializeToString()
+    solve slot taken by a solve of HOLDER, GetServerInfo and refused Solves of large."""
+    holder = with_options(load_snapshot(HOLDER, args.seed, cache), HOLD_SECONDS)
+    held_request = holder.SerializeToString()
     large = with_options(load_snapshot("large", args.seed, cache), 1).SerializeToString()
     info = pb.GetServerInfoRequest().SerializeToString()
     n = args.probe_calls
@@ -310,13 +319,15 @@ def admission_probe(args: argparse.Namespace, cache: Path, log_dir: Path) -> str
         get_info = channel.unary_unary(SERVICE + "GetServerInfo")
         solve = channel.unary_unary(SERVICE + "Solve")
         idle, _ = _timed_calls(get_info, info, n)
-        busy = [Background(channel, medium, 60) for _ in range(server.info.max_concurrent_solves)]
+        slots = server.info.max_concurrent_solves
+        busy = [Background(channel, held_request, HOLD_SECONDS + 60) for _ in range(slots)]
         time.sleep(1.0)
         cpu0 = cpu_seconds(server.pid)
         t0 = time.monotonic()
         busy_info, _ = _timed_calls(get_info, info, n)
         refused, codes = _timed_calls(solve, large, n)
         share = (cpu_seconds(server.pid) - cpu0) / (time.monotonic() - t0)
+        held = sum(1 for b in busy if not b.done_at)
         for b in busy:
             b.cancel()
     rows = [
@@ -331,7 +342,8 @@ def admission_probe(args: argparse.Namespace, cache: Path, log_dir: Path) -> str
     return (
         f"admission probe: {n} calls each, one after another; server CPUs {server.cpus()}, "
         f"max_concurrent_solves {server.info.max_concurrent_solves}; while the slots were "
-        f"solving the server process used {share:.2f} CPUs\n\n"
+        f"solving the server process used {share:.2f} CPUs; slots still held by {HOLDER}'s "
+        f"{HOLD_SECONDS:g} s solves at the end: {held} of {len(busy)}\n\n"
         + table(
             ("call", "p50 (ms)", "p90 (ms)", "p99 (ms)", "max (ms)", "codes"),
             [
