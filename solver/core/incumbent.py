@@ -116,8 +116,6 @@ class Incumbent:
         self.best: Plan | None = None
         self.backend = Backend.HEURISTIC
         self.first: Plan | None = None
-        self.first_at: float | None = None
-        """time.monotonic() when the first plan was kept."""
         self.bound: float | None = None
         self.fairness_headroom = 0.0
         """What a bound of the objective without the fairness term leaves out of it: a proven
@@ -160,11 +158,16 @@ class Incumbent:
                 self._kept.append((time.monotonic(), plan.objective.total))
                 return True
             self.best, self.first, self.backend = plan, plan, backend
-            self.first_at = time.monotonic()
-            self._kept.append((self.first_at, plan.objective.total))
+            self._kept.append((time.monotonic(), plan.objective.total))
         if self._on_first is not None:  # outside the lock: it may take a while
             self._on_first(plan)
         return True
+
+    @property
+    def first_at(self) -> float | None:
+        """time.monotonic() when the first plan was kept (None: none yet)."""
+        with self._lock:
+            return self._kept[0][0] if self._kept else None
 
     def _beats_best(self, plan: Plan) -> bool:
         """Whether `plan` would replace the best (under the lock)."""

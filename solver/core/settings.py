@@ -12,6 +12,8 @@ A bad value names the key or the variable it came from.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 from collections.abc import Mapping
 from typing import Any, Literal
@@ -306,6 +308,13 @@ class SolverSettings(BaseSettings):
         # Plain construction reads only its arguments (tests and code are hermetic);
         # load_settings adds the environment over a profile's table.
         return (init_settings,)
+
+
+def settings_digest(settings: SolverSettings) -> str:
+    """A digest of every setting's value: what a kept result (a batch's line, a sweep's point)
+    was solved under."""
+    text = json.dumps(settings.model_dump(mode="json"), sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 class SettingsError(ValueError):

@@ -406,9 +406,10 @@ class Solver:
             # The quick plan made before the parts: making it again took most of what was
             # left (0.7 s at 20,000 jobs), and within the rest it placed fewer jobs.
             incumbent.degrade(f"the quick plan ({why})")
-            assert incumbent.first_at is not None
+            first_at = incumbent.first_at
+            assert first_at is not None
             return incumbent.result(
-                wall_seconds=clock.elapsed(), first_plan_seconds=incumbent.first_at - clock.start
+                wall_seconds=clock.elapsed(), first_plan_seconds=first_at - clock.start
             )
         blocked = unkeepable_jobs(problem, d.configs)
         return finish_decomposed(

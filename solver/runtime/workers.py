@@ -85,8 +85,6 @@ def _write(fd: int, obj: object, deadline: float | None = None) -> None:
             view = view[os.write(fd, view) :]
         except BlockingIOError:
             left = None if deadline is None else deadline - time.monotonic()
-            if left is not None and math.isinf(left):  # no limit
-                left = None
             if left is not None and left <= 0:
                 raise TimeoutError from None
             select.select([], [fd], [], left)
@@ -182,7 +180,8 @@ class Worker:
         importing, past a 0.12 s limit). Either way the worker is no longer usable."""
         self._calls += 1
         try:
-            _write(self._task_w, (self._calls, fn, arg), deadline)
+            limit = deadline if deadline is not None and math.isfinite(deadline) else None
+            _write(self._task_w, (self._calls, fn, arg), limit)
         except TimeoutError:
             raise WorkerLost(
                 f"the worker process {self.pid} did not take its call within its limit",

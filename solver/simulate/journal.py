@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from solver import __version__
+from solver.core.settings import settings_digest
 from solver.files import write_atomic
 from solver.simulate.core import SimulationLog
 from solver.simulate.metrics import Summary
@@ -43,7 +44,7 @@ def run_key(spec: RunSpec) -> str:
     for name in ("out", "connection", "trace", "cluster", "power", "settings"):
         fields.pop(name)
     fields["files"] = [_file_digest(p) for p in (spec.trace, spec.cluster, spec.power)]
-    fields["settings"] = spec.settings.model_dump(mode="json")
+    fields["settings"] = settings_digest(spec.settings)
     fields["version"], fields["schema"] = __version__, SCHEMA
     text = json.dumps(fields, sort_keys=True, default=repr)
     return hashlib.sha256(text.encode()).hexdigest()

@@ -80,8 +80,6 @@ class Rules:
     does not plan, fit none of the nodes given, say) is given back to Slurm as submitted."""
 
 
-DEFERRED = "deferred:"
-"""How the detail of a job the plan defers to cleaner hours begins (its queue reason)."""
 STALE = "placement_stale"
 """The reason of a released job held again because Slurm did not start it in time."""
 

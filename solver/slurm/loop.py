@@ -22,11 +22,11 @@ from typing import Protocol
 from solver.client import DsfroError, InvalidRequest
 from solver.slurm.apply import Applier, Outcome
 from solver.slurm.commands import Slurm, SlurmError
-from solver.slurm.decide import DEFERRED, Action, Decision, Rules, decide, fallback, reserved
+from solver.slurm.decide import Action, Decision, Rules, decide, fallback, reserved
 from solver.slurm.observe import Metrics, event
 from solver.slurm.site import Site, SiteError
 from solver.slurm.snapshot import Snapshot, build_snapshot
-from solver.wire import Plan, SolveRequest, SolveResponse, Termination
+from solver.wire import Plan, QueueReason, SolveRequest, SolveResponse, Termination
 
 _JOB_FIELD = re.compile(r"^jobs\[(\d+)\](?:\.(.*))?$")
 
@@ -269,8 +269,7 @@ class Adapter:
             m.jobs.labels("running").set(len(snap.tracked) - len(snap.waiting))
             m.jobs.labels("reserved").set(len(snap.reserved))
             m.jobs.labels("malformed").set(len(snap.malformed))
-            deferred = [d for d in report.decisions if d.detail.startswith(DEFERRED)]
-            m.jobs.labels("deferred").set(len(deferred))
+            m.jobs.labels("deferred").set(_deferred(report, snap))
         results = {o.decision.job_id: o for o in report.outcomes}
         for d in report.decisions:
             m.decisions.labels(d.action.value, d.reason).inc()
@@ -352,3 +351,15 @@ class Adapter:
                     now_seen = None
             seen = now_seen
             stop.wait(s.poll)
+
+
+def _deferred(report: Report, snap: Snapshot) -> int:
+    """Waiting jobs the round's plan defers to cleaner hours."""
+    if report.response is None:
+        return 0
+    deferred = {
+        a.job
+        for a in report.response.plan.assignments
+        if a.queue_reason == QueueReason.QUEUE_REASON_DEFERRED
+    }
+    return sum(1 for t in snap.waiting if str(t.job.job_id) in deferred)

@@ -6,7 +6,6 @@ from __future__ import annotations
 import glob
 import hashlib
 import itertools
-import json
 import logging
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -25,6 +24,7 @@ from solver.app.limits import Limits, backend_name, parse_backend
 from solver.app.pipeline import Overrides
 from solver.app.profile import Profile
 from solver.app.validation import validate_request
+from solver.core.settings import settings_digest
 from solver.core.solver import Solver
 from solver.offline.batch.progress import Progress
 from solver.offline.batch.records import (
@@ -133,26 +133,29 @@ applied) and the solver's settings (the profile's [tuning], DSFRO_TUNING_*): a r
 refuses lines made otherwise, which would be mixed silently with its own."""
 
 
-def setup_digest(config: BatchConfig, request: bytes) -> str:
-    settings = json.dumps(config.solver.settings.model_dump(mode="json"), sort_keys=True)
-    h = hashlib.sha256(request)
-    h.update(settings.encode())
-    h.update(repr(config.allocation_mode).encode())
-    return h.hexdigest()
+def setup_digest(batch: str, request: bytes) -> str:
+    """The run's digest: its request with the batch's own (``batch_digest``)."""
+    return hashlib.sha256(request + batch.encode()).hexdigest()
+
+
+def batch_digest(config: BatchConfig) -> str:
+    """What every run of the batch shares: the solver's settings and the allocation mode."""
+    return settings_digest(config.solver.settings) + repr(config.allocation_mode)
 
 
 def plan_runs(config: BatchConfig, files: Sequence[str]) -> list[Run]:
     """Every run, in the order they are solved and written: budget, file, backend, seed."""
     limits = Limits()
     runs: list[Run] = []
+    batch = batch_digest(config)
     for file in files:
-        runs.extend(_file_runs(config, file, limits))
+        runs.extend(_file_runs(config, file, limits, batch))
     order = {b: i for i, b in enumerate(sorted({r.key[3] for r in runs}, key=_none_first))}
     runs.sort(key=lambda r: order[r.key[3]])  # stable: file, backend, seed within a budget
     return runs
 
 
-def _file_runs(config: BatchConfig, file: str, limits: Limits) -> list[Run]:
+def _file_runs(config: BatchConfig, file: str, limits: Limits, batch: str) -> list[Run]:
     backends: Sequence[str | None] = config.backends or [None]
     budgets: Sequence[float | None] = config.budgets or [None]
     seeds: Sequence[int | None] = config.seeds or [None]
@@ -163,7 +166,7 @@ def _file_runs(config: BatchConfig, file: str, limits: Limits) -> list[Run]:
     except (OSError, RequestFileError) as e:
         message = str(e) if isinstance(e, RequestFileError) else f"{file}: cannot read: {e}"
         return [
-            Run(key, setup_digest(config, b""), record=error_record(key, "read", message))
+            Run(key, setup_digest(batch, b""), record=error_record(key, "read", message))
             for key in dict.fromkeys(
                 (file, sha, b, t, s) for b, t, s in itertools.product(backends, budgets, seeds)
             )
@@ -191,7 +194,7 @@ def _file_runs(config: BatchConfig, file: str, limits: Limits) -> list[Run]:
             continue
         seen.add(key)
         request = run_req.SerializeToString(deterministic=True)
-        setup = setup_digest(config, request)
+        setup = setup_digest(batch, request)
         violations = validate_request(run_req, limits)
         if violations:
             first = f"{violations[0].field}: {violations[0].description}"

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from solver import __version__
+from solver.core.settings import settings_digest
 from solver.core.solver import Solver
 from solver.offline.batch.records import BatchError
 from solver.offline.batch.results import ResultsLog
@@ -27,18 +28,20 @@ def journal_path(out: Path, prefix: str) -> Path:
     return out / f"{prefix}-points.jsonl"
 
 
-def request_digest(request: bytes) -> str:
-    """The digest of a sweep's base request (serialized deterministically)."""
-    return hashlib.sha256(request).hexdigest()
+def request_digest(request: bytes, solver: Solver) -> str:
+    """The digest of a sweep's base request (serialized deterministically), the solver's
+    settings and the product's version: what every point shares."""
+    h = hashlib.sha256(request)
+    h.update(settings_digest(solver.settings).encode())
+    h.update(__version__.encode())
+    return h.hexdigest()
 
 
-def point_key(base: str, swept: dict[str, float], solver: Solver) -> str:
+def point_key(base: str, swept: dict[str, float]) -> str:
     """What identifies a point across runs: the digest of what decides its answer (a point's
-    request is the base request, digest `base`, with the swept weights set)."""
+    request is the base request with the swept weights set; `base`: ``request_digest``)."""
     h = hashlib.sha256(base.encode())
     h.update(json.dumps(swept, sort_keys=True).encode())
-    h.update(json.dumps(solver.settings.model_dump(mode="json"), sort_keys=True).encode())
-    h.update(__version__.encode())
     return h.hexdigest()
 
 

@@ -83,8 +83,8 @@ def run_sweep(
     if violations:
         lines = [f"{v.field}: {v.description}" for v in violations]
         raise SweepError("invalid request:\n" + "\n".join(lines))
-    base = request_digest(request.SerializeToString(deterministic=True))
-    keys = [point_key(base, swept, the_solver) for swept in grid]
+    base = request_digest(request.SerializeToString(deterministic=True), the_solver)
+    keys = [point_key(base, swept) for swept in grid]
     done = journal.done if journal is not None else {}
     points = {
         i: replace(done[key], index=i, swept=swept)
