@@ -8,6 +8,7 @@ that run concurrently.
 from __future__ import annotations
 
 import enum
+import functools
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import NamedTuple
@@ -230,9 +231,24 @@ class Job:
     deadline's slack; docs/carbon.md); None: only as its deadline allows."""
     completion_priority: float = 0.0
     """pi_j = 2^-rank by remaining time at best (docs/objective.md, "Completion priority")."""
+    excluded_nodes: frozenset[str] = frozenset()
+    """Nodes the job must not be placed on; see ``barred_nodes`` for the ones that bind."""
 
     def allows(self, gpu_type: str) -> bool:
         return not self.allowed_gpu_types or gpu_type in self.allowed_gpu_types
+
+    @functools.cached_property
+    def barred_nodes(self) -> frozenset[str]:
+        """Excluded nodes the job does not hold now (an exclusion governs new placements,
+        as Slurm's ``--exclude`` does); ``excluded_nodes`` itself where it holds none."""
+        if self.current is None or not self.excluded_nodes:
+            return self.excluded_nodes
+        held = {s.node for s in self.current.placement}
+        return self.excluded_nodes - held if held & self.excluded_nodes else self.excluded_nodes
+
+    def may_use(self, node: str) -> bool:
+        """Whether a plan may place the job on the node (``barred_nodes``)."""
+        return node not in self.barred_nodes
 
     @property
     def required_samples_per_second(self) -> float | None:

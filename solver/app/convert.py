@@ -105,9 +105,10 @@ def problem_from_proto(req: pb.SolveRequest, limits: Limits) -> Problem:
         mig=convert_mig.geometries(req),
         grid=convert_grid.grid_from_proto(c),
     )
+    excluded: dict[frozenset[str], frozenset[str]] = {}
     return Problem(
         cluster=cluster,
-        jobs=tuple(_job(j) for j in req.jobs),
+        jobs=tuple(_job(j, excluded) for j in req.jobs),
         weights=_weights(req.weights),
         options=_options(req.options, limits),
         fairness=fairness_from_proto(req.fairness),
@@ -204,7 +205,10 @@ def _attained(a: pb.AttainedService) -> AttainedService:
     return AttainedService(gpu_seconds=a.gpu_seconds, normalized_seconds=a.normalized_seconds)
 
 
-def _job(j: pb.Job) -> Job:
+def _job(j: pb.Job, excluded: dict[frozenset[str], frozenset[str]]) -> Job:
+    """`excluded`: the exclusion sets made so far, so that jobs of one rule (a selector, a
+    taint) share one set object."""
+    names = frozenset(j.excluded_nodes)
     return Job(
         name=j.name,
         tenant=j.tenant,
@@ -227,6 +231,7 @@ def _job(j: pb.Job) -> Job:
         age_seconds=duration_seconds(j.age) if j.HasField("age") else 0.0,
         slices=convert_mig.slices_from_proto(j),
         max_deferral_seconds=convert_grid.max_deferral_seconds(j),
+        excluded_nodes=excluded.setdefault(names, names),
     )
 
 

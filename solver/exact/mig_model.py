@@ -214,8 +214,8 @@ def _break_symmetry(f: MigFormulation) -> None:
 
 
 def add_slice_vars(f: MigFormulation) -> None:
-    """slice[j, g, profile, i] on the GPUs of the job's types whose layouts offer the profile;
-    own[j, i] on its instance now, when a layout keeps it."""
+    """slice[j, g, profile, i] on the GPUs of the job's types whose layouts offer the profile,
+    on nodes it may use; own[j, i] on its instance now, when a layout keeps it."""
     for name, options in sorted(f.configs.slices.items()):
         job = next(j for j in f.problem.jobs if j.name == name)
         cur = job.current
@@ -233,7 +233,7 @@ def add_slice_vars(f: MigFormulation) -> None:
                 if mine and any(own in x for x in gpu.layouts):
                     v = f.add_var(f"own[{name},{i}]", 0, 1)
                     f.mig.slices.append(SliceVar(v, name, k, c, own))
-                if c.kept_only:
+                if c.kept_only or not job.may_use(gpu.node):
                     continue
                 v = f.add_var(f"slice[{name},{gpu.node},{gpu.index},{i}]", 0, 1)
                 f.mig.slices.append(SliceVar(v, name, k, c))

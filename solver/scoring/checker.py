@@ -112,6 +112,21 @@ def check_placement(view: PlanView) -> Iterator[PlanViolation]:
                     )
 
 
+def check_excluded_nodes(view: PlanView) -> Iterator[PlanViolation]:
+    """A job is not placed on a node it excludes, unless it runs there now (an exclusion
+    governs new placements)."""
+    for r in view.running:
+        excluded = r.job.excluded_nodes
+        if not excluded:
+            continue
+        held = {s.node for s in r.job.current.placement} if r.job.current else set()
+        for node in sorted({s.node for s in r.assignment.placement} - held):
+            if node in excluded:
+                yield PlanViolation(
+                    "excluded_node", r.job.name, f"node {node} is excluded for the job"
+                )
+
+
 def check_tensor_group_in_node(view: PlanView) -> Iterator[PlanViolation]:
     """A tensor-parallel group never spans nodes: each node holds whole groups."""
     for r in view.running:
@@ -304,6 +319,7 @@ CHECKS: tuple[Check, ...] = (
     check_queued_jobs,
     check_configuration,
     check_placement,
+    check_excluded_nodes,
     check_tensor_group_in_node,
     check_gpu_capacity,
     check_gang,

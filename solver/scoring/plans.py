@@ -94,6 +94,12 @@ def queued_assignment(problem: Problem, configs: ConfigSet, job: Job) -> JobAssi
             QueueReason.NO_FEASIBLE_CONFIGURATION,
             ("no configuration fits the job's GPU limits, allowed types, memory and node sizes"),
         )
+    elif job.barred_nodes and not any(_may_hold(problem, job, c) for c in options):
+        reason, detail = (
+            QueueReason.NO_FEASIBLE_CONFIGURATION,
+            "the nodes it may use (not in its excluded_nodes) cannot hold any of its "
+            "configurations",
+        )
     else:
         best = configs.best_samples_per_second[job.name]
         max_watts = problem.cluster.max_gpu_watts()
@@ -111,6 +117,18 @@ def queued_assignment(problem: Problem, configs: ConfigSet, job: Job) -> JobAssi
             )
     a = JobAssignment(job=job.name, state=JobState.QUEUED, queue_reason=reason, queue_detail=detail)
     return _with_migration(job, a)
+
+
+def _may_hold(problem: Problem, job: Job, c: Config) -> bool:
+    """Whether the GPUs installed on the nodes the job may use hold `c` in whole tensor
+    groups (or a MIG instance)."""
+    tp = c.tensor_parallel
+    room = sum(
+        n.gpu_count // tp * tp
+        for n in problem.cluster.nodes
+        if n.gpu_type == c.gpu_type and job.may_use(n.name)
+    )
+    return room >= (1 if c.mig_profile else c.num_gpus)
 
 
 def _with_migration(job: Job, a: JobAssignment) -> JobAssignment:

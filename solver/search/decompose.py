@@ -98,15 +98,20 @@ def partition(problem: Problem, parts: int, seed: int) -> list[Part]:
         else:
             waiting.append(job)
     rng.shuffle(waiting)
-    # Room per part for each set of usable types (few distinct sets), computed once.
-    rooms: dict[tuple[str, ...], npt.NDArray[np.float64]] = {}
+    # Room per part for each set of usable types and barred nodes (few distinct sets),
+    # computed once.
+    rooms: dict[tuple[tuple[str, ...], frozenset[str]], npt.NDArray[np.float64]] = {}
     pending = np.array(demand, dtype=np.float64)
     for job in waiting:
         usable = tuple(t for t in types if job.allows(t)) or tuple(types)
-        room = rooms.get(usable)
+        room = rooms.get((usable, job.barred_nodes))
         if room is None:
-            room = np.array([max(sum(load[p][t] for t in usable), 1) for p in range(parts)])
-            rooms[usable] = room
+            free = [float(sum(load[p][t] for t in usable)) for p in range(parts)]
+            for n in cluster.nodes:
+                if n.name in job.barred_nodes and n.gpu_type in usable:
+                    free[rack_part[n.rack]] -= n.available_gpus
+            room = np.array([max(g, 1) for g in free])
+            rooms[(usable, job.barred_nodes)] = room
         # The least pressed part, the first at ties: demand over room after the job.
         p = int(np.argmin((pending + job.max_gpus) / room))
         jobs_of[p].append(job)

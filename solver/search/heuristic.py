@@ -56,9 +56,11 @@ before it (usually at the dual prices) mostly leads after it too, and a second c
 
 
 def place(problem: Problem, free: Mapping[str, int], config: Config) -> dict[str, int] | None:
-    """Best-fit placement of `config` given free GPUs per node (see solver.search.placement)."""
+    """Best-fit placement of `config` given free GPUs per node, off its job's barred nodes
+    (see solver.search.placement)."""
+    barred = next((j.barred_nodes for j in problem.jobs if j.name == config.job), frozenset())
     return Placer(problem.cluster, free).place(
-        config.gpu_type, config.num_gpus, config.tensor_parallel
+        config.gpu_type, config.num_gpus, config.tensor_parallel, barred=barred
     )
 
 

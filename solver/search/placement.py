@@ -38,12 +38,31 @@ class _TypePool:
         self.free: IntArray = np.array(free, dtype=np.int64)
         self.position = {n: i for i, n in enumerate(names)}
         self.rack_index = index
+        self._barred: dict[frozenset[str], IntArray] = {}
 
-    def room(self, tensor_parallel: int, hidden: BoolArray | None = None) -> IntArray:
-        """GPUs per node usable by whole tensor groups; none in the racks `hidden` marks."""
+    def barred(self, nodes: frozenset[str]) -> IntArray:
+        """Positions of the pool's nodes among `nodes` (a job's barred nodes), made once per
+        set: jobs of one rule share one set object."""
+        found = self._barred.get(nodes)
+        if found is None:
+            at = self.position
+            found = np.array(sorted(at[n] for n in nodes if n in at), dtype=np.int64)
+            self._barred[nodes] = found
+        return found
+
+    def room(
+        self,
+        tensor_parallel: int,
+        hidden: BoolArray | None = None,
+        barred: frozenset[str] = frozenset(),
+    ) -> IntArray:
+        """GPUs per node usable by whole tensor groups; none in the racks `hidden` marks or
+        on the nodes `barred` names."""
         room = _room(self.free, tensor_parallel)
         if hidden is not None:
             room[hidden[self.rack_of]] = 0
+        if barred:
+            room[self.barred(barred)] = 0
         return room
 
 
@@ -87,15 +106,17 @@ class Placer:
         num_gpus: int,
         tensor_parallel: int,
         hidden: BoolArray | None = None,
+        barred: frozenset[str] = frozenset(),
     ) -> dict[str, int] | None:
         """GPUs per node for a job of `num_gpus` in groups of `tensor_parallel`, outside the
-        racks `hidden` marks (in the order of ``rack_names``); None if none."""
+        racks `hidden` marks (in the order of ``rack_names``) and the nodes `barred` names;
+        None if none."""
         pool = self.pools.get(gpu_type)
         if pool is None:
             return None
-        if hidden is None and tensor_parallel == 1:
+        if hidden is None and tensor_parallel == 1 and not barred:
             return _place(pool, pool.free, num_gpus)
-        return _place(pool, pool.room(tensor_parallel, hidden), num_gpus)
+        return _place(pool, pool.room(tensor_parallel, hidden, barred), num_gpus)
 
     def rack_names(self, gpu_type: str) -> list[str]:
         """The racks with nodes of the type, in the order rack arrays of the type use."""
@@ -107,23 +128,30 @@ class Placer:
         pool = self.pools.get(gpu_type)
         return {} if pool is None else pool.rack_index
 
-    def rack_room(self, gpu_type: str, tensor_parallel: int) -> npt.NDArray[np.float64]:
-        """GPUs per rack (``rack_names``) usable by whole tensor groups of the type."""
+    def rack_room(
+        self, gpu_type: str, tensor_parallel: int, barred: frozenset[str] = frozenset()
+    ) -> npt.NDArray[np.float64]:
+        """GPUs per rack (``rack_names``) usable by whole tensor groups of the type, off the
+        nodes `barred` names."""
         pool = self.pools[gpu_type]
-        room = pool.room(tensor_parallel)
+        room = pool.room(tensor_parallel, barred=barred)
         racks = np.bincount(pool.rack_of, weights=room, minlength=len(pool.rack_names))
         return racks.astype(np.float64, copy=False)
 
     def place_split(
-        self, gpu_type: str, tensor_parallel: int, quotas: Mapping[frozenset[str], int]
+        self,
+        gpu_type: str,
+        tensor_parallel: int,
+        quotas: Mapping[frozenset[str], int],
+        barred: frozenset[str] = frozenset(),
     ) -> dict[str, int] | None:
         """GPUs per node for a job whose GPUs go `quotas[racks]` into each set of racks (a
         set: the racks of a type without a power budget share one quota), best-fit within
-        each; None if some set cannot hold its share."""
+        each, off the nodes `barred` names; None if some set cannot hold its share."""
         pool = self.pools.get(gpu_type)
         if pool is None:
             return None
-        room = _room(pool.free, tensor_parallel)
+        room = pool.room(tensor_parallel, barred=barred)
         counts: dict[str, int] = {}
         for racks, need in sorted(quotas.items(), key=lambda q: (-q[1], sorted(q[0]))):
             if need <= 0:

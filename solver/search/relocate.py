@@ -35,7 +35,12 @@ def start_with_rack_room(scorer: Scorer, state: SearchState, job: Job, index: in
     if not config.kept_only:
         for placed in (
             state.fit_anew(config),
-            state.placer.place(config.gpu_type, config.num_gpus, config.tensor_parallel),
+            state.placer.place(
+                config.gpu_type,
+                config.num_gpus,
+                config.tensor_parallel,
+                barred=state.barred(job.name),
+            ),
         ):
             if placed is not None and placed not in options:
                 options.append(placed)

@@ -103,13 +103,17 @@ def repack_unplaced(
     stop: Callable[[], bool],
 ) -> None:
     """``repack_type`` for each job of `order` that the choice runs and the state does not,
-    until `stop()`; a type that could not take a job is not tried again for a job as large."""
-    failed: dict[str, int] = {}
+    until `stop()`; a type that could not take a job is not tried again for a job as large
+    under the same exclusions."""
+    failed: dict[tuple[str, frozenset[str]], int] = {}
     for job in order:
         c = choice.get(job.name)
-        if c is None or job.name in state.choices or failed.get(c.gpu_type, 1 << 30) <= c.num_gpus:
+        if c is None or job.name in state.choices:
+            continue
+        key = (c.gpu_type, job.barred_nodes)
+        if failed.get(key, 1 << 30) <= c.num_gpus:
             continue
         if stop():
             return
         if not repack_type(scorer, state, job, c):
-            failed[c.gpu_type] = min(failed.get(c.gpu_type, c.num_gpus), c.num_gpus)
+            failed[key] = min(failed.get(key, c.num_gpus), c.num_gpus)

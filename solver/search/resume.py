@@ -132,7 +132,12 @@ def resume_for_queued(
             config = configs.by_job[name][i]
             if config.kept_only:  # over the memory model's limit: only where the job runs now
                 continue
-            counts = placer.place(config.gpu_type, config.num_gpus, config.tensor_parallel)
+            counts = placer.place(
+                config.gpu_type,
+                config.num_gpus,
+                config.tensor_parallel,
+                barred=jobs[name].barred_nodes,
+            )
             if counts is None or not ledger.fits(jobs[name], config, counts):
                 continue
             placer.take(counts)

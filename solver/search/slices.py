@@ -170,7 +170,10 @@ class Packer:
         self, job: Job, gpu: MigGpu, inst: MigInstance, new: bool
     ) -> tuple[float, Config] | None:
         """The job's configuration on the instance's profile at the GPU's clock (or its most
-        valuable that the budgets allow, on a GPU without jobs), with its gain, if it gains."""
+        valuable that the budgets allow, on a GPU without jobs), with its gain, if it gains
+        and may use the node."""
+        if not job.may_use(gpu.node):
+            return None
         node = self.problem.cluster.node(gpu.node)
         profile = inst.profile
         best: tuple[float, Config] | None = None
@@ -272,12 +275,13 @@ class Packer:
                     if self._try_new_on(job, gpu, profile) is not None:
                         return True
                 spare = self.spare.get(t, [])
-                if spare:
-                    node, g = spare[0]
+                k = next((k for k, (node, _) in enumerate(spare) if job.may_use(node)), None)
+                if k is not None:
+                    node, g = spare[k]
                     geometry = self.problem.cluster.mig[t]
                     gpu = MigGpu.of(node, g, self.rack_of[node], geometry, ())
                     if self._try_new_on(job, gpu, profile) is not None:
-                        spare.pop(0)
+                        spare.pop(k)
                         self.gpus[gpu.key] = gpu
                         return True
         return False

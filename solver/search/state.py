@@ -22,6 +22,7 @@ from solver.scoring.plans import Choice
 from solver.search.bound import UNBUDGETED
 from solver.search.placement import BoolArray, Placer
 
+_NONE: frozenset[str] = frozenset()
 POWER_SLACK = 1e-9
 """Watts below which a deficit counts as none (floating-point sums of watts)."""
 
@@ -35,9 +36,11 @@ class SearchState:
         self.problem = problem
         self.version = next(self._stamps)
         """Changes on every take and release, unique across states: a key for caches."""
-        self._placed: dict[tuple[str, int, int], dict[str, int] | None] = {}
+        self._placed: dict[tuple[str, int, int, frozenset[str]], dict[str, int] | None] = {}
         self._placed_at = self.version
         self.placer = Placer(problem.cluster)
+        self._barred = {j.name: j.barred_nodes for j in problem.jobs if j.barred_nodes}
+        """Each job's nodes it may not be newly placed on, where it has some."""
         self.job_watts = 0.0
         """Watts drawn over idle by the running jobs, cluster-wide."""
         self.rack_watts: dict[str, float] = {}
@@ -149,14 +152,19 @@ class SearchState:
         placed = self.fit_anew(config)
         return (placed, False) if placed is not None else None
 
+    def barred(self, job: str) -> frozenset[str]:
+        """Nodes the job may not be newly placed on (``Job.barred_nodes``)."""
+        return self._barred.get(job, _NONE)
+
     def fit_anew(self, config: Config) -> dict[str, int] | None:
         """GPUs per node for a new placement of `config` (not where its job runs): best fit,
-        away from racks short of power for it where it can."""
+        off its job's barred nodes, away from racks short of power for it where it can."""
         if config.kept_only:
             return None
-        placed = self.place(config.gpu_type, config.num_gpus, config.tensor_parallel)
+        barred = self.barred(config.job)
+        placed = self.place(config.gpu_type, config.num_gpus, config.tensor_parallel, barred)
         if placed is not None and self.problem.cluster.rack_power_budgets_watts:
-            placed = self._rack_fit(config, placed)
+            placed = self._rack_fit(config, placed, barred)
         return placed
 
     def fit_split(
@@ -184,10 +192,14 @@ class SearchState:
             quotas[racks] = quotas.get(racks, 0) + g * config.tensor_parallel
         if sum(quotas.values()) != config.num_gpus or not budgets:
             return None
-        placed = self.placer.place_split(config.gpu_type, config.tensor_parallel, quotas)
+        placed = self.placer.place_split(
+            config.gpu_type, config.tensor_parallel, quotas, self.barred(config.job)
+        )
         return (placed, False) if placed is not None else None
 
-    def _rack_fit(self, config: Config, placed: dict[str, int]) -> dict[str, int]:
+    def _rack_fit(
+        self, config: Config, placed: dict[str, int], barred: frozenset[str]
+    ) -> dict[str, int]:
         """`placed` if its racks have the power for it; else the best fit outside the racks
         that lack it, rack after rack; else `placed` (a clock repair may still make room
         there). The racks that could hold the whole job but lack the watts for it are skipped
@@ -195,11 +207,11 @@ class SearchState:
         _, racks = self.deficits(config, placed)
         if not any(d > POWER_SLACK for d in racks.values()):
             return placed
-        hidden = self._short_for_all(config)
+        hidden = self._short_for_all(config, barred)
         position = self.placer.rack_position(config.gpu_type)
         while True:
             again = self.placer.place(
-                config.gpu_type, config.num_gpus, config.tensor_parallel, hidden
+                config.gpu_type, config.num_gpus, config.tensor_parallel, hidden, barred
             )
             if again is None:
                 return placed
@@ -209,9 +221,10 @@ class SearchState:
                 return again
             hidden[short] = True
 
-    def _short_for_all(self, config: Config) -> BoolArray:
+    def _short_for_all(self, config: Config, barred: frozenset[str]) -> BoolArray:
         """Per rack of the configuration's GPU type (``Placer.rack_names``): whether it has
-        the GPUs for the whole job but not the watts (as ``deficits`` sums them)."""
+        the GPUs for the whole job (off `barred`) but not the watts (as ``deficits`` sums
+        them)."""
         ids = self._type_racks.get(config.gpu_type)
         if ids is None:
             names = self.placer.rack_names(config.gpu_type)
@@ -220,19 +233,23 @@ class SearchState:
         per_gpu = budgets.extra_watts_per_gpu(self.problem.cluster, config)
         delta = 0.0 + per_gpu * config.num_gpus  # as rack_delta sums it: the same rounding
         over = self._rack_idle[ids] + self._rack_drawn[ids] + delta - self._rack_budget[ids]
-        room = self.placer.rack_room(config.gpu_type, config.tensor_parallel)
+        room = self.placer.rack_room(config.gpu_type, config.tensor_parallel, barred)
         short: BoolArray = (room >= config.num_gpus) & (over > POWER_SLACK)
         return short
 
-    def place(self, gpu_type: str, num_gpus: int, tensor_parallel: int) -> dict[str, int] | None:
-        """Best-fit placement on the free GPUs, remembered until the state changes (the clocks
-        of one shape share it)."""
+    def place(
+        self, gpu_type: str, num_gpus: int, tensor_parallel: int, barred: frozenset[str] = _NONE
+    ) -> dict[str, int] | None:
+        """Best-fit placement on the free GPUs off the nodes `barred`, remembered until the
+        state changes (the clocks of one shape, and jobs of one exclusion rule, share it)."""
         if self._placed_at != self.version:
             self._placed.clear()
             self._placed_at = self.version
-        key = (gpu_type, num_gpus, tensor_parallel)
+        key = (gpu_type, num_gpus, tensor_parallel, barred)
         if key not in self._placed:
-            self._placed[key] = self.placer.place(gpu_type, num_gpus, tensor_parallel)
+            self._placed[key] = self.placer.place(
+                gpu_type, num_gpus, tensor_parallel, barred=barred
+            )
         return self._placed[key]
 
     def cluster_over(self, config: Config) -> float:

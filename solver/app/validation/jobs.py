@@ -82,6 +82,19 @@ def check_job(
             )
 
 
+def check_excluded_nodes(
+    c: Collector, p: str, job: pb.Job, nodes: dict[str, pb.Node], limits: Limits
+) -> None:
+    """Each of the job's excluded nodes a node of the snapshot: a misspelt name would
+    exclude nothing, silently."""
+    excluded: Sequence[str] = job.excluded_nodes
+    if not c.count(f"{p}.excluded_nodes", len(excluded), limits.max_nodes, "max_nodes"):
+        return
+    for k, name in enumerate(excluded):
+        if name not in nodes:
+            c.add(f"{p}.excluded_nodes[{k}]", f"unknown node {quoted(name)}")
+
+
 def _check_model(c: Collector, p: str, m: pb.ModelSpec) -> None:
     c.positive(f"{p}.parameters", m.parameters, MAX_MODEL_PARAMETERS, MIN_MODEL_PARAMETERS)
     c.at_least(f"{p}.layers", m.layers, 1)

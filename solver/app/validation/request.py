@@ -33,6 +33,7 @@ from solver.app.validation.common import (
 from solver.app.validation.grid import check_grid, check_max_deferral
 from solver.app.validation.jobs import (
     check_allocation,
+    check_excluded_nodes,
     check_job,
     check_kept_shape_profiled,
     supported_clocks,
@@ -86,6 +87,8 @@ def validate_request(req: pb.SolveRequest, limits: Limits) -> list[FieldViolatio
         c.name(f"jobs[{i}].name", job.name, seen, limits.max_name_length)
         check_job_queue(c, f"jobs[{i}]", job, queues)
         check_max_deferral(c, f"jobs[{i}]", job)
+        if job.excluded_nodes and nodes:  # none: cluster.nodes is reported already
+            check_excluded_nodes(c, f"jobs[{i}]", job, nodes, limits)
         if job.HasField("current_allocation"):
             check_allocation(c, i, job, types, nodes, claims, limits)
             check_kept_shape_profiled(c, i, job)

@@ -280,11 +280,13 @@ class Planner:
         return self._commit(job, c, cur.placement)
 
     def place(self, job: Job, c: Config) -> bool:
-        """Run the job in c on GPUs chosen best-fit (its own GPUs first on a node it stays
-        on), if some fit and the power allows."""
+        """Run the job in c on GPUs chosen best-fit off its barred nodes (its own GPUs first
+        on a node it stays on), if some fit and the power allows."""
         if job.name in self or not usable(job, c) or c.kept_only:
             return False
-        counts = self.placer.place(c.gpu_type, c.num_gpus, c.tensor_parallel)
+        counts = self.placer.place(
+            c.gpu_type, c.num_gpus, c.tensor_parallel, barred=job.barred_nodes
+        )
         if counts is None:
             return False
         mine = {

@@ -175,6 +175,8 @@ class StaticMigPolicy:
             fits = instance_configs(job, facts, problem.cluster.mig)
             best = None
             for k, (node_name, i, m) in enumerate(free):
+                if not job.may_use(node_name):
+                    continue
                 gpu = problem.cluster.node(node_name).gpu_type
                 c = fits.get((gpu, m.profile, facts[gpu].gpu.max_clock_mhz))
                 if c is None:

@@ -400,7 +400,7 @@ class SliceRequest(_message.Message):
     def __init__(self, allow: _Optional[bool] = ..., smallest_profile: _Optional[str] = ..., largest_profile: _Optional[str] = ...) -> None: ...
 
 class Job(_message.Message):
-    __slots__ = ("name", "tenant", "weight", "model", "profile", "min_gpus", "max_gpus", "allowed_gpu_types", "remaining_samples", "time_to_deadline", "current_allocation", "preemptible", "attained", "age", "slices", "max_deferral")
+    __slots__ = ("name", "tenant", "weight", "model", "profile", "min_gpus", "max_gpus", "allowed_gpu_types", "remaining_samples", "time_to_deadline", "current_allocation", "preemptible", "attained", "age", "slices", "max_deferral", "excluded_nodes")
     NAME_FIELD_NUMBER: _ClassVar[int]
     TENANT_FIELD_NUMBER: _ClassVar[int]
     WEIGHT_FIELD_NUMBER: _ClassVar[int]
@@ -417,6 +417,7 @@ class Job(_message.Message):
     AGE_FIELD_NUMBER: _ClassVar[int]
     SLICES_FIELD_NUMBER: _ClassVar[int]
     MAX_DEFERRAL_FIELD_NUMBER: _ClassVar[int]
+    EXCLUDED_NODES_FIELD_NUMBER: _ClassVar[int]
     name: str
     tenant: str
     weight: float
@@ -433,7 +434,8 @@ class Job(_message.Message):
     age: _duration_pb2.Duration
     slices: SliceRequest
     max_deferral: _duration_pb2.Duration
-    def __init__(self, name: _Optional[str] = ..., tenant: _Optional[str] = ..., weight: _Optional[float] = ..., model: _Optional[_Union[ModelSpec, _Mapping]] = ..., profile: _Optional[_Union[ThroughputProfile, _Mapping]] = ..., min_gpus: _Optional[int] = ..., max_gpus: _Optional[int] = ..., allowed_gpu_types: _Optional[_Iterable[str]] = ..., remaining_samples: _Optional[float] = ..., time_to_deadline: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., current_allocation: _Optional[_Union[Allocation, _Mapping]] = ..., preemptible: _Optional[bool] = ..., attained: _Optional[_Union[AttainedService, _Mapping]] = ..., age: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., slices: _Optional[_Union[SliceRequest, _Mapping]] = ..., max_deferral: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
+    excluded_nodes: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, name: _Optional[str] = ..., tenant: _Optional[str] = ..., weight: _Optional[float] = ..., model: _Optional[_Union[ModelSpec, _Mapping]] = ..., profile: _Optional[_Union[ThroughputProfile, _Mapping]] = ..., min_gpus: _Optional[int] = ..., max_gpus: _Optional[int] = ..., allowed_gpu_types: _Optional[_Iterable[str]] = ..., remaining_samples: _Optional[float] = ..., time_to_deadline: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., current_allocation: _Optional[_Union[Allocation, _Mapping]] = ..., preemptible: _Optional[bool] = ..., attained: _Optional[_Union[AttainedService, _Mapping]] = ..., age: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., slices: _Optional[_Union[SliceRequest, _Mapping]] = ..., max_deferral: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., excluded_nodes: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class ObjectiveWeights(_message.Message):
     __slots__ = ("throughput", "energy", "migration", "locality", "deadline", "fairness", "energy_basis", "completion")
