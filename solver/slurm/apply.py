@@ -193,6 +193,7 @@ class Applier:
                 target=d.target,
                 original=original_of(d.job, record),
                 stale=record.stale,
+                avoid=record.avoid,
             )
             done = self.slurm.update(d.job_id, place_fields(d.target, new))
             if not done.ok:
@@ -222,7 +223,9 @@ class Applier:
         if d.action is Action.REHOLD:
             done = self.slurm.hold([d.job_id])
             if done.ok and d.reason == STALE:  # counted: a job Slurm never starts goes back
-                marked = record.with_(stale=record.stale + 1)
+                nodes = record.target.nodes if record.target is not None else ()
+                avoid = tuple(sorted({*record.avoid, *nodes}))
+                marked = record.with_(stale=record.stale + 1, avoid=avoid)
                 done = self.slurm.update(d.job_id, [("AdminComment", marked.encode())])
             return d, done.ok, "" if done.ok else done.error(), False
         if d.action is Action.FALLBACK:

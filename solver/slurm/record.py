@@ -90,6 +90,9 @@ class Record:
     the job is no longer held back by fallback."""
     stale: int = 0
     """Placements of the job that Slurm never started (held again after ``replan_after``)."""
+    avoid: tuple[str, ...] = ()
+    """The nodes of those placements: excluded for the job in the rounds after (Slurm did not
+    start it there: memory, CPUs or features DSFRO does not plan)."""
 
     def encode(self) -> str:
         body: dict[str, Any] = {"v": VERSION, "state": self.state, "at": round(self.at, 3)}
@@ -108,6 +111,8 @@ class Record:
             body["refused"] = self.refused
         if self.stale:
             body["stale"] = self.stale
+        if self.avoid:
+            body["avoid"] = list(self.avoid)
         return PREFIX + json.dumps(body, separators=(",", ":"), sort_keys=True)
 
     def with_(self, **changes: Any) -> Record:
@@ -144,6 +149,7 @@ def decode(admin_comment: str) -> Record:
             error=str(body.get("error", "")),
             refused=str(body.get("refused", "")),
             stale=int(body.get("stale", 0)),
+            avoid=tuple(str(n) for n in body.get("avoid", ())),
         )
     except (TypeError, ValueError, KeyError):
         return EMPTY

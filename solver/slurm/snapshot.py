@@ -12,7 +12,7 @@ Slurm's.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
@@ -125,7 +125,11 @@ def submitted(job: SlurmJob, record: Record) -> float:
     return first or float(job.submit_time)
 
 
-def _job(t: Tracked, site: Site, types: dict[str, GpuType], now: float) -> Job:
+def _job(
+    t: Tracked, site: Site, types: dict[str, GpuType], nodes: Mapping[str, object], now: float
+) -> Job:
+    """The job as DSFRO sees it; `nodes`: the snapshot's (an excluded node elsewhere is none
+    of its concern)."""
     job, d = as_submitted(t.job, t.record), t.demand
     since = submitted(job, t.record)
     out = Job(name=str(job.job_id), tenant=d.tenant if d.tenant is not None else job.account)
@@ -139,6 +143,8 @@ def _job(t: Tracked, site: Site, types: dict[str, GpuType], now: float) -> Job:
     if d.weight is not None:
         out.weight = d.weight
     out.allowed_gpu_types.extend(g for g in allowed_types(d, job, site) if g in types)
+    excluded = {*job.excluded_nodes, *t.record.avoid}
+    out.excluded_nodes.extend(sorted(n for n in excluded if n in nodes))
     if d.remaining_samples is not None:
         out.remaining_samples = d.remaining_samples
     # A deadline means something to DSFRO only with the work left (the demand's own deadline
@@ -282,6 +288,10 @@ def build_snapshot(
                 out.unplaceable.append((job, why))
             elif allowed and not set(allowed) & set(types):
                 out.unplaceable.append((job, f"no node in the snapshot has {', '.join(allowed)}"))
+            elif own.excluded_nodes and not _usable_nodes(out, allowed, own.excluded_nodes):
+                out.unplaceable.append(
+                    (job, "its --exclude names every node of its GPU types in the snapshot")
+                )
             else:
                 out.tracked[str(job.job_id)] = Tracked(job, demand, record)
             continue
@@ -333,7 +343,7 @@ def build_snapshot(
     out.request.cluster.CopyFrom(cluster)
     for name, t in list(out.tracked.items()):
         try:
-            out.request.jobs.append(_job(t, site, types, now))
+            out.request.jobs.append(_job(t, site, types, out.nodes, now))
         except (ValueError, OverflowError) as e:  # one job's figures can't stop the round
             out.malformed.append((t.job, f"comment: {e}"))
             del out.tracked[name]
@@ -344,6 +354,11 @@ def build_snapshot(
     if site.fairness is not None:
         out.request.fairness.CopyFrom(site.fairness)
     return out
+
+
+def _usable_nodes(out: Snapshot, allowed: Sequence[str], excluded: Iterable[str]) -> set[str]:
+    """The snapshot's nodes of the `allowed` GPU types (every type: none given) off `excluded`."""
+    return {n for n, t in out.node_types.items() if not allowed or t in allowed} - set(excluded)
 
 
 def _add_grid(cluster: ClusterSnapshot, grid: GridSite, now: float) -> None:

@@ -122,6 +122,8 @@ class SlurmJob:
     """Running: (node, its GPU GRES or None) for every allocated node, in Slurm's order."""
     tres_other: str = ""
     """Its TRES per job, per task and per socket (``--gpus``, ``--gpus-per-task``, ...)."""
+    excluded_nodes: tuple[str, ...] = ()
+    """Its ``--exclude`` (ExcNodeList): nodes Slurm never gives it."""
 
     @property
     def pending(self) -> bool:
@@ -270,16 +272,21 @@ def _allocation(f: _Fields) -> tuple[tuple[str, Gres | None], ...]:
     return tuple(zip(nodes, per_node or [None] * len(nodes), strict=True))
 
 
+def _hosts(f: _Fields, key: str) -> tuple[str, ...]:
+    """A hostlist field (``node[1-3],gpu7``) as node names."""
+    try:
+        return tuple(expand(f.get(key, str, "")))
+    except HostlistError as e:
+        raise SlurmOutputError(f"{f.where}.{key}: {e}") from None
+
+
 def parse_squeue(text: str | bytes) -> list[SlurmJob]:
     """The jobs of ``squeue --json`` (all of them: 22.05 ignores squeue's filters here)."""
     out = []
     for i, item in enumerate(_load(text, "squeue --json", "jobs")):
         f = _Fields(item, f"squeue --json: jobs[{i}]")
         state = f.get("job_state", str)
-        try:
-            required = tuple(expand(f.get("required_nodes", str, "")))
-        except HostlistError as e:
-            raise SlurmOutputError(f"{f.where}.required_nodes: {e}") from None
+        required, excluded = (_hosts(f, key) for key in ("required_nodes", "excluded_nodes"))
         priority = f.get("priority", int, 0)
         reason = f.get("state_reason", str, "")
         out.append(
@@ -299,6 +306,7 @@ def parse_squeue(text: str | bytes) -> list[SlurmJob]:
                 deadline=f.get("deadline", int, 0),
                 node_count=f.get("node_count", int, 1),
                 required_nodes=required,
+                excluded_nodes=excluded,
                 tres_per_node=f.get("tres_per_node", str, ""),
                 tres_freq=f.get("tres_freq", str, ""),
                 restart_count=f.get("restart_cnt", int, 0),
