@@ -18,7 +18,7 @@ from solver.domain import JobAssignment, JobState
 from solver.perfmodel.configs import build_config_set
 from solver.scoring.checker import check_plan
 from solver.scoring.plans import materialize
-from solver.search.placement import Placer
+from solver.search.placement import Placer, wanted_nodes
 from solver.search.state import SearchState
 from tests.factories import cluster, job, make_request, node, point, problem, running
 from tests.service_helpers import WAIT, serving
@@ -97,6 +97,22 @@ def test_best_fit_skips_the_barred_nodes_even_the_tightest() -> None:
     assert placer.place_split("A100", 1, {frozenset({"r0"}): 4}, frozenset({"n0"})) == {"n1": 4}
     assert placer.rack_room("A100", 1, frozenset({"n1"})).tolist() == [4.0, 8.0]
     assert placer.place("A100", 4, 1) == {"n0": 4}  # nothing taken by the queries
+
+
+def test_best_fit_leaves_the_nodes_barred_jobs_need_to_the_others_last() -> None:
+    """Of equally tight nodes, the one fewest waiting barred jobs want; the tightest first
+    still. Without barred jobs nothing is wanted: best fit is as before (cluster order)."""
+    c = cluster(node("n0"), node("n1"), node("n2", count=4, rack="r1"))
+    waiting = job("w", point(4, 100.0), max_gpus=4, excluded_nodes=frozenset({"n1"}))
+    free = job("f", point(4, 100.0), max_gpus=4)
+    wanted = wanted_nodes(problem(c, waiting, free))
+    assert wanted == {"n0": 2.0, "n2": 2.0}  # its 4 GPUs over the two nodes it may use
+    placer = Placer(c, wanted=wanted)
+    assert placer.place("A100", 8, 1) == {"n1": 8}  # n0 and n1 alike: n1, wanted less
+    assert placer.place("A100", 4, 1) == {"n2": 4}  # the tightest, wanted or not
+    assert placer.place("A100", 12, 1) == {"n1": 8, "n0": 4}  # n1 first in its rack
+    assert wanted_nodes(problem(c, free)) == {}
+    assert Placer(c, wanted={}).place("A100", 8, 1) == {"n0": 8}
 
 
 def test_the_search_state_does_not_share_a_placement_across_exclusions() -> None:

@@ -31,8 +31,18 @@ from solver.search.quick import quick_plan
 from solver.search.slices import Packer
 from solver.simulate.policies.common import Planner, RoundView
 from tests import mig_cases
-from tests.bruteforce import EXACT_BACKENDS, optimum_of, solve_exact
-from tests.factories import random_tiny, solve
+from tests.bruteforce import EXACT_BACKENDS, brute_force, optimum_of, solve_exact
+from tests.factories import (
+    cluster,
+    job,
+    node,
+    only_throughput,
+    point,
+    problem,
+    random_tiny,
+    running,
+    solve,
+)
 from tests.simulate_tenant_helpers import round_input, tenant_cluster, waiting
 from tests.test_power_states import ASLEEP, RESUME, actions, powered, snapshot
 
@@ -131,6 +141,66 @@ def medium_with_exclusions() -> Problem:
     return dataclasses.replace(p, jobs=jobs)
 
 
+def four_racks_only() -> Problem:
+    """instances/medium.json, every waiting job barred from all but one rack of each type."""
+    p = problem_from_proto(load_request_json(ROOT / "instances" / "medium.json"), Limits())
+    allowed = {"rack-00", "rack-04", "rack-08", "rack-12"}
+    rule = frozenset(n.name for n in p.cluster.nodes if n.rack not in allowed)
+    jobs = tuple(
+        dataclasses.replace(j, excluded_nodes=rule) if j.current is None else j for j in p.jobs
+    )
+    return dataclasses.replace(p, jobs=jobs)
+
+
+def test_the_aggregated_bound_counts_the_gpus_each_rule_leaves() -> None:
+    """Rows per barred set and type (solver.search.bound_rules): the bound stays above the
+    heuristic's plan and well below the bound without the exclusions."""
+    p = four_racks_only()
+    configs = build_config_set(p)
+    bound = solve_aggregate(p, configs).best_bound
+    free = without_exclusions(p)
+    loose = solve_aggregate(free, build_config_set(free)).best_bound
+    plan = Heuristic(p, configs).run(time.monotonic() + 3)
+    assert bound is not None and loose is not None
+    assert plan.objective.total <= bound < 0.9 * loose
+
+
+def test_nested_rules_bound_the_jobs_of_the_stricter_one_too() -> None:
+    """Two jobs barred from {n0, n1} and two from {n0}, 8 GPUs each on three 8-GPU nodes: two
+    can run (n1 and n2); the row of {n0} holds all four, without it the LP ran three."""
+    c = cluster(node("n0"), node("n1"), node("n2"))
+    eight = [point(8, 100.0)]
+    p = problem(
+        c,
+        job("a", *eight, min_gpus=8, excluded_nodes=frozenset({"n0", "n1"})),
+        job("b", *eight, min_gpus=8, excluded_nodes=frozenset({"n0", "n1"})),
+        job("c", *eight, min_gpus=8, excluded_nodes=frozenset({"n0"})),
+        job("d", *eight, min_gpus=8, excluded_nodes=frozenset({"n0"})),
+        weights=only_throughput(),
+    )
+    bound = solve_aggregate(p, build_config_set(p)).best_bound
+    assert bound == pytest.approx(2.0, rel=1e-6)  # two jobs at full pace
+
+
+def test_the_rows_count_the_gpus_running_jobs_keep_where_a_rule_sends_others() -> None:
+    """A running job on n1 and a waiting one barred from n0 both want n1's 8 GPUs: the LP
+    no longer runs both there; its bound is the enumerated optimum (the running job moved to
+    n0 at its migration cost, or kept and the other waiting)."""
+    c = cluster(node("n0"), node("n1"))
+    eight = [point(8, 100.0)]
+    p = problem(
+        c,
+        job("r", *eight, min_gpus=8, current=running("A100", {"n1": tuple(range(8))})),
+        job("b", *eight, min_gpus=8, excluded_nodes=frozenset({"n0"})),
+        weights=dataclasses.replace(only_throughput(), migration=0.3),
+    )
+    configs = build_config_set(p)
+    bound = solve_aggregate(p, configs).best_bound
+    assert bound is not None
+    assert bound == pytest.approx(brute_force(p, configs), rel=1e-5)  # the LP's safety margin
+    assert bound == pytest.approx(2.0 - 0.3, rel=1e-5)
+
+
 def _placed_within_rules(p: Problem, r: SolveResult) -> None:
     assert check_plan(p, r.plan.assignments) == []
     jobs = {j.name: j for j in p.jobs}
@@ -157,13 +227,7 @@ def test_the_decomposition_sends_waiting_jobs_where_they_may_run_and_merges_chec
     """Every waiting job of medium may use one rack of each GPU type only (a quarter of the
     cluster): each goes to a part that holds one of them, and the parts' plans merge into
     checked plans that run most of those jobs."""
-    p = problem_from_proto(load_request_json(ROOT / "instances" / "medium.json"), Limits())
-    allowed = {"rack-00", "rack-04", "rack-08", "rack-12"}
-    rule = frozenset(n.name for n in p.cluster.nodes if n.rack not in allowed)
-    jobs = tuple(
-        dataclasses.replace(j, excluded_nodes=rule) if j.current is None else j for j in p.jobs
-    )
-    p = dataclasses.replace(p, jobs=jobs)
+    p = four_racks_only()
     types = {n.name: n.gpu_type for n in p.cluster.nodes}
     for piece in partition(p, 4, seed=0):
         here = {n.name for n in piece.problem.cluster.nodes}

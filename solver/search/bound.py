@@ -32,6 +32,7 @@ from solver.scoring.fairness import FairnessTerms
 from solver.scoring.objective import migration_cost, queued_value, running_gain
 from solver.search.array_lp import INF, ArrayLp
 from solver.search.bound_fairness import add_fairness, holds_fairness
+from solver.search.bound_rules import add_exclusion_rows
 from solver.search.guide import Guide, PowerClass, extract_guide
 
 
@@ -121,6 +122,8 @@ def solve_aggregate(
     choice_columns: list[int] = []
     opts = _options(problem, configs, slices)
     memory: dict[str, list[tuple[int, float]]] = {}
+    held: dict[str, list[int]] = {}
+    """Per running job, the columns that keep it on its own GPUs (at most one is 1)."""
     for k, job in enumerate(problem.jobs):
         # Building is Python and not bounded by HiGHS's time limit: on a loaded machine it ran
         # past the limit (2,048 jobs: 0.35-0.49 s against 0.2), and a model whose time is
@@ -156,6 +159,7 @@ def solve_aggregate(
                 # that earns the migration back draws there, not on its class's split.
                 kept = lp.column(gain + migration_cost(job, w))
                 cols.append((i, kept))
+                held.setdefault(job.name, []).append(kept)
                 same_shape.append((kept, -1.0))
                 pools[c.gpu_type].append((kept, compute))
                 if slices and c.gpu_type in cluster.mig:
@@ -175,8 +179,10 @@ def solve_aggregate(
                     lp.row([(col, 1.0) for col, _ in same_shape], lo=1.0)
             else:
                 keep = lp.column(migration_cost(job, w), 1.0 if forced else 0.0, 1.0)
+                held[job.name] = [keep]
                 lp.row([(keep, 1.0), *same_shape], hi=0.0)
     _add_quota_rows(lp, problem, opts, y)
+    add_exclusion_rows(lp, problem, opts, y, held, lambda c: _gpu_shares(problem, c)[0])
     with_fairness = fairness and not slices and holds_fairness(problem)
     picks: list[int] = []
     if with_fairness:

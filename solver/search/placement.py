@@ -8,16 +8,17 @@ of nodes.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-from solver.domain import Cluster
+from solver.domain import Cluster, Job, Problem
 
 IntArray = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
+FloatArray = npt.NDArray[np.float64]
 _NO_ROOM = np.iinfo(np.int64).max
 """Stands for the room of a node that cannot hold the job, in the best-fit argmin."""
 
@@ -26,7 +27,12 @@ class _TypePool:
     """The nodes of one GPU type: names, racks and free GPUs, in cluster order."""
 
     def __init__(
-        self, names: list[str], racks: list[str], free: list[int], power_bound: bool
+        self,
+        names: list[str],
+        racks: list[str],
+        free: list[int],
+        power_bound: bool,
+        wanted: list[float] | None = None,
     ) -> None:
         self.names = names
         self.power_bound = power_bound
@@ -39,6 +45,12 @@ class _TypePool:
         self.position = {n: i for i, n in enumerate(names)}
         self.rack_index = index
         self._barred: dict[frozenset[str], IntArray] = {}
+        self.tie: FloatArray | None = None
+        """Per node, in [0, 0.5): how much jobs barred elsewhere want it (``Placer``'s
+        `wanted`, scaled): among equally tight nodes, the least wanted is taken first."""
+        if wanted is not None and any(wanted):
+            top = max(wanted)
+            self.tie = np.array([0.5 * w / top for w in wanted], dtype=np.float64)
 
     def barred(self, nodes: frozenset[str]) -> IntArray:
         """Positions of the pool's nodes among `nodes` (a job's barred nodes), made once per
@@ -69,16 +81,24 @@ class _TypePool:
 class Placer:
     """Free GPUs per node, with best-fit queries; `take`/`give` keep it current."""
 
-    def __init__(self, cluster: Cluster, free: Mapping[str, int] | None = None) -> None:
-        by_type: dict[str, tuple[list[str], list[str], list[int]]] = {}
+    def __init__(
+        self,
+        cluster: Cluster,
+        free: Mapping[str, int] | None = None,
+        wanted: Mapping[str, float] | None = None,
+    ) -> None:
+        """`wanted`: per node, how much jobs barred from other nodes want it (``wanted_nodes``);
+        ties of best fit go to the least wanted node."""
+        by_type: dict[str, tuple[list[str], list[str], list[int], list[float]]] = {}
         for n in cluster.nodes:
-            names, racks, counts = by_type.setdefault(n.gpu_type, ([], [], []))
+            names, racks, counts, want = by_type.setdefault(n.gpu_type, ([], [], [], []))
             names.append(n.name)
             racks.append(n.rack)
             counts.append(free[n.name] if free is not None else n.available_gpus)
+            want.append(wanted.get(n.name, 0.0) if wanted else 0.0)
         budgeted = cluster.rack_power_budgets_watts
         self.pools = {
-            t: _TypePool(*v, power_bound=any(r in budgeted for r in v[1]))
+            t: _TypePool(*v[:3], power_bound=any(r in budgeted for r in v[1]), wanted=v[3])
             for t, v in by_type.items()
         }
         self.type_of = {n.name: n.gpu_type for n in cluster.nodes}
@@ -178,8 +198,12 @@ def _place(pool: _TypePool, room: IntArray, num_gpus: int) -> dict[str, int] | N
     that do, the one whose emptiest nodes hold them in the fewest nodes, the tightest of
     those), its emptiest nodes first; else the racks with most room."""
     need = num_gpus
-    # The tightest node that holds the job; argmin keeps the first of equals: cluster order.
-    best = int(np.argmin(np.where(room >= need, room, _NO_ROOM)))
+    # The tightest node that holds the job; argmin keeps the first of equals: cluster order,
+    # or the least wanted by jobs barred elsewhere (``Placer``'s `wanted`).
+    if pool.tie is None:
+        best = int(np.argmin(np.where(room >= need, room, _NO_ROOM)))
+    else:
+        best = int(np.argmin(np.where(room >= need, room + pool.tie, np.inf)))
     if room[best] >= need:
         return {pool.names[best]: need}
     rack_room = np.bincount(pool.rack_of, weights=room, minlength=len(pool.rack_names))
@@ -193,9 +217,10 @@ def _place(pool: _TypePool, room: IntArray, num_gpus: int) -> dict[str, int] | N
     else:
         racks = [int(r) for r in np.argsort(-rack_room, kind="stable")]
     counts: dict[str, int] = {}
+    order = -room if pool.tie is None else pool.tie - room  # emptiest (least wanted) first
     for r in racks:
         members = np.flatnonzero((pool.rack_of == r) & (room > 0))
-        for i in members[np.argsort(-room[members], kind="stable")]:
+        for i in members[np.argsort(order[members], kind="stable")]:
             k = int(min(room[i], need))
             counts[pool.names[int(i)]] = k
             need -= k
@@ -235,3 +260,35 @@ def _fewest_nodes_rack(
 def _nodes_needed(descending: IntArray, need: int) -> int:
     """Nodes of rooms `descending` (emptiest first) that hold `need`."""
     return int(np.searchsorted(np.cumsum(descending), need)) + 1
+
+
+def wanted_nodes(problem: Problem) -> dict[str, float]:
+    """Per node, what waiting jobs with barred nodes want of it: each job's most GPUs spread
+    over the nodes it may use, so a node few such jobs can do without is wanted most. Empty
+    without such jobs: best fit is then exactly as before. Made once a problem (every search
+    state of a solve asks)."""
+    memo: dict[str, float] | None = problem.__dict__.get("_wanted_nodes")
+    if memo is None:
+        memo = problem.__dict__["_wanted_nodes"] = _wanted(problem.cluster, problem.jobs)
+    return memo
+
+
+def _wanted(cluster: Cluster, jobs: Iterable[Job]) -> dict[str, float]:
+    groups: dict[tuple[frozenset[str], frozenset[str]], int] = {}
+    for j in jobs:
+        if j.barred_nodes and j.current is None:
+            key = (j.barred_nodes, j.allowed_gpu_types)
+            groups[key] = groups.get(key, 0) + j.max_gpus
+    if not groups:
+        return {}
+    names = [n.name for n in cluster.nodes]
+    position = {name: i for i, name in enumerate(names)}
+    types = np.array([n.gpu_type for n in cluster.nodes])
+    wanted = np.zeros(len(names))
+    for (barred, allowed), gpus in groups.items():
+        may = np.ones(len(names), dtype=bool) if not allowed else np.isin(types, list(allowed))
+        may[[position[n] for n in barred if n in position]] = False
+        count = int(may.sum())
+        if count:
+            wanted[may] += gpus / count
+    return {name: float(w) for name, w in zip(names, wanted, strict=True) if w}

@@ -20,7 +20,7 @@ from solver.perfmodel import budgets
 from solver.perfmodel.quotas import QuotaLedger
 from solver.scoring.plans import Choice
 from solver.search.bound import UNBUDGETED
-from solver.search.placement import BoolArray, Placer
+from solver.search.placement import BoolArray, Placer, wanted_nodes
 
 _NONE: frozenset[str] = frozenset()
 POWER_SLACK = 1e-9
@@ -38,7 +38,7 @@ class SearchState:
         """Changes on every take and release, unique across states: a key for caches."""
         self._placed: dict[tuple[str, int, int, frozenset[str]], dict[str, int] | None] = {}
         self._placed_at = self.version
-        self.placer = Placer(problem.cluster)
+        self.placer = Placer(problem.cluster, wanted=wanted_nodes(problem))
         self._barred = {j.name: j.barred_nodes for j in problem.jobs if j.barred_nodes}
         """Each job's nodes it may not be newly placed on, where it has some."""
         self.job_watts = 0.0

@@ -1,0 +1,67 @@
+"""Rows of the aggregated LP for per-job node exclusions (``Job.barred_nodes``).
+
+The LP pools each GPU type's GPUs; a job barred from some nodes can use only the others. For
+each set of barred nodes B that some job has, and each GPU type, the GPUs of the jobs barred
+from at least B (their sets hold B), with those other jobs keep outside B where they run now,
+fit in that type's GPUs outside B: valid for every plan, so the bound stays a bound, and the
+guide no longer hands such jobs GPUs they may not use or that running jobs hold.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+
+from solver.domain import Config, Problem
+from solver.search.array_lp import ArrayLp
+
+NESTED_RULES = 64
+"""Up to this many distinct sets, a job's columns join the row of every set its own holds
+(tighter where one rule refines another), and running jobs' kept GPUs join the rows; beyond,
+only a barred job's own set's row (both are products of the sets and the jobs)."""
+
+
+def add_exclusion_rows(
+    lp: ArrayLp,
+    problem: Problem,
+    opts: Mapping[str, Sequence[Config]],
+    y: Mapping[str, list[tuple[int, int]]],
+    held: Mapping[str, Sequence[int]],
+    share: Callable[[Config], float],
+) -> None:
+    """Per barred set and GPU type, the GPUs (``share`` of a configuration: its GPUs, or its
+    instance's share of one) of the jobs barred from it, and the GPUs off it that other
+    running jobs keep (their `held` columns: on their own GPUs), within the type's GPUs off
+    it."""
+    sets = sorted({j.barred_nodes for j in problem.jobs if j.barred_nodes}, key=sorted)
+    if not sets:
+        return
+    within: dict[frozenset[str], list[frozenset[str]]] = {
+        b: ([a for a in sets if a <= b] if len(sets) <= NESTED_RULES else [b]) for b in sets
+    }
+    terms: dict[tuple[frozenset[str], str], list[tuple[int, float]]] = {}
+    for job in problem.jobs:
+        if not job.barred_nodes:
+            continue
+        for i, col in y[job.name]:
+            c = opts[job.name][i]
+            for rule in within[job.barred_nodes]:
+                terms.setdefault((rule, c.gpu_type), []).append((col, share(c)))
+    for job in problem.jobs if len(sets) <= NESTED_RULES else ():
+        if job.current is None or job.current.mig is not None or not held.get(job.name):
+            continue
+        gpu_type = job.current.shape.gpu_type
+        inside = set(within[job.barred_nodes]) if job.barred_nodes else set()
+        for rule in sets:
+            key = (rule, gpu_type)
+            if rule in inside or key not in terms:
+                continue  # its GPUs are in the row already (its choice's columns)
+            gpus = sum(len(s.gpu_indices) for s in job.current.placement if s.node not in rule)
+            if gpus:
+                terms[key].extend((col, float(gpus)) for col in held[job.name])
+    for (rule, gpu_type), row in terms.items():
+        room = sum(
+            n.available_gpus
+            for n in problem.cluster.nodes
+            if n.gpu_type == gpu_type and n.name not in rule
+        )
+        lp.row(row, hi=float(room))
