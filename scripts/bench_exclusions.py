@@ -1,0 +1,148 @@
+"""Per-job node exclusions: what they cost a solve, and what the aggregated LP's rows per
+barred set (``solver.search.bound_rules``) buy.
+
+    .venv/bin/python scripts/bench_exclusions.py --budgets 1 2 5
+
+Snapshots: ``instances/medium.json`` and ``--family hetero-power-256 --seed 1`` (power-capped,
+five GPU types). Scenarios: ``none``; ``selectors`` (a third of the jobs under one of four
+rules, each barring a random fifth of the nodes, seed 5: few rules, many jobs each, as node
+selectors and taints give); ``one-rack`` (every waiting job barred from all but the first rack
+of each GPU type: a quarter or less of the cluster).
+
+The first table: each solved by AUTO at each budget (the plan's objective, the reported bound
+and gap, the first plan's time, the wall time). The second: the aggregated LP alone, with the
+rows and without them (the LP of the code before them, patched in this process), its bound and
+its guide placed by the heuristic's guided placement (the solve's ``guided`` step, without its
+local search), in process. Nothing is asserted (docs/benchmarks.md keeps the runs).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import random
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import solver.search.bound as bound_module
+from solver.app.convert import problem_from_proto
+from solver.app.limits import Limits
+from solver.core.deadline import Deadline
+from solver.core.solver import Solver
+from solver.domain import Backend, Problem
+from solver.offline.generate import generate, spec_from_args
+from solver.perfmodel.configs import build_config_set
+from solver.scoring.checker import check_plan
+from solver.search.bound import solve_aggregate
+from solver.search.bound_rules import add_exclusion_rows
+from solver.search.heuristic import Heuristic
+from solver.wire import load_request_json
+
+ROOT = Path(__file__).resolve().parent.parent
+LIMITS = Limits(max_time_budget_seconds=600)
+
+
+def snapshots() -> dict[str, Problem]:
+    medium = load_request_json(ROOT / "instances" / "medium.json")
+    hetero = generate(spec_from_args(["--family", "hetero-power-256", "--seed", "1"]))
+    return {
+        "medium": problem_from_proto(medium, LIMITS),
+        "hetero-power-256-s1": problem_from_proto(hetero, LIMITS),
+    }
+
+
+def selectors(p: Problem) -> Problem:
+    rnd = random.Random(5)
+    names = [n.name for n in p.cluster.nodes]
+    rules = [frozenset(rnd.sample(names, len(names) // 5)) for _ in range(4)]
+    jobs = tuple(
+        dataclasses.replace(j, excluded_nodes=rnd.choice(rules)) if rnd.random() < 1 / 3 else j
+        for j in p.jobs
+    )
+    return dataclasses.replace(p, jobs=jobs)
+
+
+def one_rack(p: Problem) -> Problem:
+    first: dict[str, str] = {}
+    for n in sorted(p.cluster.nodes, key=lambda n: n.rack):
+        first.setdefault(n.gpu_type, n.rack)
+    kept = set(first.values())
+    rule = frozenset(n.name for n in p.cluster.nodes if n.rack not in kept)
+    jobs = tuple(
+        dataclasses.replace(j, excluded_nodes=rule) if j.current is None else j for j in p.jobs
+    )
+    return dataclasses.replace(p, jobs=jobs)
+
+
+SCENARIOS: dict[str, Callable[[Problem], Problem]] = {
+    "none": lambda p: p,
+    "selectors": selectors,
+    "one-rack": one_rack,
+}
+
+
+def solve(p: Problem, budget: float) -> tuple[float, float | None, float, float]:
+    p = dataclasses.replace(
+        p, options=dataclasses.replace(p.options, backend=Backend.AUTO, time_budget_seconds=budget)
+    )
+    solver = Solver()
+    try:
+        start = time.perf_counter()
+        r = solver.solve(p, Deadline.after(budget, solver.settings, len(p.jobs)))
+        wall = time.perf_counter() - start
+    finally:
+        solver.close()
+    if check_plan(p, r.plan.assignments, r.plan.layout_changes, r.plan.power_actions):
+        raise SystemExit("a plan failed the checker")
+    return r.plan.objective.total, r.stats.best_bound, r.stats.first_plan_seconds, wall
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--budgets", type=float, nargs="+", default=[1.0, 2.0, 5.0])
+    a = ap.parse_args()
+    rows_on = add_exclusion_rows
+    print("| snapshot | scenario | barred jobs | budget s | objective | bound | gap % "
+          "| first plan s | wall s |")  # fmt: skip
+    print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for name, base in snapshots().items():
+        solve(base, 1.0)  # warm-up: the models loaded, the code paths compiled
+        for scenario, make in SCENARIOS.items():
+            p = make(base)
+            barred = sum(bool(j.barred_nodes) for j in p.jobs)
+            for budget in a.budgets:
+                value, bound, first, wall = solve(p, budget)
+                gap = "" if bound is None else f"{100 * (bound - value) / abs(bound):.3f}"
+                shown = "" if bound is None else f"{bound:.2f}"
+                print(f"| {name} | {scenario} | {barred} | {budget:g} | {value:.2f} | {shown} "
+                      f"| {gap} | {first:.3f} | {wall:.2f} |", flush=True)  # fmt: skip
+    print()
+    print("| snapshot | scenario | rows | LP bound | LP s | guide placed | placing s |")
+    print("| --- | --- | --- | ---: | ---: | ---: | ---: |")
+    for name, base in snapshots().items():
+        for scenario, make in SCENARIOS.items():
+            p = make(base)
+            if not any(j.barred_nodes for j in p.jobs):
+                continue
+            configs = build_config_set(p)
+            for rows in ("on", "off"):
+                vars(bound_module)["add_exclusion_rows"] = rows_on if rows == "on" else _none
+                lp = solve_aggregate(p, configs)
+                start = time.monotonic()
+                plan = Heuristic(p, configs).run_guided(lp.choice, start + 60, lp.racks, start)
+                placing = time.monotonic() - start
+                if check_plan(p, plan.assignments):
+                    raise SystemExit("a guided plan failed the checker")
+                print(f"| {name} | {scenario} | {rows} | {lp.best_bound or 0.0:.2f} | "
+                      f"{lp.wall_seconds:.3f} | {plan.objective.total:.2f} | {placing:.2f} |",
+                      flush=True)  # fmt: skip
+    vars(bound_module)["add_exclusion_rows"] = rows_on
+
+
+def _none(*_: object) -> None:
+    """The aggregated LP without the rows per barred set."""
+
+
+if __name__ == "__main__":
+    main()
