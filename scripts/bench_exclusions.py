@@ -7,7 +7,10 @@ Snapshots: ``instances/medium.json`` and ``--family hetero-power-256 --seed 1`` 
 five GPU types). Scenarios: ``none``; ``selectors`` (a third of the jobs under one of four
 rules, each barring a random fifth of the nodes, seed 5: few rules, many jobs each, as node
 selectors and taints give); ``one-rack`` (every waiting job barred from all but the first rack
-of each GPU type: a quarter or less of the cluster).
+of each GPU type: a quarter or less of the cluster). With `--stress`, also a 1,024-node
+snapshot (``--family hetero-power-256 --nodes 1024 --jobs 1600 --seed 2``) with ``none`` and
+``distinct-halves`` (every job its own random half of the nodes, seed 1: no two jobs share a
+set, the worst case for every cache keyed by a job's set; a 10 MB request).
 
 The first table: each solved by AUTO at each budget (the plan's objective, the reported bound
 and gap, the first plan's time, the wall time). The second: the aggregated LP alone, with the
@@ -75,10 +78,24 @@ def one_rack(p: Problem) -> Problem:
     return dataclasses.replace(p, jobs=jobs)
 
 
+def distinct_halves(p: Problem) -> Problem:
+    rnd = random.Random(1)
+    names = [n.name for n in p.cluster.nodes]
+    jobs = tuple(
+        dataclasses.replace(j, excluded_nodes=frozenset(rnd.sample(names, len(names) // 2)))
+        for j in p.jobs
+    )
+    return dataclasses.replace(p, jobs=jobs)
+
+
 SCENARIOS: dict[str, Callable[[Problem], Problem]] = {
     "none": lambda p: p,
     "selectors": selectors,
     "one-rack": one_rack,
+}
+STRESS: dict[str, Callable[[Problem], Problem]] = {
+    "none": lambda p: p,
+    "distinct-halves": distinct_halves,
 }
 
 
@@ -101,14 +118,21 @@ def solve(p: Problem, budget: float) -> tuple[float, float | None, float, float]
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--budgets", type=float, nargs="+", default=[1.0, 2.0, 5.0])
+    ap.add_argument("--stress", action="store_true", help="also the 1,024-node stress case")
     a = ap.parse_args()
     rows_on = add_exclusion_rows
     print("| snapshot | scenario | barred jobs | budget s | objective | bound | gap % "
           "| first plan s | wall s |")  # fmt: skip
     print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
-    for name, base in snapshots().items():
+    cases = [(name, base, SCENARIOS) for name, base in snapshots().items()]
+    if a.stress:
+        spec = ["--family", "hetero-power-256", "--nodes", "1024", "--jobs", "1600", "--seed", "2"]
+        cases.append(
+            ("1024x1600-s2", problem_from_proto(generate(spec_from_args(spec)), LIMITS), STRESS)
+        )
+    for name, base, scenarios in cases:
         solve(base, 1.0)  # warm-up: the models loaded, the code paths compiled
-        for scenario, make in SCENARIOS.items():
+        for scenario, make in scenarios.items():
             p = make(base)
             barred = sum(bool(j.barred_nodes) for j in p.jobs)
             for budget in a.budgets:

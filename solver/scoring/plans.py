@@ -9,7 +9,11 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 
+import numpy as np
+import numpy.typing as npt
+
 from solver.domain import (
+    Cluster,
     Config,
     GpuSlice,
     Job,
@@ -23,6 +27,7 @@ from solver.perfmodel.configs import ConfigSet
 from solver.perfmodel.facts import min_nodes, min_racks, type_facts
 from solver.scoring.objective import is_migrated, running_gain, score_plan
 
+IntArray = npt.NDArray[np.int64]
 Choice = tuple[Config, Mapping[str, int]]
 """A running job's configuration and its GPU count per node."""
 
@@ -121,14 +126,28 @@ def queued_assignment(problem: Problem, configs: ConfigSet, job: Job) -> JobAssi
 
 def _may_hold(problem: Problem, job: Job, c: Config) -> bool:
     """Whether the GPUs installed on the nodes the job may use hold `c` in whole tensor
-    groups (or a MIG instance)."""
+    groups (or a MIG instance): the type's, less its barred nodes' (by position, in numpy:
+    a job may bar thousands)."""
+    names, types, counts = _node_arrays(problem.cluster)
+    at = [k for n in job.barred_nodes if (k := names.get(n)) is not None]  # parts: others'
     tp = c.tensor_parallel
-    room = sum(
-        n.gpu_count // tp * tp
-        for n in problem.cluster.nodes
-        if n.gpu_type == c.gpu_type and job.may_use(n.name)
-    )
+    groups = counts // tp * tp
+    of_type = types == c.gpu_type
+    room = int(groups[of_type].sum()) - int(groups[at][of_type[at]].sum())
     return room >= (1 if c.mig_profile else c.num_gpus)
+
+
+def _node_arrays(cluster: Cluster) -> tuple[dict[str, int], npt.NDArray[np.str_], IntArray]:
+    """The cluster's nodes by position, their GPU types and installed GPUs (made once)."""
+    made = cluster.__dict__.get("_node_arrays")
+    if made is None:
+        made = (
+            {n.name: k for k, n in enumerate(cluster.nodes)},
+            np.array([n.gpu_type for n in cluster.nodes]),
+            np.array([n.gpu_count for n in cluster.nodes], dtype=np.int64),
+        )
+        object.__setattr__(cluster, "_node_arrays", made)
+    return made
 
 
 def _with_migration(job: Job, a: JobAssignment) -> JobAssignment:

@@ -11,6 +11,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 
+import numpy as np
+import numpy.typing as npt
+
 from solver.domain import Config, Problem
 from solver.search.array_lp import ArrayLp
 
@@ -32,7 +35,7 @@ def add_exclusion_rows(
     instance's share of one) of the jobs barred from it, and the GPUs off it that other
     running jobs keep (their `held` columns: on their own GPUs), within the type's GPUs off
     it."""
-    sets = sorted({j.barred_nodes for j in problem.jobs if j.barred_nodes}, key=sorted)
+    sets = list(dict.fromkeys(j.barred_nodes for j in problem.jobs if j.barred_nodes))
     if not sets:
         return
     within: dict[frozenset[str], list[frozenset[str]]] = {
@@ -58,10 +61,19 @@ def add_exclusion_rows(
             gpus = sum(len(s.gpu_indices) for s in job.current.placement if s.node not in rule)
             if gpus:
                 terms[key].extend((col, float(gpus)) for col in held[job.name])
+    # Each type's GPUs less the rule's, by position in numpy: a rule may name most of 20,000
+    # nodes, and each job may have its own.
+    nodes = problem.cluster.nodes
+    index = {n.name: k for k, n in enumerate(nodes)}
+    code = {t: k for k, t in enumerate(dict.fromkeys(n.gpu_type for n in nodes))}
+    types = np.array([code[n.gpu_type] for n in nodes], dtype=np.int64)
+    avail = np.array([n.available_gpus for n in nodes], dtype=np.float64)
+    total = np.bincount(types, weights=avail, minlength=len(code))
+    left: dict[frozenset[str], npt.NDArray[np.float64]] = {}
     for (rule, gpu_type), row in terms.items():
-        room = sum(
-            n.available_gpus
-            for n in problem.cluster.nodes
-            if n.gpu_type == gpu_type and n.name not in rule
-        )
-        lp.row(row, hi=float(room))
+        if rule not in left:
+            at = np.fromiter((index[n] for n in rule if n in index), dtype=np.int64)
+            lost = np.bincount(types[at], weights=avail[at], minlength=len(code))
+            left[rule] = np.asarray(total - lost, dtype=np.float64)
+        k = code.get(gpu_type)  # none: a type only other parts of a decomposed solve have
+        lp.row(row, hi=0.0 if k is None else float(left[rule][k]))

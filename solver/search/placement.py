@@ -44,7 +44,6 @@ class _TypePool:
         self.free: IntArray = np.array(free, dtype=np.int64)
         self.position = {n: i for i, n in enumerate(names)}
         self.rack_index = index
-        self._barred: dict[frozenset[str], IntArray] = {}
         self.tie: FloatArray | None = None
         """Per node, in [0, 0.5): how much jobs barred elsewhere want it (``Placer``'s
         `wanted`, scaled): among equally tight nodes, the least wanted is taken first."""
@@ -52,29 +51,19 @@ class _TypePool:
             top = max(wanted)
             self.tie = np.array([0.5 * w / top for w in wanted], dtype=np.float64)
 
-    def barred(self, nodes: frozenset[str]) -> IntArray:
-        """Positions of the pool's nodes among `nodes` (a job's barred nodes), made once per
-        set: jobs of one rule share one set object."""
-        found = self._barred.get(nodes)
-        if found is None:
-            at = self.position
-            found = np.array(sorted(at[n] for n in nodes if n in at), dtype=np.int64)
-            self._barred[nodes] = found
-        return found
-
     def room(
         self,
         tensor_parallel: int,
         hidden: BoolArray | None = None,
-        barred: frozenset[str] = frozenset(),
+        barred: IntArray | None = None,
     ) -> IntArray:
         """GPUs per node usable by whole tensor groups; none in the racks `hidden` marks or
-        on the nodes `barred` names."""
+        on the nodes at the positions `barred`."""
         room = _room(self.free, tensor_parallel)
         if hidden is not None:
             room[hidden[self.rack_of]] = 0
-        if barred:
-            room[self.barred(barred)] = 0
+        if barred is not None:
+            room[barred] = 0
         return room
 
 
@@ -102,6 +91,26 @@ class Placer:
             for t, v in by_type.items()
         }
         self.type_of = {n.name: n.gpu_type for n in cluster.nodes}
+        self._barred: dict[frozenset[str], dict[str, IntArray]] = cluster.__dict__.setdefault(
+            "_barred_positions", {}
+        )
+        """Per barred set, its nodes' positions in each type's pool: made once per set and
+        cluster (every search state of a solve asks), in one pass over the set."""
+
+    def barred_at(self, nodes: frozenset[str], gpu_type: str) -> IntArray | None:
+        """Positions in the type's pool of the nodes `nodes` names (None: none)."""
+        if not nodes:
+            return None
+        found = self._barred.get(nodes)
+        if found is None:
+            per: dict[str, list[int]] = {}
+            for n in nodes:
+                t = self.type_of.get(n)
+                if t is not None:
+                    per.setdefault(t, []).append(self.pools[t].position[n])
+            found = {t: np.array(sorted(v), dtype=np.int64) for t, v in per.items()}
+            self._barred[nodes] = found
+        return found.get(gpu_type)
 
     def free(self, node: str) -> int:
         pool = self.pools[self.type_of[node]]
@@ -134,9 +143,10 @@ class Placer:
         pool = self.pools.get(gpu_type)
         if pool is None:
             return None
-        if hidden is None and tensor_parallel == 1 and not barred:
+        at = self.barred_at(barred, gpu_type)
+        if hidden is None and tensor_parallel == 1 and at is None:
             return _place(pool, pool.free, num_gpus)
-        return _place(pool, pool.room(tensor_parallel, hidden, barred), num_gpus)
+        return _place(pool, pool.room(tensor_parallel, hidden, at), num_gpus)
 
     def rack_names(self, gpu_type: str) -> list[str]:
         """The racks with nodes of the type, in the order rack arrays of the type use."""
@@ -154,7 +164,7 @@ class Placer:
         """GPUs per rack (``rack_names``) usable by whole tensor groups of the type, off the
         nodes `barred` names."""
         pool = self.pools[gpu_type]
-        room = pool.room(tensor_parallel, barred=barred)
+        room = pool.room(tensor_parallel, barred=self.barred_at(barred, gpu_type))
         racks = np.bincount(pool.rack_of, weights=room, minlength=len(pool.rack_names))
         return racks.astype(np.float64, copy=False)
 
@@ -171,7 +181,7 @@ class Placer:
         pool = self.pools.get(gpu_type)
         if pool is None:
             return None
-        room = pool.room(tensor_parallel, barred=barred)
+        room = pool.room(tensor_parallel, barred=self.barred_at(barred, gpu_type))
         counts: dict[str, int] = {}
         for racks, need in sorted(quotas.items(), key=lambda q: (-q[1], sorted(q[0]))):
             if need <= 0:

@@ -247,6 +247,14 @@ class SearchState:
             self._placed_at = self.version
         key = (gpu_type, num_gpus, tensor_parallel, barred)
         if key not in self._placed:
+            if barred:
+                # The placement without exclusions on one node the job may use is also its
+                # placement with them (the tightest node holds it, and masking others keeps
+                # it the tightest): jobs that each bar their own nodes share it.
+                free = self.place(gpu_type, num_gpus, tensor_parallel)
+                if free is not None and len(free) == 1 and not barred.intersection(free):
+                    self._placed[key] = free
+                    return free
             self._placed[key] = self.placer.place(
                 gpu_type, num_gpus, tensor_parallel, barred=barred
             )
