@@ -18,7 +18,8 @@ With ``--request-features`` each snapshot also gets, from a random stream of its
 snapshots stay those of the seed), a fairness mode and scope with a fairness weight, other
 objective weights, a relative gap of 0, 1 % or 30 %, and tenant queues (one per tenant, in
 one cohort or none, nominal quotas of 10-60 % of each GPU type, some with borrowing and lending
-limits): what the generator leaves at its defaults.
+limits), and for half of them node exclusions (one to four rules, each barring a random 10-60 %
+of the nodes, on a random 20-60 % of the jobs): what the generator leaves at its defaults.
 
 With ``--server ADDR`` the calls go to a running service as a client that knows only the proto
 would send them (``solver.client``), and each answer's plan is checked here, in this process
@@ -164,6 +165,17 @@ def with_features(request: pb.SolveRequest, rng: random.Random) -> list[str]:
                 if cohort and rng.random() < 0.3:
                     quota.lending_limit = round(rng.uniform(0.0, 1.0) * quota.nominal)
         out.append(f"queues={len(tenants)}{'/cohort' if cohort else ''}")
+    if rng.random() < 0.5:  # last: the features above stay those of the seed's stream
+        names = [n.name for n in request.cluster.nodes]
+        rules = [
+            rng.sample(names, max(1, round(rng.uniform(0.1, 0.6) * len(names))))
+            for _ in range(rng.randint(1, 4))
+        ]
+        fraction = rng.uniform(0.2, 0.6)
+        barred = [j for j in request.jobs if rng.random() < fraction]
+        for j in barred:
+            j.excluded_nodes.extend(sorted(rng.choice(rules)))
+        out.append(f"excluded={len(rules)}x{len(barred)}")
     return out
 
 
