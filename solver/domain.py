@@ -20,6 +20,7 @@ from solver.fairness import Fairness as Fairness
 from solver.fairness import FairnessMode as FairnessMode
 from solver.fairness import FairnessScope as FairnessScope
 from solver.grid import GridForecast
+from solver.memos import Memoized
 from solver.mig import GpuLayout, LayoutChange, MigGeometry, MigInstance, SliceRequest
 from solver.power_states import NodePower, PowerAction, PowerSaving
 from solver.queues import DEFAULT_QUEUE as DEFAULT_QUEUE
@@ -74,7 +75,7 @@ class Node:
 
 
 @dataclass(frozen=True)
-class Cluster:
+class Cluster(Memoized):
     gpu_types: Mapping[str, GpuType]
     nodes: tuple[Node, ...]
     power_budget_watts: float | None = None
@@ -288,7 +289,7 @@ class SolveOptions:
 
 
 @dataclass(frozen=True)
-class Problem:
+class Problem(Memoized):
     """A validated solve request."""
 
     cluster: Cluster

@@ -13,7 +13,14 @@ MAX_LINES = 450
 """The longest a module may be, tests and scripts included (a bigger program is a package)."""
 
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("solver.fairness", "solver.queues", "solver.power_states", "solver.grid", "solver.weights"),
+    (
+        "solver.fairness",
+        "solver.queues",
+        "solver.power_states",
+        "solver.grid",
+        "solver.weights",
+        "solver.memos",
+    ),
     ("solver.mig",),
     ("solver", "solver.domain", "solver.extras", "solver.files", "solver.resources", "solver.wire"),
     ("solver.client", "solver.runtime"),
