@@ -1,7 +1,7 @@
 """Per-job node exclusions: what they cost a solve, and what the aggregated LP's rows per
 barred set (``solver.search.bound_rules``) buy.
 
-    .venv/bin/python scripts/bench_exclusions.py --budgets 1 2 5
+    .venv/bin/python -m scripts.bench_exclusions --budgets 1 2 5 [--stress]
 
 Snapshots: ``instances/medium.json`` and ``--family hetero-power-256 --seed 1`` (power-capped,
 five GPU types). Scenarios: ``none``; ``selectors`` (a third of the jobs under one of four
@@ -23,12 +23,12 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import random
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 import solver.search.bound as bound_module
+from scripts.common.exclusions import distinct_halves, one_rack, selectors
 from solver.app.convert import problem_from_proto
 from solver.app.limits import Limits
 from solver.core.deadline import Deadline
@@ -53,39 +53,6 @@ def snapshots() -> dict[str, Problem]:
         "medium": problem_from_proto(medium, LIMITS),
         "hetero-power-256-s1": problem_from_proto(hetero, LIMITS),
     }
-
-
-def selectors(p: Problem) -> Problem:
-    rnd = random.Random(5)
-    names = [n.name for n in p.cluster.nodes]
-    rules = [frozenset(rnd.sample(names, len(names) // 5)) for _ in range(4)]
-    jobs = tuple(
-        dataclasses.replace(j, excluded_nodes=rnd.choice(rules)) if rnd.random() < 1 / 3 else j
-        for j in p.jobs
-    )
-    return dataclasses.replace(p, jobs=jobs)
-
-
-def one_rack(p: Problem) -> Problem:
-    first: dict[str, str] = {}
-    for n in sorted(p.cluster.nodes, key=lambda n: n.rack):
-        first.setdefault(n.gpu_type, n.rack)
-    kept = set(first.values())
-    rule = frozenset(n.name for n in p.cluster.nodes if n.rack not in kept)
-    jobs = tuple(
-        dataclasses.replace(j, excluded_nodes=rule) if j.current is None else j for j in p.jobs
-    )
-    return dataclasses.replace(p, jobs=jobs)
-
-
-def distinct_halves(p: Problem) -> Problem:
-    rnd = random.Random(1)
-    names = [n.name for n in p.cluster.nodes]
-    jobs = tuple(
-        dataclasses.replace(j, excluded_nodes=frozenset(rnd.sample(names, len(names) // 2)))
-        for j in p.jobs
-    )
-    return dataclasses.replace(p, jobs=jobs)
 
 
 SCENARIOS: dict[str, Callable[[Problem], Problem]] = {

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from scripts.common.exclusions import one_rack, selectors
 from solver.app.convert import load_request_json, problem_from_proto
 from solver.app.limits import Limits
 from solver.domain import Backend, Problem, QueueReason, Shape, SolveResult, Termination
@@ -127,29 +128,20 @@ def test_every_backend_answers_a_checked_plan_no_better_than_the_optimum(
 # ---------------------------------------------------------------- a 128-node snapshot
 
 
+def medium() -> Problem:
+    return problem_from_proto(load_request_json(ROOT / "instances" / "medium.json"), Limits())
+
+
 def medium_with_exclusions() -> Problem:
-    """instances/medium.json, a third of its jobs under one of four rules, each excluding a
+    """instances/medium.json, a third of its jobs under one of four rules, each barring a
     random fifth of the nodes (as selectors and taints do: few rules, many jobs each)."""
-    p = problem_from_proto(load_request_json(ROOT / "instances" / "medium.json"), Limits())
-    rnd = random.Random(5)
-    names = [n.name for n in p.cluster.nodes]
-    rules = [frozenset(rnd.sample(names, len(names) // 5)) for _ in range(4)]
-    jobs = tuple(
-        dataclasses.replace(j, excluded_nodes=rnd.choice(rules)) if rnd.random() < 1 / 3 else j
-        for j in p.jobs
-    )
-    return dataclasses.replace(p, jobs=jobs)
+    return selectors(medium())
 
 
 def four_racks_only() -> Problem:
-    """instances/medium.json, every waiting job barred from all but one rack of each type."""
-    p = problem_from_proto(load_request_json(ROOT / "instances" / "medium.json"), Limits())
-    allowed = {"rack-00", "rack-04", "rack-08", "rack-12"}
-    rule = frozenset(n.name for n in p.cluster.nodes if n.rack not in allowed)
-    jobs = tuple(
-        dataclasses.replace(j, excluded_nodes=rule) if j.current is None else j for j in p.jobs
-    )
-    return dataclasses.replace(p, jobs=jobs)
+    """instances/medium.json, every waiting job barred from all but the first rack of each of
+    its four GPU types."""
+    return one_rack(medium())
 
 
 def test_the_aggregated_bound_counts_the_gpus_each_rule_leaves() -> None:
