@@ -12,6 +12,7 @@ from solver.slurm.decide import Action, Rules
 from solver.slurm.record import Record, decode
 from solver.slurm.snapshot import Snapshot
 from solver.slurm.state import SlurmOutputError
+from solver.wire import JobAssignment, JobState, QueueReason
 from tests.test_slurm_apply import apply
 from tests.test_slurm_decide import freed_snapshot, run, running
 from tests.test_slurm_snapshot import NOW, _job, _with_jobs
@@ -74,3 +75,29 @@ def test_the_next_snapshot_excludes_the_avoided_nodes_beside_the_jobs_own() -> N
     jobs = {j.name: j for j in snap.request.jobs}
     assert list(jobs["3"].excluded_nodes) == ["node1", "node3"]
     assert validate_request(snap.request, Limits()) == []
+
+
+def test_a_job_whose_stale_placements_leave_it_no_node_goes_back_to_slurm() -> None:
+    """With more stale placements allowed than nodes hold it, the nodes it was placed on
+    excluded leave it none: queued for want of a configuration, it would be held for ever."""
+    snap = freed_snapshot()
+    t = snap.tracked["8"]
+    record = Record("placed", NOW - 400, stale=1, avoid=("node4",))
+    snap.tracked["8"] = t.__class__(t.job, t.demand, record)
+    nowhere = JobAssignment(
+        job="8",
+        state=JobState.JOB_STATE_QUEUED,
+        queue_reason=QueueReason.QUEUE_REASON_NO_FEASIBLE_CONFIGURATION,
+        queue_detail="the nodes it may use (not in its excluded_nodes) cannot hold any of its "
+        "configurations",
+    )
+    d = run([nowhere], snap, rules=Rules(max_stale_placements=3))[8]
+    assert (d.action, d.reason) == (Action.FALLBACK, "never_started")
+    assert "the nodes it was not placed on cannot hold it" in d.detail
+    elsewhere = JobAssignment(
+        job="8",
+        state=JobState.JOB_STATE_QUEUED,
+        queue_reason=QueueReason.QUEUE_REASON_INSUFFICIENT_RESOURCES,
+        queue_detail="its GPUs or power went to jobs of more value",
+    )
+    assert run([elsewhere], snap, rules=Rules(max_stale_placements=3))[8].action is Action.WAIT

@@ -145,6 +145,12 @@ def _waiting(
     if a is None:
         return Decision(job, Action.WAIT, "not_in_plan", record=record)
     if a.state != JobState.JOB_STATE_RUNNING:
+        if record.avoid and a.queue_reason == QueueReason.QUEUE_REASON_NO_FEASIBLE_CONFIGURATION:
+            detail = (
+                f"placed {record.stale} times and never started ({job.reason}), and the nodes "
+                "it was not placed on cannot hold it: Slurm places it as submitted"
+            )
+            return Decision(job, Action.FALLBACK, "never_started", detail, record=record)
         reason = QueueReason.Name(a.queue_reason).removeprefix("QUEUE_REASON_").lower()
         if t.evacuating:
             return Decision(job, Action.KEEP, "evacuation_queued", a.queue_detail, record=record)
