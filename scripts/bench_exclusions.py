@@ -13,8 +13,9 @@ snapshot (``--family hetero-power-256 --nodes 1024 --jobs 1600 --seed 2``) with 
 set, the worst case for every cache keyed by a job's set; a 10 MB request).
 
 The first table: each solved by AUTO at each budget (the plan's objective, the reported bound
-and gap, the first plan's time, the wall time). The second: the aggregated LP alone, with the
-rows and without them (the LP of the code before them, patched in this process), its bound and
+and gap, the first plan's time, the wall time). The second (alone with ``--lp-only``): the
+aggregated LP alone, with its rows per barred set and its split over racks per rule and without
+them (the LP of the code before them, patched in this process), its bound and
 its guide placed by the heuristic's guided placement (the solve's ``guided`` step, without its
 local search), in process. Nothing is asserted (docs/benchmarks.md keeps the runs).
 """
@@ -33,12 +34,12 @@ from solver.app.convert import problem_from_proto
 from solver.app.limits import Limits
 from solver.core.deadline import Deadline
 from solver.core.solver import Solver
-from solver.domain import Backend, Problem
+from solver.domain import Backend, Job, Problem
 from solver.offline.generate import generate, spec_from_args
 from solver.perfmodel.configs import build_config_set
 from solver.scoring.checker import check_plan
 from solver.search.bound import solve_aggregate
-from solver.search.bound_rules import add_exclusion_rows
+from solver.search.bound_rules import RackRules, add_exclusion_rows
 from solver.search.heuristic import Heuristic
 from solver.wire import load_request_json
 
@@ -86,13 +87,19 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--budgets", type=float, nargs="+", default=[1.0, 2.0, 5.0])
     ap.add_argument("--stress", action="store_true", help="also the 1,024-node stress case")
+    ap.add_argument("--lp-only", action="store_true", help="the second table only")
     a = ap.parse_args()
-    rows_on = add_exclusion_rows
+    if not a.lp_only:
+        solves(a.budgets, a.stress)
+    lp_table()
+
+
+def solves(budgets: list[float], stress: bool) -> None:
     print("| snapshot | scenario | barred jobs | budget s | objective | bound | gap % "
           "| first plan s | wall s |")  # fmt: skip
     print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     cases = [(name, base, SCENARIOS) for name, base in snapshots().items()]
-    if a.stress:
+    if stress:
         spec = ["--family", "hetero-power-256", "--nodes", "1024", "--jobs", "1600", "--seed", "2"]
         cases.append(
             ("1024x1600-s2", problem_from_proto(generate(spec_from_args(spec)), LIMITS), STRESS)
@@ -102,13 +109,17 @@ def main() -> None:
         for scenario, make in scenarios.items():
             p = make(base)
             barred = sum(bool(j.barred_nodes) for j in p.jobs)
-            for budget in a.budgets:
+            for budget in budgets:
                 value, bound, first, wall = solve(p, budget)
                 gap = "" if bound is None else f"{100 * (bound - value) / abs(bound):.3f}"
                 shown = "" if bound is None else f"{bound:.2f}"
                 print(f"| {name} | {scenario} | {barred} | {budget:g} | {value:.2f} | {shown} "
                       f"| {gap} | {first:.3f} | {wall:.2f} |", flush=True)  # fmt: skip
     print()
+
+
+def lp_table() -> None:
+    rows_on, rule_on = add_exclusion_rows, RackRules.rule
     print("| snapshot | scenario | rows | LP bound | LP s | guide placed | placing s |")
     print("| --- | --- | --- | ---: | ---: | ---: | ---: |")
     for name, base in snapshots().items():
@@ -119,6 +130,7 @@ def main() -> None:
             configs = build_config_set(p)
             for rows in ("on", "off"):
                 vars(bound_module)["add_exclusion_rows"] = rows_on if rows == "on" else _none
+                RackRules.rule = rule_on if rows == "on" else _no_rule  # type: ignore[method-assign]
                 lp = solve_aggregate(p, configs)
                 start = time.monotonic()
                 plan = Heuristic(p, configs).run_guided(lp.choice, start + 60, lp.racks, start)
@@ -129,10 +141,16 @@ def main() -> None:
                       f"{lp.wall_seconds:.3f} | {plan.objective.total:.2f} | {placing:.2f} |",
                       flush=True)  # fmt: skip
     vars(bound_module)["add_exclusion_rows"] = rows_on
+    RackRules.rule = rule_on  # type: ignore[method-assign]
 
 
 def _none(*_: object) -> None:
     """The aggregated LP without the rows per barred set."""
+
+
+def _no_rule(self: RackRules, job: Job) -> frozenset[str]:
+    """The aggregated LP's split over racks without the rules."""
+    return frozenset()
 
 
 if __name__ == "__main__":

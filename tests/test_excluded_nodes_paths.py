@@ -26,6 +26,7 @@ from solver.runtime.pools import InlineExecutor
 from solver.scoring.checker import check_plan
 from solver.scoring.plans import materialize, queued_assignment
 from solver.search.bound import solve_aggregate
+from solver.search.bound_rules import RackRules
 from solver.search.decompose import partition, solve_decomposed
 from solver.search.heuristic import Heuristic
 from solver.search.quick import quick_plan
@@ -104,6 +105,36 @@ def test_the_aggregated_bound_stays_above_the_optimum(seed: int) -> None:
         assert best == float("-inf")
     else:
         assert bound >= best - 1e-9
+
+
+def with_rack_budgets(seed: int) -> Problem:
+    """with_random_exclusions(seed) with a power budget on each of its two racks."""
+    p = with_random_exclusions(seed)
+    budgets = {"r0": 900.0, "r1": 700.0}
+    return dataclasses.replace(
+        p, cluster=dataclasses.replace(p.cluster, rack_power_budgets_watts=budgets)
+    )
+
+
+def test_the_split_over_racks_follows_the_rules_and_stays_a_bound(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Per rule, the LP splits its jobs' GPUs only over the racks it leaves them, within what
+    it leaves there (bound_rules.RackRules): above the enumerated optimum on every snapshot,
+    tighter than the split without the rules on some."""
+    tighter = 0
+    for seed in SEEDS:
+        p, configs, best = optimum_of(with_rack_budgets, seed)
+        bound = solve_aggregate(p, configs).best_bound
+        with monkeypatch.context() as m:
+            m.setattr(RackRules, "rule", lambda self, job: frozenset())
+            loose = solve_aggregate(p, configs).best_bound
+        if bound is None:
+            assert best == float("-inf")
+            continue
+        assert loose is not None and best - 1e-9 <= bound <= loose + 1e-9
+        tighter += bound < loose - 1e-6
+    assert tighter >= 2
 
 
 @pytest.mark.parametrize("backend", [Backend.HEURISTIC, Backend.AUTO, Backend.DECOMPOSED])

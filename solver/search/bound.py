@@ -32,7 +32,7 @@ from solver.scoring.fairness import FairnessTerms
 from solver.scoring.objective import migration_cost, queued_value, running_gain
 from solver.search.array_lp import INF, ArrayLp
 from solver.search.bound_fairness import add_fairness, holds_fairness
-from solver.search.bound_rules import add_exclusion_rows
+from solver.search.bound_rules import RackRules, add_exclusion_rows
 from solver.search.guide import Guide, PowerClass, extract_guide
 
 
@@ -114,6 +114,8 @@ def solve_aggregate(
     power: list[tuple[int, float]] = []
     offset = 0.0
     rack_pools = _rack_pools(problem)
+    budgeted = cluster.rack_power_budgets_watts
+    rack_rules = RackRules(problem, lambda n: n.rack if n.rack in budgeted else UNBUDGETED)
     rack_gpus: dict[tuple[str, str], list[tuple[int, float]]] = {}
     rack_power: dict[str, list[tuple[int, float]]] = {}
     classes: dict[PowerClass, list[tuple[str, int, int, float]]] = {}
@@ -152,7 +154,8 @@ def solve_aggregate(
             if same and kept_racks is None:
                 same_shape.append((col, -1.0))
             if c.gpu_type in rack_pools and not c.mig_profile:
-                key = (c.gpu_type, extra_per_gpu, c.tensor_parallel if integral_racks else 0)
+                group = c.tensor_parallel if integral_racks else 0
+                key = (c.gpu_type, extra_per_gpu, group, rack_rules.rule(job))
                 classes.setdefault(key, []).append((job.name, i, col, float(c.num_gpus)))
             if same and kept_racks is not None:
                 # Kept (not migrated) means on its own GPUs, so in its own racks: the column
@@ -197,12 +200,18 @@ def solve_aggregate(
     split_columns: list[int] = []
     # With `integral_racks`, a class holds one tensor-parallel degree and its split counts
     # whole groups: a group never spans nodes, so a job's GPUs in a rack are whole groups.
+    ruled: dict[tuple[frozenset[str], str, str], list[tuple[int, float]]] = {}
     for key, members in classes.items():
-        gpu_type, extra_per_gpu, group = key
+        gpu_type, extra_per_gpu, group, rule = key
         unit = float(group or 1)
         split = [(col, -gpus) for _, _, col, gpus in members]
+        left = rack_rules.left(rule, gpu_type) if rule else None
         for rack in rack_pools[gpu_type]:
+            if left is not None and rack not in left:
+                continue  # the rule leaves its jobs nothing there
             z = lp.column(0.0, 0.0, INF)
+            if left is not None:
+                ruled.setdefault((rule, rack, gpu_type), []).append((z, unit))
             if integral_racks:
                 split_columns.append(z)
             splits.setdefault(key, []).append((rack, z))
@@ -222,6 +231,9 @@ def solve_aggregate(
     for rack_type, terms in rack_gpus.items():
         if rack_type[0] != UNBUDGETED:  # those GPUs are bounded by their type's pool
             lp.row(terms, hi=float(available[rack_type]))
+    for (rule, rack, gpu_type), terms in ruled.items():  # and by the rule's rows (bound_rules)
+        if rack != UNBUDGETED:
+            lp.row(terms, hi=float(rack_rules.left(rule, gpu_type)[rack]))
     rack_room = budgets.rack_power_room(cluster)
     for rack, terms in rack_power.items():
         if rack in rack_room:

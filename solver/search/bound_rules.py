@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 import numpy as np
 import numpy.typing as npt
 
-from solver.domain import Config, Problem
+from solver.domain import Config, Job, Node, Problem
 from solver.search.array_lp import ArrayLp
 
 NESTED_RULES = 64
@@ -77,3 +77,34 @@ def add_exclusion_rows(
             left[rule] = np.asarray(total - lost, dtype=np.float64)
         k = code.get(gpu_type)  # none: a type only other parts of a decomposed solve have
         lp.row(row, hi=0.0 if k is None else float(left[rule][k]))
+
+
+class RackRules:
+    """What each rule leaves of each type's GPUs per rack, for the LP's split over budgeted
+    racks: a class of configurations of jobs under one rule splits only over the racks where
+    the rule leaves GPUs, and within each at most what it leaves there. Rules only up to
+    ``NESTED_RULES`` distinct sets (each multiplies the classes); beyond, none."""
+
+    def __init__(self, problem: Problem, rack_of: Callable[[Node], str]) -> None:
+        sets = {j.barred_nodes for j in problem.jobs if j.barred_nodes}
+        self.on = 0 < len(sets) <= NESTED_RULES
+        self._nodes = problem.cluster.nodes
+        self._rack_of = rack_of
+        self._left: dict[tuple[frozenset[str], str], dict[str, int]] = {}
+
+    def rule(self, job: Job) -> frozenset[str]:
+        """The rule a job's configurations are classed by (empty: none)."""
+        return job.barred_nodes if self.on else frozenset()
+
+    def left(self, rule: frozenset[str], gpu_type: str) -> dict[str, int]:
+        """Available GPUs of the type off `rule`, per rack (``rack_of``), racks with some."""
+        key = (rule, gpu_type)
+        found = self._left.get(key)
+        if found is None:
+            found = {}
+            for n in self._nodes:
+                if n.gpu_type == gpu_type and n.name not in rule and n.available_gpus:
+                    rack = self._rack_of(n)
+                    found[rack] = found.get(rack, 0) + n.available_gpus
+            self._left[key] = found
+        return found

@@ -19,9 +19,10 @@ import numpy.typing as npt
 
 from solver.domain import Config, Problem
 
-PowerClass = tuple[str, float, int]
-"""A GPU type, the watts per GPU above idle of configurations of it, and their tensor-parallel
-degree where the split counts whole groups (else 0: GPUs)."""
+PowerClass = tuple[str, float, int, frozenset[str]]
+"""A GPU type, the watts per GPU above idle of configurations of it, their tensor-parallel
+degree where the split counts whole groups (else 0: GPUs), and the barred nodes of their jobs
+where the split follows rules (``bound_rules.RackRules``; else empty)."""
 
 
 @dataclass(frozen=True)
