@@ -11,9 +11,11 @@ import itertools
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import pytest
+
 from solver.domain import Backend, Config, Node, Problem
 from solver.exact import formulation
-from solver.exact.backends import ExactOptions
+from solver.exact.backends import ExactOptions, SolverStatus
 from solver.exact.backends.pyomo_backend import available_solvers
 from solver.exact.solve import ExactResult, solve_full
 from solver.perfmodel.configs import ConfigSet, build_config_set
@@ -33,6 +35,18 @@ def solve_exact(
     """Solve to proven optimality (one thread, seed 0)."""
     options = ExactOptions(time_limit=time_limit, relative_gap=0.0, seed=0, threads=1)
     return solve_full(f, backend, hint=None, options=options)
+
+
+def assert_reaches(backend: Backend, p: Problem, configs: ConfigSet, best: float) -> None:
+    """The full model on `backend` proves INFEASIBLE where enumeration found no valid plan,
+    else OPTIMAL with a plan the checker passes, worth `best`."""
+    r = solve_exact(backend, formulation.build(p, configs))
+    if best == float("-inf"):
+        assert r.status is SolverStatus.INFEASIBLE
+        return
+    assert r.status is SolverStatus.OPTIMAL and r.plan is not None
+    assert check_plan(p, r.plan.assignments) == []
+    assert r.plan.objective.total == pytest.approx(best, abs=1e-6)
 
 
 def placements(config: Config, nodes: list[Node]) -> Iterator[dict[str, int]]:

@@ -11,11 +11,10 @@ import pytest
 
 from solver.domain import POWER, Backend, Problem, Quota, TenantQueue
 from solver.exact import formulation
-from solver.exact.backends import SolverStatus
 from solver.perfmodel.configs import build_config_set
 from solver.scoring.checker import check_plan
 from solver.search.bound import solve_aggregate
-from tests.bruteforce import optimum_of, solve_exact
+from tests.bruteforce import assert_reaches, optimum_of, solve_exact
 from tests.factories import random_tiny
 from tests.test_formulation import _same_model
 
@@ -50,13 +49,7 @@ def with_random_queues(seed: int) -> Problem:
 @pytest.mark.parametrize("backend", [Backend.CPSAT, Backend.HIGHS])
 def test_the_exact_models_optimum_is_the_enumerated_one(seed: int, backend: Backend) -> None:
     p, configs, best = optimum_of(with_random_queues, seed)
-    r = solve_exact(backend, formulation.build(p, configs))
-    if best == float("-inf"):
-        assert r.status is SolverStatus.INFEASIBLE
-        return
-    assert r.status is SolverStatus.OPTIMAL and r.plan is not None
-    assert check_plan(p, r.plan.assignments) == []
-    assert r.plan.objective.total == pytest.approx(best, abs=1e-6)
+    assert_reaches(backend, p, configs, best)
 
 
 def test_the_quotas_bind_in_these_snapshots() -> None:

@@ -19,7 +19,6 @@ from solver.app.convert import load_request_json, problem_from_proto
 from solver.app.limits import Limits
 from solver.domain import Backend, Problem, QueueReason, Shape, SolveResult, Termination
 from solver.exact import formulation
-from solver.exact.backends import SolverStatus
 from solver.mig import GpuLayout, MigInstance
 from solver.perfmodel.configs import build_config_set
 from solver.runtime.pools import InlineExecutor
@@ -33,7 +32,7 @@ from solver.search.quick import quick_plan
 from solver.search.slices import Packer
 from solver.simulate.policies.common import Planner, RoundView
 from tests import mig_cases
-from tests.bruteforce import EXACT_BACKENDS, brute_force, optimum_of, solve_exact
+from tests.bruteforce import EXACT_BACKENDS, assert_reaches, brute_force, optimum_of, solve_exact
 from tests.factories import (
     cluster,
     job,
@@ -75,13 +74,7 @@ SEEDS = range(10)
 @pytest.mark.parametrize("seed", SEEDS)
 def test_the_exact_models_optimum_is_the_enumerated_one(seed: int, backend: Backend) -> None:
     p, configs, best = optimum_of(with_random_exclusions, seed)
-    r = solve_exact(backend, formulation.build(p, configs))
-    if best == float("-inf"):
-        assert r.status is SolverStatus.INFEASIBLE
-        return
-    assert r.status is SolverStatus.OPTIMAL and r.plan is not None
-    assert check_plan(p, r.plan.assignments) == []
-    assert r.plan.objective.total == pytest.approx(best, abs=1e-6)
+    assert_reaches(backend, p, configs, best)
 
 
 def test_the_exclusions_bind_in_these_snapshots() -> None:
