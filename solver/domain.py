@@ -98,14 +98,21 @@ class Cluster(Memoized):
         return tuple(sorted({n.rack for n in self.nodes}))
 
     def node(self, name: str) -> Node:
-        return self._by_name()[name]
+        return self.nodes[self._index()[name]]
 
-    def _by_name(self) -> dict[str, Node]:
-        cached: dict[str, Node] | None = self.__dict__.get("_node_index")
-        if cached is None:
-            cached = {n.name: n for n in self.nodes}
-            object.__setattr__(self, "_node_index", cached)
-        return cached
+    def positions(self, names: frozenset[str]) -> tuple[int, ...]:
+        """Ascending positions in ``nodes`` of the nodes `names` names, made once a set."""
+        memo: dict[frozenset[str], tuple[int, ...]] = self.__dict__.setdefault("_positions", {})
+        if names not in memo:
+            index = self._index()
+            memo[names] = tuple(sorted(index[n] for n in names if n in index))
+        return memo[names]
+
+    def _index(self) -> dict[str, int]:
+        if "_node_index" not in self.__dict__:
+            self.__dict__["_node_index"] = {n.name: k for k, n in enumerate(self.nodes)}
+        index: dict[str, int] = self.__dict__["_node_index"]
+        return index
 
     def queue_of(self, tenant: str) -> TenantQueue | None:
         """The declared queue of a job with this tenant (DEFAULT_QUEUE for none); None: the
@@ -242,13 +249,10 @@ class Job:
     def barred_nodes(self) -> frozenset[str]:
         """Excluded nodes the job does not hold now (an exclusion governs new placements,
         as Slurm's ``--exclude`` does); ``excluded_nodes`` itself where it holds none."""
-        if self.current is None or not self.excluded_nodes:
-            return self.excluded_nodes
-        held = {s.node for s in self.current.placement}
+        held = {s.node for s in self.current.placement} if self.current else set()
         return self.excluded_nodes - held if held & self.excluded_nodes else self.excluded_nodes
 
-    def may_use(self, node: str) -> bool:
-        """Whether a plan may place the job on the node (``barred_nodes``)."""
+    def may_use(self, node: str) -> bool:  # a plan may place the job there (``barred_nodes``)
         return node not in self.barred_nodes
 
     @property

@@ -137,7 +137,9 @@ def layout_of(problem: Problem, configs: ConfigSet) -> Layout:
     uses = np.zeros((len(jobs), len(type_names)), dtype=bool)
     uses[cfg_job, cfg_type] = True
     candidate = uses[:, node_type] & (node_avail > 0)[None, :]
-    _bar(candidate, jobs, nodes)
+    for j, job in enumerate(jobs):  # no pair of a job and a node it may not newly use
+        if job.barred_nodes:
+            candidate[j, list(cluster.positions(job.barred_nodes))] = False
     pair_job, pair_node = np.nonzero(candidate)
     pair_start = starts(ints(np.count_nonzero(candidate, axis=1)))
     return Layout(
@@ -168,18 +170,3 @@ def layout_of(problem: Problem, configs: ConfigSet) -> Layout:
         pair_start=pair_start,
     )
 
-
-def _bar(candidate: BoolArray, jobs: tuple[Job, ...], nodes: tuple[Node, ...]) -> None:
-    """No pair of a job and a node it may not be newly placed on (``Job.barred_nodes``)."""
-    code: dict[str, int] | None = None
-    barred: dict[frozenset[str], IntArray] = {}
-    for j, job in enumerate(jobs):
-        if not job.barred_nodes:
-            continue
-        if code is None:
-            code = {n.name: k for k, n in enumerate(nodes)}
-        at = barred.get(job.barred_nodes)
-        if at is None:
-            at = ints(sorted(code[n] for n in job.barred_nodes if n in code))
-            barred[job.barred_nodes] = at
-        candidate[j, at] = False

@@ -128,8 +128,8 @@ def _may_hold(problem: Problem, job: Job, c: Config) -> bool:
     """Whether the GPUs installed on the nodes the job may use hold `c` in whole tensor
     groups (or a MIG instance): the type's, less its barred nodes' (by position, in numpy:
     a job may bar thousands)."""
-    names, types, counts = _node_arrays(problem.cluster)
-    at = [k for n in job.barred_nodes if (k := names.get(n)) is not None]  # parts: others'
+    types, counts = _node_arrays(problem.cluster)
+    at = list(problem.cluster.positions(job.barred_nodes))
     tp = c.tensor_parallel
     groups = counts // tp * tp
     of_type = types == c.gpu_type
@@ -137,12 +137,11 @@ def _may_hold(problem: Problem, job: Job, c: Config) -> bool:
     return room >= (1 if c.mig_profile else c.num_gpus)
 
 
-def _node_arrays(cluster: Cluster) -> tuple[dict[str, int], npt.NDArray[np.str_], IntArray]:
-    """The cluster's nodes by position, their GPU types and installed GPUs (made once)."""
+def _node_arrays(cluster: Cluster) -> tuple[npt.NDArray[np.str_], IntArray]:
+    """The cluster's nodes' GPU types and installed GPUs, by position (made once)."""
     made = cluster.__dict__.get("_node_arrays")
     if made is None:
         made = (
-            {n.name: k for k, n in enumerate(cluster.nodes)},
             np.array([n.gpu_type for n in cluster.nodes]),
             np.array([n.gpu_count for n in cluster.nodes], dtype=np.int64),
         )

@@ -63,8 +63,8 @@ def add_exclusion_rows(
                 terms[key].extend((col, float(gpus)) for col in held[job.name])
     # Each type's GPUs less the rule's, by position in numpy: a rule may name most of 20,000
     # nodes, and each job may have its own.
-    nodes = problem.cluster.nodes
-    index = {n.name: k for k, n in enumerate(nodes)}
+    cluster = problem.cluster
+    nodes = cluster.nodes
     code = {t: k for k, t in enumerate(dict.fromkeys(n.gpu_type for n in nodes))}
     types = np.array([code[n.gpu_type] for n in nodes], dtype=np.int64)
     avail = np.array([n.available_gpus for n in nodes], dtype=np.float64)
@@ -72,7 +72,7 @@ def add_exclusion_rows(
     left: dict[frozenset[str], npt.NDArray[np.float64]] = {}
     for (rule, gpu_type), row in terms.items():
         if rule not in left:
-            at = np.fromiter((index[n] for n in rule if n in index), dtype=np.int64)
+            at = np.array(cluster.positions(rule), dtype=np.int64)
             lost = np.bincount(types[at], weights=avail[at], minlength=len(code))
             left[rule] = np.asarray(total - lost, dtype=np.float64)
         k = code.get(gpu_type)  # none: a type only other parts of a decomposed solve have
@@ -88,9 +88,11 @@ class RackRules:
     def __init__(self, problem: Problem, rack_of: Callable[[Node], str]) -> None:
         sets = {j.barred_nodes for j in problem.jobs if j.barred_nodes}
         self.on = 0 < len(sets) <= NESTED_RULES
-        self._nodes = problem.cluster.nodes
+        self._cluster = problem.cluster
         self._rack_of = rack_of
         self._left: dict[tuple[frozenset[str], str], dict[str, int]] = {}
+        self._all: dict[str, dict[str, int]] = {}
+        """Per type, its available GPUs per rack (``rack_of``)."""
 
     def rule(self, job: Job) -> frozenset[str]:
         """The rule a job's configurations are classed by (empty: none)."""
@@ -101,10 +103,15 @@ class RackRules:
         key = (rule, gpu_type)
         found = self._left.get(key)
         if found is None:
-            found = {}
-            for n in self._nodes:
-                if n.gpu_type == gpu_type and n.name not in rule and n.available_gpus:
-                    rack = self._rack_of(n)
-                    found[rack] = found.get(rack, 0) + n.available_gpus
+            if not self._all:
+                for n in self._cluster.nodes:
+                    racks = self._all.setdefault(n.gpu_type, {})
+                    racks[self._rack_of(n)] = racks.get(self._rack_of(n), 0) + n.available_gpus
+            found = dict(self._all.get(gpu_type, {}))
+            for k in self._cluster.positions(rule):  # the type's GPUs less the rule's
+                n = self._cluster.nodes[k]
+                if n.gpu_type == gpu_type:
+                    found[self._rack_of(n)] -= n.available_gpus
+            found = {rack: gpus for rack, gpus in found.items() if gpus > 0}
             self._left[key] = found
         return found

@@ -107,8 +107,9 @@ def partition(problem: Problem, parts: int, seed: int) -> list[Part]:
         room = rooms.get((usable, job.barred_nodes))
         if room is None:
             free = [float(sum(load[p][t] for t in usable)) for p in range(parts)]
-            for n in cluster.nodes:
-                if n.name in job.barred_nodes and n.gpu_type in usable:
+            for k in cluster.positions(job.barred_nodes):
+                n = cluster.nodes[k]
+                if n.gpu_type in usable:
                     free[rack_part[n.rack]] -= n.available_gpus
             room = np.array([max(g, 1) for g in free])
             rooms[(usable, job.barred_nodes)] = room

@@ -292,12 +292,11 @@ def _wanted(cluster: Cluster, jobs: Iterable[Job]) -> dict[str, float]:
     if not groups:
         return {}
     names = [n.name for n in cluster.nodes]
-    position = {name: i for i, name in enumerate(names)}
     types = np.array([n.gpu_type for n in cluster.nodes])
     wanted = np.zeros(len(names))
     for (barred, allowed), gpus in groups.items():
         may = np.ones(len(names), dtype=bool) if not allowed else np.isin(types, list(allowed))
-        may[[position[n] for n in barred if n in position]] = False
+        may[list(cluster.positions(barred))] = False
         count = int(may.sum())
         if count:
             wanted[may] += gpus / count
