@@ -71,7 +71,7 @@ def test_the_checker_refuses_a_new_placement_on_an_excluded_node_only() -> None:
     on_n0 = materialize(p, configs, {"j": (four, {"n0": 4})})
     [violation] = check_plan(p, on_n0.assignments)
     assert (violation.constraint, violation.job) == ("excluded_node", "j")
-    assert "node n0 is excluded" in violation.message
+    assert "node n0 is barred" in violation.message
     assert check_plan(p, materialize(p, configs, {"j": (four, {"n1": 4})}).assignments) == []
     # Running on n0 now: staying there, or growing there, is no new placement.
     kept = problem(c, dataclasses.replace(j, current=running("A100", {"n0": (0, 1, 2, 3)})))

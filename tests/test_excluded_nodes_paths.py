@@ -352,7 +352,7 @@ def test_a_job_the_nodes_it_may_use_cannot_hold_waits_and_says_why() -> None:
             assert {s.node for s in a.placement} == {"n1"}
         else:
             assert a.placement == () and a.queue_reason is QueueReason.NO_FEASIBLE_CONFIGURATION
-            assert "the nodes it may use (not in its excluded_nodes)" in a.queue_detail
+            assert "the nodes it may use (excluded_nodes, node_selector, taints)" in a.queue_detail
 
 
 def test_the_simulators_baselines_place_off_the_barred_nodes() -> None:

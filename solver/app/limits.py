@@ -168,6 +168,10 @@ class Limits:
     """Slices of one allocation or assignment: 4096 nodes of 8 GPUs is a 32,768-GPU job.
     A slice's gpu_indices (and a node's unavailable_gpu_indices) are limited by
     max_gpus_per_node."""
+    max_node_rules: int = 256
+    """Entries of a node's labels or taints, of a job's node_selector terms, a term's
+    requirements or a job's tolerations (Kubernetes objects carry tens); a requirement's values
+    are limited by max_nodes (an IN list of host names)."""
     max_name_length: int = 253
     """Characters of a name (GPU types, nodes, racks, jobs, tenants): a DNS name's maximum, as
     Kubernetes allows for object names. Names must also be printable (no control characters)."""

@@ -122,6 +122,7 @@ def validate_snapshot(
                 job=j.name,
                 num_configurations=len(config_set.by_job.get(j.name, ())),
                 best_samples_per_second=config_set.best_samples_per_second.get(j.name, 0.0),
+                usable_nodes=len(problem.cluster.nodes) - len(j.barred_nodes),
             )
             for j in problem.jobs
         ],

@@ -140,9 +140,11 @@ def cmd_validate(args: argparse.Namespace) -> int:
     print(f"OK: {len(response.jobs)} jobs, {len(c.nodes)} nodes, {len(c.gpu_types)} GPU types")
     width = max((len(j.job) for j in response.jobs), default=0)
     for j in response.jobs:
+        ruled = j.HasField("usable_nodes") and j.usable_nodes < len(c.nodes)
         print(
             f"  {j.job.ljust(width)}  {j.num_configurations} configurations, "
             f"best {j.best_samples_per_second:.1f} samples/s"
+            + (f", {j.usable_nodes} of {len(c.nodes)} nodes usable" if ruled else "")
         )
     print_gpu_types(response.gpu_types)
     return 0

@@ -123,7 +123,9 @@ def check_excluded_nodes(view: PlanView) -> Iterator[PlanViolation]:
         for node in sorted({s.node for s in r.assignment.placement} - held):
             if node in excluded:
                 yield PlanViolation(
-                    "excluded_node", r.job.name, f"node {node} is excluded for the job"
+                    "excluded_node",
+                    r.job.name,
+                    f"node {node} is barred (excluded_nodes, node_selector or taints)",
                 )
 
 

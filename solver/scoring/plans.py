@@ -102,7 +102,7 @@ def queued_assignment(problem: Problem, configs: ConfigSet, job: Job) -> JobAssi
     elif job.barred_nodes and not any(_may_hold(problem, job, c) for c in options):
         reason, detail = (
             QueueReason.NO_FEASIBLE_CONFIGURATION,
-            "the nodes it may use (not in its excluded_nodes) cannot hold any of its "
+            "the nodes it may use (excluded_nodes, node_selector, taints) cannot hold any of its "
             "configurations",
         )
     else:

@@ -40,6 +40,7 @@ from solver.app.validation.jobs import (
 )
 from solver.app.validation.mig import check_mig
 from solver.app.validation.mig_geometry import check_mig_geometry
+from solver.app.validation.node_rules import check_job_rules, check_node_rules
 from solver.app.validation.power_states import (
     check_power_states,
     check_running_on_suspended,
@@ -89,6 +90,8 @@ def validate_request(req: pb.SolveRequest, limits: Limits) -> list[FieldViolatio
         check_max_deferral(c, f"jobs[{i}]", job)
         if job.excluded_nodes and nodes:  # none: cluster.nodes is reported already
             check_excluded_nodes(c, f"jobs[{i}]", job, nodes, limits)
+        if job.node_selector or job.tolerations:
+            check_job_rules(c, f"jobs[{i}]", job, limits)
         if job.HasField("current_allocation"):
             check_allocation(c, i, job, types, nodes, claims, limits)
             check_kept_shape_profiled(c, i, job)
@@ -207,6 +210,8 @@ def _check_nodes(
             c.add(f"{p}.rack", "must not be empty")
         else:
             c.text(f"{p}.rack", n.rack, limits.max_name_length)
+        if n.labels or n.taints:
+            check_node_rules(c, p, n, limits)
         c.positive(
             f"{p}.network_bandwidth_gbps",
             n.network_bandwidth_gbps,

@@ -10,6 +10,29 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
+class TaintEffect(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    TAINT_EFFECT_UNSPECIFIED: _ClassVar[TaintEffect]
+    TAINT_EFFECT_NO_SCHEDULE: _ClassVar[TaintEffect]
+    TAINT_EFFECT_PREFER_NO_SCHEDULE: _ClassVar[TaintEffect]
+    TAINT_EFFECT_NO_EXECUTE: _ClassVar[TaintEffect]
+
+class TolerationOperator(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    TOLERATION_OPERATOR_UNSPECIFIED: _ClassVar[TolerationOperator]
+    TOLERATION_OPERATOR_EQUAL: _ClassVar[TolerationOperator]
+    TOLERATION_OPERATOR_EXISTS: _ClassVar[TolerationOperator]
+
+class LabelOperator(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    LABEL_OPERATOR_UNSPECIFIED: _ClassVar[LabelOperator]
+    LABEL_OPERATOR_IN: _ClassVar[LabelOperator]
+    LABEL_OPERATOR_NOT_IN: _ClassVar[LabelOperator]
+    LABEL_OPERATOR_EXISTS: _ClassVar[LabelOperator]
+    LABEL_OPERATOR_DOES_NOT_EXIST: _ClassVar[LabelOperator]
+    LABEL_OPERATOR_GT: _ClassVar[LabelOperator]
+    LABEL_OPERATOR_LT: _ClassVar[LabelOperator]
+
 class NodePowerState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     NODE_POWER_STATE_UNSPECIFIED: _ClassVar[NodePowerState]
@@ -75,6 +98,20 @@ class Termination(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     TERMINATION_FEASIBLE: _ClassVar[Termination]
     TERMINATION_FALLBACK: _ClassVar[Termination]
     TERMINATION_INFEASIBLE: _ClassVar[Termination]
+TAINT_EFFECT_UNSPECIFIED: TaintEffect
+TAINT_EFFECT_NO_SCHEDULE: TaintEffect
+TAINT_EFFECT_PREFER_NO_SCHEDULE: TaintEffect
+TAINT_EFFECT_NO_EXECUTE: TaintEffect
+TOLERATION_OPERATOR_UNSPECIFIED: TolerationOperator
+TOLERATION_OPERATOR_EQUAL: TolerationOperator
+TOLERATION_OPERATOR_EXISTS: TolerationOperator
+LABEL_OPERATOR_UNSPECIFIED: LabelOperator
+LABEL_OPERATOR_IN: LabelOperator
+LABEL_OPERATOR_NOT_IN: LabelOperator
+LABEL_OPERATOR_EXISTS: LabelOperator
+LABEL_OPERATOR_DOES_NOT_EXIST: LabelOperator
+LABEL_OPERATOR_GT: LabelOperator
+LABEL_OPERATOR_LT: LabelOperator
 NODE_POWER_STATE_UNSPECIFIED: NodePowerState
 NODE_POWER_STATE_UP: NodePowerState
 NODE_POWER_STATE_SUSPENDED: NodePowerState
@@ -166,7 +203,14 @@ class MigProfile(_message.Message):
     def __init__(self, name: _Optional[str] = ..., compute_slices: _Optional[int] = ..., memory_slices: _Optional[int] = ..., memory_gib: _Optional[float] = ..., max_count: _Optional[int] = ..., starts: _Optional[_Iterable[int]] = ..., media_extensions: _Optional[bool] = ...) -> None: ...
 
 class Node(_message.Message):
-    __slots__ = ("name", "gpu_type", "gpu_count", "unavailable_gpu_indices", "rack", "network_bandwidth_gbps", "mig_layouts", "power_state", "idle_for", "base_watts")
+    __slots__ = ("name", "gpu_type", "gpu_count", "unavailable_gpu_indices", "rack", "network_bandwidth_gbps", "mig_layouts", "power_state", "idle_for", "base_watts", "labels", "taints")
+    class LabelsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
     NAME_FIELD_NUMBER: _ClassVar[int]
     GPU_TYPE_FIELD_NUMBER: _ClassVar[int]
     GPU_COUNT_FIELD_NUMBER: _ClassVar[int]
@@ -177,6 +221,8 @@ class Node(_message.Message):
     POWER_STATE_FIELD_NUMBER: _ClassVar[int]
     IDLE_FOR_FIELD_NUMBER: _ClassVar[int]
     BASE_WATTS_FIELD_NUMBER: _ClassVar[int]
+    LABELS_FIELD_NUMBER: _ClassVar[int]
+    TAINTS_FIELD_NUMBER: _ClassVar[int]
     name: str
     gpu_type: str
     gpu_count: int
@@ -187,7 +233,47 @@ class Node(_message.Message):
     power_state: NodePowerState
     idle_for: _duration_pb2.Duration
     base_watts: float
-    def __init__(self, name: _Optional[str] = ..., gpu_type: _Optional[str] = ..., gpu_count: _Optional[int] = ..., unavailable_gpu_indices: _Optional[_Iterable[int]] = ..., rack: _Optional[str] = ..., network_bandwidth_gbps: _Optional[float] = ..., mig_layouts: _Optional[_Iterable[_Union[MigLayout, _Mapping]]] = ..., power_state: _Optional[_Union[NodePowerState, str]] = ..., idle_for: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., base_watts: _Optional[float] = ...) -> None: ...
+    labels: _containers.ScalarMap[str, str]
+    taints: _containers.RepeatedCompositeFieldContainer[Taint]
+    def __init__(self, name: _Optional[str] = ..., gpu_type: _Optional[str] = ..., gpu_count: _Optional[int] = ..., unavailable_gpu_indices: _Optional[_Iterable[int]] = ..., rack: _Optional[str] = ..., network_bandwidth_gbps: _Optional[float] = ..., mig_layouts: _Optional[_Iterable[_Union[MigLayout, _Mapping]]] = ..., power_state: _Optional[_Union[NodePowerState, str]] = ..., idle_for: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., base_watts: _Optional[float] = ..., labels: _Optional[_Mapping[str, str]] = ..., taints: _Optional[_Iterable[_Union[Taint, _Mapping]]] = ...) -> None: ...
+
+class Taint(_message.Message):
+    __slots__ = ("key", "value", "effect")
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    EFFECT_FIELD_NUMBER: _ClassVar[int]
+    key: str
+    value: str
+    effect: TaintEffect
+    def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ..., effect: _Optional[_Union[TaintEffect, str]] = ...) -> None: ...
+
+class Toleration(_message.Message):
+    __slots__ = ("key", "operator", "value", "effect")
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    OPERATOR_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    EFFECT_FIELD_NUMBER: _ClassVar[int]
+    key: str
+    operator: TolerationOperator
+    value: str
+    effect: TaintEffect
+    def __init__(self, key: _Optional[str] = ..., operator: _Optional[_Union[TolerationOperator, str]] = ..., value: _Optional[str] = ..., effect: _Optional[_Union[TaintEffect, str]] = ...) -> None: ...
+
+class LabelRequirement(_message.Message):
+    __slots__ = ("key", "operator", "values")
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    OPERATOR_FIELD_NUMBER: _ClassVar[int]
+    VALUES_FIELD_NUMBER: _ClassVar[int]
+    key: str
+    operator: LabelOperator
+    values: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, key: _Optional[str] = ..., operator: _Optional[_Union[LabelOperator, str]] = ..., values: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class NodeSelectorTerm(_message.Message):
+    __slots__ = ("requirements",)
+    REQUIREMENTS_FIELD_NUMBER: _ClassVar[int]
+    requirements: _containers.RepeatedCompositeFieldContainer[LabelRequirement]
+    def __init__(self, requirements: _Optional[_Iterable[_Union[LabelRequirement, _Mapping]]] = ...) -> None: ...
 
 class PowerSaving(_message.Message):
     __slots__ = ("enabled", "exclude_nodes", "suspend_after", "resume_time", "suspended_node_watts", "spare_nodes_per_type", "price_node_floor")
@@ -400,7 +486,7 @@ class SliceRequest(_message.Message):
     def __init__(self, allow: _Optional[bool] = ..., smallest_profile: _Optional[str] = ..., largest_profile: _Optional[str] = ...) -> None: ...
 
 class Job(_message.Message):
-    __slots__ = ("name", "tenant", "weight", "model", "profile", "min_gpus", "max_gpus", "allowed_gpu_types", "remaining_samples", "time_to_deadline", "current_allocation", "preemptible", "attained", "age", "slices", "max_deferral", "excluded_nodes")
+    __slots__ = ("name", "tenant", "weight", "model", "profile", "min_gpus", "max_gpus", "allowed_gpu_types", "remaining_samples", "time_to_deadline", "current_allocation", "preemptible", "attained", "age", "slices", "max_deferral", "excluded_nodes", "node_selector", "tolerations")
     NAME_FIELD_NUMBER: _ClassVar[int]
     TENANT_FIELD_NUMBER: _ClassVar[int]
     WEIGHT_FIELD_NUMBER: _ClassVar[int]
@@ -418,6 +504,8 @@ class Job(_message.Message):
     SLICES_FIELD_NUMBER: _ClassVar[int]
     MAX_DEFERRAL_FIELD_NUMBER: _ClassVar[int]
     EXCLUDED_NODES_FIELD_NUMBER: _ClassVar[int]
+    NODE_SELECTOR_FIELD_NUMBER: _ClassVar[int]
+    TOLERATIONS_FIELD_NUMBER: _ClassVar[int]
     name: str
     tenant: str
     weight: float
@@ -435,7 +523,9 @@ class Job(_message.Message):
     slices: SliceRequest
     max_deferral: _duration_pb2.Duration
     excluded_nodes: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, name: _Optional[str] = ..., tenant: _Optional[str] = ..., weight: _Optional[float] = ..., model: _Optional[_Union[ModelSpec, _Mapping]] = ..., profile: _Optional[_Union[ThroughputProfile, _Mapping]] = ..., min_gpus: _Optional[int] = ..., max_gpus: _Optional[int] = ..., allowed_gpu_types: _Optional[_Iterable[str]] = ..., remaining_samples: _Optional[float] = ..., time_to_deadline: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., current_allocation: _Optional[_Union[Allocation, _Mapping]] = ..., preemptible: _Optional[bool] = ..., attained: _Optional[_Union[AttainedService, _Mapping]] = ..., age: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., slices: _Optional[_Union[SliceRequest, _Mapping]] = ..., max_deferral: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., excluded_nodes: _Optional[_Iterable[str]] = ...) -> None: ...
+    node_selector: _containers.RepeatedCompositeFieldContainer[NodeSelectorTerm]
+    tolerations: _containers.RepeatedCompositeFieldContainer[Toleration]
+    def __init__(self, name: _Optional[str] = ..., tenant: _Optional[str] = ..., weight: _Optional[float] = ..., model: _Optional[_Union[ModelSpec, _Mapping]] = ..., profile: _Optional[_Union[ThroughputProfile, _Mapping]] = ..., min_gpus: _Optional[int] = ..., max_gpus: _Optional[int] = ..., allowed_gpu_types: _Optional[_Iterable[str]] = ..., remaining_samples: _Optional[float] = ..., time_to_deadline: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., current_allocation: _Optional[_Union[Allocation, _Mapping]] = ..., preemptible: _Optional[bool] = ..., attained: _Optional[_Union[AttainedService, _Mapping]] = ..., age: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., slices: _Optional[_Union[SliceRequest, _Mapping]] = ..., max_deferral: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., excluded_nodes: _Optional[_Iterable[str]] = ..., node_selector: _Optional[_Iterable[_Union[NodeSelectorTerm, _Mapping]]] = ..., tolerations: _Optional[_Iterable[_Union[Toleration, _Mapping]]] = ...) -> None: ...
 
 class ObjectiveWeights(_message.Message):
     __slots__ = ("throughput", "energy", "migration", "locality", "deadline", "fairness", "energy_basis", "completion")
@@ -682,14 +772,16 @@ class ValidateSnapshotRequest(_message.Message):
     def __init__(self, request: _Optional[_Union[SolveRequest, _Mapping]] = ...) -> None: ...
 
 class JobSummary(_message.Message):
-    __slots__ = ("job", "num_configurations", "best_samples_per_second")
+    __slots__ = ("job", "num_configurations", "best_samples_per_second", "usable_nodes")
     JOB_FIELD_NUMBER: _ClassVar[int]
     NUM_CONFIGURATIONS_FIELD_NUMBER: _ClassVar[int]
     BEST_SAMPLES_PER_SECOND_FIELD_NUMBER: _ClassVar[int]
+    USABLE_NODES_FIELD_NUMBER: _ClassVar[int]
     job: str
     num_configurations: int
     best_samples_per_second: float
-    def __init__(self, job: _Optional[str] = ..., num_configurations: _Optional[int] = ..., best_samples_per_second: _Optional[float] = ...) -> None: ...
+    usable_nodes: int
+    def __init__(self, job: _Optional[str] = ..., num_configurations: _Optional[int] = ..., best_samples_per_second: _Optional[float] = ..., usable_nodes: _Optional[int] = ...) -> None: ...
 
 class GpuTypeSummary(_message.Message):
     __slots__ = ("gpu_type", "efficiency_family", "compute_efficiency", "mig_geometry")

@@ -1,0 +1,109 @@
+"""Node labels and taints, job selectors and tolerations: well formed, in Kubernetes' rules.
+
+A rule that cannot mean what its writer meant (an empty term, which Kubernetes matches with
+nothing; IN without values; GT with a word) is refused with its field path, never read as
+"every node" or "no node".
+"""
+
+from __future__ import annotations
+
+from solver._proto.dsfro.v1 import scheduler_pb2 as pb
+from solver.app.limits import Limits
+from solver.app.node_rules import integer
+from solver.app.validation.common import Collector, quoted
+
+_LISTED = (pb.LABEL_OPERATOR_IN, pb.LABEL_OPERATOR_NOT_IN)
+_BARE = (pb.LABEL_OPERATOR_EXISTS, pb.LABEL_OPERATOR_DOES_NOT_EXIST)
+_COMPARED = (pb.LABEL_OPERATOR_GT, pb.LABEL_OPERATOR_LT)
+
+
+def check_key(c: Collector, path: str, key: str, limits: Limits) -> bool:
+    """A label or taint key: non-empty, printable, without white space."""
+    if not key:
+        c.add(path, "must not be empty")
+        return False
+    if not c.text(path, key, limits.max_name_length):
+        return False
+    if any(ch.isspace() for ch in key):
+        c.add(path, f"must not contain white space, got {quoted(key)}")
+        return False
+    return True
+
+
+def check_node_rules(c: Collector, p: str, node: pb.Node, limits: Limits) -> None:
+    """A node's labels and taints (``p``: the node's path)."""
+    if c.count(f"{p}.labels", len(node.labels), limits.max_node_rules, "max_node_rules"):
+        for key, value in sorted(node.labels.items()):
+            lp = f"{p}.labels[{quoted(key)}]"
+            if check_key(c, lp, key, limits):
+                c.text(lp, value, limits.max_name_length)
+    if not c.count(f"{p}.taints", len(node.taints), limits.max_node_rules, "max_node_rules"):
+        return
+    seen: dict[tuple[str, int], int] = {}
+    for k, taint in enumerate(node.taints):
+        tp = f"{p}.taints[{k}]"
+        check_key(c, f"{tp}.key", taint.key, limits)
+        c.text(f"{tp}.value", taint.value, limits.max_name_length)
+        if taint.effect not in pb.TaintEffect.values() or not taint.effect:
+            c.add(
+                f"{tp}.effect",
+                f"must be NO_SCHEDULE, PREFER_NO_SCHEDULE or NO_EXECUTE, got {taint.effect}",
+            )
+        elif (taint.key, taint.effect) in seen:
+            first = seen[taint.key, taint.effect]
+            c.add(tp, f"duplicate key {quoted(taint.key)} and effect (also taints[{first}])")
+        else:
+            seen[taint.key, taint.effect] = k
+
+
+def check_job_rules(c: Collector, p: str, job: pb.Job, limits: Limits) -> None:
+    """A job's node selector and tolerations (``p``: the job's path)."""
+    terms = job.node_selector
+    if c.count(f"{p}.node_selector", len(terms), limits.max_node_rules, "max_node_rules"):
+        for t, term in enumerate(terms):
+            _check_term(c, f"{p}.node_selector[{t}]", term, limits)
+    tolerations = job.tolerations
+    if not c.count(f"{p}.tolerations", len(tolerations), limits.max_node_rules, "max_node_rules"):
+        return
+    for k, tol in enumerate(tolerations):
+        tp = f"{p}.tolerations[{k}]"
+        exists = tol.operator == pb.TOLERATION_OPERATOR_EXISTS
+        if tol.operator not in pb.TolerationOperator.values():
+            c.add(f"{tp}.operator", f"must be EQUAL or EXISTS, got {tol.operator}")
+        elif exists and tol.value:
+            c.add(f"{tp}.value", "must be empty with EXISTS")
+        elif not exists and not tol.key:
+            c.add(f"{tp}.key", "must not be empty with EQUAL (EXISTS with no key tolerates all)")
+        if tol.key:
+            check_key(c, f"{tp}.key", tol.key, limits)
+        c.text(f"{tp}.value", tol.value, limits.max_name_length)
+        if tol.effect not in pb.TaintEffect.values():
+            c.add(f"{tp}.effect", f"unknown effect {tol.effect}")
+
+
+def _check_term(c: Collector, p: str, term: pb.NodeSelectorTerm, limits: Limits) -> None:
+    requirements = term.requirements
+    if not requirements:
+        c.add(f"{p}.requirements", "must not be empty (an empty term matches no node)")
+        return
+    if not c.count(f"{p}.requirements", len(requirements), limits.max_node_rules, "max_node_rules"):
+        return
+    for r, req in enumerate(requirements):
+        rp = f"{p}.requirements[{r}]"
+        check_key(c, f"{rp}.key", req.key, limits)
+        values = req.values
+        if not c.count(f"{rp}.values", len(values), limits.max_nodes, "max_nodes"):
+            continue
+        for v, value in enumerate(values):
+            c.text(f"{rp}.values[{v}]", value, limits.max_name_length)
+        if req.operator in _LISTED and not values:
+            c.add(f"{rp}.values", "must not be empty with IN or NOT_IN")
+        elif req.operator in _BARE and values:
+            c.add(f"{rp}.values", "must be empty with EXISTS or DOES_NOT_EXIST")
+        elif req.operator in _COMPARED and (len(values) != 1 or integer(values[0]) is None):
+            c.add(f"{rp}.values", f"must be one integer with GT or LT, got {list(values)}")
+        elif req.operator not in (*_LISTED, *_BARE, *_COMPARED):
+            c.add(
+                f"{rp}.operator",
+                f"must be IN, NOT_IN, EXISTS, DOES_NOT_EXIST, GT or LT, got {req.operator}",
+            )
