@@ -117,9 +117,15 @@ class Cluster:
     def drain(self, node: str) -> None:
         self.run("scontrol", "update", f"NodeName={node}", "State=DRAIN", "Reason=dsfro-test")
 
+    def features(self, nodes: str, features: str) -> None:
+        """Set the nodes' (a hostlist) features, available and active; "" clears them."""
+        self.run("scontrol", "update", f"NodeName={nodes}", f"AvailableFeatures={features}",
+                 f"ActiveFeatures={features}")  # fmt: skip
+
     def reset(self) -> None:
-        """No job left, every node up."""
+        """No job left, every node up, no node feature."""
         self.run("scancel", "--partition", "gpu", check=False)
+        self.features(f"node[1-{NODES}]", "")
         self.wait("the queue to empty", lambda: not self.jobs(), 30)
         for node in (f"node{i}" for i in range(1, NODES + 1)):
             self.run("scontrol", "update", f"NodeName={node}", "State=RESUME", check=False)

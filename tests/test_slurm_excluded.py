@@ -88,8 +88,8 @@ def test_a_job_whose_stale_placements_leave_it_no_node_goes_back_to_slurm() -> N
         job="8",
         state=JobState.JOB_STATE_QUEUED,
         queue_reason=QueueReason.QUEUE_REASON_NO_FEASIBLE_CONFIGURATION,
-        queue_detail="the nodes it may use (not in its excluded_nodes) cannot hold any of its "
-        "configurations",
+        queue_detail="the nodes it may use (excluded_nodes, node_selector, taints) cannot hold "
+        "any of its configurations",
     )
     d = run([nowhere], snap, rules=Rules(max_stale_placements=3))[8]
     assert (d.action, d.reason) == (Action.FALLBACK, "never_started")

@@ -16,6 +16,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
+from solver.slurm.constraint import ConstraintError, selector_terms
 from solver.slurm.demand import Demand, DemandError, has_demand, parse_demand
 from solver.slurm.record import Record, Target, decode
 from solver.slurm.site import GridSite, Site
@@ -64,6 +65,8 @@ class Snapshot:
     malformed: list[tuple[SlurmJob, str]] = field(default_factory=list)
     unplaceable: list[tuple[SlurmJob, str]] = field(default_factory=list)
     """Waiting DSFRO jobs not sent: no node of a GPU type they allow."""
+    returned: list[tuple[SlurmJob, str]] = field(default_factory=list)
+    """Waiting DSFRO jobs given back to Slurm as submitted: a --constraint beyond a selector."""
     nodes: dict[str, SlurmNode] = field(default_factory=dict)
     node_types: dict[str, str] = field(default_factory=dict)
     """Node -> its DSFRO GPU type."""
@@ -144,6 +147,11 @@ def _job(
         out.weight = d.weight
     out.allowed_gpu_types.extend(g for g in allowed_types(d, job, site) if g in types)
     excluded = {*job.excluded_nodes, *t.record.avoid}
+    try:
+        out.node_selector.extend(selector_terms(job.constraint))
+    except ConstraintError:  # running, placed before its constraint changed: it stays put
+        held = set(t.running.nodes) if t.running is not None else set()
+        excluded.update(n for n in nodes if n not in held)
     out.excluded_nodes.extend(sorted(n for n in excluded if n in nodes))
     if d.remaining_samples is not None:
         out.remaining_samples = d.remaining_samples
@@ -288,9 +296,18 @@ def build_snapshot(
                 out.unplaceable.append((job, why))
             elif allowed and not set(allowed) & set(types):
                 out.unplaceable.append((job, f"no node in the snapshot has {', '.join(allowed)}"))
+            elif (beyond := _beyond_selector(own.constraint)) is not None:
+                out.returned.append((job, beyond))
             elif own.excluded_nodes and not _usable_nodes(out, allowed, own.excluded_nodes):
                 out.unplaceable.append(
                     (job, "its --exclude names every node of its GPU types in the snapshot")
+                )
+            elif own.constraint and not _featured(out, allowed, own):
+                out.unplaceable.append(
+                    (
+                        job,
+                        f"no node of its GPU types here has --constraint {own.constraint}",
+                    )
                 )
             else:
                 out.tracked[str(job.job_id)] = Tracked(job, demand, record)
@@ -326,6 +343,7 @@ def build_snapshot(
                 unavailable_gpu_indices=sorted(taken),
                 rack=site.rack(name),
                 network_bandwidth_gbps=site.network_bandwidth_gbps,
+                labels=dict.fromkeys(node.features, ""),
             )
         )
         if name in site.base_watts:
@@ -354,6 +372,22 @@ def build_snapshot(
     if site.fairness is not None:
         out.request.fairness.CopyFrom(site.fairness)
     return out
+
+
+def _beyond_selector(constraint: str) -> str | None:
+    """Why the constraint cannot be sent as a selector; None if it can."""
+    try:
+        selector_terms(constraint)
+    except ConstraintError as e:
+        return f"{e}: given back to Slurm as submitted"
+    return None
+
+
+def _featured(out: Snapshot, allowed: Sequence[str], job: SlurmJob) -> bool:
+    """Whether a node of the allowed types, off the job's --exclude, has its features."""
+    terms = [{r.key for r in t.requirements} for t in selector_terms(job.constraint)]
+    usable = _usable_nodes(out, allowed, job.excluded_nodes)
+    return any(any(t <= out.nodes[n].features for t in terms) for n in usable)
 
 
 def _usable_nodes(out: Snapshot, allowed: Sequence[str], excluded: Iterable[str]) -> set[str]:

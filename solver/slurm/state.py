@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from solver.slurm.constraint import node_features
 from solver.slurm.hostlist import HostlistError, expand, indices
 
 USABLE_STATES = frozenset({"idle", "mixed", "allocated", "completing"})
@@ -72,6 +73,8 @@ class SlurmNode:
     used_indices: frozenset[int]
     partitions: tuple[str, ...]
     reason: str = ""
+    features: frozenset[str] = frozenset()
+    """Its active features (slurm.conf's Features=, a job's ``--constraint`` matches them)."""
 
     @property
     def usable(self) -> bool:
@@ -124,6 +127,8 @@ class SlurmJob:
     """Its TRES per job, per task and per socket (``--gpus``, ``--gpus-per-task``, ...)."""
     excluded_nodes: tuple[str, ...] = ()
     """Its ``--exclude`` (ExcNodeList): nodes Slurm never gives it."""
+    constraint: str = ""
+    """Its ``--constraint`` (the features its nodes must have)."""
 
     @property
     def pending(self) -> bool:
@@ -244,9 +249,17 @@ def parse_sinfo(text: str | bytes) -> list[SlurmNode]:
                 used_indices=frozenset(i for g in used for i in g.indices),
                 partitions=tuple(f.strings("partitions")),
                 reason=f.get("reason", str, ""),
+                features=_features(f),
             )
         )
     return out
+
+
+def _features(f: _Fields) -> frozenset[str]:
+    """Active features: ``active_features`` (``features`` where Slurm omits it)."""
+    key = "active_features" if "active_features" in f.data else "features"
+    value = f.get(key, (str, list), "")
+    return node_features(value if isinstance(value, str) else f.strings(key))
 
 
 def _allocation(f: _Fields) -> tuple[tuple[str, Gres | None], ...]:
@@ -307,6 +320,7 @@ def parse_squeue(text: str | bytes) -> list[SlurmJob]:
                 node_count=f.get("node_count", int, 1),
                 required_nodes=required,
                 excluded_nodes=excluded,
+                constraint=f.get("features", str, ""),
                 tres_per_node=f.get("tres_per_node", str, ""),
                 tres_freq=f.get("tres_freq", str, ""),
                 restart_count=f.get("restart_cnt", int, 0),

@@ -1,0 +1,56 @@
+"""Node features and ``--constraint`` end to end, on a real Slurm and a real DSFRO: a job
+asking for features runs on a node that has them, as planned; a constraint beyond a selector
+(matching OR) goes back to Slurm, which runs it itself."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from solver.slurm.decide import Action
+from solver.slurm.record import decode
+from tests.slurm_cluster_helpers import (
+    GPUS,
+    Cluster,
+    MakeAdapter,
+    assert_runs_as_planned,
+    by_job,
+    demand,
+    job_script,
+)
+
+
+def test_a_job_runs_on_a_node_with_its_features_as_planned(
+    slurm: Cluster, dsfro: str, make_adapter: MakeAdapter, tmp_path: Path
+) -> None:
+    """Only node3 is both fast and ib; node1, the first fit without features, is left."""
+    slurm.features("node[2-3]", "fast")
+    slurm.features("node3", "fast,ib")
+    slurm.features("node4", "ib")
+    job = slurm.sbatch("featured", demand("gpt3-1.3b", GPUS, GPUS), f"--gres=gpu:h100:{GPUS}",
+                       "--constraint=fast&ib", script=job_script(tmp_path))  # fmt: skip
+    either = slurm.sbatch("either", demand("gpt3-1.3b", GPUS, GPUS), f"--gres=gpu:h100:{GPUS}",
+                          "--constraint=ib|fast", script=job_script(tmp_path))  # fmt: skip
+    adapter = make_adapter(dsfro)
+    decisions = by_job(adapter.round())
+    d, e = decisions[job], decisions[either]
+    assert d.action is Action.PLACE and d.target is not None and d.target.nodes == ("node3",)
+    assert e.action is Action.PLACE and e.target is not None
+    assert e.target.nodes in (("node2",), ("node4",))
+    slurm.wait_running([job, either])
+    assert_runs_as_planned(slurm, tmp_path, d)
+
+
+def test_a_matching_or_constraint_goes_back_to_slurm_and_runs(
+    slurm: Cluster, dsfro: str, make_adapter: MakeAdapter
+) -> None:
+    slurm.features("node[1-2]", "rack1")
+    slurm.features("node[3-4]", "rack2")
+    job = slurm.sbatch("racked", demand("gpt3-1.3b", 2, 2), "--gres=gpu:h100:2", "-N", "2",
+                       "--constraint=[rack1|rack2]")  # fmt: skip
+    adapter = make_adapter(dsfro)
+    d = by_job(adapter.round())[job]
+    assert (d.action, d.reason) == (Action.FALLBACK, "constraint")
+    running = slurm.wait_running([job])[job]
+    nodes = {name for name, _ in running.allocation}
+    assert nodes in ({"node1", "node2"}, {"node3", "node4"})
+    assert decode(running.admin_comment).state == "fallback"
