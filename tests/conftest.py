@@ -7,6 +7,7 @@ Fixtures only: helpers that tests import live in ``tests/factories.py`` and the
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,6 +25,23 @@ if TYPE_CHECKING:  # imported lazily: validation tests must not need the solver 
     from solver.service.server import SchedulerServer
     from solver.simulate.scenario import Scenario
     from tests.slurm_cluster_helpers import Cluster, MakeAdapter
+
+
+@pytest.fixture(autouse=True)
+def _root_logging_restored() -> Iterator[None]:
+    """The root logger as it was before the test: a CLI's main (dsfro-slurm's, dsfro's)
+    installs a stderr handler on a stream capsys closes after the test, and every later
+    test's log record then fails to write ("--- Logging error ---")."""
+    root = logging.getLogger()
+    before, level = list(root.handlers), root.level
+    yield
+    for h in list(root.handlers):
+        if h not in before and type(h).__module__.split(".")[0] != "_pytest":
+            root.removeHandler(h)
+    for h in before:
+        if h not in root.handlers and type(h).__module__.split(".")[0] != "_pytest":
+            root.addHandler(h)
+    root.setLevel(level)
 
 
 @pytest.fixture
