@@ -176,7 +176,39 @@ def with_features(request: pb.SolveRequest, rng: random.Random) -> list[str]:
         for j in barred:
             j.excluded_nodes.extend(sorted(rng.choice(rules)))
         out.append(f"excluded={len(rules)}x{len(barred)}")
+    if rng.random() < 0.5:  # after the exclusions: the seeds before drew the same up to here
+        out.append(_node_rules(request, rng))
     return out
+
+
+def _node_rules(request: pb.SolveRequest, rng: random.Random) -> str:
+    """Labels (zone, gen, spot) and taints on the nodes; selectors and tolerations on jobs."""
+    tainted = 0
+    for n in request.cluster.nodes:
+        n.labels.update({"zone": f"z{rng.randrange(4)}", "gen": str(rng.randint(1, 5))})
+        if rng.random() < 0.3:
+            n.labels["spot"] = ""
+        if rng.random() < 0.2:
+            effect = rng.choice([pb.TAINT_EFFECT_NO_SCHEDULE, pb.TAINT_EFFECT_NO_EXECUTE])
+            n.taints.add(key="dedicated", value=rng.choice("ab"), effect=effect)
+            tainted += 1
+    selected = tolerant = 0
+    for j in request.jobs:
+        if rng.random() < 0.4:
+            selected += 1
+            for _ in range(rng.randint(1, 2)):
+                term = j.node_selector.add()
+                zones = [f"z{k}" for k in rng.sample(range(4), rng.randint(1, 3))]
+                operator = rng.choice([pb.LABEL_OPERATOR_IN, pb.LABEL_OPERATOR_NOT_IN])
+                term.requirements.add(key="zone", values=zones, operator=operator)
+                if rng.random() < 0.5:
+                    term.requirements.add(key="gen", operator=pb.LABEL_OPERATOR_GT, values=["2"])
+                if rng.random() < 0.3:
+                    term.requirements.add(key="spot", operator=pb.LABEL_OPERATOR_DOES_NOT_EXIST)
+        if rng.random() < 0.5:
+            tolerant += 1
+            j.tolerations.add(key="dedicated", value=rng.choice("ab"))
+    return f"rules={selected}sel/{tolerant}tol/{tainted}tainted"
 
 
 def evaluated(problem: Problem, plan: pb.Plan) -> tuple[bool, float]:

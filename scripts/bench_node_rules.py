@@ -1,0 +1,132 @@
+"""One set of placement rules sent two ways: as node names (``excluded_nodes``) and as node
+labels with selectors (``node_selector``); what each costs to read and to solve.
+
+    .venv/bin/python -m scripts.bench_node_rules --nodes 20000 --jobs 2000 --budgets 1 3 10
+
+The request is ``dsfro generate --nodes N --jobs J --seed S``; every node gets a ``pool``
+label (p0..p3, by seed) and every job one of four rules: not on pool k's nodes (a quarter of
+the cluster). The names variant lists those nodes in each job's ``excluded_nodes``; the
+labels variant says ``pool NOT_IN [pk]``. Both give every job the same excluded set (checked).
+The first table: bytes on the wire and the fastest of ``--repeat`` reads (decode, validation,
+conversion); the second: a Solve of each through a real loopback server at each budget (wall
+time from the client, termination, jobs running). Nothing is asserted (docs/benchmarks.md keeps
+the runs).
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import time
+from collections.abc import Callable
+from functools import partial
+from typing import Any
+
+import grpc
+
+from solver.app.convert import problem_from_proto
+from solver.app.limits import Limits
+from solver.app.validation import validate_request
+from solver.offline.generate.cli import spec_from_args
+from solver.offline.generate.instance import generate
+from solver.service.config import ServerConfig
+from solver.service.server import build_server
+from solver.wire import (
+    JobState,
+    LabelOperator,
+    SchedulerServiceStub,
+    SolveRequest,
+    Termination,
+)
+
+POOLS = 4
+
+
+def variants(nodes: int, jobs: int, seed: int) -> dict[str, SolveRequest]:
+    base = generate(
+        spec_from_args(["--nodes", str(nodes), "--jobs", str(jobs), "--seed", str(seed)])
+    )
+    rnd = random.Random(seed)
+    pool = {n.name: rnd.randrange(POOLS) for n in base.cluster.nodes}
+    members = [sorted(n for n, k in pool.items() if k == p) for p in range(POOLS)]
+    rule = [rnd.randrange(POOLS) for _ in base.jobs]
+    names, labels = SolveRequest(), SolveRequest()
+    names.CopyFrom(base)
+    labels.CopyFrom(base)
+    for n in labels.cluster.nodes:
+        n.labels["pool"] = f"p{pool[n.name]}"
+    for k, (by_name, by_label) in enumerate(zip(names.jobs, labels.jobs, strict=True)):
+        by_name.excluded_nodes.extend(members[rule[k]])
+        term = by_label.node_selector.add()
+        term.requirements.add(
+            key="pool", operator=LabelOperator.LABEL_OPERATOR_NOT_IN, values=[f"p{rule[k]}"]
+        )
+    return {"names": names, "labels": labels}
+
+
+def fastest(step: Callable[[], Any], repeat: int) -> tuple[float, Any]:
+    best, out = float("inf"), None
+    for _ in range(repeat):
+        start = time.perf_counter()
+        out = step()
+        best = min(best, time.perf_counter() - start)
+    return best, out
+
+
+def read_table(requests: dict[str, SolveRequest], repeat: int) -> None:
+    print(f"{'variant':8} {'MB':>7} {'decode s':>9} {'validate s':>11} {'convert s':>10}")
+    excluded = {}
+    for name, req in requests.items():
+        wire = req.SerializeToString()
+        decode, msg = fastest(partial(SolveRequest.FromString, wire), repeat)
+        validate, violations = fastest(partial(validate_request, msg, Limits()), repeat)
+        if violations:
+            raise SystemExit(f"{name}: {violations[:3]}")
+        convert, problem = fastest(partial(problem_from_proto, msg, Limits()), repeat)
+        excluded[name] = [j.excluded_nodes for j in problem.jobs]
+        print(f"{name:8} {len(wire) / 1e6:7.1f} {decode:9.3f} {validate:11.3f} {convert:10.3f}")
+    if excluded["names"] != excluded["labels"]:
+        raise SystemExit("the two variants exclude different nodes")
+
+
+def solve_table(requests: dict[str, SolveRequest], budgets: list[float]) -> None:
+    header = f"{'variant':8} {'budget s':>8} {'wall s':>7} {'late s':>7} {'termination':>12}"
+    print(f"\n{header} {'running':>8}")
+    srv = build_server(ServerConfig(host="127.0.0.1", port=0, max_message_bytes=512 << 20))
+    srv.start()
+    options = [("grpc.max_send_message_length", 512 << 20)]
+    try:
+        with grpc.insecure_channel(f"127.0.0.1:{srv.port}", options=options) as channel:
+            stub = SchedulerServiceStub(channel)  # type: ignore[no-untyped-call]
+            for budget in budgets:
+                for name, req in requests.items():
+                    req.options.time_budget.FromMilliseconds(round(budget * 1000))
+                    start = time.perf_counter()
+                    response = stub.Solve(req, timeout=budget + 120)
+                    wall = time.perf_counter() - start
+                    running = sum(
+                        a.state == JobState.JOB_STATE_RUNNING for a in response.plan.assignments
+                    )
+                    term = Termination.Name(response.stats.termination).removeprefix("TERMINATION_")
+                    late = max(wall - budget, 0.0)
+                    print(f"{name:8} {budget:8g} {wall:7.2f} {late:7.2f} {term:>12} {running:8}")
+    finally:
+        srv.stop(None).wait(30)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--nodes", type=int, default=20000)
+    ap.add_argument("--jobs", type=int, default=2000)
+    ap.add_argument("--seed", type=int, default=3)
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--budgets", type=float, nargs="*", default=[1.0, 3.0, 10.0])
+    args = ap.parse_args()
+    requests = variants(args.nodes, args.jobs, args.seed)
+    read_table(requests, args.repeat)
+    if args.budgets:
+        solve_table(requests, args.budgets)
+
+
+if __name__ == "__main__":
+    main()
