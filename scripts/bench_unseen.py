@@ -18,8 +18,10 @@ With ``--request-features`` each snapshot also gets, from a random stream of its
 snapshots stay those of the seed), a fairness mode and scope with a fairness weight, other
 objective weights, a relative gap of 0, 1 % or 30 %, and tenant queues (one per tenant, in
 one cohort or none, nominal quotas of 10-60 % of each GPU type, some with borrowing and lending
-limits), and for half of them node exclusions (one to four rules, each barring a random 10-60 %
-of the nodes, on a random 20-60 % of the jobs): what the generator leaves at its defaults.
+limits), for half of them node exclusions (one to four rules, each barring a random 10-60 %
+of the nodes, on a random 20-60 % of the jobs), and for half node labels and taints (zone,
+generation, spot; a fifth of the nodes tainted) with selectors on 40 % of the jobs and a
+toleration on half: what the generator leaves at its defaults.
 
 With ``--server ADDR`` the calls go to a running service as a client that knows only the proto
 would send them (``solver.client``), and each answer's plan is checked here, in this process
