@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from dataclasses import replace
 
 import pytest
 
@@ -14,6 +15,7 @@ from solver.app.limits import Limits
 from solver.app.validation import validate_request
 from solver.slurm.constraint import ConstraintError, node_features, selector_terms
 from solver.slurm.decide import Action, reported
+from solver.slurm.record import decode
 from solver.slurm.site import Site
 from solver.slurm.snapshot import Snapshot, build_snapshot
 from solver.slurm.state import SlurmOutputError, parse_sinfo, parse_squeue
@@ -115,8 +117,8 @@ def test_an_or_constraint_allows_any_featured_node() -> None:
 def test_a_constraint_beyond_a_selector_goes_back_to_slurm_as_submitted() -> None:
     snap = _built("mixed", _featured, _constrained(3, "[fast|ib]"))
     assert [j.name for j in snap.request.jobs] == ["4"]
-    [(job, why)] = snap.returned
-    assert job.job_id == 3 and "given back to Slurm" in why
+    [(job, reason, why)] = snap.returned
+    assert job.job_id == 3 and reason == "constraint" and "given back to Slurm" in why
     [decision] = [d for d in reported(snap) if d.job_id == 3]
     assert (decision.action, decision.reason) == (Action.FALLBACK, "constraint")
 
@@ -158,3 +160,47 @@ def test_malformed_features_name_the_field() -> None:
 
     with pytest.raises(SlurmOutputError, match=r"nodes\[0\]\.active_features"):
         _built("mixed", worse, lambda jobs: None)
+
+
+def _pinned(job_id: int, hosts: str) -> Edit:
+    def edit(jobs: list[dict[str, object]]) -> None:
+        _job(jobs, job_id)["required_nodes"] = hosts
+
+    return edit
+
+
+def test_a_jobs_own_nodelist_of_one_node_confines_it_there() -> None:
+    """Before, DSFRO placed it where it liked and the adapter's node list replaced the job's."""
+    snap = _built("mixed", _featured, _pinned(3, "node3"))
+    three = next(j for j in snap.request.jobs if j.name == "3")
+    assert set(three.excluded_nodes) == {"node1", "node2", "node4"}
+    assert validate_request(snap.request, Limits()) == []
+
+
+def test_a_nodelist_of_several_nodes_goes_back_to_slurm_and_one_elsewhere_is_reported() -> None:
+    snap = _built("mixed", _featured, _pinned(3, "node[2-3]"))
+    [(job, reason, why)] = snap.returned
+    assert job.job_id == 3 and reason == "nodelist" and "--nodelist names several nodes" in why
+    [decision] = [d for d in reported(snap) if d.job_id == 3]
+    assert (decision.action, decision.reason) == (Action.FALLBACK, "nodelist")
+    snap = _built("mixed", _featured, _pinned(3, "gpu9"))
+    [(job, why)] = snap.unplaceable
+    assert job.job_id == 3 and "--nodelist gpu9 is no node of its GPU types" in why
+    assert [j.name for j in snap.request.jobs] == ["4"]
+
+
+def test_a_placed_job_keeps_its_own_nodelist_not_the_adapters() -> None:
+    """Job 13 runs where the adapter put it (its node list now the adapter's, node2); the
+    record keeps the one it was submitted with."""
+    record = decode(json.loads(captured("placed", "squeue"))["jobs"][12]["admin_comment"])
+    assert record.original is not None
+    own = replace(record, original=replace(record.original, required_nodes=("node2",)))
+
+    def edit(jobs: list[dict[str, object]]) -> None:
+        _job(jobs, 13)["admin_comment"] = own.encode()
+
+    snap = _built("placed", lambda nodes: None, edit)
+    thirteen = next(j for j in snap.request.jobs if j.name == "13")
+    assert set(thirteen.excluded_nodes) == {n.name for n in snap.request.cluster.nodes} - {"node2"}
+    untouched = _built("placed", lambda nodes: None, lambda jobs: None)
+    assert not next(j for j in untouched.request.jobs if j.name == "13").excluded_nodes

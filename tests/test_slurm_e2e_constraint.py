@@ -54,3 +54,22 @@ def test_a_matching_or_constraint_goes_back_to_slurm_and_runs(
     nodes = {name for name, _ in running.allocation}
     assert nodes in ({"node1", "node2"}, {"node3", "node4"})
     assert decode(running.admin_comment).state == "fallback"
+
+
+def test_a_jobs_own_nodelist_is_kept_and_one_of_several_nodes_goes_back_to_slurm(
+    slurm: Cluster, dsfro: str, make_adapter: MakeAdapter, tmp_path: Path
+) -> None:
+    """Best fit alone would take node1; the job asked for node4 and runs there. Before, the
+    adapter's node list replaced the job's own."""
+    pinned = slurm.sbatch("pinned", demand("gpt3-1.3b", GPUS, GPUS), f"--gres=gpu:h100:{GPUS}",
+                          "--nodelist=node4", script=job_script(tmp_path))  # fmt: skip
+    pair = slurm.sbatch("pair", demand("gpt3-1.3b", 2, 2), "--gres=gpu:h100:1", "-N", "2",
+                        "--nodelist=node[2-3]")  # fmt: skip
+    adapter = make_adapter(dsfro)
+    decisions = by_job(adapter.round())
+    d = decisions[pinned]
+    assert d.action is Action.PLACE and d.target is not None and d.target.nodes == ("node4",)
+    assert (decisions[pair].action, decisions[pair].reason) == (Action.FALLBACK, "nodelist")
+    jobs = slurm.wait_running([pinned, pair])
+    assert {name for name, _ in jobs[pair].allocation} == {"node2", "node3"}
+    assert_runs_as_planned(slurm, tmp_path, d)

@@ -299,15 +299,15 @@ def reserved(
 
 def reported(snap: Snapshot) -> list[Decision]:
     """Decisions of the jobs that are not in the request: malformed or unplaceable demands,
-    and constraints beyond a selector (given back to Slurm)."""
+    and placement rules DSFRO does not plan (given back to Slurm)."""
     out = [
         Decision(j, Action.SKIP, "malformed_demand", e, record=decode(j.admin_comment))
         for j, e in snap.malformed
     ]
     out.extend(Decision(j, Action.WAIT, "no_gpu_type", e) for j, e in snap.unplaceable)
     out.extend(
-        Decision(j, Action.FALLBACK, "constraint", e, record=decode(j.admin_comment))
-        for j, e in snap.returned
+        Decision(j, Action.FALLBACK, reason, e, record=decode(j.admin_comment))
+        for j, reason, e in snap.returned
     )
     return out
 

@@ -65,8 +65,9 @@ class Snapshot:
     malformed: list[tuple[SlurmJob, str]] = field(default_factory=list)
     unplaceable: list[tuple[SlurmJob, str]] = field(default_factory=list)
     """Waiting DSFRO jobs not sent: no node of a GPU type they allow."""
-    returned: list[tuple[SlurmJob, str]] = field(default_factory=list)
-    """Waiting DSFRO jobs given back to Slurm as submitted: a --constraint beyond a selector."""
+    returned: list[tuple[SlurmJob, str, str]] = field(default_factory=list)
+    """Waiting DSFRO jobs given back to Slurm as submitted, the reason and why: a --constraint
+    beyond a selector (``constraint``), a --nodelist of several nodes (``nodelist``)."""
     nodes: dict[str, SlurmNode] = field(default_factory=dict)
     node_types: dict[str, str] = field(default_factory=dict)
     """Node -> its DSFRO GPU type."""
@@ -112,13 +113,19 @@ def _current_target(
 
 
 def as_submitted(job: SlurmJob, record: Record) -> SlurmJob:
-    """The job with its own request (GRES per node, node count) where the adapter changed it:
+    """The job with its own request (GRES per node, node count, node list) where the adapter
+    changed it:
     the demand's defaults (GPU limits, GPU type) come from what the job asked for, not from
     the shape it was last placed in."""
     o = record.original
     if o is None:
         return job
-    return replace(job, tres_per_node=o.tres_per_node, node_count=o.node_count)
+    return replace(
+        job,
+        tres_per_node=o.tres_per_node,
+        node_count=o.node_count,
+        required_nodes=o.required_nodes,
+    )
 
 
 def submitted(job: SlurmJob, record: Record) -> float:
@@ -147,6 +154,8 @@ def _job(
         out.weight = d.weight
     out.allowed_gpu_types.extend(g for g in allowed_types(d, job, site) if g in types)
     excluded = {*job.excluded_nodes, *t.record.avoid}
+    if job.required_nodes:  # its own --nodelist, one node (more go back to Slurm): only there
+        excluded.update(n for n in nodes if n not in job.required_nodes)
     try:
         out.node_selector.extend(selector_terms(job.constraint))
     except ConstraintError:  # running, placed before its constraint changed: it stays put
@@ -297,7 +306,13 @@ def build_snapshot(
             elif allowed and not set(allowed) & set(types):
                 out.unplaceable.append((job, f"no node in the snapshot has {', '.join(allowed)}"))
             elif (beyond := _beyond_selector(own.constraint)) is not None:
-                out.returned.append((job, beyond))
+                out.returned.append((job, "constraint", beyond))
+            elif len(own.required_nodes) > 1:
+                why = "its --nodelist names several nodes, all of which a placement must include"
+                out.returned.append((job, "nodelist", f"{why}: given back to Slurm as submitted"))
+            elif own.required_nodes and not _usable_nodes(out, allowed, ()) & {*own.required_nodes}:
+                why = f"its --nodelist {own.required_nodes[0]} is no node of its GPU types here"
+                out.unplaceable.append((job, why))
             elif own.excluded_nodes and not _usable_nodes(out, allowed, own.excluded_nodes):
                 out.unplaceable.append(
                     (job, "its --exclude names every node of its GPU types in the snapshot")
