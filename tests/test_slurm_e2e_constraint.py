@@ -1,6 +1,7 @@
-"""Node features and ``--constraint`` end to end, on a real Slurm and a real DSFRO: a job
-asking for features runs on a node that has them, as planned; a constraint beyond a selector
-(matching OR) goes back to Slurm, which runs it itself."""
+"""A job's own placement rules end to end, on a real Slurm and a real DSFRO: a job asking for
+features runs on a node that has them, as planned, and one pinned by ``--nodelist`` on its
+node; a constraint beyond a selector (matching OR) and a node list of several nodes go back to
+Slurm, which runs them itself; a job waits for its ``--dependency`` and ``--begin``."""
 
 from __future__ import annotations
 
@@ -73,3 +74,26 @@ def test_a_jobs_own_nodelist_is_kept_and_one_of_several_nodes_goes_back_to_slurm
     jobs = slurm.wait_running([pinned, pair])
     assert {name for name, _ in jobs[pair].allocation} == {"node2", "node3"}
     assert_runs_as_planned(slurm, tmp_path, d)
+
+
+def test_a_job_waits_for_its_dependency_and_its_begin_then_runs(
+    slurm: Cluster, dsfro: str, make_adapter: MakeAdapter, tmp_path: Path
+) -> None:
+    """Slurm leaves a held job's dependency "(unfulfilled)" after the job it names has ended:
+    the adapter reads that job's state itself. Before, the job was planned and released at once
+    and sat in Slurm's queue (Dependency) on the GPUs planned for it."""
+    first = slurm.sbatch("first", None, hold=False, script="sleep 2")
+    after = slurm.sbatch("after", demand("gpt3-1.3b", GPUS, GPUS), f"--gres=gpu:h100:{GPUS}",
+                         f"--dependency=afterok:{first}", script=job_script(tmp_path))  # fmt: skip
+    later = slurm.sbatch("later", demand("gpt3-1.3b", 1, 1), "--gres=gpu:h100:1",
+                         "--begin=now+3600")  # fmt: skip
+    adapter = make_adapter(dsfro)
+    decisions = by_job(adapter.round())
+    assert (decisions[after].action, decisions[after].reason) == (Action.WAIT, "not_eligible")
+    assert (decisions[later].action, decisions[later].reason) == (Action.WAIT, "not_eligible")
+    slurm.wait(f"job {first} to complete", lambda: first not in slurm.jobs(), 30)
+    d = by_job(adapter.round())[after]
+    assert d.action is Action.PLACE and d.target is not None
+    slurm.wait_running([after])
+    assert_runs_as_planned(slurm, tmp_path, d)
+    assert slurm.jobs()[later].held

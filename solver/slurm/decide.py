@@ -297,14 +297,24 @@ def reserved(
     return out
 
 
-def reported(snap: Snapshot) -> list[Decision]:
+def reported(snap: Snapshot, release: str | None = None) -> list[Decision]:
     """Decisions of the jobs that are not in the request: malformed or unplaceable demands,
-    and placement rules DSFRO does not plan (given back to Slurm)."""
+    jobs not eligible yet (given back to Slurm with the others when `release` says why), and
+    placement rules DSFRO does not plan (given back to Slurm)."""
     out = [
         Decision(j, Action.SKIP, "malformed_demand", e, record=decode(j.admin_comment))
         for j, e in snap.malformed
     ]
     out.extend(Decision(j, Action.WAIT, "no_gpu_type", e) for j, e in snap.unplaceable)
+    for j, e in snap.ineligible:
+        if release is None:
+            out.append(Decision(j, Action.WAIT, "not_eligible", e))
+        else:  # Slurm holds it to its --begin and --dependency itself
+            out.append(
+                Decision(
+                    j, Action.FALLBACK, "dsfro_unavailable", release, record=decode(j.admin_comment)
+                )
+            )
     out.extend(
         Decision(j, Action.FALLBACK, reason, e, record=decode(j.admin_comment))
         for j, reason, e in snap.returned
@@ -333,5 +343,5 @@ def fallback(snap: Snapshot, why: str, release: bool) -> list[Decision]:
             out.append(Decision(t.job, Action.FALLBACK, "dsfro_unavailable", why, record=t.record))
         else:
             out.append(Decision(t.job, Action.WAIT, "dsfro_unavailable", why, record=t.record))
-    out.extend(reported(snap))
+    out.extend(reported(snap, why if release else None))
     return out

@@ -18,6 +18,7 @@ from datetime import UTC, datetime
 
 from solver.slurm.constraint import ConstraintError, selector_terms
 from solver.slurm.demand import Demand, DemandError, has_demand, parse_demand
+from solver.slurm.eligible import waiting_for
 from solver.slurm.record import Record, Target, decode
 from solver.slurm.site import GridSite, Site
 from solver.slurm.state import SlurmJob, SlurmNode, in_partition
@@ -65,6 +66,8 @@ class Snapshot:
     malformed: list[tuple[SlurmJob, str]] = field(default_factory=list)
     unplaceable: list[tuple[SlurmJob, str]] = field(default_factory=list)
     """Waiting DSFRO jobs not sent: no node of a GPU type they allow."""
+    ineligible: list[tuple[SlurmJob, str]] = field(default_factory=list)
+    """Waiting DSFRO jobs not sent yet: their --begin has not come or a --dependency holds."""
     returned: list[tuple[SlurmJob, str, str]] = field(default_factory=list)
     """Waiting DSFRO jobs given back to Slurm as submitted, the reason and why: a --constraint
     beyond a selector (``constraint``), a --nodelist of several nodes (``nodelist``)."""
@@ -279,6 +282,7 @@ def build_snapshot(
                 if gres is not None and name in used:
                     used[name].update(gres.indices)
     mine: dict[str, set[int]] = {n: set() for n in out.nodes}
+    by_id = {j.job_id: j for j in jobs}
     for job in in_partition(jobs, partition):
         if not (job.pending or job.state in ("RUNNING", "CONFIGURING")):
             continue
@@ -301,6 +305,8 @@ def build_snapshot(
             allowed = allowed_types(demand, own, site)
             if other := job.gpus_not_per_node():
                 out.malformed.append((job, _not_per_node(other)))
+            elif (wait := waiting_for(job, by_id, now)) is not None:
+                out.ineligible.append((job, wait))
             elif why := typed_only(demand, own, site):
                 out.unplaceable.append((job, why))
             elif allowed and not set(allowed) & set(types):

@@ -129,6 +129,13 @@ class SlurmJob:
     """Its ``--exclude`` (ExcNodeList): nodes Slurm never gives it."""
     constraint: str = ""
     """Its ``--constraint`` (the features its nodes must have)."""
+    dependency: str = ""
+    """Its ``--dependency`` as squeue shows it (``afterok:9(unfulfilled),...``)."""
+    eligible_time: int = 0
+    """Its ``--begin`` as a Unix time (0: none, or held before one was set)."""
+    start_time: int = 0
+    end_time: int = 0
+    """When it started and ended (Unix times; 0 or a forecast while it has not)."""
 
     @property
     def pending(self) -> bool:
@@ -321,6 +328,10 @@ def parse_squeue(text: str | bytes) -> list[SlurmJob]:
                 required_nodes=required,
                 excluded_nodes=excluded,
                 constraint=f.get("features", str, ""),
+                dependency=f.get("dependency", str, ""),
+                eligible_time=f.get("eligible_time", int, 0),
+                start_time=f.get("start_time", int, 0),
+                end_time=f.get("end_time", int, 0),
                 tres_per_node=f.get("tres_per_node", str, ""),
                 tres_freq=f.get("tres_freq", str, ""),
                 restart_count=f.get("restart_cnt", int, 0),
