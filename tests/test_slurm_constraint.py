@@ -204,3 +204,16 @@ def test_a_placed_job_keeps_its_own_nodelist_not_the_adapters() -> None:
     assert set(thirteen.excluded_nodes) == {n.name for n in snap.request.cluster.nodes} - {"node2"}
     untouched = _built("placed", lambda nodes: None, lambda jobs: None)
     assert not next(j for j in untouched.request.jobs if j.name == "13").excluded_nodes
+
+
+def test_a_job_in_a_reservation_goes_back_to_slurm() -> None:
+    """Nodes of an active reservation are left out of the snapshot (sinfo's RESERVED): a job
+    that may run only there would be planned where Slurm never starts it."""
+
+    def edit(jobs: list[dict[str, object]]) -> None:
+        _job(jobs, 3)["resv_name"] = "maint1"
+
+    snap = _built("mixed", _featured, edit)
+    [(job, reason, why)] = snap.returned
+    assert (job.job_id, reason) == (3, "reservation") and "--reservation maint1" in why
+    assert [j.name for j in snap.request.jobs] == ["4"]

@@ -97,3 +97,29 @@ def test_a_job_waits_for_its_dependency_and_its_begin_then_runs(
     slurm.wait_running([after])
     assert_runs_as_planned(slurm, tmp_path, d)
     assert slurm.jobs()[later].held
+
+
+def test_reserved_nodes_are_left_out_and_a_job_of_the_reservation_goes_back_to_slurm(
+    slurm: Cluster, dsfro: str, make_adapter: MakeAdapter, tmp_path: Path
+) -> None:
+    slurm.run("scontrol", "create", "reservation", "reservationname=dsfro-test", "starttime=now",
+              "duration=10", "nodes=node1", "users=root", "flags=maint,ignore_jobs")  # fmt: skip
+    try:
+        slurm.wait("node1 to be reserved", lambda: "maint" in slurm.run("sinfo", "-h", "-N",
+                   "-n", "node1", "-o", "%T"), 10)  # fmt: skip
+        inside = slurm.sbatch("inside", demand("gpt3-1.3b", 1, 1), "--gres=gpu:h100:1",
+                              "--reservation=dsfro-test")  # fmt: skip
+        outside = slurm.sbatch("outside", demand("gpt3-1.3b", GPUS, GPUS),
+                               f"--gres=gpu:h100:{GPUS}", script=job_script(tmp_path))  # fmt: skip
+        decisions = by_job(make_adapter(dsfro).round())
+        assert (decisions[inside].action, decisions[inside].reason) == (
+            Action.FALLBACK,
+            "reservation",
+        )
+        d = decisions[outside]
+        assert d.action is Action.PLACE and d.target is not None and "node1" not in d.target.nodes
+        jobs = slurm.wait_running([inside, outside])
+        assert [name for name, _ in jobs[inside].allocation] == ["node1"]
+        assert_runs_as_planned(slurm, tmp_path, d)
+    finally:
+        slurm.run("scontrol", "delete", "reservation=dsfro-test", check=False)

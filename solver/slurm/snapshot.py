@@ -18,8 +18,8 @@ from datetime import UTC, datetime
 
 from solver.slurm.constraint import ConstraintError, selector_terms
 from solver.slurm.demand import Demand, DemandError, has_demand, parse_demand
-from solver.slurm.eligible import waiting_for
 from solver.slurm.record import Record, Target, decode
+from solver.slurm.rules import screen
 from solver.slurm.site import GridSite, Site
 from solver.slurm.state import SlurmJob, SlurmNode, in_partition
 from solver.wire import (
@@ -70,7 +70,8 @@ class Snapshot:
     """Waiting DSFRO jobs not sent yet: their --begin has not come or a --dependency holds."""
     returned: list[tuple[SlurmJob, str, str]] = field(default_factory=list)
     """Waiting DSFRO jobs given back to Slurm as submitted, the reason and why: a --constraint
-    beyond a selector (``constraint``), a --nodelist of several nodes (``nodelist``)."""
+    beyond a selector (``constraint``), a --nodelist of several nodes (``nodelist``), a
+    --reservation (``reservation``)."""
     nodes: dict[str, SlurmNode] = field(default_factory=dict)
     node_types: dict[str, str] = field(default_factory=dict)
     """Node -> its DSFRO GPU type."""
@@ -305,31 +306,17 @@ def build_snapshot(
             allowed = allowed_types(demand, own, site)
             if other := job.gpus_not_per_node():
                 out.malformed.append((job, _not_per_node(other)))
-            elif (wait := waiting_for(job, by_id, now)) is not None:
-                out.ineligible.append((job, wait))
             elif why := typed_only(demand, own, site):
                 out.unplaceable.append((job, why))
             elif allowed and not set(allowed) & set(types):
                 out.unplaceable.append((job, f"no node in the snapshot has {', '.join(allowed)}"))
-            elif (beyond := _beyond_selector(own.constraint)) is not None:
-                out.returned.append((job, "constraint", beyond))
-            elif len(own.required_nodes) > 1:
-                why = "its --nodelist names several nodes, all of which a placement must include"
-                out.returned.append((job, "nodelist", f"{why}: given back to Slurm as submitted"))
-            elif own.required_nodes and not _usable_nodes(out, allowed, ()) & {*own.required_nodes}:
-                why = f"its --nodelist {own.required_nodes[0]} is no node of its GPU types here"
-                out.unplaceable.append((job, why))
-            elif own.excluded_nodes and not _usable_nodes(out, allowed, own.excluded_nodes):
-                out.unplaceable.append(
-                    (job, "its --exclude names every node of its GPU types in the snapshot")
-                )
-            elif own.constraint and not _featured(out, allowed, own):
-                out.unplaceable.append(
-                    (
-                        job,
-                        f"no node of its GPU types here has --constraint {own.constraint}",
-                    )
-                )
+            elif refusal := screen(job, own, allowed, out.nodes, out.node_types, by_id, now):
+                if refusal.kind == "ineligible":
+                    out.ineligible.append((job, refusal.why))
+                elif refusal.kind == "returned":
+                    out.returned.append((job, refusal.reason, refusal.why))
+                else:
+                    out.unplaceable.append((job, refusal.why))
             else:
                 out.tracked[str(job.job_id)] = Tracked(job, demand, record)
             continue
@@ -393,27 +380,6 @@ def build_snapshot(
     if site.fairness is not None:
         out.request.fairness.CopyFrom(site.fairness)
     return out
-
-
-def _beyond_selector(constraint: str) -> str | None:
-    """Why the constraint cannot be sent as a selector; None if it can."""
-    try:
-        selector_terms(constraint)
-    except ConstraintError as e:
-        return f"{e}: given back to Slurm as submitted"
-    return None
-
-
-def _featured(out: Snapshot, allowed: Sequence[str], job: SlurmJob) -> bool:
-    """Whether a node of the allowed types, off the job's --exclude, has its features."""
-    terms = [{r.key for r in t.requirements} for t in selector_terms(job.constraint)]
-    usable = _usable_nodes(out, allowed, job.excluded_nodes)
-    return any(any(t <= out.nodes[n].features for t in terms) for n in usable)
-
-
-def _usable_nodes(out: Snapshot, allowed: Sequence[str], excluded: Iterable[str]) -> set[str]:
-    """The snapshot's nodes of the `allowed` GPU types (every type: none given) off `excluded`."""
-    return {n for n, t in out.node_types.items() if not allowed or t in allowed} - set(excluded)
 
 
 def _add_grid(cluster: ClusterSnapshot, grid: GridSite, now: float) -> None:

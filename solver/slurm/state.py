@@ -136,6 +136,8 @@ class SlurmJob:
     start_time: int = 0
     end_time: int = 0
     """When it started and ended (Unix times; 0 or a forecast while it has not)."""
+    reservation: str = ""
+    """Its ``--reservation`` (squeue's ``resv_name``)."""
 
     @property
     def pending(self) -> bool:
@@ -332,6 +334,7 @@ def parse_squeue(text: str | bytes) -> list[SlurmJob]:
                 eligible_time=f.get("eligible_time", int, 0),
                 start_time=f.get("start_time", int, 0),
                 end_time=f.get("end_time", int, 0),
+                reservation=f.get("resv_name", str, ""),
                 tres_per_node=f.get("tres_per_node", str, ""),
                 tres_freq=f.get("tres_freq", str, ""),
                 restart_count=f.get("restart_cnt", int, 0),
