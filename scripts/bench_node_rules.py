@@ -4,13 +4,14 @@ labels with selectors (``node_selector``); what each costs to read and to solve.
     .venv/bin/python -m scripts.bench_node_rules --nodes 20000 --jobs 2000 --budgets 1 3 10
 
 The request is ``dsfro generate --nodes N --jobs J --seed S``; every node gets a ``pool``
-label (p0..p3, by seed) and every job one of four rules: not on pool k's nodes (a quarter of
-the cluster). The names variant lists those nodes in each job's ``excluded_nodes``; the
-labels variant says ``pool NOT_IN [pk]``. Both give every job the same excluded set (checked).
-The first table: bytes on the wire and the fastest of ``--repeat`` reads (decode, validation,
-conversion); the second: a Solve of each through a real loopback server at each budget (wall
-time from the client, termination, jobs running). Nothing is asserted (docs/benchmarks.md keeps
-the runs).
+label (p0..p3, by seed; with ``--extra-labels K`` also its host name and K-1 labels as node
+feature discovery adds them, which no rule reads) and every job one of four rules: not on
+pool k's nodes (a quarter of the cluster). The names variant lists those nodes in each job's
+``excluded_nodes``; the labels variant says ``pool NOT_IN [pk]``. Both give every job the
+same excluded set (checked). The first table: bytes on the wire and the fastest of
+``--repeat`` reads (decode, validation, conversion); the second: a Solve of each through a
+real loopback server at each budget (wall time from the client, termination, jobs running).
+Nothing is asserted (docs/benchmarks.md keeps the runs).
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ from solver.wire import (
 POOLS = 4
 
 
-def variants(nodes: int, jobs: int, seed: int) -> dict[str, SolveRequest]:
+def variants(nodes: int, jobs: int, seed: int, extra_labels: int = 0) -> dict[str, SolveRequest]:
     base = generate(
         spec_from_args(["--nodes", str(nodes), "--jobs", str(jobs), "--seed", str(seed)])
     )
@@ -53,8 +54,12 @@ def variants(nodes: int, jobs: int, seed: int) -> dict[str, SolveRequest]:
     names, labels = SolveRequest(), SolveRequest()
     names.CopyFrom(base)
     labels.CopyFrom(base)
-    for n in labels.cluster.nodes:
+    for i, n in enumerate(labels.cluster.nodes):
         n.labels["pool"] = f"p{pool[n.name]}"
+        if extra_labels:  # as node feature discovery adds them: no rule reads them
+            n.labels["kubernetes.io/hostname"] = n.name
+            for k in range(extra_labels - 1):
+                n.labels[f"feature.node.kubernetes.io/label-{k}"] = f"value-{(i + k) % 13}"
     for k, (by_name, by_label) in enumerate(zip(names.jobs, labels.jobs, strict=True)):
         by_name.excluded_nodes.extend(members[rule[k]])
         term = by_label.node_selector.add()
@@ -121,8 +126,11 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=3)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--budgets", type=float, nargs="*", default=[1.0, 3.0, 10.0])
+    ap.add_argument(
+        "--extra-labels", type=int, default=0, help="labels no rule reads, per node (hostname, ...)"
+    )
     args = ap.parse_args()
-    requests = variants(args.nodes, args.jobs, args.seed)
+    requests = variants(args.nodes, args.jobs, args.seed, args.extra_labels)
     read_table(requests, args.repeat)
     if args.budgets:
         solve_table(requests, args.budgets)

@@ -64,7 +64,7 @@ class NodeRules:
     def __init__(self, nodes: Sequence[pb.Node]) -> None:
         self._nodes = nodes
         self._names = np.array([n.name for n in nodes], dtype=object)
-        self._labels: dict[str, tuple[npt.NDArray[np.int32], dict[str, int]]] | None = None
+        self._labels: dict[str, tuple[npt.NDArray[np.int32], dict[str, int]]] = {}
         self._tainted = [(k, hard) for k, n in enumerate(nodes) if (hard := _hard_taints(n.taints))]
         self._made: dict[RuleKey, frozenset[str]] = {}
 
@@ -96,10 +96,7 @@ class NodeRules:
 
     def _matching(self, key: str, operator: int, values: tuple[str, ...]) -> Mask:
         """Nodes whose labels meet one requirement."""
-        codes, by_value = self._index().get(key, (None, {}))
-        if codes is None:  # no node has the key
-            absent = operator in (pb.LABEL_OPERATOR_NOT_IN, pb.LABEL_OPERATOR_DOES_NOT_EXIST)
-            return np.full(len(self._names), absent, bool)
+        codes, by_value = self._column(key)
         if operator == pb.LABEL_OPERATOR_EXISTS:
             return codes >= 0
         if operator == pb.LABEL_OPERATOR_DOES_NOT_EXIST:
@@ -118,18 +115,19 @@ class NodeRules:
         ]
         return np.isin(codes, wanted)
 
-    def _index(self) -> dict[str, tuple[npt.NDArray[np.int32], dict[str, int]]]:
-        """Per label key: each node's value as a code (-1: no such label) and the codes."""
-        if self._labels is None:
-            self._labels = {}
+    def _column(self, key: str) -> tuple[npt.NDArray[np.int32], dict[str, int]]:
+        """Each node's value of the label as a code (-1: no such label), and the codes; made
+        for the keys rules name only (nodes may carry tens of labels no rule reads)."""
+        found = self._labels.get(key)
+        if found is None:
+            codes = np.full(len(self._nodes), -1, np.int32)
+            by_value: dict[str, int] = {}
             for k, node in enumerate(self._nodes):
-                for key, value in node.labels.items():
-                    entry = self._labels.get(key)
-                    if entry is None:
-                        entry = self._labels[key] = (np.full(len(self._nodes), -1, np.int32), {})
-                    codes, by_value = entry
-                    codes[k] = by_value.setdefault(value, len(by_value))
-        return self._labels
+                labels = node.labels
+                if key in labels:
+                    codes[k] = by_value.setdefault(labels[key], len(by_value))
+            found = self._labels[key] = (codes, by_value)
+        return found
 
 
 class Exclusions:

@@ -190,8 +190,7 @@ def _check_point(c: Collector, pp: str, pt: pb.ProfilePoint, types: dict[str, pb
     if ok and pt.num_gpus % group:
         c.add(
             f"{pp}.num_gpus",
-            "must be divisible by tensor_parallel*pipeline_parallel "
-            f"({group}), got {pt.num_gpus}",
+            f"must be divisible by tensor_parallel*pipeline_parallel ({group}), got {pt.num_gpus}",
         )
     if gpu is not None and pt.sm_clock_mhz not in gpu.sm_clocks_mhz:
         c.add(f"{pp}.sm_clock_mhz", unsupported_clock(gpu, pt.sm_clock_mhz))

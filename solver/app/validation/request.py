@@ -40,7 +40,7 @@ from solver.app.validation.jobs import (
 )
 from solver.app.validation.mig import check_mig
 from solver.app.validation.mig_geometry import check_mig_geometry
-from solver.app.validation.node_rules import check_job_rules, check_node_rules
+from solver.app.validation.node_rules import Checked, check_job_rules, check_node_rules
 from solver.app.validation.power_states import (
     check_power_states,
     check_running_on_suspended,
@@ -175,6 +175,7 @@ def _check_nodes(
             f"{len(cluster.nodes)} nodes exceed the limit of {limits.max_nodes} (max_nodes)",
         )
         return nodes  # over a limit, the entries are not checked one by one
+    checked = Checked()
     for i, n in enumerate(cluster.nodes):
         p = f"cluster.nodes[{i}]"
         c.name(f"{p}.name", n.name, seen, limits.max_name_length)
@@ -211,7 +212,7 @@ def _check_nodes(
         else:
             c.text(f"{p}.rack", n.rack, limits.max_name_length)
         if n.labels or n.taints:
-            check_node_rules(c, p, n, limits)
+            check_node_rules(c, p, n, limits, checked)
         c.positive(
             f"{p}.network_bandwidth_gbps",
             n.network_bandwidth_gbps,
