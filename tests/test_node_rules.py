@@ -412,3 +412,12 @@ def test_validate_says_how_many_nodes_each_job_may_use(
         "",
         "",
     ]
+
+
+def test_a_bad_label_is_reported_on_every_node_that_carries_it() -> None:
+    """Keys and values are checked once a request; one found wrong is reported each time."""
+    r = make_request()
+    for n in r.cluster.nodes:
+        n.labels.update({"zone": "a", "a b": "1", "ok": "bad\x07"})
+    got = [v.field for v in validate_request(r, Limits())]
+    assert got == [f'cluster.nodes[{i}].labels["{key}"]' for i in range(3) for key in ("a b", "ok")]
