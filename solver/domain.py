@@ -20,7 +20,7 @@ from solver.fairness import Fairness as Fairness
 from solver.fairness import FairnessMode as FairnessMode
 from solver.fairness import FairnessScope as FairnessScope
 from solver.grid import GridForecast
-from solver.memos import Memoized
+from solver.memos import Memoized, positions_in
 from solver.mig import GpuLayout, LayoutChange, MigGeometry, MigInstance, SliceRequest
 from solver.power_states import NodePower, PowerAction, PowerSaving
 from solver.queues import DEFAULT_QUEUE as DEFAULT_QUEUE
@@ -104,13 +104,13 @@ class Cluster(Memoized):
         """Ascending positions in ``nodes`` of the nodes `names` names, made once a set."""
         memo: dict[frozenset[str], tuple[int, ...]] = self.__dict__.setdefault("_positions", {})
         if names not in memo:
-            index = self._index()
-            memo[names] = tuple(sorted(index[n] for n in names if n in index))
+            memo[names] = positions_in(names, self._index(), self.__dict__["_node_names"])
         return memo[names]
 
     def _index(self) -> dict[str, int]:
         if "_node_index" not in self.__dict__:
             self.__dict__["_node_index"] = {n.name: k for k, n in enumerate(self.nodes)}
+            self.__dict__["_node_names"] = frozenset(self.__dict__["_node_index"])
         index: dict[str, int] = self.__dict__["_node_index"]
         return index
 

@@ -100,7 +100,10 @@ class Cluster:
         while not done():
             if time.monotonic() > end:
                 queue = self.run("squeue", "-o", "%i %j %T %r %N %b", check=False)
-                raise AssertionError(f"timed out after {seconds:g} s waiting for {what}:\n{queue}")
+                nodes = self.run("sinfo", "-N", "-o", "%N %T %E", check=False)
+                raise AssertionError(
+                    f"timed out after {seconds:g} s waiting for {what}:\n{queue}\n{nodes}"
+                )
             time.sleep(0.2)
 
     def wait_running(self, job_ids: list[int], seconds: float = 20.0) -> dict[int, SlurmJob]:
@@ -123,10 +126,14 @@ class Cluster:
                  f"ActiveFeatures={features}")  # fmt: skip
 
     def reset(self) -> None:
-        """No job left, every node up, no node feature."""
+        """No job left, every node up, no node feature, no reservation."""
         self.run("scancel", "--partition", "gpu", check=False)
         self.features(f"node[1-{NODES}]", "")
         self.wait("the queue to empty", lambda: not self.jobs(), 30)
+        for line in self.run("scontrol", "show", "reservation", "-o").splitlines():
+            if line.startswith("ReservationName="):  # deleted once none of its jobs runs
+                name = line.split()[0].split("=", 1)[1]
+                self.run("scontrol", "delete", f"ReservationName={name}")
         for node in (f"node{i}" for i in range(1, NODES + 1)):
             self.run("scontrol", "update", f"NodeName={node}", "State=RESUME", check=False)
         self.wait(

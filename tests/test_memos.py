@@ -6,6 +6,7 @@ import pickle
 
 from solver.app.convert import problem_from_proto
 from solver.app.limits import Limits
+from solver.memos import positions_in
 from solver.search.placement import Placer, wanted_nodes
 from tests.factories import make_request
 
@@ -21,3 +22,17 @@ def test_a_pickled_problem_leaves_its_memos_behind_and_makes_them_again() -> Non
     assert q == p
     assert not [k for k in (*q.__dict__, *q.cluster.__dict__) if k.startswith("_")]
     assert q.cluster.node("a100-1").name == "a100-1" and wanted_nodes(q) == wanted_nodes(p)
+
+
+def test_positions_of_few_and_of_most_nodes_and_of_names_elsewhere() -> None:
+    names = [f"n{k}" for k in range(10)]
+    index = {n: k for k, n in enumerate(names)}
+    known = frozenset(names)
+    assert positions_in(frozenset({"n7", "n2"}), index, known) == (2, 7)
+    most = frozenset(names) - {"n3", "n0"}
+    assert positions_in(most, index, known) == (1, 2, 4, 5, 6, 7, 8, 9)  # by the complement
+    # A part of a decomposed cluster sees names of nodes it does not have.
+    foreign = frozenset({"x1", "x2", "x3", "x4", "x5", "x6", "x7", "x8", "n1", "n9"})
+    assert positions_in(foreign, index, known) == (1, 9)
+    assert positions_in(foreign | most, index, known) == (1, 2, 4, 5, 6, 7, 8, 9)
+    assert positions_in(frozenset(), index, known) == ()

@@ -421,3 +421,28 @@ def test_a_bad_label_is_reported_on_every_node_that_carries_it() -> None:
         n.labels.update({"zone": "a", "a b": "1", "ok": "bad\x07"})
     got = [v.field for v in validate_request(r, Limits())]
     assert got == [f'cluster.nodes[{i}].labels["{key}"]' for i in range(3) for key in ("a b", "ok")]
+
+
+def test_distinct_rules_times_nodes_over_the_limit_are_refused_before_any_is_resolved() -> None:
+    """Three nodes; two distinct rules (llm's, bert's and resnet's alike) make 6 pairs; a taint
+    gives the jobs without rules one more rule (their own: tolerate nothing)."""
+    r = labelled()
+    r.jobs[0].node_selector.append(term(("zone", IN, ["a"])))
+    for j in r.jobs[1:]:
+        j.node_selector.append(term(("zone", IN, ["b"])))
+    assert validate_request(r, Limits(max_rule_node_pairs=6)) == []
+    assert validate_request(r, Limits(max_rule_node_pairs=5)) == [
+        FieldViolation(
+            "jobs",
+            "2 distinct node rules (node_selector and tolerations) over 3 nodes make 6 "
+            "rule-node pairs, above the limit of 5 (max_rule_node_pairs; each rule is resolved "
+            "over every node within the time budget): give the jobs of one rule the same "
+            "selector, or select by labels, not host names",
+        )
+    ]
+    del r.jobs[2].node_selector[:]
+    r.cluster.nodes[2].taints.add(key="x", effect=NO_SCHEDULE)
+    assert validate_request(r, Limits(max_rule_node_pairs=8))[0].description.startswith(
+        "3 distinct node rules"
+    )
+    assert validate_request(r, Limits(max_rule_node_pairs=9)) == []

@@ -195,6 +195,7 @@ def test_get_server_info(stub: Stub) -> None:
     assert (info.max_time_budget.seconds, info.max_time_budget.nanos) == (300, 0)
     assert (info.max_nodes, info.max_jobs, info.max_concurrent_solves) == (20000, 20000, 2)
     assert info.max_profile_points == 500_000
+    assert info.max_rule_node_pairs == 4_000_000
     assert info.max_message_bytes == 256 * 1024 * 1024
     assert dict(info.solver_versions) == {
         "ortools": metadata.version("ortools"),

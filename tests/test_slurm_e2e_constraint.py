@@ -122,4 +122,4 @@ def test_reserved_nodes_are_left_out_and_a_job_of_the_reservation_goes_back_to_s
         assert [name for name, _ in jobs[inside].allocation] == ["node1"]
         assert_runs_as_planned(slurm, tmp_path, d)
     finally:
-        slurm.run("scontrol", "delete", "reservation=dsfro-test", check=False)
+        slurm.reset()  # its jobs cancelled, then the reservation deleted

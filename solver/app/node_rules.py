@@ -9,39 +9,11 @@ Slurm's ``--exclude``. Jobs of one rule share one resolution: it is made once a 
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from typing import Any
 
-import numpy as np
-import numpy.typing as npt
-
 from solver._proto.dsfro.v1 import scheduler_pb2 as pb
-
-Mask = npt.NDArray[np.bool_]
-RuleKey = tuple[tuple[Any, ...], tuple[Any, ...]]
-"""A job's (node_selector, tolerations), hashable: jobs with equal rules share a resolution."""
-
-_INTEGER = re.compile(r"^[+-]?[0-9]+$")
-"""What Gt and Lt compare (Kubernetes parses a label value as a base-10 int64)."""
-
-HARD_EFFECTS = frozenset({pb.TAINT_EFFECT_NO_SCHEDULE, pb.TAINT_EFFECT_NO_EXECUTE})
-"""Taint effects that bar a new placement; PreferNoSchedule is a preference DSFRO ignores."""
-
-
-def integer(value: str) -> int | None:
-    """The label value as Gt and Lt read it; None if it is no integer."""
-    return int(value) if _INTEGER.match(value) else None
-
-
-def rule_key(job: pb.Job) -> RuleKey:
-    """The job's selector and tolerations as a key."""
-    selector = tuple(
-        tuple((r.key, r.operator, tuple(r.values)) for r in term.requirements)
-        for term in job.node_selector
-    )
-    tolerations = tuple((t.key, t.operator, t.value, t.effect) for t in job.tolerations)
-    return selector, tolerations
+from solver.app.validation.node_rules import HARD_EFFECTS, RuleKey, integer, rule_key
 
 
 def tolerates(tolerations: Sequence[tuple[str, int, str, int]], taint: pb.Taint) -> bool:
@@ -59,14 +31,16 @@ def tolerates(tolerations: Sequence[tuple[str, int, str, int]], taint: pb.Taint)
 
 class NodeRules:
     """The snapshot's node labels and taints, indexed on first use, and each distinct rule's
-    resolution: the names of the nodes it bars."""
+    resolution: the names of the nodes it bars. Sets of names, not arrays: conversion stays
+    free of numpy (the client install converts too), and set algebra runs in C."""
 
     def __init__(self, nodes: Sequence[pb.Node]) -> None:
         self._nodes = nodes
-        self._names = np.array([n.name for n in nodes], dtype=object)
-        self._labels: dict[str, tuple[npt.NDArray[np.int32], dict[str, int]]] = {}
-        self._tainted = [(k, hard) for k, n in enumerate(nodes) if (hard := _hard_taints(n.taints))]
+        self._all = frozenset(n.name for n in nodes)
+        self._labels: dict[str, dict[str, set[str]]] = {}
+        self._tainted = [(n.name, hard) for n in nodes if (hard := _hard_taints(n.taints))]
         self._made: dict[RuleKey, frozenset[str]] = {}
+        self._met: dict[tuple[str, int, tuple[str, ...]], frozenset[str]] = {}
 
     @property
     def tainted(self) -> bool:
@@ -78,55 +52,60 @@ class NodeRules:
         found = self._made.get(key)
         if found is None:
             selector, tolerations = key
-            usable = self._selected(selector) if selector else np.ones(len(self._names), bool)
-            for k, taints in self._tainted:
-                if usable[k] and not all(tolerates(tolerations, t) for t in taints):
-                    usable[k] = False
-            found = self._made[key] = frozenset(self._names[~usable].tolist())
+            untolerated = frozenset(
+                name
+                for name, taints in self._tainted
+                if not all(tolerates(tolerations, t) for t in taints)
+            )
+            found = self._all - self._selected(selector) if selector else untolerated
+            if selector and untolerated:
+                found |= untolerated
+            self._made[key] = found
         return found
 
-    def _selected(self, selector: tuple[Any, ...]) -> Mask:
-        out = np.zeros(len(self._names), bool)
+    def _selected(self, selector: tuple[Any, ...]) -> frozenset[str]:
+        terms = []
         for term in selector:
-            matched = np.ones(len(self._names), bool)
-            for key, operator, values in term:
-                matched &= self._matching(key, operator, values)
-            out |= matched
-        return out
+            first, *rest = sorted((self._matching(*req) for req in term), key=len)
+            terms.append(first.intersection(*rest) if rest else first)
+        return terms[0].union(*terms[1:]) if len(terms) > 1 else terms[0]
 
-    def _matching(self, key: str, operator: int, values: tuple[str, ...]) -> Mask:
-        """Nodes whose labels meet one requirement."""
-        codes, by_value = self._column(key)
-        if operator == pb.LABEL_OPERATOR_EXISTS:
-            return codes >= 0
-        if operator == pb.LABEL_OPERATOR_DOES_NOT_EXIST:
-            return codes < 0
-        if operator in (pb.LABEL_OPERATOR_IN, pb.LABEL_OPERATOR_NOT_IN):
-            wanted = [by_value[v] for v in values if v in by_value]
-            inside = np.isin(codes, wanted)
-            return inside if operator == pb.LABEL_OPERATOR_IN else ~inside
-        bound = integer(values[0])  # GT, LT: validation ensures one integer
-        assert bound is not None
-        above = operator == pb.LABEL_OPERATOR_GT
-        wanted = [
-            code
-            for value, code in by_value.items()
-            if (n := integer(value)) is not None and (n > bound if above else n < bound)
-        ]
-        return np.isin(codes, wanted)
+    def _matching(self, key: str, operator: int, values: tuple[str, ...]) -> frozenset[str]:
+        """Nodes whose labels meet one requirement (made once a request: jobs share terms)."""
+        found = self._met.get((key, operator, values))
+        if found is None:
+            found = self._met[key, operator, values] = self._meeting(key, operator, values)
+        return found
 
-    def _column(self, key: str) -> tuple[npt.NDArray[np.int32], dict[str, int]]:
-        """Each node's value of the label as a code (-1: no such label), and the codes; made
-        for the keys rules name only (nodes may carry tens of labels no rule reads)."""
+    def _meeting(self, key: str, operator: int, values: tuple[str, ...]) -> frozenset[str]:
+        by_value = self._column(key)
+        if operator in (pb.LABEL_OPERATOR_EXISTS, pb.LABEL_OPERATOR_DOES_NOT_EXIST):
+            chosen: list[str] = list(by_value)
+        elif operator in (pb.LABEL_OPERATOR_IN, pb.LABEL_OPERATOR_NOT_IN):
+            chosen = [v for v in values if v in by_value]
+        else:  # GT, LT: validation ensures one integer
+            bound = integer(values[0])
+            assert bound is not None
+            above = operator == pb.LABEL_OPERATOR_GT
+            chosen = [
+                v
+                for v in by_value
+                if (n := integer(v)) is not None and (n > bound if above else n < bound)
+            ]
+        inside = frozenset().union(*(by_value[v] for v in chosen))
+        negated = operator in (pb.LABEL_OPERATOR_NOT_IN, pb.LABEL_OPERATOR_DOES_NOT_EXIST)
+        return self._all - inside if negated else inside
+
+    def _column(self, key: str) -> dict[str, set[str]]:
+        """The nodes of each value of the label; made for the keys rules name only (nodes may
+        carry tens of labels no rule reads)."""
         found = self._labels.get(key)
         if found is None:
-            codes = np.full(len(self._nodes), -1, np.int32)
-            by_value: dict[str, int] = {}
-            for k, node in enumerate(self._nodes):
+            found = self._labels[key] = {}
+            for node in self._nodes:
                 labels = node.labels
                 if key in labels:
-                    codes[k] = by_value.setdefault(labels[key], len(by_value))
-            found = self._labels[key] = (codes, by_value)
+                    found.setdefault(labels[key], set()).add(node.name)
         return found
 
 
@@ -147,8 +126,9 @@ class Exclusions:
         found = self._made.get(key)
         if found is None:
             made = frozenset(listed)
-            if rules is not None:
-                made |= self._rules.barred(rules)
+            if rules is not None:  # no copy where the job lists no node itself
+                barred = self._rules.barred(rules)
+                made = made | barred if made else barred
             found = self._made[key] = self._made.setdefault(made, made)
         return found
 

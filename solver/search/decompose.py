@@ -98,20 +98,23 @@ def partition(problem: Problem, parts: int, seed: int) -> list[Part]:
         else:
             waiting.append(job)
     rng.shuffle(waiting)
-    # Room per part for each set of usable types and barred nodes (few distinct sets),
-    # computed once.
+    # Room per part for each set of usable types and barred nodes, computed once a set, in
+    # numpy (2,000 jobs each barring its own 19,950 of 20,000 nodes: 15 s walked node by node).
     rooms: dict[tuple[tuple[str, ...], frozenset[str]], npt.NDArray[np.float64]] = {}
     pending = np.array(demand, dtype=np.float64)
+    avail = np.array([n.available_gpus for n in cluster.nodes], dtype=np.float64)
+    part_of = np.array([rack_part[n.rack] for n in cluster.nodes], dtype=np.int64)
+    type_of = np.array([n.gpu_type for n in cluster.nodes])
     for job in waiting:
         usable = tuple(t for t in types if job.allows(t)) or tuple(types)
         room = rooms.get((usable, job.barred_nodes))
         if room is None:
-            free = [float(sum(load[p][t] for t in usable)) for p in range(parts)]
-            for k in cluster.positions(job.barred_nodes):
-                n = cluster.nodes[k]
-                if n.gpu_type in usable:
-                    free[rack_part[n.rack]] -= n.available_gpus
-            room = np.array([max(g, 1) for g in free])
+            free = np.array([float(sum(load[p][t] for t in usable)) for p in range(parts)])
+            if job.barred_nodes:
+                at = np.fromiter(cluster.positions(job.barred_nodes), dtype=np.int64)
+                at = at[np.isin(type_of[at], usable)]
+                free -= np.bincount(part_of[at], weights=avail[at], minlength=parts)
+            room = np.maximum(free, 1.0)
             rooms[(usable, job.barred_nodes)] = room
         # The least pressed part, the first at ties: demand over room after the job.
         p = int(np.argmin((pending + job.max_gpus) / room))

@@ -305,6 +305,7 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
             max_nodes=c.limits.max_nodes,
             max_jobs=c.limits.max_jobs,
             max_profile_points=c.limits.max_profile_points,
+            max_rule_node_pairs=c.limits.max_rule_node_pairs,
             max_concurrent_solves=c.max_concurrent_solves,
             max_message_bytes=c.max_message_bytes,
             solver_versions={

@@ -7,10 +7,59 @@ nothing; IN without values; GT with a word) is refused with its field path, neve
 
 from __future__ import annotations
 
+import re
+from collections.abc import Sequence
+from typing import Any
+
 from solver._proto.dsfro.v1 import scheduler_pb2 as pb
 from solver.app.limits import Limits
-from solver.app.node_rules import integer
 from solver.app.validation.common import Collector, quoted
+
+_INTEGER = re.compile(r"^[+-]?[0-9]+$")
+"""What Gt and Lt compare (Kubernetes parses a label value as a base-10 int64)."""
+
+
+def integer(value: str) -> int | None:
+    """The label value as Gt and Lt read it; None if it is no integer."""
+    return int(value) if _INTEGER.match(value) else None
+
+
+RuleKey = tuple[tuple[Any, ...], tuple[Any, ...]]
+"""A job's (node_selector, tolerations), hashable: jobs with equal rules share a resolution."""
+
+HARD_EFFECTS = frozenset({pb.TAINT_EFFECT_NO_SCHEDULE, pb.TAINT_EFFECT_NO_EXECUTE})
+"""Taint effects that bar a new placement; PreferNoSchedule is a preference DSFRO ignores."""
+
+
+def rule_key(job: pb.Job) -> RuleKey:
+    """The job's selector and tolerations as a key."""
+    selector = tuple(
+        tuple((r.key, r.operator, tuple(r.values)) for r in term.requirements)
+        for term in job.node_selector
+    )
+    tolerations = tuple((t.key, t.operator, t.value, t.effect) for t in job.tolerations)
+    return selector, tolerations
+
+
+def check_rule_pairs(
+    c: Collector, jobs: Sequence[pb.Job], nodes: Sequence[pb.Node], limits: Limits
+) -> bool:
+    """Distinct rules times nodes within the server's limit (each rule is resolved over every
+    node); False (and a violation on ``jobs``) if not."""
+    tainted = any(t.effect in HARD_EFFECTS for n in nodes for t in n.taints)
+    rules = {rule_key(j) for j in jobs if tainted or j.node_selector or j.tolerations}
+    pairs = len(rules) * len(nodes)
+    if pairs <= limits.max_rule_node_pairs:
+        return True
+    c.add(
+        "jobs",
+        f"{len(rules)} distinct node rules (node_selector and tolerations) over {len(nodes)} "
+        f"nodes make {pairs} rule-node pairs, above the limit of {limits.max_rule_node_pairs} "
+        "(max_rule_node_pairs; each rule is resolved over every node within the time budget): "
+        "give the jobs of one rule the same selector, or select by labels, not host names",
+    )
+    return False
+
 
 _LISTED = (pb.LABEL_OPERATOR_IN, pb.LABEL_OPERATOR_NOT_IN)
 _BARE = (pb.LABEL_OPERATOR_EXISTS, pb.LABEL_OPERATOR_DOES_NOT_EXIST)

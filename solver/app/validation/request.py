@@ -40,7 +40,12 @@ from solver.app.validation.jobs import (
 )
 from solver.app.validation.mig import check_mig
 from solver.app.validation.mig_geometry import check_mig_geometry
-from solver.app.validation.node_rules import Checked, check_job_rules, check_node_rules
+from solver.app.validation.node_rules import (
+    Checked,
+    check_job_rules,
+    check_node_rules,
+    check_rule_pairs,
+)
 from solver.app.validation.power_states import (
     check_power_states,
     check_running_on_suspended,
@@ -79,6 +84,8 @@ def validate_request(req: pb.SolveRequest, limits: Limits) -> list[FieldViolatio
             f"{limits.max_profile_points} (max_profile_points; each point is read and checked "
             f"within the time budget): send fewer points a job, or fewer jobs",
         )
+        jobs = []
+    if jobs and not check_rule_pairs(c, jobs, req.cluster.nodes, limits):
         jobs = []
     seen: dict[str, str] = {}
     claims: dict[tuple[str, int], tuple[int, str]] = {}

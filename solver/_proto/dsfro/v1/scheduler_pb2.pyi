@@ -842,7 +842,7 @@ class GetServerInfoRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class GetServerInfoResponse(_message.Message):
-    __slots__ = ("version", "backends", "max_time_budget", "max_nodes", "max_jobs", "max_concurrent_solves", "max_message_bytes", "solver_versions", "max_profile_points")
+    __slots__ = ("version", "backends", "max_time_budget", "max_nodes", "max_jobs", "max_concurrent_solves", "max_message_bytes", "solver_versions", "max_profile_points", "max_rule_node_pairs")
     class SolverVersionsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -859,6 +859,7 @@ class GetServerInfoResponse(_message.Message):
     MAX_MESSAGE_BYTES_FIELD_NUMBER: _ClassVar[int]
     SOLVER_VERSIONS_FIELD_NUMBER: _ClassVar[int]
     MAX_PROFILE_POINTS_FIELD_NUMBER: _ClassVar[int]
+    MAX_RULE_NODE_PAIRS_FIELD_NUMBER: _ClassVar[int]
     version: str
     backends: _containers.RepeatedScalarFieldContainer[Backend]
     max_time_budget: _duration_pb2.Duration
@@ -868,4 +869,5 @@ class GetServerInfoResponse(_message.Message):
     max_message_bytes: int
     solver_versions: _containers.ScalarMap[str, str]
     max_profile_points: int
-    def __init__(self, version: _Optional[str] = ..., backends: _Optional[_Iterable[_Union[Backend, str]]] = ..., max_time_budget: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., max_nodes: _Optional[int] = ..., max_jobs: _Optional[int] = ..., max_concurrent_solves: _Optional[int] = ..., max_message_bytes: _Optional[int] = ..., solver_versions: _Optional[_Mapping[str, str]] = ..., max_profile_points: _Optional[int] = ...) -> None: ...
+    max_rule_node_pairs: int
+    def __init__(self, version: _Optional[str] = ..., backends: _Optional[_Iterable[_Union[Backend, str]]] = ..., max_time_budget: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., max_nodes: _Optional[int] = ..., max_jobs: _Optional[int] = ..., max_concurrent_solves: _Optional[int] = ..., max_message_bytes: _Optional[int] = ..., solver_versions: _Optional[_Mapping[str, str]] = ..., max_profile_points: _Optional[int] = ..., max_rule_node_pairs: _Optional[int] = ...) -> None: ...
