@@ -19,12 +19,11 @@ from __future__ import annotations
 import argparse
 import random
 import time
-from collections.abc import Callable
 from functools import partial
-from typing import Any
 
 import grpc
 
+from scripts.common.timing import fastest
 from solver.app.convert import problem_from_proto
 from solver.app.limits import Limits
 from solver.app.validation import validate_request
@@ -67,15 +66,6 @@ def variants(nodes: int, jobs: int, seed: int, extra_labels: int = 0) -> dict[st
             key="pool", operator=LabelOperator.LABEL_OPERATOR_NOT_IN, values=[f"p{rule[k]}"]
         )
     return {"names": names, "labels": labels}
-
-
-def fastest(step: Callable[[], Any], repeat: int) -> tuple[float, Any]:
-    best, out = float("inf"), None
-    for _ in range(repeat):
-        start = time.perf_counter()
-        out = step()
-        best = min(best, time.perf_counter() - start)
-    return best, out
 
 
 def read_table(requests: dict[str, SolveRequest], repeat: int) -> None:

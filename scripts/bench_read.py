@@ -1,7 +1,7 @@
 """Reading a request with many measured profile points: parsing, validation, conversion to the
 domain and the configurations, the steps every Solve takes before it solves.
 
-    .venv/bin/python scripts/bench_read.py --jobs 2000 --points 250 --repeat 3
+    .venv/bin/python -m scripts.bench_read --jobs 2000 --points 250 --repeat 3
 
 The request is ``instances/medium.json``'s cluster with `--jobs` copies of its first profiled
 job, each given `--points` distinct points (GPU type x GPU count x supported clock, highest
@@ -12,11 +12,9 @@ and the microseconds per point. Nothing is asserted (docs/benchmarks.md keeps th
 from __future__ import annotations
 
 import argparse
-import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
+from scripts.common.timing import fastest
 from solver.app.convert import problem_from_proto
 from solver.app.limits import Limits
 from solver.app.validation import validate_request
@@ -52,15 +50,6 @@ def request(jobs: int, points: int) -> SolveRequest:
                 memory_per_gpu_gib=1.0,
             )
     return req
-
-
-def fastest(step: Callable[[], Any], repeat: int) -> tuple[float, Any]:
-    best, out = float("inf"), None
-    for _ in range(repeat):
-        start = time.perf_counter()
-        out = step()
-        best = min(best, time.perf_counter() - start)
-    return best, out
 
 
 def main() -> None:
