@@ -278,7 +278,14 @@ def test_the_resolution_agrees_with_a_plain_reading_on_random_clusters(seed: int
             lambda r: r.jobs[2].node_selector.append(term(("z", IN, ["a"]), ("gen", GT, ["3.5"]))),
             FieldViolation(
                 "jobs[2].node_selector[0].requirements[1].values",
-                "must be one integer with GT or LT, got ['3.5']",
+                'must be one integer with GT or LT, got "3.5"',
+            ),
+        ),
+        (
+            lambda r: r.jobs[2].node_selector.append(term(("gen", LT, ["1", "2"]))),
+            FieldViolation(
+                "jobs[2].node_selector[0].requirements[0].values",
+                "must be one integer with GT or LT, got 2 values",
             ),
         ),
         (

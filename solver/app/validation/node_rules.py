@@ -163,7 +163,8 @@ def _check_term(c: Collector, p: str, term: pb.NodeSelectorTerm, limits: Limits)
         elif req.operator in _BARE and values:
             c.add(f"{rp}.values", "must be empty with EXISTS or DOES_NOT_EXIST")
         elif req.operator in _COMPARED and (len(values) != 1 or integer(values[0]) is None):
-            c.add(f"{rp}.values", f"must be one integer with GT or LT, got {list(values)}")
+            got = quoted(values[0]) if len(values) == 1 else f"{len(values)} values"
+            c.add(f"{rp}.values", f"must be one integer with GT or LT, got {got}")
         elif req.operator not in (*_LISTED, *_BARE, *_COMPARED):
             c.add(
                 f"{rp}.operator",
