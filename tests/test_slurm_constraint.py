@@ -217,3 +217,27 @@ def test_a_job_in_a_reservation_goes_back_to_slurm() -> None:
     [(job, reason, why)] = snap.returned
     assert (job.job_id, reason) == (3, "reservation") and "--reservation maint1" in why
     assert [j.name for j in snap.request.jobs] == ["4"]
+
+
+def test_an_exclusive_job_waits_for_an_empty_node_and_keeps_its_nodes_to_itself() -> None:
+    """In ``mixed`` job 1 runs on node1 (GPUs 0-2) and job 2 on node1 and node2 (3-6, 0-3): an
+    exclusive waiting job may use only the empty nodes; a running exclusive job leaves no GPU
+    of its node to another job (node1's GPU 7)."""
+
+    def edit(jobs: list[dict[str, object]]) -> None:
+        _job(jobs, 3)["shared"] = "none"  # as squeue shows --exclusive
+
+    snap = _built("mixed", lambda nodes: None, edit)
+    excluded = {j.name: set(j.excluded_nodes) for j in snap.request.jobs}
+    assert excluded == {"3": {"node1", "node2"}, "4": set()}
+    before = {n.name: len(n.unavailable_gpu_indices) for n in snap.request.cluster.nodes}
+
+    def running_exclusive(jobs: list[dict[str, object]]) -> None:
+        _job(jobs, 1)["shared"] = "none"
+
+    snap = _built("mixed", lambda nodes: None, running_exclusive)
+    after = {n.name: len(n.unavailable_gpu_indices) for n in snap.request.cluster.nodes}
+    assert before["node1"] == 7 and after["node1"] == 8
+    assert {k: v for k, v in after.items() if k != "node1"} == {
+        k: v for k, v in before.items() if k != "node1"
+    }

@@ -123,3 +123,26 @@ def test_reserved_nodes_are_left_out_and_a_job_of_the_reservation_goes_back_to_s
         assert_runs_as_planned(slurm, tmp_path, d)
     finally:
         slurm.reset()  # its jobs cancelled, then the reservation deleted
+
+
+def test_an_exclusive_job_gets_an_empty_node_and_keeps_it_to_itself(
+    slurm: Cluster, dsfro: str, make_adapter: MakeAdapter, tmp_path: Path
+) -> None:
+    """Best fit alone would put the exclusive job beside the 1-GPU job on node1, where Slurm
+    would not start it, and the next job beside it, where Slurm would not start that one.
+    Slurm gives an exclusive job every GPU of its node (22.05: ``gpu:h100:8`` for
+    ``--gres=gpu:h100:4``), so the adapter leaves it to run as Slurm started it."""
+    other = slurm.sbatch("other", None, "--nodelist=node1", "--gres=gpu:h100:1", hold=False)
+    slurm.wait_running([other])
+    alone = slurm.sbatch("alone", demand("gpt3-1.3b", 4, 4), "--gres=gpu:h100:4", "--exclusive",
+                         script=job_script(tmp_path))  # fmt: skip
+    adapter = make_adapter(dsfro)
+    d = by_job(adapter.round())[alone]
+    assert d.action is Action.PLACE and d.target is not None and "node1" not in d.target.nodes
+    running = slurm.wait_running([alone])[alone]
+    assert [name for name, _ in running.allocation] == list(d.target.nodes)
+    beside = slurm.sbatch("beside", demand("gpt3-1.3b", 4, 4), "--gres=gpu:h100:4")
+    e = by_job(adapter.round())[beside]
+    assert e.action is Action.PLACE and e.target is not None
+    assert not set(e.target.nodes) & set(d.target.nodes)
+    slurm.wait_running([beside])

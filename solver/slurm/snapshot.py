@@ -140,10 +140,15 @@ def submitted(job: SlurmJob, record: Record) -> float:
 
 
 def _job(
-    t: Tracked, site: Site, types: dict[str, GpuType], nodes: Mapping[str, object], now: float
+    t: Tracked,
+    site: Site,
+    types: dict[str, GpuType],
+    nodes: Mapping[str, object],
+    busy: frozenset[str],
+    now: float,
 ) -> Job:
     """The job as DSFRO sees it; `nodes`: the snapshot's (an excluded node elsewhere is none
-    of its concern)."""
+    of its concern); `busy`: nodes where a job runs (an exclusive waiting job goes elsewhere)."""
     job, d = as_submitted(t.job, t.record), t.demand
     since = submitted(job, t.record)
     out = Job(name=str(job.job_id), tenant=d.tenant if d.tenant is not None else job.account)
@@ -158,6 +163,8 @@ def _job(
         out.weight = d.weight
     out.allowed_gpu_types.extend(g for g in allowed_types(d, job, site) if g in types)
     excluded = {*job.excluded_nodes, *t.record.avoid}
+    if job.exclusive and t.running is None:
+        excluded.update(busy)
     if job.required_nodes:  # its own --nodelist, one node (more go back to Slurm): only there
         excluded.update(n for n in nodes if n not in job.required_nodes)
     try:
@@ -280,8 +287,12 @@ def build_snapshot(
     for job in jobs:  # any partition: a job elsewhere may share the nodes
         if job.active:
             for name, gres in job.allocation:
+                if name in used and job.exclusive:  # no other job there while it runs
+                    held = set(gres.indices) if gres is not None else set()
+                    used[name].update(set(range(out.nodes[name].gpu_count)) - held)
                 if gres is not None and name in used:
                     used[name].update(gres.indices)
+    busy = frozenset(n for n, indices in used.items() if indices)
     mine: dict[str, set[int]] = {n: set() for n in out.nodes}
     by_id = {j.job_id: j for j in jobs}
     for job in in_partition(jobs, partition):
@@ -369,7 +380,7 @@ def build_snapshot(
     out.request.cluster.CopyFrom(cluster)
     for name, t in list(out.tracked.items()):
         try:
-            out.request.jobs.append(_job(t, site, types, out.nodes, now))
+            out.request.jobs.append(_job(t, site, types, out.nodes, busy, now))
         except (ValueError, OverflowError) as e:  # one job's figures can't stop the round
             out.malformed.append((t.job, f"comment: {e}"))
             del out.tracked[name]

@@ -138,6 +138,8 @@ class SlurmJob:
     """When it started and ended (Unix times; 0 or a forecast while it has not)."""
     reservation: str = ""
     """Its ``--reservation`` (squeue's ``resv_name``)."""
+    exclusive: bool = False
+    """``--exclusive``: no other job on its nodes (squeue's ``shared`` "none")."""
 
     @property
     def pending(self) -> bool:
@@ -335,6 +337,7 @@ def parse_squeue(text: str | bytes) -> list[SlurmJob]:
                 start_time=f.get("start_time", int, 0),
                 end_time=f.get("end_time", int, 0),
                 reservation=f.get("resv_name", str, ""),
+                exclusive=f.get("shared", str, "") == "none",
                 tres_per_node=f.get("tres_per_node", str, ""),
                 tres_freq=f.get("tres_freq", str, ""),
                 restart_count=f.get("restart_cnt", int, 0),
