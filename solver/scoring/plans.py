@@ -128,13 +128,15 @@ def _may_hold(problem: Problem, job: Job, c: Config) -> bool:
     """Whether the GPUs installed on the nodes the job may use hold `c` in whole tensor
     groups (or a MIG instance): the type's, less its barred nodes' (by position, in numpy:
     a job may bar thousands)."""
-    types, counts = _node_arrays(problem.cluster)
-    at = list(problem.cluster.positions(job.barred_nodes))
-    tp = c.tensor_parallel
-    groups = counts // tp * tp
-    of_type = types == c.gpu_type
-    room = int(groups[of_type].sum()) - int(groups[at][of_type[at]].sum())
-    return room >= (1 if c.mig_profile else c.num_gpus)
+    rooms: dict[tuple[frozenset[str], str, int], int] = problem.__dict__.setdefault("_rooms", {})
+    key = (job.barred_nodes, c.gpu_type, c.tensor_parallel)
+    if key not in rooms:  # once a rule, type and tensor degree: a rule's jobs share it
+        types, counts = _node_arrays(problem.cluster)
+        at = np.fromiter(problem.cluster.positions(job.barred_nodes), dtype=np.int64)
+        groups = counts // c.tensor_parallel * c.tensor_parallel
+        of_type = types == c.gpu_type
+        rooms[key] = int(groups[of_type].sum()) - int(groups[at][of_type[at]].sum())
+    return rooms[key] >= (1 if c.mig_profile else c.num_gpus)
 
 
 def _node_arrays(cluster: Cluster) -> tuple[npt.NDArray[np.str_], IntArray]:
