@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import math
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from google.protobuf.internal.enum_type_wrapper import EnumTypeWrapper
@@ -418,11 +419,14 @@ def result_to_proto(
 
 
 def margin_to_proto(m: PowerMarginReport) -> pb.PowerMargin:
-    return pb.PowerMargin(
+    """The report on the wire; no ``limited_watts`` without a bound (no infinity in answers)."""
+    out = pb.PowerMargin(
         budget_watts=m.budget,
         predicted_watts=m.predicted,
         margin_watts=m.margin,
         slack_watts=m.slack,
-        limited_watts=m.limited,
         z=m.z,
     )
+    if math.isfinite(m.limited):
+        out.limited_watts = m.limited
+    return out
