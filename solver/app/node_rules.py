@@ -9,11 +9,36 @@ Slurm's ``--exclude``. Jobs of one rule share one resolution: it is made once a 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any
 
 from solver._proto.dsfro.v1 import scheduler_pb2 as pb
-from solver.app.validation.node_rules import HARD_EFFECTS, RuleKey, integer, rule_key
+
+_INTEGER = re.compile(r"^[+-]?[0-9]+$")
+"""What Gt and Lt compare (Kubernetes parses a label value as a base-10 int64)."""
+
+
+def integer(value: str) -> int | None:
+    """The label value as Gt and Lt read it; None if it is no integer."""
+    return int(value) if _INTEGER.match(value) else None
+
+
+RuleKey = tuple[tuple[Any, ...], tuple[Any, ...]]
+"""A job's (node_selector, tolerations), hashable: jobs with equal rules share a resolution."""
+
+HARD_EFFECTS = frozenset({pb.TAINT_EFFECT_NO_SCHEDULE, pb.TAINT_EFFECT_NO_EXECUTE})
+"""Taint effects that bar a new placement; PreferNoSchedule is a preference DSFRO ignores."""
+
+
+def rule_key(job: pb.Job) -> RuleKey:
+    """The job's selector and tolerations as a key."""
+    selector = tuple(
+        tuple((r.key, r.operator, tuple(r.values)) for r in term.requirements)
+        for term in job.node_selector
+    )
+    tolerations = tuple((t.key, t.operator, t.value, t.effect) for t in job.tolerations)
+    return selector, tolerations
 
 
 def tolerates(tolerations: Sequence[tuple[str, int, str, int]], taint: pb.Taint) -> bool:

@@ -44,9 +44,9 @@ def waiting_for(job: SlurmJob, jobs: Mapping[int, SlurmJob], now: float) -> str 
     text = job.dependency.strip()
     if not text or text == "(null)":
         return None
-    any_of = "?" in text
-    open_items = [i for i in re.split(r"[,?]", text) if not _holds(i, job, jobs, now)]
-    if not open_items or (any_of and len(open_items) < len(re.split(r"[,?]", text))):
+    items = re.split(r"[,?]", text)
+    open_items = [i for i in items if not _holds(i, job, jobs, now)]
+    if not open_items or ("?" in text and len(open_items) < len(items)):
         return None
     return f"its --dependency {', '.join(open_items)} does not hold yet"
 

@@ -50,6 +50,8 @@ def screen(
     if len(own.required_nodes) > 1:
         why = "its --nodelist names several nodes, all of which a placement must include"
         return Refusal("returned", "nodelist", f"{why}: {GIVEN_BACK}")
+    if not (own.required_nodes or own.excluded_nodes or own.constraint):
+        return None  # no rule narrows its nodes: no walk over every node for each waiting job
     typed = {n for n, t in node_types.items() if not allowed or t in allowed}
     if own.required_nodes and not typed & {*own.required_nodes}:
         why = f"its --nodelist {own.required_nodes[0]} is no node of its GPU types here"
