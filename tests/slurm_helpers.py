@@ -33,6 +33,8 @@ class FakeRunner:
 
     def __init__(self, state: str = "placed") -> None:
         self.outputs = {"sinfo": captured(state, "sinfo"), "squeue": captured(state, "squeue")}
+        self.reservations = "No reservations in the system\n"
+        """What ``scontrol -o show reservation`` prints (times as Unix seconds)."""
         self.calls: list[tuple[str, ...]] = []
         self.fail: dict[tuple[str, ...], str] = {}
         self.before: Callable[[tuple[str, ...]], None] | None = None
@@ -45,6 +47,8 @@ class FakeRunner:
             if args[: len(prefix)] == prefix:
                 self.calls.append(args)
                 return Result(args, 1, "", error)
+        if args == ("scontrol", "-o", "show", "reservation"):
+            return Result(args, 0, self.reservations, "")
         if args[0] in ("sinfo", "squeue") and "--json" in args:
             return Result(args, 0, self.outputs[args[0]], "")
         if args[0] in ("sinfo", "squeue"):

@@ -146,3 +146,29 @@ def test_an_exclusive_job_gets_an_empty_node_and_keeps_it_to_itself(
     assert e.action is Action.PLACE and e.target is not None
     assert not set(e.target.nodes) & set(d.target.nodes)
     slurm.wait_running([beside])
+
+
+def test_a_job_is_kept_off_nodes_reserved_before_it_would_end(
+    slurm: Cluster, dsfro: str, make_adapter: MakeAdapter, tmp_path: Path
+) -> None:
+    """node1-3 reserved from an hour on: two jobs of two hours may use only node4 (one runs,
+    one waits), a job of half an hour runs on a reserved node. Before, a long job was released
+    there and pended ("ReqNodeNotAvail, May be reserved for other job") until replanned."""
+    slurm.run("scontrol", "create", "reservation", "reservationname=dsfro-later",
+              "starttime=now+3600", "duration=60", "nodes=node[1-3]", "users=root",
+              "flags=maint,ignore_jobs")  # fmt: skip
+    try:
+        whole = (demand("gpt3-1.3b", GPUS, GPUS), f"--gres=gpu:h100:{GPUS}")
+        long_jobs = [slurm.sbatch(f"long{k}", *whole, "--time=120") for k in (1, 2)]
+        short = slurm.sbatch("short", *whole, "--time=30", script=job_script(tmp_path))
+        decisions = by_job(make_adapter(dsfro).round())
+        placed = [decisions[j] for j in long_jobs if decisions[j].action is Action.PLACE]
+        assert len(placed) == 1 and placed[0].target is not None
+        assert placed[0].target.nodes == ("node4",)
+        d = decisions[short]
+        assert d.action is Action.PLACE and d.target is not None
+        assert d.target.nodes[0] in ("node1", "node2", "node3")
+        slurm.wait_running([placed[0].job_id, short])
+        assert_runs_as_planned(slurm, tmp_path, d)
+    finally:
+        slurm.reset()

@@ -1,17 +1,20 @@
 """The Slurm commands the adapter runs, each with a timeout (Slurm's clients retry for
 minutes when slurmctld is gone), through a runner that tests replace.
 
-Reads: ``sinfo --json``, ``squeue --json``. Writes: ``scontrol update|release|hold|
-requeuehold`` and ``scancel --signal``. Nothing else touches Slurm.
+Reads: ``sinfo --json``, ``squeue --json``, ``scontrol -o show reservation``. Writes:
+``scontrol update|release|hold|requeuehold`` and ``scancel --signal``. Nothing else touches
+Slurm.
 """
 
 from __future__ import annotations
 
+import os
 import subprocess
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from solver.slurm.reservations import Reservation, parse_reservations
 from solver.slurm.state import SlurmJob, SlurmNode, SlurmOutputError, parse_sinfo, parse_squeue
 
 DEFAULT_TIMEOUT = 10.0
@@ -43,11 +46,14 @@ Runner = Callable[[Sequence[str], float], Result]
 
 
 def run_subprocess(argv: Sequence[str], timeout: float) -> Result:
-    """`argv` as a child process (no shell); a timeout or a missing binary is a Result."""
+    """`argv` as a child process (no shell); a timeout or a missing binary is a Result.
+    Slurm's clients print times as Unix seconds in it (``SLURM_TIME_FORMAT=%s``), whatever
+    the adapter's own environment asks."""
     start = time.monotonic()
+    env = {**os.environ, "SLURM_TIME_FORMAT": "%s"}
     try:
         done = subprocess.run(
-            list(argv), capture_output=True, text=True, timeout=timeout, check=False
+            list(argv), capture_output=True, text=True, timeout=timeout, check=False, env=env
         )
     except subprocess.TimeoutExpired:
         return Result(
@@ -89,6 +95,13 @@ class Slurm:
         """Every job Slurm still lists, finished ones too (``squeue --json``)."""
         try:
             return parse_squeue(self._read("squeue", "--json"))
+        except SlurmOutputError as e:
+            raise SlurmError(str(e)) from None
+
+    def reservations(self) -> list[Reservation]:
+        """Every reservation, active or to come (``scontrol -o show reservation``)."""
+        try:
+            return parse_reservations(self._read("scontrol", "-o", "show", "reservation"))
         except SlurmOutputError as e:
             raise SlurmError(str(e)) from None
 

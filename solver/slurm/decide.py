@@ -243,7 +243,11 @@ def within_free_gpus(
     requeues free, less what released jobs not started are promised. A job released onto GPUs
     another job still holds (one in its checkpoint grace, one Slurm started since the
     snapshot) would pend there holding nothing, and the next round would promise the same
-    GPUs again."""
+    GPUs again. An ``--exclusive`` job takes every GPU of its nodes (Slurm 22.05 gives it
+    them all) and only nodes with every GPU free: it goes before the others, and two jobs
+    planned onto one empty node where one is exclusive are not both released (the second
+    would pend there until ``replan_after``)."""
+    size = {name: node.gpu_count for name, node in fresh.items()}
     free = {name: node.gpu_count - len(node.used_indices) for name, node in fresh.items()}
     for d in decisions:
         if d.action is Action.REQUEUE:
@@ -255,25 +259,32 @@ def within_free_gpus(
         if job.job_id not in rehold and record.target is not None:
             for name in record.target.nodes:
                 if name in free:
-                    free[name] -= record.target.gpus_per_node
-    out = []
-    for d in decisions:
+                    free[name] -= size[name] if job.exclusive else record.target.gpus_per_node
+    out: dict[int, Decision] = {}
+    first = sorted(range(len(decisions)), key=lambda k: not decisions[k].job.exclusive)
+    for k in first:
+        d = decisions[k]
         target = d.target
         if d.action not in (Action.PLACE, Action.REQUEUE) or target is None:
-            out.append(d)
+            out[k] = d
             continue
-        short = [n for n in target.nodes if free.get(n, 0) < target.gpus_per_node]
+        exclusive = d.job.exclusive
+        need = {n: size.get(n, 0) if exclusive else target.gpus_per_node for n in target.nodes}
+        short = [n for n in target.nodes if free.get(n, 0) < need[n]]
         if not short:
             for name in target.nodes:
-                free[name] -= target.gpus_per_node
-            out.append(d)
+                free[name] -= need[name]
+            out[k] = d
             continue
-        detail = f"{', '.join(short)}: fewer than {target.gpus_per_node} GPUs free now"
+        if exclusive:
+            detail = f"{', '.join(short)}: not every GPU free now (--exclusive)"
+        else:
+            detail = f"{', '.join(short)}: fewer than {target.gpus_per_node} GPUs free now"
         if d.action is Action.PLACE:
-            out.append(Decision(d.job, Action.WAIT, "gpus_busy", detail, record=d.record))
+            out[k] = Decision(d.job, Action.WAIT, "gpus_busy", detail, record=d.record)
         else:  # requeued held, placed anew next round
-            out.append(replace(d, target=None, detail=f"{d.detail}; {detail}"))
-    return out
+            out[k] = replace(d, target=None, detail=f"{d.detail}; {detail}")
+    return [out[k] for k in range(len(decisions))]
 
 
 def reserved(

@@ -75,6 +75,8 @@ class Report:
     response: SolveResponse | None = None
     snapshot: Snapshot | None = None
     error: str = ""
+    warnings: list[str] = field(default_factory=list)
+    """What the round went on without (reservations unread)."""
 
 
 class Adapter:
@@ -128,6 +130,11 @@ class Adapter:
         except SlurmError as e:
             report.outcome, report.error = "slurm_error", str(e)
             return report
+        try:
+            reservations = self.slurm.reservations()
+        except SlurmError as e:  # planned without: a job sent into one pends until replanned
+            reservations = []
+            report.warnings.append(f"reservations unread: {e}")
         snap = build_snapshot(
             nodes,
             jobs,
@@ -137,6 +144,7 @@ class Adapter:
             partition=self.settings.partition,
             evacuate_drained=self.settings.evacuate_drained,
             seed=self.settings.seed,
+            reservations=reservations,
         )
         report.snapshot = snap
         report.phases["read"] = self.monotonic() - start
@@ -296,10 +304,11 @@ class Adapter:
         event(
             "round",
             f"round {report.round}: {report.outcome}",
-            logging.WARNING if report.error else logging.INFO,
+            logging.WARNING if report.error or report.warnings else logging.INFO,
             round=report.round,
             outcome=report.outcome,
             error=report.error,
+            warnings=report.warnings,
             seconds={k: round(v, 4) for k, v in report.phases.items()},
             jobs=0 if snap is None else len(snap.request.jobs),
             nodes=0 if snap is None else len(snap.nodes),

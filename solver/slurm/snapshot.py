@@ -19,6 +19,7 @@ from datetime import UTC, datetime
 from solver.slurm.constraint import ConstraintError, selector_terms
 from solver.slurm.demand import Demand, DemandError, has_demand, parse_demand
 from solver.slurm.record import Record, Target, decode
+from solver.slurm.reservations import Reservation, barred_nodes, reserved_later
 from solver.slurm.rules import screen
 from solver.slurm.site import GridSite, Site
 from solver.slurm.state import SlurmJob, SlurmNode, in_partition
@@ -146,9 +147,11 @@ def _job(
     nodes: Mapping[str, object],
     busy: frozenset[str],
     now: float,
+    later: Sequence[Reservation] = (),
 ) -> Job:
     """The job as DSFRO sees it; `nodes`: the snapshot's (an excluded node elsewhere is none
-    of its concern); `busy`: nodes where a job runs (an exclusive waiting job goes elsewhere)."""
+    of its concern); `busy`: nodes where a job runs (an exclusive waiting job goes elsewhere);
+    `later`: reservations still to come (a job started now must end before theirs begin)."""
     job, d = as_submitted(t.job, t.record), t.demand
     since = submitted(job, t.record)
     out = Job(name=str(job.job_id), tenant=d.tenant if d.tenant is not None else job.account)
@@ -162,7 +165,7 @@ def _job(
     if d.weight is not None:
         out.weight = d.weight
     out.allowed_gpu_types.extend(g for g in allowed_types(d, job, site) if g in types)
-    excluded = {*job.excluded_nodes, *t.record.avoid}
+    excluded = {*job.excluded_nodes, *t.record.avoid, *barred_nodes(job, later, now)}
     if job.exclusive and t.running is None:
         excluded.update(busy)
     if job.required_nodes:  # its own --nodelist, one node (more go back to Slurm): only there
@@ -279,6 +282,7 @@ def build_snapshot(
     partition: str | None = None,
     evacuate_drained: bool = False,
     seed: int = 0,
+    reservations: Sequence[Reservation] = (),
 ) -> Snapshot:
     """The request of one round and the index of its jobs."""
     out = Snapshot(request=SolveRequest())
@@ -293,6 +297,7 @@ def build_snapshot(
                 if gres is not None and name in used:
                     used[name].update(gres.indices)
     busy = frozenset(n for n, indices in used.items() if indices)
+    later = reserved_later(reservations, now)
     mine: dict[str, set[int]] = {n: set() for n in out.nodes}
     by_id = {j.job_id: j for j in jobs}
     for job in in_partition(jobs, partition):
@@ -380,7 +385,7 @@ def build_snapshot(
     out.request.cluster.CopyFrom(cluster)
     for name, t in list(out.tracked.items()):
         try:
-            out.request.jobs.append(_job(t, site, types, out.nodes, busy, now))
+            out.request.jobs.append(_job(t, site, types, out.nodes, busy, now, later))
         except (ValueError, OverflowError) as e:  # one job's figures can't stop the round
             out.malformed.append((t.job, f"comment: {e}"))
             del out.tracked[name]

@@ -140,6 +140,8 @@ class SlurmJob:
     """Its ``--reservation`` (squeue's ``resv_name``)."""
     exclusive: bool = False
     """``--exclusive``: no other job on its nodes (squeue's ``shared`` "none")."""
+    time_limit_minutes: int | None = None
+    """Its ``--time`` in minutes; None: unlimited."""
 
     @property
     def pending(self) -> bool:
@@ -338,6 +340,7 @@ def parse_squeue(text: str | bytes) -> list[SlurmJob]:
                 end_time=f.get("end_time", int, 0),
                 reservation=f.get("resv_name", str, ""),
                 exclusive=f.get("shared", str, "") == "none",
+                time_limit_minutes=_minutes(f.get("time_limit", int, 0)),
                 tres_per_node=f.get("tres_per_node", str, ""),
                 tres_freq=f.get("tres_freq", str, ""),
                 restart_count=f.get("restart_cnt", int, 0),
@@ -350,6 +353,15 @@ def parse_squeue(text: str | bytes) -> list[SlurmJob]:
             )
         )
     return out
+
+
+INFINITE = 0xFFFFFFFE
+"""Slurm's INFINITE (NO_VAL is one more): a 32-bit field's "no limit"."""
+
+
+def _minutes(limit: int) -> int | None:
+    """A time limit in minutes; None for unlimited (0, or Slurm's INFINITE and NO_VAL)."""
+    return None if limit <= 0 or limit >= INFINITE else limit
 
 
 def in_partition(jobs: Sequence[SlurmJob], partition: str | None) -> list[SlurmJob]:
