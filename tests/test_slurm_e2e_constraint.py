@@ -1,7 +1,9 @@
 """A job's own placement rules end to end, on a real Slurm and a real DSFRO: a job asking for
 features runs on a node that has them, as planned, and one pinned by ``--nodelist`` on its
 node; a constraint beyond a selector (matching OR) and a node list of several nodes go back to
-Slurm, which runs them itself; a job waits for its ``--dependency`` and ``--begin``."""
+Slurm, which runs them itself; a job waits for its ``--dependency`` and ``--begin``; a job is kept
+off nodes reserved before it would end, and an exclusive job off a node another job of its round
+takes."""
 
 from __future__ import annotations
 
@@ -172,3 +174,24 @@ def test_a_job_is_kept_off_nodes_reserved_before_it_would_end(
         assert_runs_as_planned(slurm, tmp_path, d)
     finally:
         slurm.reset()
+
+
+def test_an_exclusive_job_and_another_planned_onto_one_empty_node_do_not_both_go(
+    slurm: Cluster, dsfro: str, make_adapter: MakeAdapter, tmp_path: Path
+) -> None:
+    """Every node but node4 busy: an exclusive 4-GPU job and a 4-GPU job both fit only there.
+    The exclusive one is released and runs; the other waits a round (``gpus_busy``), not
+    pending beside it until ``--replan-after``."""
+    busy = [slurm.sbatch(f"busy{k}", None, f"--nodelist=node{k}", "--gres=gpu:h100:1",
+                         hold=False) for k in (1, 2, 3)]  # fmt: skip
+    slurm.wait_running(busy)
+    alone = slurm.sbatch("alone", demand("gpt3-1.3b", 4, 4), "--gres=gpu:h100:4", "--exclusive",
+                         script=job_script(tmp_path))  # fmt: skip
+    other = slurm.sbatch("other", demand("gpt3-1.3b", 4, 4), "--gres=gpu:h100:4",
+                         "--nodelist=node4")  # fmt: skip
+    decisions = by_job(make_adapter(dsfro).round())
+    d, e = decisions[alone], decisions[other]
+    assert d.action is Action.PLACE and d.target is not None and d.target.nodes == ("node4",)
+    assert (e.action, e.reason) == (Action.WAIT, "gpus_busy")
+    slurm.wait_running([alone])
+    assert slurm.jobs()[other].held
