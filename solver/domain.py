@@ -23,12 +23,14 @@ from solver.grid import GridForecast
 from solver.memos import Memoized, positions_in
 from solver.mig import GpuLayout, LayoutChange, MigGeometry, MigInstance, SliceRequest
 from solver.power_states import NodePower, PowerAction, PowerSaving
+from solver.preferences import NodePreference
 from solver.queues import DEFAULT_QUEUE as DEFAULT_QUEUE
 from solver.queues import POWER as POWER
 from solver.queues import AttainedService as AttainedService
 from solver.queues import Quota as Quota
 from solver.queues import TenantQueue as TenantQueue
 from solver.weights import EnergyBasis as EnergyBasis
+from solver.weights import ObjectiveBreakdown as ObjectiveBreakdown
 from solver.weights import ObjectiveWeights as ObjectiveWeights
 
 # ---------------------------------------------------------------- cluster
@@ -241,6 +243,8 @@ class Job:
     """pi_j = 2^-rank by remaining time at best (docs/objective.md, "Completion priority")."""
     excluded_nodes: frozenset[str] = frozenset()
     """Nodes the job must not be placed on; see ``barred_nodes`` for the ones that bind."""
+    preference: NodePreference | None = None
+    """Nodes it would rather not run on, and how much (solver.preferences); None: any node."""
 
     def allows(self, gpu_type: str) -> bool:
         return not self.allowed_gpu_types or gpu_type in self.allowed_gpu_types
@@ -384,23 +388,6 @@ def busy_nodes(assignments: Iterable[JobAssignment]) -> set[str]:
         for s in a.placement
         if s.gpu_indices
     }
-
-
-@dataclass(frozen=True)
-class ObjectiveBreakdown:
-    total: float
-    throughput: float
-    energy: float
-    migration: float
-    locality: float
-    deadline: float
-    fairness: float = 0.0
-    """The fairness mode's value F, before its weight (0 under WEIGHTED_SUM)."""
-    aging: float = 0.0
-    """A: the queued jobs' aging, sum of min(1, age in whole 300 s steps / 3600 s), charged at
-    the energy weight (docs/objective.md, "Aging")."""
-    completion: float = 0.0
-    """C: sum of weight x completion priority x u_j (docs/objective.md)."""
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "solver.power_states",
         "solver.grid",
         "solver.weights",
+        "solver.preferences",
         "solver.memos",
     ),
     ("solver.mig",),

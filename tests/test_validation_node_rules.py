@@ -162,7 +162,8 @@ def test_distinct_rules_times_nodes_over_the_limit_are_refused_before_any_is_res
     assert validate_request(r, Limits(max_rule_node_pairs=5)) == [
         FieldViolation(
             "jobs",
-            "2 distinct node rules (node_selector and tolerations) over 3 nodes make 6 "
+            "2 distinct node rules (node_selector, node_preferences and tolerations) over 3 "
+            "nodes make 6 "
             "rule-node pairs, above the limit of 5 (max_rule_node_pairs; each rule is resolved "
             "over every node within the time budget): give the jobs of one rule the same "
             "selector, or select by labels, not host names",
@@ -174,3 +175,14 @@ def test_distinct_rules_times_nodes_over_the_limit_are_refused_before_any_is_res
         "3 distinct node rules"
     )
     assert validate_request(r, Limits(max_rule_node_pairs=9)) == []
+    # A preference is resolved over every node too: one more rule; a PreferNoSchedule taint
+    # gives every job one (its tolerations' own: bert's and resnet's alike).
+    r.jobs[0].node_preferences.add(weight=5).preference.CopyFrom(term(("zone", IN, ["a"])))
+    assert validate_request(r, Limits(max_rule_node_pairs=9))[0].description.startswith(
+        "4 distinct node rules"
+    )
+    r.cluster.nodes[1].taints.add(key="soon", effect=pb.TAINT_EFFECT_PREFER_NO_SCHEDULE)
+    assert validate_request(r, Limits(max_rule_node_pairs=14))[0].description.startswith(
+        "5 distinct node rules"
+    )
+    assert validate_request(r, Limits(max_rule_node_pairs=15)) == []

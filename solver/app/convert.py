@@ -24,7 +24,8 @@ from solver.app.convert_workload import workload_from_proto
 from solver.app.convert_workload import workload_to_proto as workload_to_proto
 from solver.app.energy_budget import capped_budget
 from solver.app.limits import Limits
-from solver.app.node_rules import Exclusions
+from solver.app.node_preferences import Preferences
+from solver.app.node_rules import Exclusions, NodeRules
 from solver.app.validation.common import duration_seconds
 from solver.domain import (
     Allocation,
@@ -55,6 +56,7 @@ from solver.domain import (
     Termination,
 )
 from solver.perfmodel import quotas
+from solver.preferences import NodePreference
 from solver.wire import RequestFileError as RequestFileError
 from solver.wire import duration_to_proto as duration_to_proto
 from solver.wire import load_request_json as load_request_json
@@ -107,10 +109,11 @@ def problem_from_proto(req: pb.SolveRequest, limits: Limits) -> Problem:
         mig=convert_mig.geometries(req),
         grid=convert_grid.grid_from_proto(c),
     )
-    excluded = Exclusions(c.nodes)
+    rules = NodeRules(c.nodes)
+    excluded, preferred = Exclusions(rules), Preferences(c.nodes, rules)
     return Problem(
         cluster=cluster,
-        jobs=tuple(_job(j, excluded.of(j)) for j in req.jobs),
+        jobs=tuple(_job(j, excluded.of(j), preferred.of(j)) for j in req.jobs),
         weights=_weights(req.weights),
         options=_options(req.options, limits),
         fairness=fairness_from_proto(req.fairness),
@@ -207,8 +210,9 @@ def _attained(a: pb.AttainedService) -> AttainedService:
     return AttainedService(gpu_seconds=a.gpu_seconds, normalized_seconds=a.normalized_seconds)
 
 
-def _job(j: pb.Job, excluded: frozenset[str]) -> Job:
-    """`excluded`: the nodes the job's exclusions, selector and taints rule out."""
+def _job(j: pb.Job, excluded: frozenset[str], preference: NodePreference | None) -> Job:
+    """`excluded`: the nodes the job's exclusions, selector and taints rule out; `preference`:
+    those it would rather not use (its preferred terms and PreferNoSchedule taints)."""
     return Job(
         name=j.name,
         tenant=j.tenant,
@@ -232,6 +236,7 @@ def _job(j: pb.Job, excluded: frozenset[str]) -> Job:
         slices=convert_mig.slices_from_proto(j),
         max_deferral_seconds=convert_grid.max_deferral_seconds(j),
         excluded_nodes=excluded,
+        preference=preference,
     )
 
 
@@ -323,6 +328,7 @@ def objective_to_proto(o: ObjectiveBreakdown) -> pb.ObjectiveBreakdown:
         fairness=o.fairness,
         aging=o.aging,
         completion=o.completion,
+        node_preference=o.node_preference,
     )
 
 

@@ -169,12 +169,13 @@ class Limits:
     A slice's gpu_indices (and a node's unavailable_gpu_indices) are limited by
     max_gpus_per_node."""
     max_node_rules: int = 256
-    """Entries of a node's labels or taints, of a job's node_selector terms, a term's
-    requirements or a job's tolerations (Kubernetes objects carry tens); a requirement's values
-    are limited by max_nodes (an IN list of host names)."""
+    """Entries of a node's labels or taints, of a job's node_selector or node_preferences
+    terms, a term's requirements or a job's tolerations (Kubernetes objects carry tens); a
+    requirement's values are limited by max_nodes (an IN list of host names)."""
     max_rule_node_pairs: int = 4_000_000
-    """Distinct node rules (a job's node_selector and tolerations, as a whole) times nodes. A
-    rule is resolved into the nodes it bars, over every node, and every path then works per
+    """Distinct node rules (a job's node_selector and tolerations, as a whole; its
+    node_preferences and tolerations, likewise) times nodes. A rule is resolved into the
+    nodes it bars (or how much it dislikes each), over every node, and every path works per
     distinct barred set: 2,000 jobs each confined by its own selector to 50 of 20,000 nodes
     (40 million pairs, a 4 MB request) took 4-6 s to read and answered 7-12 s late at 3 and
     10 s budgets. Jobs under one rule share it: a site's rules are few."""

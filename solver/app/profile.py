@@ -10,6 +10,7 @@ Every table and every key is optional::
     deadline = 0.5
     fairness = 1.0           # weight of the fairness mode's value F
     completion = 0.0         # the completion priority's weight (shortest remaining first)
+    node_preference = 0.05   # a job's cost on nodes it would rather not use (preferred affinity)
     energy_basis = "waste"   # draw (default) or waste: what the energy weight charges
 
     [fairness]               # SolveRequest.fairness (docs/objective.md, "Fairness")

@@ -22,6 +22,7 @@ WEIGHT_KEYS = (
     "deadline",
     "fairness",
     "completion",
+    "node_preference",
 )
 """The numeric weights (sweeps and the simulator's overrides name them)."""
 ENERGY_BASIS_KEY = "energy_basis"
@@ -40,6 +41,7 @@ class ProfileWeights:
     deadline: float | None = None
     fairness: float | None = None
     completion: float | None = None
+    node_preference: float | None = None
     energy_basis: EnergyBasis | None = None
     """``energy_basis = "waste"``: what the energy weight charges (docs/objective.md)."""
 

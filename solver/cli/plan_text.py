@@ -111,6 +111,11 @@ def format_stats(stats: pb.SolveStats, objective: pb.ObjectiveBreakdown) -> str:
         f"locality {objective.locality:.6g}, deadline {objective.deadline:.6g}"
         + (f", fairness {objective.fairness:.6g}" if objective.fairness else "")
         + (f", completion {objective.completion:.6g}" if objective.completion else "")
+        + (
+            f", node preference {objective.node_preference:.6g}"
+            if objective.node_preference
+            else ""
+        )
         + (f", aging {objective.aging:.6g})" if objective.aging else ")"),
     ]
     if stats.HasField("best_bound"):

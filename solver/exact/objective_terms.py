@@ -1,5 +1,5 @@
-"""The objective of the full model (docs/objective.md): per-configuration values, migration
-and locality, with the groups that bound CP-SAT's rounding error."""
+"""The objective of the full model (docs/objective.md): per-configuration values, migration,
+locality and node preferences, with the groups that bound CP-SAT's rounding error."""
 
 from __future__ import annotations
 
@@ -76,4 +76,35 @@ def set_objective(f: Formulation) -> None:
         # At an optimum a node or rack is marked only where the job has a GPU.
         gpus = int(sum(n.available_gpus for n in p.cluster.nodes))
         f.add_objective_groups(ints([0, used.size]), used, ints([2 * gpus]))
+    add_node_preferences(f)
     add_fairness(f)
+
+
+def add_node_preferences(f: Formulation) -> None:
+    """P: each GPU of a job on a node it would rather not use costs the weight times its
+    dislike over the job's max_gpus (solver.preferences). One group per job: its GPUs there
+    are at most its max_gpus, which bounds CP-SAT's rounding of these coefficients."""
+    w = f.problem.weights.node_preference
+    x = f.index.x
+    if w <= 0 or x is None:
+        return
+    lay = f.layout
+    variables, coefs, counts, most = [], [], [], []
+    for j, job in enumerate(lay.jobs):
+        if job.preference is None or not job.preference.dislike:
+            continue
+        dislike = job.preference.dislike
+        pairs = np.arange(lay.pair_start[j], lay.pair_start[j + 1])
+        cost = floats([dislike.get(lay.node_names[n], 0.0) for n in lay.pair_node[pairs].tolist()])
+        on = cost > 0
+        if not on.any():
+            continue
+        variables.append(x[pairs[on]])
+        coefs.append(-w * cost[on] / max(job.max_gpus, 1))
+        counts.append(int(on.sum()))
+        most.append(job.max_gpus)
+    if not variables:
+        return
+    chosen = ints(np.concatenate(variables))
+    f.add_objective(chosen, floats(np.concatenate(coefs)))
+    f.add_objective_groups(starts(ints(counts)), chosen, ints(most))

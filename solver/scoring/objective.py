@@ -22,6 +22,7 @@ from solver.domain import (
     Problem,
 )
 from solver.mig import LayoutChange
+from solver.preferences import preference_cost
 from solver.scoring.fairness import fairness_value
 from solver.scoring.node_floor import node_floor_watts
 
@@ -231,6 +232,7 @@ def score_plan(
     least = least or {}
     max_watts = problem.cluster.max_gpu_watts()
     throughput = energy = migration = locality = deadline = waiting = completion = 0.0
+    preferring = 0.0
     chosen: list[tuple[str, Config]] = []
     partitioned: set[tuple[str, int]] = set()
     assignments = tuple(assignments)
@@ -248,6 +250,8 @@ def score_plan(
                 partitioned.update((s.node, i) for s in a.placement for i in s.gpu_indices)
             nodes, racks = nodes_and_racks(problem.cluster, a)
             locality += (nodes - config.min_nodes) + (racks - config.min_racks)
+            if job.preference is not None:
+                preferring += preference_cost(job.preference, job.max_gpus, a.gpus_per_node())
         else:
             waiting += aging(job)
         deadline += job.weight * deadline_shortfall(job, config)
@@ -265,6 +269,7 @@ def score_plan(
         - w.migration * migration
         - w.locality * locality
         - w.deadline * deadline
+        - w.node_preference * preferring
         + (w.fairness * fairness if problem.fairness.active else 0.0)
     )
     return ObjectiveBreakdown(
@@ -277,4 +282,5 @@ def score_plan(
         fairness=fairness,
         aging=waiting,
         completion=completion,
+        node_preference=preferring,
     )

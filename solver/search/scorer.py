@@ -1,7 +1,8 @@
 """Exact objective change of running one job in a configuration and placement.
 
 `Scorer.gain` is docs/objective.md for one job against leaving it queued: its configuration's
-value, the locality spread of its placement, and the migration it avoids by staying. The sum of
+value, the locality spread of its placement, what its placement costs its node preferences, and
+the migration it avoids by staying. The sum of
 gains over running jobs plus a constant is the plan's objective, so moves compare gains and
 never re-score a whole plan. Under a fairness mode each value also carries the configuration's
 estimated worth to the fairness term (``FairnessTerms.surrogates``, exact only for per-job
@@ -16,6 +17,7 @@ from itertools import repeat
 from solver.domain import Config, Job, Problem, Shape
 from solver.perfmodel import budgets
 from solver.perfmodel.configs import ConfigSet
+from solver.preferences import preference_cost
 from solver.scoring.fairness import FairnessTerms
 from solver.scoring.objective import migration_cost, running_gains
 from solver.scoring.plans import Choice
@@ -100,10 +102,17 @@ class Scorer:
         nodes = len(counts)
         racks = len({self._rack_of[n] for n in counts})
         spread = (nodes - c.min_nodes) + (racks - c.min_racks)
+        w = self.problem.weights
+        disliked = (
+            0.0
+            if job.preference is None
+            else w.node_preference * preference_cost(job.preference, job.max_gpus, counts)
+        )
         return (
             self.value[job.name, index]
-            - self.problem.weights.locality * spread
-            + (migration_cost(job, self.problem.weights) if keep else 0.0)
+            - w.locality * spread
+            - disliked
+            + (migration_cost(job, w) if keep else 0.0)
         )
 
     def ceiling(self, job: Job) -> float:

@@ -41,6 +41,9 @@ class SearchState:
         self.placer = Placer(problem.cluster, wanted=wanted_nodes(problem))
         self._barred = {j.name: j.barred_nodes for j in problem.jobs if j.barred_nodes}
         """Each job's nodes it may not be newly placed on, where it has some."""
+        self._avoided = avoided_nodes(problem)
+        """Each job's barred nodes and those it would rather not run on, where it has some
+        of the latter (and they are priced): a new placement tries without them first."""
         self.job_watts = 0.0
         """Watts drawn over idle by the running jobs, cluster-wide."""
         self.rack_watts: dict[str, float] = {}
@@ -156,16 +159,25 @@ class SearchState:
         """Nodes the job may not be newly placed on (``Job.barred_nodes``)."""
         return self._barred.get(job, _NONE)
 
+    def _tries(self, job: str) -> tuple[frozenset[str], ...]:
+        """The nodes a new placement keeps off, in turn: the job's barred ones with those it
+        would rather not run on, then its barred ones alone."""
+        avoided = self._avoided.get(job)
+        return (self.barred(job),) if avoided is None else (avoided, self.barred(job))
+
     def fit_anew(self, config: Config) -> dict[str, int] | None:
         """GPUs per node for a new placement of `config` (not where its job runs): best fit,
-        off its job's barred nodes, away from racks short of power for it where it can."""
+        off its job's barred nodes (and off those it would rather not use, where it can), away
+        from racks short of power for it where it can."""
         if config.kept_only:
             return None
-        barred = self.barred(config.job)
-        placed = self.place(config.gpu_type, config.num_gpus, config.tensor_parallel, barred)
-        if placed is not None and self.problem.cluster.rack_power_budgets_watts:
-            placed = self._rack_fit(config, placed, barred)
-        return placed
+        for barred in self._tries(config.job):
+            placed = self.place(config.gpu_type, config.num_gpus, config.tensor_parallel, barred)
+            if placed is not None and self.problem.cluster.rack_power_budgets_watts:
+                placed = self._rack_fit(config, placed, barred)
+            if placed is not None:
+                return placed
+        return None
 
     def fit_split(
         self, job: Job, config: Config, split: Mapping[str, float]
@@ -192,10 +204,13 @@ class SearchState:
             quotas[racks] = quotas.get(racks, 0) + g * config.tensor_parallel
         if sum(quotas.values()) != config.num_gpus or not budgets:
             return None
-        placed = self.placer.place_split(
-            config.gpu_type, config.tensor_parallel, quotas, self.barred(config.job)
-        )
-        return (placed, False) if placed is not None else None
+        for barred in self._tries(config.job):
+            placed = self.placer.place_split(
+                config.gpu_type, config.tensor_parallel, quotas, barred
+            )
+            if placed is not None:
+                return placed, False
+        return None
 
     def _rack_fit(
         self, config: Config, placed: dict[str, int], barred: frozenset[str]
@@ -312,3 +327,23 @@ def state_of(problem: Problem, plan: Plan) -> SearchState:
         if a.state is JobState.RUNNING and a.config is not None:
             state.take(a.job, a.config, gpus_per_node(a.placement))
     return state
+
+
+def avoided_nodes(problem: Problem) -> dict[str, frozenset[str]]:
+    """Per job with node preferences (priced: a positive weight), its barred nodes with the
+    ones it would rather not run on; one set per distinct pair (placements are cached by it),
+    made once a problem (every search state asks)."""
+    if problem.weights.node_preference <= 0:
+        return {}
+    memo: dict[str, frozenset[str]] | None = problem.__dict__.get("_avoided_nodes")
+    if memo is not None:
+        return memo
+    made: dict[tuple[frozenset[str], int], frozenset[str]] = {}
+    out: dict[str, frozenset[str]] = problem.__dict__.setdefault("_avoided_nodes", {})
+    for j in problem.jobs:
+        if j.preference is not None and j.preference.dislike:
+            key = (j.barred_nodes, id(j.preference))
+            if key not in made:
+                made[key] = j.barred_nodes | j.preference.disliked
+            out[j.name] = made[key]
+    return out

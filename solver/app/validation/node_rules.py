@@ -11,6 +11,7 @@ from collections.abc import Sequence
 
 from solver._proto.dsfro.v1 import scheduler_pb2 as pb
 from solver.app.limits import Limits
+from solver.app.node_preferences import preference_key, soft_tainted
 from solver.app.node_rules import HARD_EFFECTS, integer, rule_key
 from solver.app.validation.common import Collector, quoted
 
@@ -18,16 +19,19 @@ from solver.app.validation.common import Collector, quoted
 def check_rule_pairs(
     c: Collector, jobs: Sequence[pb.Job], nodes: Sequence[pb.Node], limits: Limits
 ) -> bool:
-    """Distinct rules times nodes within the server's limit (each rule is resolved over every
-    node); False (and a violation on ``jobs``) if not."""
+    """Distinct rules times nodes within the server's limit (each rule, and each distinct
+    preference, is resolved over every node); False (and a violation on ``jobs``) if not."""
     tainted = any(t.effect in HARD_EFFECTS for n in nodes for t in n.taints)
     rules = {rule_key(j) for j in jobs if tainted or j.node_selector or j.tolerations}
-    pairs = len(rules) * len(nodes)
+    soft = soft_tainted(nodes)
+    liked = {preference_key(j) for j in jobs if soft or j.node_preferences}
+    pairs = (len(rules) + len(liked)) * len(nodes)
     if pairs <= limits.max_rule_node_pairs:
         return True
     c.add(
         "jobs",
-        f"{len(rules)} distinct node rules (node_selector and tolerations) over {len(nodes)} "
+        f"{len(rules) + len(liked)} distinct node rules (node_selector, node_preferences and "
+        f"tolerations) over {len(nodes)} "
         f"nodes make {pairs} rule-node pairs, above the limit of {limits.max_rule_node_pairs} "
         "(max_rule_node_pairs; each rule is resolved over every node within the time budget): "
         "give the jobs of one rule the same selector, or select by labels, not host names",
@@ -35,6 +39,8 @@ def check_rule_pairs(
     return False
 
 
+MAX_PREFERENCE_WEIGHT = 100
+"""A preferred term's weight is 1 to 100, as in Kubernetes."""
 _LISTED = (pb.LABEL_OPERATOR_IN, pb.LABEL_OPERATOR_NOT_IN)
 _BARE = (pb.LABEL_OPERATOR_EXISTS, pb.LABEL_OPERATOR_DOES_NOT_EXIST)
 _COMPARED = (pb.LABEL_OPERATOR_GT, pb.LABEL_OPERATOR_LT)
@@ -98,6 +104,13 @@ def check_job_rules(c: Collector, p: str, job: pb.Job, limits: Limits) -> None:
     if c.count(f"{p}.node_selector", len(terms), limits.max_node_rules, "max_node_rules"):
         for t, term in enumerate(terms):
             _check_term(c, f"{p}.node_selector[{t}]", term, limits)
+    preferred = job.node_preferences
+    if c.count(f"{p}.node_preferences", len(preferred), limits.max_node_rules, "max_node_rules"):
+        for t, soft in enumerate(preferred):
+            sp = f"{p}.node_preferences[{t}]"
+            if not 1 <= soft.weight <= MAX_PREFERENCE_WEIGHT:
+                c.add(f"{sp}.weight", f"must be 1 to {MAX_PREFERENCE_WEIGHT}, got {soft.weight}")
+            _check_term(c, f"{sp}.preference", soft.preference, limits)
     tolerations = job.tolerations
     if not c.count(f"{p}.tolerations", len(tolerations), limits.max_node_rules, "max_node_rules"):
         return

@@ -97,7 +97,7 @@ def validate_request(req: pb.SolveRequest, limits: Limits) -> list[FieldViolatio
         check_max_deferral(c, f"jobs[{i}]", job)
         if job.excluded_nodes and nodes:  # none: cluster.nodes is reported already
             check_excluded_nodes(c, f"jobs[{i}]", job, nodes, limits)
-        if job.node_selector or job.tolerations:
+        if job.node_selector or job.tolerations or job.node_preferences:
             check_job_rules(c, f"jobs[{i}]", job, limits)
         if job.HasField("current_allocation"):
             check_allocation(c, i, job, types, nodes, claims, limits)
@@ -309,6 +309,7 @@ def _check_weights(c: Collector, req: pb.SolveRequest) -> None:
         ("deadline", w.HasField("deadline"), w.deadline),
         ("fairness", w.HasField("fairness"), w.fairness),
         ("completion", w.HasField("completion"), w.completion),
+        ("node_preference", w.HasField("node_preference"), w.node_preference),
     )
     for name, is_set, value in fields:
         if is_set:

@@ -23,6 +23,7 @@ SHORT = {
     "deadline": "D",
     "fairness": "F",
     "completion": "C",
+    "node_preference": "P",
 }
 
 

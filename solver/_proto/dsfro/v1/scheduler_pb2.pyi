@@ -275,6 +275,14 @@ class NodeSelectorTerm(_message.Message):
     requirements: _containers.RepeatedCompositeFieldContainer[LabelRequirement]
     def __init__(self, requirements: _Optional[_Iterable[_Union[LabelRequirement, _Mapping]]] = ...) -> None: ...
 
+class PreferredSchedulingTerm(_message.Message):
+    __slots__ = ("weight", "preference")
+    WEIGHT_FIELD_NUMBER: _ClassVar[int]
+    PREFERENCE_FIELD_NUMBER: _ClassVar[int]
+    weight: int
+    preference: NodeSelectorTerm
+    def __init__(self, weight: _Optional[int] = ..., preference: _Optional[_Union[NodeSelectorTerm, _Mapping]] = ...) -> None: ...
+
 class PowerSaving(_message.Message):
     __slots__ = ("enabled", "exclude_nodes", "suspend_after", "resume_time", "suspended_node_watts", "spare_nodes_per_type", "price_node_floor")
     ENABLED_FIELD_NUMBER: _ClassVar[int]
@@ -486,7 +494,7 @@ class SliceRequest(_message.Message):
     def __init__(self, allow: _Optional[bool] = ..., smallest_profile: _Optional[str] = ..., largest_profile: _Optional[str] = ...) -> None: ...
 
 class Job(_message.Message):
-    __slots__ = ("name", "tenant", "weight", "model", "profile", "min_gpus", "max_gpus", "allowed_gpu_types", "remaining_samples", "time_to_deadline", "current_allocation", "preemptible", "attained", "age", "slices", "max_deferral", "excluded_nodes", "node_selector", "tolerations")
+    __slots__ = ("name", "tenant", "weight", "model", "profile", "min_gpus", "max_gpus", "allowed_gpu_types", "remaining_samples", "time_to_deadline", "current_allocation", "preemptible", "attained", "age", "slices", "max_deferral", "excluded_nodes", "node_selector", "tolerations", "node_preferences")
     NAME_FIELD_NUMBER: _ClassVar[int]
     TENANT_FIELD_NUMBER: _ClassVar[int]
     WEIGHT_FIELD_NUMBER: _ClassVar[int]
@@ -506,6 +514,7 @@ class Job(_message.Message):
     EXCLUDED_NODES_FIELD_NUMBER: _ClassVar[int]
     NODE_SELECTOR_FIELD_NUMBER: _ClassVar[int]
     TOLERATIONS_FIELD_NUMBER: _ClassVar[int]
+    NODE_PREFERENCES_FIELD_NUMBER: _ClassVar[int]
     name: str
     tenant: str
     weight: float
@@ -525,10 +534,11 @@ class Job(_message.Message):
     excluded_nodes: _containers.RepeatedScalarFieldContainer[str]
     node_selector: _containers.RepeatedCompositeFieldContainer[NodeSelectorTerm]
     tolerations: _containers.RepeatedCompositeFieldContainer[Toleration]
-    def __init__(self, name: _Optional[str] = ..., tenant: _Optional[str] = ..., weight: _Optional[float] = ..., model: _Optional[_Union[ModelSpec, _Mapping]] = ..., profile: _Optional[_Union[ThroughputProfile, _Mapping]] = ..., min_gpus: _Optional[int] = ..., max_gpus: _Optional[int] = ..., allowed_gpu_types: _Optional[_Iterable[str]] = ..., remaining_samples: _Optional[float] = ..., time_to_deadline: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., current_allocation: _Optional[_Union[Allocation, _Mapping]] = ..., preemptible: _Optional[bool] = ..., attained: _Optional[_Union[AttainedService, _Mapping]] = ..., age: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., slices: _Optional[_Union[SliceRequest, _Mapping]] = ..., max_deferral: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., excluded_nodes: _Optional[_Iterable[str]] = ..., node_selector: _Optional[_Iterable[_Union[NodeSelectorTerm, _Mapping]]] = ..., tolerations: _Optional[_Iterable[_Union[Toleration, _Mapping]]] = ...) -> None: ...
+    node_preferences: _containers.RepeatedCompositeFieldContainer[PreferredSchedulingTerm]
+    def __init__(self, name: _Optional[str] = ..., tenant: _Optional[str] = ..., weight: _Optional[float] = ..., model: _Optional[_Union[ModelSpec, _Mapping]] = ..., profile: _Optional[_Union[ThroughputProfile, _Mapping]] = ..., min_gpus: _Optional[int] = ..., max_gpus: _Optional[int] = ..., allowed_gpu_types: _Optional[_Iterable[str]] = ..., remaining_samples: _Optional[float] = ..., time_to_deadline: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., current_allocation: _Optional[_Union[Allocation, _Mapping]] = ..., preemptible: _Optional[bool] = ..., attained: _Optional[_Union[AttainedService, _Mapping]] = ..., age: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., slices: _Optional[_Union[SliceRequest, _Mapping]] = ..., max_deferral: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., excluded_nodes: _Optional[_Iterable[str]] = ..., node_selector: _Optional[_Iterable[_Union[NodeSelectorTerm, _Mapping]]] = ..., tolerations: _Optional[_Iterable[_Union[Toleration, _Mapping]]] = ..., node_preferences: _Optional[_Iterable[_Union[PreferredSchedulingTerm, _Mapping]]] = ...) -> None: ...
 
 class ObjectiveWeights(_message.Message):
-    __slots__ = ("throughput", "energy", "migration", "locality", "deadline", "fairness", "energy_basis", "completion")
+    __slots__ = ("throughput", "energy", "migration", "locality", "deadline", "fairness", "energy_basis", "completion", "node_preference")
     THROUGHPUT_FIELD_NUMBER: _ClassVar[int]
     ENERGY_FIELD_NUMBER: _ClassVar[int]
     MIGRATION_FIELD_NUMBER: _ClassVar[int]
@@ -537,6 +547,7 @@ class ObjectiveWeights(_message.Message):
     FAIRNESS_FIELD_NUMBER: _ClassVar[int]
     ENERGY_BASIS_FIELD_NUMBER: _ClassVar[int]
     COMPLETION_FIELD_NUMBER: _ClassVar[int]
+    NODE_PREFERENCE_FIELD_NUMBER: _ClassVar[int]
     throughput: float
     energy: float
     migration: float
@@ -545,7 +556,8 @@ class ObjectiveWeights(_message.Message):
     fairness: float
     energy_basis: EnergyBasis
     completion: float
-    def __init__(self, throughput: _Optional[float] = ..., energy: _Optional[float] = ..., migration: _Optional[float] = ..., locality: _Optional[float] = ..., deadline: _Optional[float] = ..., fairness: _Optional[float] = ..., energy_basis: _Optional[_Union[EnergyBasis, str]] = ..., completion: _Optional[float] = ...) -> None: ...
+    node_preference: float
+    def __init__(self, throughput: _Optional[float] = ..., energy: _Optional[float] = ..., migration: _Optional[float] = ..., locality: _Optional[float] = ..., deadline: _Optional[float] = ..., fairness: _Optional[float] = ..., energy_basis: _Optional[_Union[EnergyBasis, str]] = ..., completion: _Optional[float] = ..., node_preference: _Optional[float] = ...) -> None: ...
 
 class Fairness(_message.Message):
     __slots__ = ("mode", "scope", "horizon", "mean_weight")
@@ -642,7 +654,7 @@ class MigLayoutChange(_message.Message):
     def __init__(self, node: _Optional[str] = ..., layout: _Optional[_Union[MigLayout, _Mapping]] = ...) -> None: ...
 
 class ObjectiveBreakdown(_message.Message):
-    __slots__ = ("total", "throughput", "energy", "migration", "locality", "deadline", "fairness", "aging", "completion")
+    __slots__ = ("total", "throughput", "energy", "migration", "locality", "deadline", "fairness", "aging", "completion", "node_preference")
     TOTAL_FIELD_NUMBER: _ClassVar[int]
     THROUGHPUT_FIELD_NUMBER: _ClassVar[int]
     ENERGY_FIELD_NUMBER: _ClassVar[int]
@@ -652,6 +664,7 @@ class ObjectiveBreakdown(_message.Message):
     FAIRNESS_FIELD_NUMBER: _ClassVar[int]
     AGING_FIELD_NUMBER: _ClassVar[int]
     COMPLETION_FIELD_NUMBER: _ClassVar[int]
+    NODE_PREFERENCE_FIELD_NUMBER: _ClassVar[int]
     total: float
     throughput: float
     energy: float
@@ -661,7 +674,8 @@ class ObjectiveBreakdown(_message.Message):
     fairness: float
     aging: float
     completion: float
-    def __init__(self, total: _Optional[float] = ..., throughput: _Optional[float] = ..., energy: _Optional[float] = ..., migration: _Optional[float] = ..., locality: _Optional[float] = ..., deadline: _Optional[float] = ..., fairness: _Optional[float] = ..., aging: _Optional[float] = ..., completion: _Optional[float] = ...) -> None: ...
+    node_preference: float
+    def __init__(self, total: _Optional[float] = ..., throughput: _Optional[float] = ..., energy: _Optional[float] = ..., migration: _Optional[float] = ..., locality: _Optional[float] = ..., deadline: _Optional[float] = ..., fairness: _Optional[float] = ..., aging: _Optional[float] = ..., completion: _Optional[float] = ..., node_preference: _Optional[float] = ...) -> None: ...
 
 class ResourceUsage(_message.Message):
     __slots__ = ("resource", "used", "nominal", "borrowed")
