@@ -51,6 +51,8 @@ def test_a_node_is_disliked_by_the_weight_of_the_terms_it_misses() -> None:
     preferring(r, 0, 20, ("gen", IN, ["3", "4"]))
     assert dislike(r) == {"a100-0": 1.0, "h100-0": 0.8}
     assert dislike(r, 1) is None  # no preference, no soft taint: nothing disliked
+    r.weights.node_preference = 0.0  # unpriced: not resolved
+    assert dislike(r) is None
 
 
 def test_a_prefer_no_schedule_taint_is_disliked_wholly_unless_tolerated() -> None:

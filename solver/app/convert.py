@@ -111,10 +111,12 @@ def problem_from_proto(req: pb.SolveRequest, limits: Limits) -> Problem:
     )
     rules = NodeRules(c.nodes)
     excluded, preferred = Exclusions(rules), Preferences(c.nodes, rules)
+    weights = _weights(req.weights)
+    priced = weights.node_preference > 0  # unpriced, preferences are not resolved
     return Problem(
         cluster=cluster,
-        jobs=tuple(_job(j, excluded.of(j), preferred.of(j)) for j in req.jobs),
-        weights=_weights(req.weights),
+        jobs=tuple(_job(j, excluded.of(j), preferred.of(j) if priced else None) for j in req.jobs),
+        weights=weights,
         options=_options(req.options, limits),
         fairness=fairness_from_proto(req.fairness),
     )
