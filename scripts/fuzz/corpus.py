@@ -38,6 +38,8 @@ def load_corpus(seed: int) -> list[Seed]:
         seeds.append(Seed(path.stem, load_request_json(path), w))
     for path in sorted((ROOT / "instances" / "hetero-power").glob("hetero-power-*.json")):
         seeds.append(Seed(path.stem, load_request_json(path), 0.1))
+    for path in sorted((ROOT / "examples").glob("*.json")):  # each feature's fields set
+        seeds.append(Seed(f"examples/{path.stem}", load_request_json(path), 0.5))
     for k in range(12):
         nodes, jobs = (2, 3, 4, 6)[k % 4], (1, 3, 5, 8)[k % 4]
         spec = spec_from_args(
