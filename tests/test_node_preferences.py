@@ -216,9 +216,14 @@ def test_the_example_is_valid_and_each_job_runs_where_it_prefers_through_the_ser
         unpriced.CopyFrom(r)
         unpriced.weights.node_preference = 0.0
         free = stub.Solve(unpriced, timeout=WAIT)
+        summary = stub.ValidateSnapshot(pb.ValidateSnapshotRequest(request=r), timeout=WAIT)
+        del r.jobs[0].node_preferences[:]  # eval: only the taint left
+        r.jobs[2].tolerations.add(key="maintenance-soon", operator=pb.TOLERATION_OPERATOR_EXISTS)
+        del r.jobs[2].node_preferences[:]  # tolerant: nothing disliked
+        fewer = stub.ValidateSnapshot(pb.ValidateSnapshotRequest(request=r), timeout=WAIT)
         bad = pb.SolveRequest()
         bad.CopyFrom(r)
-        bad.jobs[0].node_preferences[0].weight = 0
+        bad.jobs[1].node_preferences[0].weight = 0
         with pytest.raises(grpc.RpcError) as e:
             stub.Solve(bad, timeout=WAIT)
     on = {a.job: {s.node for s in a.placement} for a in response.plan.assignments}
@@ -235,7 +240,15 @@ def test_the_example_is_valid_and_each_job_runs_where_it_prefers_through_the_ser
         for s in a.placement
         for n in [s.node]
     )
+    # Zone b is a100-2 and a100-3 (tainted): eval prefers one, tolerant both, train a100-0/1.
+    assert [(j.job, j.preferred_nodes) for j in summary.jobs] == [
+        ("eval", 1),
+        ("train", 2),
+        ("tolerant", 2),
+    ]
+    assert [j.HasField("preferred_nodes") for j in fewer.jobs] == [True, True, False]
+    assert fewer.jobs[0].preferred_nodes == 3
     assert e.value.code() is grpc.StatusCode.INVALID_ARGUMENT
     assert bad_request(e.value) == [
-        ("jobs[0].node_preferences[0].weight", "must be 1 to 100, got 0")
+        ("jobs[1].node_preferences[0].weight", "must be 1 to 100, got 0")
     ]

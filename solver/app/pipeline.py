@@ -115,6 +115,11 @@ def validate_snapshot(
             ],
         )
     config_set = build_config_set(problem)
+    liked: dict[tuple[int, int], int] = {}  # per (barred set, preference): jobs share both
+    for j in problem.jobs:
+        if j.preference is not None and (id(j.barred_nodes), id(j.preference)) not in liked:
+            avoided = j.barred_nodes | j.preference.disliked
+            liked[id(j.barred_nodes), id(j.preference)] = len(problem.cluster.nodes) - len(avoided)
     return pb.ValidateSnapshotResponse(
         valid=True,
         jobs=[
@@ -123,6 +128,7 @@ def validate_snapshot(
                 num_configurations=len(config_set.by_job.get(j.name, ())),
                 best_samples_per_second=config_set.best_samples_per_second.get(j.name, 0.0),
                 usable_nodes=len(problem.cluster.nodes) - len(j.barred_nodes),
+                preferred_nodes=liked.get((id(j.barred_nodes), id(j.preference))),
             )
             for j in problem.jobs
         ],

@@ -145,6 +145,11 @@ def cmd_validate(args: argparse.Namespace) -> int:
             f"  {j.job.ljust(width)}  {j.num_configurations} configurations, "
             f"best {j.best_samples_per_second:.1f} samples/s"
             + (f", {j.usable_nodes} of {len(c.nodes)} nodes usable" if ruled else "")
+            + (
+                f", {j.preferred_nodes} of {len(c.nodes)} preferred"
+                if j.HasField("preferred_nodes")
+                else ""
+            )
         )
     print_gpu_types(response.gpu_types)
     return 0

@@ -786,16 +786,18 @@ class ValidateSnapshotRequest(_message.Message):
     def __init__(self, request: _Optional[_Union[SolveRequest, _Mapping]] = ...) -> None: ...
 
 class JobSummary(_message.Message):
-    __slots__ = ("job", "num_configurations", "best_samples_per_second", "usable_nodes")
+    __slots__ = ("job", "num_configurations", "best_samples_per_second", "usable_nodes", "preferred_nodes")
     JOB_FIELD_NUMBER: _ClassVar[int]
     NUM_CONFIGURATIONS_FIELD_NUMBER: _ClassVar[int]
     BEST_SAMPLES_PER_SECOND_FIELD_NUMBER: _ClassVar[int]
     USABLE_NODES_FIELD_NUMBER: _ClassVar[int]
+    PREFERRED_NODES_FIELD_NUMBER: _ClassVar[int]
     job: str
     num_configurations: int
     best_samples_per_second: float
     usable_nodes: int
-    def __init__(self, job: _Optional[str] = ..., num_configurations: _Optional[int] = ..., best_samples_per_second: _Optional[float] = ..., usable_nodes: _Optional[int] = ...) -> None: ...
+    preferred_nodes: int
+    def __init__(self, job: _Optional[str] = ..., num_configurations: _Optional[int] = ..., best_samples_per_second: _Optional[float] = ..., usable_nodes: _Optional[int] = ..., preferred_nodes: _Optional[int] = ...) -> None: ...
 
 class GpuTypeSummary(_message.Message):
     __slots__ = ("gpu_type", "efficiency_family", "compute_efficiency", "mig_geometry")
