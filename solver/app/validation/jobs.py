@@ -48,7 +48,7 @@ def check_job(
     if kind is None:
         c.add(f"{p}.workload", "one of model or profile is required")
     elif kind == "model":
-        _check_model(c, f"{p}.model", job.model)
+        check_model(c, f"{p}.model", job.model)
     else:
         known = supported_clocks(types) if clocks is None else clocks
         _check_profile(c, f"{p}.profile", job.profile, types, known, limits)
@@ -95,7 +95,7 @@ def check_excluded_nodes(
             c.add(f"{p}.excluded_nodes[{k}]", f"unknown node {quoted(name)}")
 
 
-def _check_model(c: Collector, p: str, m: pb.ModelSpec) -> None:
+def check_model(c: Collector, p: str, m: pb.ModelSpec) -> None:
     c.positive(f"{p}.parameters", m.parameters, MAX_MODEL_PARAMETERS, MIN_MODEL_PARAMETERS)
     c.at_least(f"{p}.layers", m.layers, 1)
     ok_hidden = c.at_least(f"{p}.hidden_size", m.hidden_size, 1) and c.at_most(

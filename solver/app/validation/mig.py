@@ -11,6 +11,7 @@ from __future__ import annotations
 from solver._proto.dsfro.v1 import scheduler_pb2 as pb
 from solver.app.convert_mig import type_geometries, uses_mig
 from solver.app.validation.common import Collector, quoted
+from solver.app.validation.jobs import check_model
 from solver.app.validation.mig_geometry import valid_mig_geometry
 from solver.domain import ModelSpec, Shape
 from solver.mig import MigGeometry, MigInstance, SliceRequest, layout_problems
@@ -182,9 +183,14 @@ def _check_slice_request(
 
 
 def _slice_memory(job: pb.Job) -> float | None:
-    """Least memory the job needs on one GPU; None when a profile measures a MIG point."""
+    """Least memory the job needs on one GPU; None when a profile measures a MIG point, or
+    when its model is malformed (reported on its own fields: read, it divides by zero)."""
     if job.WhichOneof("workload") == "model":
         m = job.model
+        malformed = Collector()
+        check_model(malformed, "model", m)
+        if malformed.out:
+            return None
         spec = ModelSpec(
             m.parameters, m.layers, m.hidden_size, m.attention_heads, m.sequence_length,
             m.global_batch_size,
