@@ -11,6 +11,9 @@ from __future__ import annotations
 import functools
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import TypeVar
+
+K = TypeVar("K")
 
 
 @dataclass(frozen=True, eq=False)
@@ -40,3 +43,23 @@ def preference_cost(
     if preference is None or not gpus_per_node:
         return 0.0
     return preference.cost(gpus_per_node.items()) / max(max_gpus, 1)
+
+
+def dislike_of(preference: NodePreference | None, node: str) -> float:
+    """How much a job would rather not run on `node` (0 without preferences)."""
+    return 0.0 if preference is None else preference.dislike.get(node, 0.0)
+
+
+def least_disliked(
+    preference: NodePreference | None, candidates: Iterable[tuple[K, str]]
+) -> K | None:
+    """The first of (key, node) `candidates` on the node the job dislikes least (the first of
+    all without preferences, or on a node it does not dislike: the rest are not read)."""
+    best: tuple[float, K] | None = None
+    for key, node in candidates:
+        d = dislike_of(preference, node)
+        if d == 0.0:
+            return key
+        if best is None or d < best[0]:
+            best = (d, key)
+    return None if best is None else best[1]

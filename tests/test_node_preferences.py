@@ -16,16 +16,22 @@ from solver.app.convert import problem_from_proto
 from solver.app.limits import Limits
 from solver.app.validation import validate_request
 from solver.domain import Backend, JobState, ObjectiveWeights, Problem
-from solver.perfmodel.configs import build_config_set
+from solver.exact.mig_plans import build_mig, extract_mig
+from solver.mig import GpuLayout, MigInstance
+from solver.perfmodel.configs import ConfigSet, build_config_set
 from solver.preferences import NodePreference
 from solver.scoring.checker import check_plan
-from solver.scoring.plans import materialize
+from solver.scoring.plans import materialize, queued_assignment
 from solver.search.bound import solve_aggregate
 from solver.search.heuristic import Heuristic
+from solver.search.slices import Packer
 from solver.wire import load_request_json
-from tests.bruteforce import EXACT_BACKENDS, assert_reaches, optimum_of
+from tests import mig_cases
+from tests.bruteforce import EXACT_BACKENDS, assert_reaches, optimum_of, solve_exact
 from tests.factories import cluster, job, node, point, problem, random_tiny, solve
+from tests.mig_bruteforce import brute_force_mig, random_mig, top_clock
 from tests.service_helpers import WAIT, bad_request, serving
+from tests.test_exact_mig import model_value
 from tests.test_node_rules import IN, PREFER, labelled, term
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "node-preferences.json"
@@ -252,3 +258,71 @@ def test_the_example_is_valid_and_each_job_runs_where_it_prefers_through_the_ser
     assert bad_request(e.value) == [
         ("jobs[1].node_preferences[0].weight", "must be 1 to 100, got 0")
     ]
+
+
+def _two_mig_nodes(*, layouts: bool) -> Problem:
+    """mig_cases' one-GPU node n0 (in seven free 1g instances with `layouts`, else whole) and
+    a whole one, n1; seven 1g jobs that would rather not run on n0."""
+    sevens = (GpuLayout(0, tuple(MigInstance(mig_cases.ONE_G, k) for k in range(7))),)
+    liked = NodePreference({"n0": 1.0})
+    one = mig_cases.problem(
+        *(dataclasses.replace(mig_cases.small(f"j{k}"), preference=liked) for k in range(7)),
+        layouts=sevens if layouts else (),
+        backend=Backend.HEURISTIC,
+    )
+    n1 = dataclasses.replace(one.cluster.nodes[0], name="n1", rack="r1", mig_layouts=())
+    return dataclasses.replace(
+        one, cluster=dataclasses.replace(one.cluster, nodes=(one.cluster.nodes[0], n1))
+    )
+
+
+def test_the_slice_packer_takes_a_spare_gpu_on_a_node_the_job_likes_first() -> None:
+    """Both GPUs whole and spare, n0 first: a job that dislikes n0 gets its instance on n1."""
+    p = _two_mig_nodes(layouts=False)
+    configs = build_config_set(p)
+    packer = Packer(p, configs, [queued_assignment(p, configs, j) for j in p.jobs], {})
+    assert [node for node, _ in packer.spare["A100-80GB"]] == ["n0", "n1"]
+    assert packer.try_new(p.jobs[0]) is True
+    [(_, gpu, _)] = packer.packed.values()
+    assert gpu == ("n1", 0)
+
+
+def test_slice_jobs_go_to_instances_on_nodes_they_like_when_there_is_room() -> None:
+    """n0's seven free instances would save a reconfiguration; the jobs on instances go to n1
+    all the same (the first one's new layout takes the others at no further cost). One job runs
+    on n0's GPU whole, paying its preference: a whole GPU is worth more to it than that."""
+    p = _two_mig_nodes(layouts=True)
+    r = solve(p)
+    assert check_plan(p, r.plan.assignments, r.plan.layout_changes) == []
+    on = {a.job: a.placement[0].node for a in r.plan.assignments if a.mig is not None}
+    whole = [a for a in r.plan.assignments if a.mig is None and a.placement]
+    assert set(on.values()) == {"n1"} and len(on) == 6
+    assert [a.placement[0].node for a in whole] == ["n0"]
+    assert r.plan.objective.node_preference == pytest.approx(1.0)
+
+
+def _mig_disliked(seed: int) -> tuple[Problem, ConfigSet, float]:
+    """mig_bruteforce's random snapshots (one node), every job disliking it by half, priced so
+    that it counts: the enumeration scores every plan with score_plan."""
+    p = random_mig(seed)
+    liked = NodePreference({"n0": 0.5})
+    jobs = tuple(dataclasses.replace(j, preference=liked) for j in p.jobs)
+    p = dataclasses.replace(
+        p, jobs=jobs, weights=dataclasses.replace(p.weights, node_preference=0.3)
+    )
+    configs = top_clock(build_config_set(p))
+    return p, configs, brute_force_mig(p, configs)
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("backend", [Backend.CPSAT, Backend.HIGHS])
+def test_the_joint_mig_model_prices_preferences_as_score_plan(seed: int, backend: Backend) -> None:
+    p, configs, optimum = _mig_disliked(seed)
+    f = build_mig(p, configs)
+    r = solve_exact(backend, f)
+    assert r.values is not None
+    plan = extract_mig(f, r.values)
+    assert check_plan(p, plan.assignments, plan.layout_changes) == []
+    assert plan.objective.total == pytest.approx(optimum, abs=1e-6)
+    assert model_value(f, r.values) == pytest.approx(plan.objective.total, abs=1e-9)
+    assert plan.objective.node_preference > 0 or not any(a.placement for a in plan.assignments)

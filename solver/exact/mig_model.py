@@ -31,6 +31,7 @@ from solver.exact.rows import IntArray, ints
 from solver.mig import MigGeometry, MigInstance, valid_layouts
 from solver.perfmodel import budgets as rooms
 from solver.perfmodel.configs import ConfigSet
+from solver.preferences import preference_cost
 from solver.scoring.objective import migration_cost, reconfiguration_cost, running_gain
 
 Place = tuple[str, int]
@@ -369,8 +370,8 @@ def add_mig_power_budget(f: MigFormulation) -> None:
 
 
 def set_mig_objective(f: MigFormulation) -> None:
-    """Slice gains (running_gain, own instance: its migration back), each used GPU's idle
-    power once, a reconfiguration per GPU whose layout changes."""
+    """Slice gains (running_gain less the node preference, own instance: its migration back),
+    each used GPU's idle power once, a reconfiguration per GPU whose layout changes."""
     p = f.problem
     w, cluster = p.weights, p.cluster
     max_watts = cluster.max_gpu_watts()
@@ -381,6 +382,8 @@ def set_mig_objective(f: MigFormulation) -> None:
     for s in f.mig.slices:
         job = jobs[s.job]
         gain = running_gain(job, s.config, best[s.job], w, max_watts)
+        node = f.mig.gpus[s.gpu].node
+        gain -= w.node_preference * preference_cost(job.preference, job.max_gpus, {node: 1})
         variables.append(s.var)
         coefs.append(gain + (migration_cost(job, w) if s.own is not None else 0.0))
     for gpu in f.mig.gpus:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 
-from solver.domain import Cluster
+from solver.domain import Cluster, Job
 from solver.mig import GpuLayout, LayoutChange, MigGeometry, MigInstance, layout_problems
 
 
@@ -176,4 +176,15 @@ def _room(geometry: MigGeometry, layout: Sequence[MigInstance]) -> int:
         for p in geometry.plannable()
         for s in p.starts
         if not layout_problems(geometry, [*layout, MigInstance(p.name, s)])
+    )
+
+
+def on_own(job: Job, gpu: MigGpu, profile: str) -> bool:
+    """Whether `gpu` is the one GPU of the job's current instance, of `profile`."""
+    cur = job.current
+    return (
+        cur is not None
+        and cur.mig is not None
+        and cur.mig.profile == profile
+        and [(s.node, i) for s in cur.placement for i in s.gpu_indices] == [gpu.key]
     )

@@ -34,6 +34,7 @@ from solver.mig import MigInstance
 from solver.perfmodel import budgets
 from solver.perfmodel.configs import ConfigSet
 from solver.perfmodel.quotas import QuotaLedger
+from solver.preferences import dislike_of, least_disliked
 from solver.scoring.objective import (
     is_migrated,
     migration_cost,
@@ -42,7 +43,7 @@ from solver.scoring.objective import (
     score_plan,
 )
 from solver.scoring.plans import queued_assignment
-from solver.search.mig_gpus import MigGpu, cluster_mig_gpus
+from solver.search.mig_gpus import MigGpu, cluster_mig_gpus, on_own
 
 EPSILON = 1e-9
 CONVERT_MISSES = 16
@@ -153,7 +154,7 @@ class Packer:
         value = running_gain(job, config, best, w, self.max_watts)  # a slice: its draw
         cur = job.current
         if (
-            _on_own(job, gpu, inst.profile)
+            on_own(job, gpu, inst.profile)
             and cur is not None
             and cur.mig is not None
             and cur.mig.place == inst.place
@@ -180,7 +181,7 @@ class Packer:
         for c in self._on_profile(job, node.gpu_type, profile):
             if gpu.clock is not None and c.sm_clock_mhz != gpu.clock:
                 continue
-            if c.kept_only and not _on_own(job, gpu, profile):
+            if c.kept_only and not on_own(job, gpu, profile):
                 continue
             if not self.fits(job, c, gpu.node):
                 continue
@@ -249,7 +250,7 @@ class Packer:
         return True
 
     def try_existing(self, job: Job) -> bool:
-        """On a free instance that exists, smallest profile first, fullest GPU first."""
+        """On a free instance that exists: smallest profile, liked nodes, fullest GPU first."""
         for t in self._types(job):
             for profile in self._profiles(job, t):
                 holding = [
@@ -257,7 +258,10 @@ class Packer:
                     for g in self._of_type(t)
                     if any(i.profile == profile for i in g.free_instances())
                 ]
-                gpus = sorted(holding, key=lambda g: (len(g.free_instances()), g.key))
+                liked = functools.partial(dislike_of, job.preference)
+                gpus = sorted(
+                    holding, key=lambda g: (liked(g.node), len(g.free_instances()), g.key)
+                )
                 for gpu in gpus:
                     inst = next(i for i in gpu.free_instances() if i.profile == profile)
                     got = self._choose(job, gpu, inst, False)
@@ -268,14 +272,19 @@ class Packer:
         return False
 
     def try_new(self, job: Job) -> bool:
-        """On a new instance: of a partitioned GPU (jobs there first), else of a spare GPU."""
+        """On a new instance, liked nodes first: of a partitioned GPU (jobs there first), else of
+        a spare GPU."""
         for t in self._types(job):
+            liked = functools.partial(dislike_of, job.preference)
             for profile in self._profiles(job, t):
-                for gpu in sorted(self._of_type(t), key=lambda g: (not g.jobs(), g.key)):
+                for gpu in sorted(
+                    self._of_type(t), key=lambda g: (liked(g.node), not g.jobs(), g.key)
+                ):
                     if self._try_new_on(job, gpu, profile) is not None:
                         return True
                 spare = self.spare.get(t, [])
-                k = next((k for k, (node, _) in enumerate(spare) if job.may_use(node)), None)
+                usable = ((k, node) for k, (node, _) in enumerate(spare) if job.may_use(node))
+                k = least_disliked(job.preference, usable)
                 if k is not None:
                     node, g = spare[k]
                     geometry = self.problem.cluster.mig[t]
@@ -406,16 +415,6 @@ class Packer:
         best, least = self.configs.best_samples_per_second, self.configs.least_joules_per_sample
         objective = score_plan(self.problem, assignments, best, changes, least)
         return Plan(tuple(assignments), objective, changes)
-
-
-def _on_own(job: Job, gpu: MigGpu, profile: str) -> bool:
-    cur = job.current
-    return (
-        cur is not None
-        and cur.mig is not None
-        and cur.mig.profile == profile
-        and [(s.node, i) for s in cur.placement for i in s.gpu_indices] == [gpu.key]
-    )
 
 
 def _best_slice_gains(problem: Problem, configs: ConfigSet, max_watts: float) -> dict[str, float]:
