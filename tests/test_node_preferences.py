@@ -15,7 +15,7 @@ from solver._proto.dsfro.v1 import scheduler_pb2 as pb
 from solver.app.convert import problem_from_proto
 from solver.app.limits import Limits
 from solver.app.validation import validate_request
-from solver.domain import Backend, JobState, ObjectiveWeights, Problem
+from solver.domain import Backend, JobState, ObjectiveWeights, Problem, Termination
 from solver.exact.mig_plans import build_mig, extract_mig
 from solver.mig import GpuLayout, MigInstance
 from solver.perfmodel.configs import ConfigSet, build_config_set
@@ -326,3 +326,23 @@ def test_the_joint_mig_model_prices_preferences_as_score_plan(seed: int, backend
     assert plan.objective.total == pytest.approx(optimum, abs=1e-6)
     assert model_value(f, r.values) == pytest.approx(plan.objective.total, abs=1e-9)
     assert plan.objective.node_preference > 0 or not any(a.placement for a in plan.assignments)
+
+
+def test_a_preference_every_usable_node_misses_is_in_the_bound_and_the_plan_proven() -> None:
+    """Both nodes disliked wholly (a preferred zone with no GPU): every placement pays it, the
+    aggregated bound counts it, and the plan is proven optimal; liking one node again, the
+    bound counts nothing of it."""
+    p = two_zones()
+    everywhere = NodePreference({"n0": 1.0, "n1": 1.0})
+    p = dataclasses.replace(p, jobs=(dataclasses.replace(p.jobs[0], preference=everywhere),))
+    r = solve(p)
+    assert r.stats.termination is Termination.OPTIMAL
+    assert r.plan.objective.node_preference == pytest.approx(1.0)
+    assert r.stats.best_bound == pytest.approx(r.plan.objective.total, abs=1e-5)
+    unpriced = dataclasses.replace(p, jobs=(dataclasses.replace(p.jobs[0], preference=None),))
+    configs = build_config_set(p)
+    with_it = solve_aggregate(p, configs, integer=True).best_bound
+    without = solve_aggregate(unpriced, configs, integer=True).best_bound
+    assert with_it is not None and without is not None
+    assert without - with_it == pytest.approx(0.05, abs=1e-5)
+    assert solve_aggregate(two_zones(), configs, integer=True).best_bound == pytest.approx(without)

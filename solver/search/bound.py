@@ -138,10 +138,19 @@ def solve_aggregate(
         least = configs.least_joules(job.name)
         same_shape: list[tuple[int, float]] = []
         kept_racks = _kept_racks(problem, job, rack_pools)
+        floor = preference_floor(problem, job)
         cols: list[tuple[int, int]] = []
         for i, c in enumerate(options):
-            # Placement terms dropped: w_L (nodes + racks - min) >= 0 only lowers the objective.
+            # Placement terms dropped: w_L (nodes + racks - min) >= 0 only lowers the objective;
+            # of the node preferences, only what any placement of the type pays is counted.
             gain = running_gain(job, c, best, w, max_watts, least)
+            if floor:
+                gain -= (
+                    w.node_preference
+                    * floor.get(c.gpu_type, 0.0)
+                    * c.num_gpus
+                    / max(job.max_gpus, 1)
+                )
             col = lp.column(gain)
             cols.append((i, col))
             compute, memory_share = _gpu_shares(problem, c)
@@ -398,3 +407,22 @@ def _rack_pools(problem: Problem) -> dict[str, list[str]]:
 
 UNBUDGETED = "\0unbudgeted"
 """Pseudo-rack of a type's GPUs in racks without a power budget."""
+
+
+def preference_floor(problem: Problem, job: Job) -> dict[str, float]:
+    """Per GPU type, the least the job dislikes a node of it that it may use: what each of its
+    GPUs there costs at least (empty without priced preferences, or where it likes some node
+    of every type). Made once per distinct preference and barred set."""
+    preference = job.preference
+    if preference is None or problem.weights.node_preference <= 0:
+        return {}
+    memo: dict[tuple[int, int], dict[str, float]] = problem.__dict__.setdefault("_floors", {})
+    key = (id(preference), id(job.barred_nodes))
+    if key not in memo:
+        least: dict[str, float] = {}
+        for n in problem.cluster.nodes:
+            if job.may_use(n.name):
+                d = preference.dislike.get(n.name, 0.0)
+                least[n.gpu_type] = min(d, least.get(n.gpu_type, d))
+        memo[key] = {t: d for t, d in least.items() if d > 0}
+    return memo[key]
