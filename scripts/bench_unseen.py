@@ -21,7 +21,8 @@ one cohort or none, nominal quotas of 10-60 % of each GPU type, some with borrow
 limits), for half of them node exclusions (one to four rules, each barring a random 10-60 %
 of the nodes, on a random 20-60 % of the jobs), and for half node labels and taints (zone,
 generation, spot; a fifth of the nodes tainted) with selectors on 40 % of the jobs and a
-toleration on half: what the generator leaves at its defaults.
+toleration on half, preferred zones on 40 % and a PreferNoSchedule taint on a tenth of the
+nodes: what the generator leaves at its defaults.
 
 With ``--server ADDR`` the calls go to a running service as a client that knows only the proto
 would send them (``solver.client``), and each answer's plan is checked here, in this process
@@ -210,7 +211,21 @@ def _node_rules(request: pb.SolveRequest, rng: random.Random) -> str:
         if rng.random() < 0.5:
             tolerant += 1
             j.tolerations.add(key="dedicated", value=rng.choice("ab"))
-    return f"rules={selected}sel/{tolerant}tol/{tainted}tainted"
+    # Soft rules last (the draws above stay the seed's): preferred terms on 40 % of the jobs,
+    # a PreferNoSchedule taint on a tenth of the nodes.
+    preferring = soft = 0
+    for j in request.jobs:
+        if rng.random() < 0.4:
+            preferring += 1
+            for _ in range(rng.randint(1, 2)):
+                term = j.node_preferences.add(weight=rng.randint(1, 100)).preference
+                zones = [f"z{k}" for k in rng.sample(range(4), rng.randint(1, 2))]
+                term.requirements.add(key="zone", values=zones, operator=pb.LABEL_OPERATOR_IN)
+    for n in request.cluster.nodes:
+        if rng.random() < 0.1:
+            n.taints.add(key="maintenance", effect=pb.TAINT_EFFECT_PREFER_NO_SCHEDULE)
+            soft += 1
+    return f"rules={selected}sel/{tolerant}tol/{tainted}tainted/{preferring}pref/{soft}soft"
 
 
 def evaluated(problem: Problem, plan: pb.Plan) -> tuple[bool, float]:
