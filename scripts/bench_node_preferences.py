@@ -17,27 +17,21 @@ from __future__ import annotations
 
 import argparse
 import random
-import time
 from functools import partial
 
-import grpc
-
+from scripts.common.loopback import running, termination, timed_solves
 from scripts.common.timing import fastest
 from solver.app.convert import problem_from_proto
 from solver.app.limits import Limits
 from solver.app.validation import validate_request
 from solver.offline.generate.cli import spec_from_args
 from solver.offline.generate.instance import generate
-from solver.service.config import ServerConfig
-from solver.service.server import build_server
 from solver.wire import (
     JobState,
     LabelOperator,
-    SchedulerServiceStub,
     SolveRequest,
     SolveResponse,
     TaintEffect,
-    Termination,
 )
 
 POOLS = 4
@@ -100,29 +94,12 @@ def solve_table(requests: dict[str, SolveRequest], budgets: list[float]) -> None
         f"\n{'variant':9} {'budget s':>8} {'wall s':>7} {'termination':>12} {'objective':>10} "
         f"{'running':>8} {'disliked':>9}"
     )
-    srv = build_server(ServerConfig(host="127.0.0.1", port=0, max_message_bytes=512 << 20))
-    srv.start()
-    options = [("grpc.max_send_message_length", 512 << 20)]
-    try:
-        with grpc.insecure_channel(f"127.0.0.1:{srv.port}", options=options) as channel:
-            stub = SchedulerServiceStub(channel)  # type: ignore[no-untyped-call]
-            for budget in budgets:
-                for name, req in requests.items():
-                    req.options.time_budget.FromMilliseconds(round(budget * 1000))
-                    start = time.perf_counter()
-                    response = stub.Solve(req, timeout=budget + 120)
-                    wall = time.perf_counter() - start
-                    running = sum(
-                        a.state == JobState.JOB_STATE_RUNNING for a in response.plan.assignments
-                    )
-                    term = Termination.Name(response.stats.termination).removeprefix("TERMINATION_")
-                    share = disliked_share(judged, response)
-                    print(
-                        f"{name:9} {budget:8g} {wall:7.2f} {term:>12} "
-                        f"{response.stats.objective:10.3f} {running:8} {share:9.1%}"
-                    )
-    finally:
-        srv.stop(None).wait(30)
+    for name, budget, wall, response in timed_solves(requests, budgets):
+        share = disliked_share(judged, response)
+        print(
+            f"{name:9} {budget:8g} {wall:7.2f} {termination(response):>12} "
+            f"{response.stats.objective:10.3f} {running(response):8} {share:9.1%}"
+        )
 
 
 def main() -> None:

@@ -18,25 +18,18 @@ from __future__ import annotations
 
 import argparse
 import random
-import time
 from functools import partial
 
-import grpc
-
+from scripts.common.loopback import running, termination, timed_solves
 from scripts.common.timing import fastest
 from solver.app.convert import problem_from_proto
 from solver.app.limits import Limits
 from solver.app.validation import validate_request
 from solver.offline.generate.cli import spec_from_args
 from solver.offline.generate.instance import generate
-from solver.service.config import ServerConfig
-from solver.service.server import build_server
 from solver.wire import (
-    JobState,
     LabelOperator,
-    SchedulerServiceStub,
     SolveRequest,
-    Termination,
 )
 
 POOLS = 4
@@ -87,26 +80,10 @@ def read_table(requests: dict[str, SolveRequest], repeat: int) -> None:
 def solve_table(requests: dict[str, SolveRequest], budgets: list[float]) -> None:
     header = f"{'variant':8} {'budget s':>8} {'wall s':>7} {'late s':>7} {'termination':>12}"
     print(f"\n{header} {'running':>8}")
-    srv = build_server(ServerConfig(host="127.0.0.1", port=0, max_message_bytes=512 << 20))
-    srv.start()
-    options = [("grpc.max_send_message_length", 512 << 20)]
-    try:
-        with grpc.insecure_channel(f"127.0.0.1:{srv.port}", options=options) as channel:
-            stub = SchedulerServiceStub(channel)  # type: ignore[no-untyped-call]
-            for budget in budgets:
-                for name, req in requests.items():
-                    req.options.time_budget.FromMilliseconds(round(budget * 1000))
-                    start = time.perf_counter()
-                    response = stub.Solve(req, timeout=budget + 120)
-                    wall = time.perf_counter() - start
-                    running = sum(
-                        a.state == JobState.JOB_STATE_RUNNING for a in response.plan.assignments
-                    )
-                    term = Termination.Name(response.stats.termination).removeprefix("TERMINATION_")
-                    late = max(wall - budget, 0.0)
-                    print(f"{name:8} {budget:8g} {wall:7.2f} {late:7.2f} {term:>12} {running:8}")
-    finally:
-        srv.stop(None).wait(30)
+    for name, budget, wall, response in timed_solves(requests, budgets):
+        late = max(wall - budget, 0.0)
+        term = termination(response)
+        print(f"{name:8} {budget:8g} {wall:7.2f} {late:7.2f} {term:>12} {running(response):8}")
 
 
 def main() -> None:
