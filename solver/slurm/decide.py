@@ -269,7 +269,8 @@ def within_free_gpus(
             out[k] = d
             continue
         exclusive = d.job.exclusive
-        need = {n: size.get(n, 0) if exclusive else target.gpus_per_node for n in target.nodes}
+        least = target.gpus_per_node  # an exclusive job: the whole node (and never less)
+        need = {n: max(size.get(n, 0), least) if exclusive else least for n in target.nodes}
         short = [n for n in target.nodes if free.get(n, 0) < need[n]]
         if not short:
             for name in target.nodes:
