@@ -163,7 +163,9 @@ def test_a_job_is_kept_off_nodes_reserved_before_it_would_end(
         whole = (demand("gpt3-1.3b", GPUS, GPUS), f"--gres=gpu:h100:{GPUS}")
         long_jobs = [slurm.sbatch(f"long{k}", *whole, "--time=120") for k in (1, 2)]
         short = slurm.sbatch("short", *whole, "--time=30", script=job_script(tmp_path))
-        decisions = by_job(make_adapter(dsfro).round())
+        report = make_adapter(dsfro).round()
+        assert report.warnings == []  # Slurm's reservations read, with their Unix times
+        decisions = by_job(report)
         placed = [decisions[j] for j in long_jobs if decisions[j].action is Action.PLACE]
         assert len(placed) == 1 and placed[0].target is not None
         assert placed[0].target.nodes == ("node4",)
