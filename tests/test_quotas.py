@@ -21,7 +21,13 @@ from solver.domain import (
     TenantQueue,
 )
 from solver.perfmodel.configs import build_config_set
-from solver.perfmodel.quotas import QuotaLedger, borrowed_jobs, queue_usage, residual_queues
+from solver.perfmodel.quotas import (
+    QUOTA_BOUND,
+    QuotaLedger,
+    borrowed_jobs,
+    queue_usage,
+    residual_queues,
+)
 from solver.scoring.checker import PlanView, check_plan, check_queue_quotas
 from tests.factories import cluster, job, node, point, problem, solve
 
@@ -276,3 +282,19 @@ def test_the_residual_quotas_judge_the_rest_as_the_whole_does(seed: int) -> None
     left = residual_queues(c, [(by_name[n], a_config(p, n)) for n in fixed])
     sub = problem(queues(c, *left), *jobs)
     assert (violations(sub, running_plan(sub, rest)) == []) == whole_ok
+
+
+def test_a_job_waiting_for_its_queues_quota_says_so() -> None:
+    """Three 8-GPU A100 nodes; queue a may use 8 GPUs: of its two 8-GPU jobs one runs, the
+    other waits for the quota though a node is free (said so); b's job, unlimited, runs. With
+    a's quota at 16 all three run."""
+    c = queues(cluster(node("n0"), node("n1"), node("n2")), TenantQueue("a", quotas=gpu_quota(8)))
+    jobs = [tenant_job(f"a{k}", "a", gpus=8) for k in (1, 2)]
+    p = problem(c, *jobs, tenant_job("b1", "", gpus=8))
+    plan = solve(p).plan.assignments
+    waiting = [a for a in plan if a.state is JobState.QUEUED]
+    assert [a.job for a in waiting] in (["a1"], ["a2"])
+    assert waiting[0].queue_detail == QUOTA_BOUND
+    roomy = queues(c, TenantQueue("a", quotas=gpu_quota(16)))
+    states = {a.job: a.state for a in solve(dataclasses.replace(p, cluster=roomy)).plan.assignments}
+    assert set(states.values()) == {JobState.RUNNING}

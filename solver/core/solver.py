@@ -43,6 +43,7 @@ from solver.core.steps.quick import solve_quick
 from solver.domain import Backend, Plan, Problem, SolveResult
 from solver.exact import isolated
 from solver.perfmodel.configs import ConfigSet, build_config_set
+from solver.perfmodel.quotas import quota_reasons
 from solver.runtime.collector import paused_collection
 from solver.runtime.cores import available_cores
 from solver.runtime.executors import LazyExecutor
@@ -145,7 +146,11 @@ class Solver:
             on_better_plan=plans_with_deferred(deferral, on_better_plan),
         )
         self.note_pace(result.stats.first_plan_seconds, result.stats.resolve_seconds, jobs)
-        return with_deferred(problem, deferral, result)
+        result = with_deferred(problem, deferral, result)
+        waits = quota_reasons(problem.cluster, problem.jobs, result.plan.assignments)
+        return dataclasses.replace(
+            result, plan=dataclasses.replace(result.plan, assignments=tuple(waits))
+        )
 
     def note_pace(self, first_plan: float | None, resolve: float | None, jobs: int) -> None:
         """Remember a solve's time to its first plan over `jobs` jobs, and what a re-solve for

@@ -29,6 +29,7 @@ from solver.domain import (
     JobAssignment,
     JobState,
     Node,
+    QueueReason,
     Quota,
     TenantQueue,
 )
@@ -64,27 +65,24 @@ class QuotaLedger:
 
     def fits(self, job: Job, config: Config) -> bool:
         """Whether `job` may also run in `config` within its queue's quota and its cohort's."""
+        return all(self.allows(job, r, amount) for r, amount in demand(config).items())
+
+    def allows(self, job: Job, resource: str, amount: float) -> bool:
+        """Whether `amount` more of `resource` for `job` fits its queue's quota and its
+        cohort's."""
         queue = self.cluster.queue_of(job.tenant)
-        if queue is None:
+        quota = None if queue is None else queue.quota(resource)
+        if queue is None or quota is None:
             return True
-        for resource, amount in demand(config).items():
-            quota = queue.quota(resource)
-            if quota is None:
-                continue
-            after = self.used.get((queue.name, resource), 0.0) + amount
-            if not queue.cohort:
-                if _over(after, quota.nominal):
-                    return False
-                continue
-            if quota.borrowing_limit is not None and _over(
-                after, quota.nominal + quota.borrowing_limit
-            ):
-                return False
-            if _over(
-                self._cohort_claim(queue, resource, after), self._cohort_nominal(queue, resource)
-            ):
-                return False
-        return True
+        after = self.used.get((queue.name, resource), 0.0) + amount
+        if not queue.cohort:
+            return not _over(after, quota.nominal)
+        if quota.borrowing_limit is not None and _over(
+            after, quota.nominal + quota.borrowing_limit
+        ):
+            return False
+        claim = self._cohort_claim(queue, resource, after)
+        return not _over(claim, self._cohort_nominal(queue, resource))
 
     def take(self, job: Job, config: Config) -> None:
         self._add(job, config, 1.0)
@@ -262,3 +260,34 @@ def residual_queues(
             left[resource] = Quota(nominal, quota.borrowing_limit, lending)
         out.append(dataclasses.replace(q, quotas=left))
     return tuple(out)
+
+
+QUOTA_BOUND = "its queue's quota (with what its cohort lends) leaves fewer GPUs than it needs"
+"""A waiting job's reason where no GPU type it may use has room in its queue's quota."""
+
+
+def quota_reasons(
+    cluster: Cluster, jobs: Iterable[Job], plan: Sequence[JobAssignment]
+) -> list[JobAssignment]:
+    """`plan` with the reason of each job waiting for resources made the quota's where, under
+    the plan's usage, its queue has no room for its fewest GPUs on any type it may use."""
+    if not cluster.queues:
+        return list(plan)
+    by_name = {j.name: j for j in jobs}
+    ledger = QuotaLedger(cluster)
+    for a in plan:
+        if a.state is JobState.RUNNING and a.config is not None:
+            ledger.take(by_name[a.job], a.config)
+    out = []
+    for a in plan:
+        job = by_name[a.job]
+        types = [t for t in cluster.gpu_types if job.allows(t)]
+        if (
+            a.state is JobState.QUEUED
+            and a.queue_reason is QueueReason.INSUFFICIENT_RESOURCES
+            and types
+            and not any(ledger.allows(job, t, job.min_gpus) for t in types)
+        ):
+            a = dataclasses.replace(a, queue_detail=QUOTA_BOUND)
+        out.append(a)
+    return out

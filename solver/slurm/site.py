@@ -11,7 +11,9 @@ overrides any of it:
      "racks": {"node[1-16]": "r1", "node[17-32]": "r2"}, "base_watts": {"node[1-32]": 1100},
      "network_bandwidth_gbps": 400, "power_budget_watts": 60000,
      "rack_power_budgets": {"r1": 30000}, "weights": {"energy": 0.2}, "fairness": {...},
-     "grid": {"schedule": "grid.csv", "hours": 48, "min_saving": 0.1, "saving_per_delay": 0.25}}
+     "grid": {"schedule": "grid.csv", "hours": 48, "min_saving": 0.1, "saving_per_delay": 0.25},
+     "queues": [{"name": "physics", "cohort": "all", "weight": 2,
+                 "quotas": [{"resource": "H100-80GB", "nominal": 32, "borrowingLimit": 16}]}]}
 
 ``base_watts`` is each node's draw beside its GPUs (CPU, memory, fans, NICs), which the power
 budgets count (docs/power-states.md, "Power budgets"); a node the file gives none draws 0 there.
@@ -20,7 +22,11 @@ budgets count (docs/power-states.md, "Power budgets"); a node the file gives non
 schedule's hour in force and the next ``hours`` hours (its times in UTC), and pending jobs
 whose deadline leaves slack may be deferred to cleaner hours.
 
-Messages (a GPU type, a model, weights, fairness) are in the wire's protobuf JSON form.
+``queues`` are tenant queues with quotas (docs/fairness.md), as Slurm's accounts with GrpTRES
+limits would be: a job's account names its queue (its demand's ``tenant`` wins); an account
+that names none goes to the default queue, which has no quota unless one is declared.
+
+Messages (a GPU type, a model, weights, fairness, a queue) are in the wire's protobuf JSON form.
 """
 
 from __future__ import annotations
@@ -40,6 +46,7 @@ from solver.wire import (
     GridScheduleError,
     ModelSpec,
     ObjectiveWeights,
+    TenantQueue,
     message_from_dict,
     read_grid_schedule,
     read_text,
@@ -71,6 +78,7 @@ _SITE_KEYS = {
     "weights",
     "fairness",
     "grid",
+    "queues",
 }
 _GRID_KEYS = {"schedule", "hours", "min_saving", "saving_per_delay", "scale_energy"}
 
@@ -139,6 +147,8 @@ class Site:
     weights: ObjectiveWeights | None = None
     fairness: Fairness | None = None
     grid: GridSite | None = None
+    queues: tuple[TenantQueue, ...] = ()
+    """Tenant queues with their quotas; checked by DSFRO each round, as weights are."""
 
     def gpu_type(self, gres_type: str) -> GpuType | None:
         """The GPU type of a GRES type, None if the site does not know it."""
@@ -261,7 +271,26 @@ def site_from_dict(data: Mapping[str, Any], where: str = "site") -> Site:
                 raise SiteError(str(e)) from None
     if "grid" in data:
         kwargs["grid"] = _grid(_object(data["grid"], f"{where}.grid"), f"{where}.grid")
+    if "queues" in data:
+        kwargs["queues"] = _queues(data["queues"], f"{where}.queues")
     return Site(**kwargs)
+
+
+def _queues(value: Any, where: str) -> tuple[TenantQueue, ...]:
+    """The queues in the wire's JSON form, each named once (their quotas DSFRO checks)."""
+    if not isinstance(value, list):
+        raise SiteError(f"{where}: expected a list of queues, got {type(value).__name__}")
+    out: list[TenantQueue] = []
+    for k, entry in enumerate(value):
+        w = f"{where}[{k}]"
+        try:
+            queue = message_from_dict(_object(entry, w), TenantQueue, w)
+        except ValueError as e:
+            raise SiteError(str(e)) from None
+        if not queue.name or queue.name in (q.name for q in out):
+            raise SiteError(f"{w}.name: a name not given before is required, got {queue.name!r}")
+        out.append(queue)
+    return tuple(out)
 
 
 def _grid(data: Mapping[str, Any], where: str) -> GridSite:

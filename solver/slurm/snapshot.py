@@ -154,7 +154,9 @@ def _job(
     `later`: reservations still to come (a job started now must end before theirs begin)."""
     job, d = as_submitted(t.job, t.record), t.demand
     since = submitted(job, t.record)
-    out = Job(name=str(job.job_id), tenant=d.tenant if d.tenant is not None else job.account)
+    out = Job(
+        name=str(job.job_id), tenant=d.tenant if d.tenant is not None else queue_of(job, site)
+    )
     if d.workload == "model":
         out.model.CopyFrom(message_from_dict(d.spec, ModelSpec, "model"))
     else:
@@ -395,7 +397,17 @@ def build_snapshot(
         out.request.weights.CopyFrom(site.weights)
     if site.fairness is not None:
         out.request.fairness.CopyFrom(site.fairness)
+    out.request.cluster.queues.extend(site.queues)
     return out
+
+
+def queue_of(job: SlurmJob, site: Site) -> str:
+    """The job's queue: its account's, where the site declares queues and one for it; else
+    the default queue (no tenant). Without declared queues the account is the tenant (for
+    fairness per tenant)."""
+    if not site.queues or any(q.name == job.account for q in site.queues):
+        return job.account
+    return ""
 
 
 def _add_grid(cluster: ClusterSnapshot, grid: GridSite, now: float) -> None:
