@@ -5,7 +5,7 @@ default queue; DSFRO holds the quotas (a real solve here)."""
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -20,7 +20,9 @@ from solver.domain import JobState
 from solver.slurm.site import Site, SiteError, site_from_dict
 from solver.slurm.snapshot import Snapshot, build_snapshot
 from solver.slurm.state import parse_sinfo, parse_squeue
-from tests.slurm_helpers import captured
+from solver.wire import SolveRequest, SolveResponse
+from tests.slurm_helpers import FakeClient, captured
+from tests.test_slurm_loop import adapter, place_all
 from tests.test_slurm_snapshot import NOW, _job
 
 PHYSICS = {"name": "physics", "quotas": [{"resource": "H100-80GB", "nominal": 4}]}
@@ -95,3 +97,31 @@ def test_dsfro_holds_a_queues_quota_in_the_round() -> None:
         assert a.state is JobState.RUNNING and a.config is not None
         runs[name] = a.config.num_gpus
     assert runs == {"quota": 2, "free": 4}
+
+
+def test_a_rounds_queue_usage_is_exported_and_replaced_by_the_next() -> None:
+    """The plan's per-queue usage as gauges; a queue the next plan does not list is dropped."""
+
+    def answer(with_queue: bool) -> Callable[[SolveRequest], SolveResponse]:
+        def make(request: SolveRequest) -> SolveResponse:
+            out = place_all(request)
+            if with_queue:
+                q = out.plan.queues.add(queue="physics")
+                q.resources.add(resource="H100-80GB", used=12, nominal=8, borrowed=4)
+            return out
+
+        return make
+
+    client = FakeClient(answer(True))
+    a, _, _ = adapter(client)
+    assert a.round().outcome == "planned"
+    value = a.metrics.registry.get_sample_value
+    labels = {"queue": "physics", "resource": "H100-80GB"}
+    got = {
+        k: value("dsfro_slurm_queue_usage", {**labels, "kind": k})
+        for k in ("used", "nominal", "borrowed")
+    }
+    assert got == {"used": 12.0, "nominal": 8.0, "borrowed": 4.0}
+    client.answer = answer(False)
+    assert a.round().outcome == "planned"
+    assert value("dsfro_slurm_queue_usage", {**labels, "kind": "used"}) is None

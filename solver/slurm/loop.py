@@ -278,6 +278,12 @@ class Adapter:
             m.jobs.labels("reserved").set(len(snap.reserved))
             m.jobs.labels("malformed").set(len(snap.malformed))
             m.jobs.labels("deferred").set(_deferred(report, snap))
+        if report.response is not None:  # a plan: its queues' usage (none declared: none)
+            m.queue_usage.clear()
+            for q in report.response.plan.queues:
+                for u in q.resources:
+                    for kind in ("used", "nominal", "borrowed"):
+                        m.queue_usage.labels(q.queue, u.resource, kind).set(getattr(u, kind))
         results = {o.decision.job_id: o for o in report.outcomes}
         for d in report.decisions:
             m.decisions.labels(d.action.value, d.reason).inc()

@@ -111,6 +111,13 @@ class Metrics:
             "Unix time of the last plan received",
             registry=r,
         )
+        self.queue_usage = Gauge(
+            "dsfro_slurm_queue_usage",
+            "The last plan's use of each declared queue's quota, per resource (a GPU type: GPUs; "
+            "power: W), by kind: used, nominal, borrowed",
+            ["queue", "resource", "kind"],
+            registry=r,
+        )
 
     def observe_phases(self, phases: Mapping[str, float]) -> None:
         for phase, seconds in phases.items():
