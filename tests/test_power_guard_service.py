@@ -82,6 +82,7 @@ def test_evaluate_plan_reports_the_margin_of_the_callers_plan(
     [
         (pb.JOB_STATE_RUNNING, float("nan"), "positive finite"),
         (pb.JOB_STATE_RUNNING, -1.0, "positive finite"),
+        (pb.JOB_STATE_RUNNING, 1e308, "must be <= 100000"),  # per GPU: the fuzzer's (seed 96)
         (pb.JOB_STATE_QUEUED, 300.0, "unset for a JOB_STATE_QUEUED"),
     ],
 )
@@ -102,16 +103,22 @@ def test_a_bad_power_limit_in_a_callers_plan_is_named(
     assert words in str(e.value.details())
 
 
-def test_a_negative_observed_power_is_named(
-    stub: scheduler_pb2_grpc.SchedulerServiceStub,
+@pytest.mark.parametrize("watts", [-5.0, 1e308])
+def test_a_negative_or_boundless_observed_power_is_named(
+    stub: scheduler_pb2_grpc.SchedulerServiceStub, watts: float
 ) -> None:
+    """1e308 W observed made EvaluatePlan's power margin infinite (the fuzzer, seed 96): a
+    job's draw is bounded as a profile point's is (MAX_POWER_WATTS)."""
     req = tight_request()
     resnet = next(i for i, j in enumerate(req.jobs) if j.name == "resnet")
-    req.jobs[resnet].current_allocation.observed_watts = -5.0
+    req.jobs[resnet].current_allocation.observed_watts = watts
     with pytest.raises(grpc.RpcError) as e:
         stub.Solve(req, timeout=WAIT)
     assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
-    assert f"jobs[{resnet}].current_allocation.observed_watts" in str(e.value.details())
+    field = f"jobs[{resnet}].current_allocation.observed_watts"
+    assert field in str(e.value.details())
+    checked = stub.ValidateSnapshot(pb.ValidateSnapshotRequest(request=req), timeout=WAIT)
+    assert not checked.valid and [v.field for v in checked.violations] == [field]
 
 
 def test_the_server_learns_the_pace_its_workers_solved_at() -> None:

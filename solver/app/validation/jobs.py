@@ -264,7 +264,7 @@ def check_allocation(
     if gpu is not None and a.sm_clock_mhz not in gpu.sm_clocks_mhz:
         c.add(f"{p}.sm_clock_mhz", unsupported_clock(gpu, a.sm_clock_mhz))
     if a.HasField("observed_watts"):
-        c.positive(f"{p}.observed_watts", a.observed_watts)
+        c.positive(f"{p}.observed_watts", a.observed_watts, MAX_POWER_WATTS)
     per_node: dict[str, tuple[int, int]] = {}  # node -> (first slice index, GPU count)
     mine: set[tuple[str, int]] = set()
     if not placement_sizes(c, p, a.placement, limits):

@@ -4,7 +4,7 @@ numbers are in range; whether the plan fits is the checker's job."""
 from __future__ import annotations
 
 from solver._proto.dsfro.v1 import scheduler_pb2 as pb
-from solver.app.limits import Limits
+from solver.app.limits import MAX_GPU_WATTS, Limits
 from solver.app.validation.common import Collector, FieldViolation, quoted
 from solver.app.validation.jobs import placement_sizes, unsupported_clock
 from solver.app.validation.plan_mig import check_plan_mig
@@ -47,7 +47,7 @@ def validate_plan(
             if placement_sizes(c, p, a.placement, limits):
                 _check_running(c, p, a, types, nodes)
             if a.HasField("power_limit_watts"):
-                c.positive(f"{p}.power_limit_watts", a.power_limit_watts)
+                c.positive(f"{p}.power_limit_watts", a.power_limit_watts, MAX_GPU_WATTS)
         else:
             c.add(f"{p}.state", f"must be JOB_STATE_RUNNING or JOB_STATE_QUEUED, got {a.state}")
     for j in req.jobs:
