@@ -20,7 +20,7 @@ import argparse
 import random
 from functools import partial
 
-from scripts.common.loopback import running, termination, timed_solves
+from scripts.common.loopback import running, size_arguments, termination, timed_solves
 from scripts.common.timing import fastest
 from solver.app.convert import problem_from_proto
 from solver.app.limits import Limits
@@ -88,11 +88,7 @@ def solve_table(requests: dict[str, SolveRequest], budgets: list[float]) -> None
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--nodes", type=int, default=20000)
-    ap.add_argument("--jobs", type=int, default=2000)
-    ap.add_argument("--seed", type=int, default=3)
-    ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--budgets", type=float, nargs="*", default=[1.0, 3.0, 10.0])
+    size_arguments(ap)
     ap.add_argument(
         "--extra-labels", type=int, default=0, help="labels no rule reads, per node (hostname, ...)"
     )

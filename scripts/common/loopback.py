@@ -3,6 +3,7 @@ its workers), timed from the client: what the node-rule benchmarks share."""
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -49,3 +50,12 @@ def running(response: SolveResponse) -> int:
 
 def termination(response: SolveResponse) -> str:
     return Termination.Name(response.stats.termination).removeprefix("TERMINATION_")
+
+
+def size_arguments(ap: argparse.ArgumentParser) -> None:
+    """The generated request's size and seed, the reads' repeats and the solves' budgets."""
+    ap.add_argument("--nodes", type=int, default=20000)
+    ap.add_argument("--jobs", type=int, default=2000)
+    ap.add_argument("--seed", type=int, default=3)
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--budgets", type=float, nargs="*", default=[1.0, 3.0, 10.0])

@@ -30,6 +30,7 @@ from solver.domain import Problem, SolveResult
 from solver.perfmodel.configs import build_config_set
 from solver.perfmodel.guard import GuardParams
 from solver.perfmodel.throughput import compute_efficiency, efficiency_family
+from solver.search.state import avoided_nodes
 
 
 class InvalidRequest(ValueError):
@@ -115,11 +116,8 @@ def validate_snapshot(
             ],
         )
     config_set = build_config_set(problem)
-    liked: dict[tuple[int, int], int] = {}  # per (barred set, preference): jobs share both
-    for j in problem.jobs:
-        if j.preference is not None and (id(j.barred_nodes), id(j.preference)) not in liked:
-            avoided = j.barred_nodes | j.preference.disliked
-            liked[id(j.barred_nodes), id(j.preference)] = len(problem.cluster.nodes) - len(avoided)
+    avoided = avoided_nodes(problem)  # barred or disliked, per job that dislikes some node
+    nodes = len(problem.cluster.nodes)
     return pb.ValidateSnapshotResponse(
         valid=True,
         jobs=[
@@ -128,7 +126,7 @@ def validate_snapshot(
                 num_configurations=len(config_set.by_job.get(j.name, ())),
                 best_samples_per_second=config_set.best_samples_per_second.get(j.name, 0.0),
                 usable_nodes=len(problem.cluster.nodes) - len(j.barred_nodes),
-                preferred_nodes=liked.get((id(j.barred_nodes), id(j.preference))),
+                preferred_nodes=nodes - len(avoided[j.name]) if j.name in avoided else None,
             )
             for j in problem.jobs
         ],

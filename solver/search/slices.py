@@ -251,6 +251,7 @@ class Packer:
 
     def try_existing(self, job: Job) -> bool:
         """On a free instance that exists: smallest profile, liked nodes, fullest GPU first."""
+        liked = functools.partial(dislike_of, job.preference)
         for t in self._types(job):
             for profile in self._profiles(job, t):
                 holding = [
@@ -258,7 +259,6 @@ class Packer:
                     for g in self._of_type(t)
                     if any(i.profile == profile for i in g.free_instances())
                 ]
-                liked = functools.partial(dislike_of, job.preference)
                 gpus = sorted(
                     holding, key=lambda g: (liked(g.node), len(g.free_instances()), g.key)
                 )
@@ -274,8 +274,8 @@ class Packer:
     def try_new(self, job: Job) -> bool:
         """On a new instance, liked nodes first: of a partitioned GPU (jobs there first), else of
         a spare GPU."""
+        liked = functools.partial(dislike_of, job.preference)
         for t in self._types(job):
-            liked = functools.partial(dislike_of, job.preference)
             for profile in self._profiles(job, t):
                 for gpu in sorted(
                     self._of_type(t), key=lambda g: (liked(g.node), not g.jobs(), g.key)

@@ -31,6 +31,7 @@ Messages (a GPU type, a model, weights, fairness, a queue) are in the wire's pro
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -149,6 +150,10 @@ class Site:
     grid: GridSite | None = None
     queues: tuple[TenantQueue, ...] = ()
     """Tenant queues with their quotas; checked by DSFRO each round, as weights are."""
+
+    @functools.cached_property
+    def queue_names(self) -> frozenset[str]:
+        return frozenset(q.name for q in self.queues)
 
     def gpu_type(self, gres_type: str) -> GpuType | None:
         """The GPU type of a GRES type, None if the site does not know it."""

@@ -405,7 +405,7 @@ def queue_of(job: SlurmJob, site: Site) -> str:
     """The job's queue: its account's, where the site declares queues and one for it; else
     the default queue (no tenant). Without declared queues the account is the tenant (for
     fairness per tenant)."""
-    if not site.queues or any(q.name == job.account for q in site.queues):
+    if not site.queues or job.account in site.queue_names:
         return job.account
     return ""
 
