@@ -147,6 +147,8 @@ class Solver:
         )
         self.note_pace(result.stats.first_plan_seconds, result.stats.resolve_seconds, jobs)
         result = with_deferred(problem, deferral, result)
+        if not problem.cluster.queues:
+            return result
         waits = quota_reasons(problem.cluster, problem.jobs, result.plan.assignments)
         return dataclasses.replace(
             result, plan=dataclasses.replace(result.plan, assignments=tuple(waits))

@@ -280,14 +280,10 @@ def quota_reasons(
             ledger.take(by_name[a.job], a.config)
     out = []
     for a in plan:
-        job = by_name[a.job]
-        types = [t for t in cluster.gpu_types if job.allows(t)]
-        if (
-            a.state is JobState.QUEUED
-            and a.queue_reason is QueueReason.INSUFFICIENT_RESOURCES
-            and types
-            and not any(ledger.allows(job, t, job.min_gpus) for t in types)
-        ):
-            a = dataclasses.replace(a, queue_detail=QUOTA_BOUND)
+        if a.state is JobState.QUEUED and a.queue_reason is QueueReason.INSUFFICIENT_RESOURCES:
+            job = by_name[a.job]
+            types = [t for t in cluster.gpu_types if job.allows(t)]
+            if types and not any(ledger.allows(job, t, job.min_gpus) for t in types):
+                a = dataclasses.replace(a, queue_detail=QUOTA_BOUND)
         out.append(a)
     return out
