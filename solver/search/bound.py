@@ -32,6 +32,7 @@ from solver.scoring.fairness import FairnessTerms
 from solver.scoring.objective import migration_cost, queued_value, running_gain
 from solver.search.array_lp import INF, ArrayLp
 from solver.search.bound_fairness import add_fairness, holds_fairness
+from solver.search.bound_preferences import add_preference_rows, preference_floor
 from solver.search.bound_rules import RackRules, add_exclusion_rows
 from solver.search.guide import Guide, PowerClass, extract_guide
 
@@ -195,6 +196,7 @@ def solve_aggregate(
                 lp.row([(keep, 1.0), *same_shape], hi=0.0)
     _add_quota_rows(lp, problem, opts, y)
     add_exclusion_rows(lp, problem, opts, y, held, lambda c: _gpu_shares(problem, c)[0])
+    add_preference_rows(lp, problem, opts, y, held)
     with_fairness = fairness and not slices and holds_fairness(problem)
     picks: list[int] = []
     if with_fairness:
@@ -407,22 +409,3 @@ def _rack_pools(problem: Problem) -> dict[str, list[str]]:
 
 UNBUDGETED = "\0unbudgeted"
 """Pseudo-rack of a type's GPUs in racks without a power budget."""
-
-
-def preference_floor(problem: Problem, job: Job) -> dict[str, float]:
-    """Per GPU type, the least the job dislikes a node of it that it may use: what each of its
-    GPUs there costs at least (empty without priced preferences, or where it likes some node
-    of every type). Made once per distinct preference and barred set."""
-    preference = job.preference
-    if preference is None or problem.weights.node_preference <= 0:
-        return {}
-    memo: dict[tuple[int, int], dict[str, float]] = problem.__dict__.setdefault("_floors", {})
-    key = (id(preference), id(job.barred_nodes))
-    if key not in memo:
-        least: dict[str, float] = {}
-        for n in problem.cluster.nodes:
-            if job.may_use(n.name):
-                d = preference.dislike.get(n.name, 0.0)
-                least[n.gpu_type] = min(d, least.get(n.gpu_type, d))
-        memo[key] = {t: d for t, d in least.items() if d > 0}
-    return memo[key]
