@@ -106,9 +106,9 @@ def records(path: Path) -> list[dict[str, Any]]:
 
 
 class Held(Canned):
-    """Marks `folder/entered`, offers its first plan, then waits for `folder/release`, its
-    stop (unless `deaf`), `seconds`, or with `until_deadline` the end of its deadline;
-    answers with every job queued."""
+    """Marks `folder/entered`, offers its first plan (unless `silent`), then waits for
+    `folder/release`, its stop (unless `deaf`), `seconds`, or with `until_deadline` the end of
+    its deadline; answers with every job queued."""
 
     def __init__(
         self,
@@ -117,17 +117,19 @@ class Held(Canned):
         *,
         deaf: bool = False,
         until_deadline: bool = False,
+        silent: bool = False,
     ) -> None:
         super().__init__()
         self.folder = str(folder)
         self.seconds = seconds
         self.deaf = deaf
         self.until_deadline = until_deadline
+        self.silent = silent
 
     def answer(self, call: Call) -> SolveResult:
         folder, deadline, stop = Path(self.folder), call.deadline, call.stop
         answer = super().answer(call)
-        if call.on_first_plan is not None:
+        if call.on_first_plan is not None and not self.silent:
             call.on_first_plan(answer.plan)
         (folder / f"entered-{os.getpid()}-{time.monotonic_ns()}").touch()
         end = time.monotonic() + self.seconds

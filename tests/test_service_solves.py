@@ -11,11 +11,23 @@ import time
 from pathlib import Path
 
 import grpc
+import pytest
 
 from solver._proto.dsfro.v1 import scheduler_pb2 as pb
+from solver.core.deadline import Clock
 from solver.core.settings import SolverSettings
+from solver.domain import Problem, SolveResult
 from tests.factories import make_request
-from tests.fakes import BrokenAfterFirst, DiesOnce, Dying, Recording, UntilDeadline, records
+from tests.fakes import (
+    BrokenAfterFirst,
+    DiesOnce,
+    Dying,
+    Held,
+    Recording,
+    UntilDeadline,
+    records,
+    wait_entered,
+)
 from tests.service_helpers import WAIT, _unproven_in_seconds, serving
 
 
@@ -75,6 +87,36 @@ def test_a_cancelled_solve_frees_its_slot_long_before_its_budget() -> None:
                 assert e.code() is grpc.StatusCode.RESOURCE_EXHAUSTED
                 assert time.monotonic() - cancelled < 20, "the cancelled solve kept its slot"
                 time.sleep(0.05)
+
+
+def test_a_cancelled_call_gets_no_plan_made_for_it_and_is_logged_as_cancelled(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A solve that ignores its stop and offers no plan is cancelled: its worker is killed
+    after the stop's grace, and the server makes no quick plan for a caller that has gone
+    (on a loaded host that held the slot for seconds); the access log says CANCELLED, not OK,
+    and no solve is counted."""
+    made: list[str] = []
+    quick = Held.quick
+
+    def recorded(self: Held, p: Problem, clock: Clock, why: str) -> SolveResult:
+        made.append(why)
+        return quick(self, p, clock, why)
+
+    monkeypatch.setattr(Held, "quick", recorded)  # in this process: the server's own plans
+    with serving(Held(tmp_path, deaf=True, silent=True)) as (srv, stub), caplog.at_level("INFO"):
+        call = stub.Solve.future(make_request(), timeout=WAIT)
+        assert wait_entered(tmp_path)
+        call.cancel()
+        end = time.monotonic() + WAIT
+        while srv.servicer.admission.in_flight() and time.monotonic() < end:
+            time.sleep(0.02)
+        assert srv.servicer.admission.in_flight() == 0
+        time.sleep(0.1)  # the access line is written as the handler returns
+    assert made == []
+    codes = [r.getMessage().split()[1] for r in caplog.records if r.name == "solver.service.access"]
+    assert codes == ["CANCELLED"]
+    assert not [r for r in caplog.records if r.getMessage().startswith("solved ")]
 
 
 def test_a_worker_that_dies_before_any_plan_answers_with_the_quick_plan() -> None:

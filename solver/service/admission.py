@@ -30,6 +30,14 @@ class Running:
     """time.monotonic() by which its answer is due (moved when its worker says so)."""
     concurrent: int = 1
     """Solves running when it was admitted, itself included: its share of the cores."""
+    gone: bool = False
+    """Its caller has gone (cancelled, or past its deadline): no answer is wanted."""
+
+    def caller_gone(self) -> None:
+        """The call has ended before its answer (grpcio's callback on the call's end, which
+        comes after the answer otherwise): stop, and make no answer for nobody."""
+        self.gone = True
+        self.stop.set()
 
 
 class Refused(Exception):

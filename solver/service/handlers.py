@@ -51,8 +51,15 @@ class CallInterceptor(grpc.ServerInterceptor):  # type: ignore[misc]
 
 def final_code(context: grpc.ServicerContext, raised: bool) -> grpc.StatusCode:
     """How a finished call ended: the code it set, else UNKNOWN if its behaviour raised (grpcio
-    answers so), else OK."""
+    answers so), else what its caller saw if it left before the answer (CANCELLED, or
+    DEADLINE_EXCEEDED once its deadline passed), else OK."""
     code = context.code()
     if isinstance(code, grpc.StatusCode):
         return code
-    return grpc.StatusCode.UNKNOWN if raised else grpc.StatusCode.OK
+    if raised:
+        return grpc.StatusCode.UNKNOWN
+    if not context.is_active():
+        left = context.time_remaining()
+        expired = left is not None and left <= 0
+        return grpc.StatusCode.DEADLINE_EXCEEDED if expired else grpc.StatusCode.CANCELLED
+    return grpc.StatusCode.OK

@@ -160,7 +160,7 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
             if reason == "shutting_down":
                 context.abort(grpc.StatusCode.UNAVAILABLE, str(e))
             context.abort_with_status(retry_status(str(e), e.retry_after))
-        context.add_callback(running.stop.set)  # the call ended (cancelled, expired): stop
+        context.add_callback(running.caller_gone)  # the call ended (cancelled, expired)
         call = SolveCall(
             data,
             arrival,
@@ -181,6 +181,8 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
         finally:
             self.metrics.in_flight.dec()
             self.admission.release(running)
+        if running.gone:  # nobody reads it: neither counted nor logged as solved
+            return b""
         if outcome.fallback:
             self.metrics.fallbacks.inc()
         return self._respond(outcome.answer, context)

@@ -112,13 +112,13 @@ class SolveRunner:
             left = running.due - time.monotonic()
             need = RETRY_MIN_SECONDS + (0.0 if self.pool.idle() else COLD_START_SECONDS)
             if not e.retry or running.stop.is_set() or left < need:
-                return self._without_worker(call, str(e), ahead)
+                return self._without_worker(call, running, str(e), ahead)
             log.warning("%s; the solve runs again on another worker (%.2f s left)", e, left)
             lost = str(e)
         try:
             outcome = self._attempt(call, running, ahead)
         except WorkerLost as e:
-            return self._without_worker(call, str(e), ahead)
+            return self._without_worker(call, running, str(e), ahead)
         return Outcome(_noted(outcome.answer, f"{lost}; the solve ran again on another worker"))
 
     def _attempt(self, call: SolveCall, running: Running, ahead: list[PlanAhead]) -> Outcome:
@@ -161,9 +161,14 @@ class SolveRunner:
         detail = f"{why}; {plan.what}, sent ahead by the worker"
         return Answer(response=plan.response + fallback_stats(detail, call.arrival))
 
-    def _without_worker(self, call: SolveCall, why: str, ahead: list[PlanAhead]) -> Outcome:
+    def _without_worker(
+        self, call: SolveCall, running: Running, why: str, ahead: list[PlanAhead]
+    ) -> Outcome:
         """The answer when the worker is gone: the last plan it sent ahead, or the quick plan
-        made here."""
+        made here; none when the caller has gone too (a cancelled call's worker killed after
+        its stop: a quick plan for nobody would hold the slot for seconds on a loaded host)."""
+        if running.gone:
+            return Outcome(Answer(response=b""), why)
         if ahead:
             return Outcome(self._sent_ahead(call, why, ahead[0]), why)
         try:
