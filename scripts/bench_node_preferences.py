@@ -9,8 +9,8 @@ and taints, no preference), ``priced`` (the preferences at the default weight) a
 ``unpriced`` (the same preferences, node_preference weight 0: placed as before). The first
 table: the fastest of ``--repeat`` reads (validation, conversion); the second: a Solve of each
 through a real loopback server at each budget (wall time, termination, objective, and the
-share of running GPUs on nodes their job dislikes, each by how much). Nothing is asserted
-(docs/benchmarks.md keeps the runs).
+share of running GPUs on nodes their job dislikes, each by how much, and the proven gap).
+Nothing is asserted (docs/benchmarks.md keeps the runs).
 """
 
 from __future__ import annotations
@@ -88,17 +88,24 @@ def disliked_share(request: SolveRequest, response: SolveResponse) -> float:
     return weighed / total if total else 0.0
 
 
+def gap(response: SolveResponse) -> str:
+    """The answer's proven relative gap, or '-' where no bound was proven."""
+    stats = response.stats
+    return f"{stats.relative_gap:.3%}" if stats.HasField("relative_gap") else "-"
+
+
 def solve_table(requests: dict[str, SolveRequest], budgets: list[float]) -> None:
     judged = requests["priced"]  # the plain and unpriced plans judged by the same preferences
     print(
         f"\n{'variant':9} {'budget s':>8} {'wall s':>7} {'termination':>12} {'objective':>10} "
-        f"{'running':>8} {'disliked':>9}"
+        f"{'gap':>7} {'running':>8} {'disliked':>9}"
     )
     for name, budget, wall, response in timed_solves(requests, budgets):
         share = disliked_share(judged, response)
         print(
             f"{name:9} {budget:8g} {wall:7.2f} {termination(response):>12} "
-            f"{response.stats.objective:10.3f} {running(response):8} {share:9.1%}"
+            f"{response.stats.objective:10.3f} {gap(response):>7} {running(response):8} "
+            f"{share:9.1%}"
         )
 
 

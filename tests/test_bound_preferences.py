@@ -12,6 +12,7 @@ from solver.perfmodel.configs import build_config_set
 from solver.preferences import NodePreference
 from solver.search.bound import solve_aggregate
 from solver.search.bound_preferences import levels, preference_floor
+from solver.search.lagrangian import solve_lagrangian
 from tests.bruteforce import optimum_of
 from tests.factories import cluster, job, node, point, problem, running, solve
 from tests.test_node_preferences import SEEDS, with_random_preferences
@@ -81,9 +82,14 @@ def test_room_is_shared_by_a_rule_not_by_look_alike_rules() -> None:
     assert bound(unpriced(p)) - bound(p) == pytest.approx(0.0, abs=1e-5)
 
 
+def dual(p: Problem) -> float:
+    return solve_lagrangian(p, build_config_set(p), time_limit=5.0).best_bound
+
+
 def test_a_running_job_kept_where_it_runs_pays_its_dislike_there_in_the_bound() -> None:
     """A job running on the node it dislikes, moving dearer than the dislike: kept, it pays
-    its dislike, and the bound proves the plan; before, the bound counted nothing of it."""
+    its dislike, and the bound (the LP's, and the Lagrangian dual a decomposed solve reports)
+    proves the plan; before, neither counted anything of it."""
     c = cluster(node("n0"), node("n1"))
     j = dataclasses.replace(
         job("j", point(8, 1000.0, 2400.0), min_gpus=8, max_gpus=8),
@@ -93,6 +99,7 @@ def test_a_running_job_kept_where_it_runs_pays_its_dislike_there_in_the_bound() 
     p = problem(c, j, weights=dataclasses.replace(ObjectiveWeights(), node_preference=W / 2))
     assert p.weights.migration > W / 2  # moving costs more than the dislike: it stays
     assert bound(unpriced(p)) - bound(p) == pytest.approx(W / 2, abs=1e-5)
+    assert dual(unpriced(p)) - dual(p) == pytest.approx(W / 2, abs=1e-5)
     r = solve(p)
     assert r.plan.assignment("j").placement == j.current.placement  # type: ignore[union-attr]
     assert r.stats.termination is Termination.OPTIMAL
@@ -107,3 +114,10 @@ def test_the_lp_and_mip_bounds_stay_above_the_enumerated_optimum(seed: int) -> N
     for integer in (False, True):
         b = solve_aggregate(p, configs, integer=integer).best_bound
         assert b is not None and b >= best - 1e-9
+    assert solve_lagrangian(p, configs, time_limit=5.0).best_bound >= best - 1e-9
+
+
+def test_the_dual_prices_a_preference_every_usable_node_misses() -> None:
+    """Every node disliked by half: each GPU pays it wherever it goes, in the dual too."""
+    p = eights(0.5, 0.5, jobs=1)
+    assert dual(unpriced(p)) - dual(p) == pytest.approx(0.5 * W, abs=1e-5)

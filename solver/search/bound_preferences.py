@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from solver.domain import Config, Job, Problem
-from solver.preferences import dislike_of
+from solver.preferences import dislike_of, preference_cost
 from solver.search.array_lp import INF, ArrayLp
 
 MAX_STEPS = 3
@@ -55,6 +55,27 @@ def preference_floor(problem: Problem, job: Job) -> dict[str, float]:
     GPUs there costs at least (empty without priced preferences, or where it likes some node
     of every type)."""
     return {t: at[0][0] for t, at in levels(problem, job).items() if at[0][0] > 0}
+
+
+def floor_cost(problem: Problem, job: Job, c: Config) -> float:
+    """What a configuration's GPUs pay for the job's preferences wherever they go (the floor
+    of their type), in objective units."""
+    floor = preference_floor(problem, job)
+    if not floor:
+        return 0.0
+    per_gpu = problem.weights.node_preference * floor.get(c.gpu_type, 0.0)
+    return per_gpu * c.num_gpus / max(job.max_gpus, 1)
+
+
+def kept_cost(problem: Problem, job: Job, c: Config) -> float:
+    """What a running job in shape `c` pays for its preferences if kept on its own GPUs, in
+    objective units; the floor where that is not known (a MIG instance, or another shape)."""
+    current = job.current
+    w = problem.weights.node_preference
+    if current is None or current.mig is not None or current.shape != c.shape or w <= 0:
+        return floor_cost(problem, job, c)
+    gpus = {s.node: len(s.gpu_indices) for s in current.placement}
+    return max(w * preference_cost(job.preference, job.max_gpus, gpus), floor_cost(problem, job, c))
 
 
 def add_preference_rows(

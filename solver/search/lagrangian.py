@@ -26,6 +26,7 @@ from solver.domain import Config, Problem
 from solver.perfmodel import budgets
 from solver.perfmodel.configs import ConfigSet
 from solver.scoring.objective import migration_cost, queued_value, running_gains
+from solver.search.bound_preferences import floor_cost, kept_cost
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -97,7 +98,13 @@ def _arrays(problem: Problem, configs: ConfigSet) -> tuple[_Arrays, list[Config]
         keep = migration_cost(job, w)
         for c, v in zip(options, gains, strict=True):
             jobs.append(k)
-            values.append(v + keep if c.shape == kept_shape else v)
+            # Its preferences: the floor wherever it goes; kept, what it pays where it runs
+            # (worth keeping only while the migration saved exceeds that).
+            floor = floor_cost(problem, job, c)
+            if c.shape == kept_shape:
+                values.append(v - floor + max(keep - (kept_cost(problem, job, c) - floor), 0.0))
+            else:
+                values.append(v - floor)
             pools.append(pool_index[c.gpu_type])
             gpus.append(float(c.num_gpus))
             power.append(budgets.extra_watts(cluster, c))
