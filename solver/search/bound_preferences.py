@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from solver.domain import Config, Job, Problem
-from solver.preferences import dislike_of, preference_cost
+from solver.preferences import NodePreference, dislike_of, preference_cost
 from solver.search.array_lp import INF, ArrayLp
 
 MAX_STEPS = 3
@@ -34,8 +34,12 @@ def levels(problem: Problem, job: Job) -> Levels:
     preference = job.preference
     if preference is None or problem.weights.node_preference <= 0:
         return {}
-    memo: dict[tuple[int, int], Levels] = problem.__dict__.setdefault("_dislike_levels", {})
-    key = (id(preference), id(job.barred_nodes))
+    # Keyed by the objects, not their ids: a job made from another (dataclasses.replace)
+    # may be short-lived, and its barred set's id reused by another's.
+    memo: dict[tuple[NodePreference, frozenset[str]], Levels] = problem.__dict__.setdefault(
+        "_dislike_levels", {}
+    )
+    key = (preference, job.barred_nodes)
     found = memo.get(key)
     if found is None:
         gpus: dict[str, dict[float, int]] = {}
@@ -94,7 +98,10 @@ def add_preference_rows(
     weight = problem.weights.node_preference
     if weight <= 0:
         return
-    rooms: dict[tuple[int, int, str, int], tuple[float, list[tuple[int, float]]]] = {}
+    rooms: dict[
+        tuple[NodePreference | None, frozenset[str], str, int],
+        tuple[float, list[tuple[int, float]]],
+    ] = {}
     for job in problem.jobs:
         by_type = levels(problem, job)
         if not any(len(at) > 1 for at in by_type.values()):
@@ -104,7 +111,7 @@ def add_preference_rows(
             c = opts[job.name][i]
             if not c.mig_profile and len(by_type.get(c.gpu_type, ())) > 1:
                 columns.setdefault(c.gpu_type, []).append((col, float(c.num_gpus)))
-        rule = (id(job.preference), id(job.barred_nodes))
+        rule = (job.preference, job.barred_nodes)
         now = _where_it_runs(job)
         for gpu_type, cols in columns.items():
             at = by_type[gpu_type]
