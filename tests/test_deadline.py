@@ -85,9 +85,12 @@ def test_quick_plan_is_valid_and_honest_on_random_tiny(seed: int) -> None:
     assert check_plan(p, q.plan.assignments) == []
     assert_honest(p, q.plan.objective.total, q.plan.assignments)
     assert q.not_reached == 0
-    # Every running job whose allocation stays valid is kept where it runs.
-    movable = {j.name for j in p.jobs if j.current is not None} - set(q.preempted)
-    assert kept_in_place(p, q.plan.assignments) >= movable - set(q.blocked)
+    # Every running job whose allocation stays valid runs: kept where it runs, or moved
+    # where that gains more than the move costs (the grow step; tests/test_quick_grow.py).
+    valid = {j.name for j in p.jobs if j.current is not None} - set(q.preempted)
+    running = {a.job for a in q.plan.assignments if a.state is JobState.RUNNING}
+    assert valid <= running
+    assert len(valid - kept_in_place(p, q.plan.assignments)) <= q.grown
 
 
 @pytest.mark.parametrize("name", INSTANCES)
@@ -97,8 +100,10 @@ def test_quick_plan_is_valid_on_the_bundled_instances(name: str) -> None:
     assert not q.blocked
     assert check_plan(p, q.plan.assignments) == []
     assert_honest(p, q.plan.objective.total, q.plan.assignments)
-    running_now = {j.name for j in p.jobs if j.current is not None}
-    assert kept_in_place(p, q.plan.assignments) == running_now - set(q.preempted)
+    valid = {j.name for j in p.jobs if j.current is not None} - set(q.preempted)
+    running = {a.job for a in q.plan.assignments if a.state is JobState.RUNNING}
+    assert valid <= running
+    assert len(valid - kept_in_place(p, q.plan.assignments)) <= q.grown
 
 
 @pytest.mark.parametrize("name", INSTANCES)
