@@ -327,7 +327,7 @@ class _Quick:
                 self.reached.add(job.name)
                 self.start(job)
 
-    def run(self) -> None:
+    def run(self, grow: bool) -> None:
         running = [j for j in self.problem.jobs if j.current is not None]
         again = self.keep_running(running)
         waiting = [j for j in self.problem.jobs if j.current is None]
@@ -335,7 +335,8 @@ class _Quick:
         order = sorted([*waiting, *again], key=lambda j: -j.weight)
         if not self.blocked:
             self.place_queued(order)
-            self.grow()
+            if grow:
+                self.grow()
 
     def result(self, started_at: float) -> QuickPlan:
         choices: dict[str, Choice] = dict(self.state.choices)
@@ -412,13 +413,16 @@ def quick_plan(
     *,
     chunk_jobs: int,
     check_every: int,
+    grow: bool = True,
 ) -> QuickPlan:
     """The quick plan of `problem`, placing queued jobs until time.monotonic() reaches `end`
     (or `stop()` says so), looking at the clock every `chunk_jobs` jobs enumerated and every
     `check_every` placed. Running jobs are always looked at: keeping them is the plan that
-    is left when there is no time at all. Unchecked: the caller checks it."""
+    is left when there is no time at all. Without `grow`, no third step: a first plan that a
+    better one follows soon (a decomposed solve's) need not wait for it. Unchecked: the
+    caller checks it."""
     started = time.monotonic()
     with bulk.collector_paused():
         quick = _Quick(problem, end, stop, chunk_jobs, check_every)
-        quick.run()
+        quick.run(grow)
         return quick.result(started)

@@ -38,7 +38,7 @@ def solve_quick(problem: Problem, settings: SolverSettings, clock: Clock, why: s
         )
     incumbent = Incumbent(problem, improve=False)
     violations = incumbent.violations(quick.plan)
-    if violations and quick.started:
+    if violations and (quick.started or quick.grown):
         log.error("quick plan rejected by the checker: %s", violations[0])
         kept = quick_plan(problem, float("-inf"), chunk_jobs=1, check_every=1)
         if incumbent.offer(kept.plan, "running jobs kept", Backend.HEURISTIC):
