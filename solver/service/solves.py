@@ -30,7 +30,7 @@ from google.protobuf.message import DecodeError
 from solver._proto.dsfro.v1 import scheduler_pb2 as pb
 from solver.app import pipeline
 from solver.app.convert import result_to_proto
-from solver.core.deadline import Clock, Deadline
+from solver.core.deadline import Clock, Deadline, finish_seconds
 from solver.runtime.workerpool import WorkerPool
 from solver.runtime.workers import CallFailed, WorkerLost, run_call
 from solver.service.admission import Running
@@ -182,9 +182,12 @@ class SolveRunner:
             violations = tuple((v.field, v.description) for v in e.violations)
             return Outcome(Answer(violations=violations), why)
         now = time.monotonic()
-        # The time is up (or nearly): the quick plan keeps the running jobs and places what
-        # it reaches in a moment.
-        clock = Clock(Deadline(call.arrival, now + self.kill_grace, 0.0))
+        # The quick plan keeps the running jobs and places what it reaches by the call's due
+        # instant (a moment past it when that has passed): a worker lost early, its second
+        # too, leaves it most of the budget (2,048 jobs: every waiting job started, where a
+        # moment started none).
+        end = max(running.due - finish_seconds(call.solver.settings, len(problem.jobs)), now)
+        clock = Clock(Deadline(call.arrival, end + self.kill_grace, 0.0))
         result = call.solver.quick(problem, clock, f"{why} before any plan")
         response = result_to_proto(result, problem).SerializeToString()
         return Outcome(Answer(response=response, summary=summary(result, problem)), why)
