@@ -217,6 +217,22 @@ def test_a_pool_replaces_a_lost_worker_and_counts_it() -> None:
         pool.close()
 
 
+def test_an_idle_worker_killed_from_outside_is_not_counted_idle() -> None:
+    """Killed while idle (a tester killing every worker): not counted, so a call that lost
+    its own worker at the same moment does not wait for a cold one it counted on as warm."""
+    pool = WorkerPool("test", keep=2)
+    try:
+        pool.warm_now(2)
+        [pid, *_] = pool.idle_pids()
+        os.kill(pid, signal.SIGKILL)
+        end = time.monotonic() + FAR
+        while pool.idle() != 1:
+            assert time.monotonic() < end, "a worker killed while idle still counts as idle"
+            time.sleep(0.01)
+    finally:
+        pool.close()
+
+
 def test_a_worker_whose_parent_dies_exits() -> None:
     """A parent (a server) killed with SIGKILL leaves no worker behind."""
     code = (

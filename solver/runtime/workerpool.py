@@ -69,8 +69,11 @@ class WorkerPool:
             self._give(worker)
 
     def idle(self) -> int:
+        """Idle workers alive now: one killed from outside while idle is not counted (a call
+        that lost its worker runs again only if a warm one can take it; a cold start takes
+        about a second)."""
         with self._lock:
-            return len(self._idle)
+            return sum(1 for w in self._idle if w.alive())
 
     def idle_pids(self) -> list[int]:
         with self._lock:
