@@ -1,6 +1,7 @@
-"""The quick plan's third step (solver.search.quick, ``grow``): jobs started at their fewest
-GPUs grow into what the others left, and preemptible running jobs move where that gains more
-than the move costs; the budgets hold, and the objective never falls for it."""
+"""The quick plan's order and third step (solver.search.quick): waiting jobs start most value
+per GPU first; jobs started at their fewest GPUs grow into what the others left, and
+preemptible running jobs move where that gains more than the move costs; the budgets hold,
+and the objective never falls for it."""
 
 from __future__ import annotations
 
@@ -105,3 +106,17 @@ def test_the_growing_shows_on_random_tiny_problems(monkeypatch: pytest.MonkeyPat
         if not q.blocked:
             gained += q.plan.objective.total > without_growing(p, monkeypatch).plan.objective.total
     assert gained >= 5
+
+
+def test_waiting_jobs_start_most_value_per_gpu_first() -> None:
+    """One 8-GPU node; a heavier job that needs all eight, and eight one-GPU jobs worth
+    almost as much each: heaviest first ran the wide one alone (1.5), value per GPU first runs
+    the eight (8)."""
+    wide = job("wide", point(8, 800.0, 2400.0), min_gpus=8, max_gpus=8, weight=1.5)
+    small = [job(f"s{k}", point(1, 100.0, 300.0), min_gpus=1, max_gpus=1) for k in range(8)]
+    p = problem(cluster(node("n0")), wide, *small)
+    q = quick_with_defaults(p, NEVER)
+    running = {a.job for a in q.plan.assignments if a.state is JobState.RUNNING}
+    assert running == {f"s{k}" for k in range(8)}
+    assert q.plan.assignment("wide").queue_detail != ""  # waiting for GPUs, and says so
+    assert check_plan(p, q.plan.assignments) == []
