@@ -11,10 +11,10 @@ One pass, in this order:
    when preemptible and offered a place like a queued job; a non-preemptible one makes the
    request infeasible, as on the normal path.
    This step always runs to its end: it is the plan that is left when there is no time.
-2. queued jobs: their rows enumerated in chunks (``quick_chunk_jobs`` of the solver's
-   settings; no Pareto filter, no `Config` for rows not looked at), the clock read between
-   chunks, then, most value per GPU first (``place_queued``) with the clock read every
-   ``quick_check_every`` jobs, each takes, on the first GPU type where it fits, its
+2. queued jobs, in rounds (``place_queued``): the next of them, heaviest first, scored (their
+   rows enumerated in chunks of ``quick_chunk_jobs``, no Pareto filter, no `Config` for rows
+   not looked at), then started most value per GPU first, the clock read every
+   ``quick_check_every`` jobs: each takes, on the first GPU type where it fits, its
    configuration of fewest GPUs that is worth running (most gain among those), placed
    best-fit: as many jobs start as fit, the most valuable for the GPUs and power they take.
 3. with time left, the jobs started, in that order, then the preemptible jobs kept where they
@@ -34,10 +34,9 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import cast
 
-from solver.domain import Config, Job, JobAssignment, JobState, Plan, Problem, QueueReason
+from solver.domain import Config, Job, Plan, Problem
 from solver.perfmodel import bulk
 from solver.perfmodel.configs import ConfigSet
 from solver.perfmodel.enumeration import Row
@@ -45,6 +44,7 @@ from solver.perfmodel.facts import type_facts
 from solver.preferences import preference_cost
 from solver.scoring.objective import aging, charged_watts, migration_cost, throughput_weight
 from solver.scoring.plans import Choice, materialize
+from solver.search.quick_result import NODE_GONE, NOT_REACHED, QuickPlan, queued
 from solver.search.quick_rows import QuickRows
 from solver.search.state import SearchState
 
@@ -54,44 +54,16 @@ GROW_COUNTS = 3
 GROW_TRIES = 3
 """Configurations a growing job tries to place, most valuable first (each a best-fit query)."""
 
+Scored = tuple[float, int, Job, list[tuple[float, Row]]]
+"""A waiting job scored: minus its value per GPU, its place in the order, the job, and its
+candidates (gain, row), most gain first."""
+
+SCORE_SHARE = 0.5
+"""Of the time left when waiting jobs are scored, the share scoring may take (placing them
+takes the rest)."""
+
 EPSILON = 1e-9
 """A move must gain more than this (rounding)."""
-
-NOT_REACHED = "not planned: the time budget ran out before the quick plan reached the job"
-NODE_GONE = "stopped: its current allocation names a node that is no longer in the cluster"
-
-
-@dataclass(frozen=True)
-class QuickPlan:
-    """The quick plan with what happened on the way, for the answer's detail."""
-
-    plan: Plan
-    configs: ConfigSet
-    kept: int
-    """Running jobs kept where they run."""
-    started: int
-    """Jobs started (queued ones, and preempted ones placed anew)."""
-    grown: int
-    """Jobs started that grew into GPUs the others left."""
-    preempted: tuple[str, ...]
-    """Preemptible running jobs whose allocation is no longer valid (or over the power left)."""
-    not_reached: int
-    """Jobs the clock stopped the plan before."""
-    blocked: tuple[str, ...]
-    """Non-preemptible running jobs that cannot keep their allocation: no valid plan keeps
-    them, and stopping them is not allowed."""
-    seconds: float
-
-    def summary(self) -> str:
-        parts = [f"quick plan: {self.kept} running jobs kept, {self.started} started"]
-        if self.grown:
-            parts.append(f"{self.grown} grown")
-        if self.preempted:
-            parts.append(f"{len(self.preempted)} stopped (allocation no longer valid or power)")
-        if self.not_reached:
-            parts.append(f"{self.not_reached} not reached before the deadline")
-        return ", ".join(parts) + f" in {self.seconds:.3f} s"
-
 
 class _Quick:
     def __init__(
@@ -267,10 +239,10 @@ class _Quick:
                 return
 
     def grow(self) -> None:
-        """Step 3: each job started, in the order it started, into a configuration of more gain where
-        it fits, then each preemptible job kept where it runs, where that gains more than its
-        move costs (a type it runs faster on, more GPUs); gains as the objective counts them,
-        placement included."""
+        """Step 3: each job started, in the order it started, into a configuration of more
+        gain where it fits, then each preemptible job kept where it runs, where that gains
+        more than its move costs (a type it runs faster on, more GPUs); gains as the
+        objective counts them, placement included."""
         started = [(j, False) for j in self.starts]
         kept = [(j, True) for j in self.moves if j.name in self.state.choices]
         for k, (job, stays) in enumerate([*started, *kept]):
@@ -318,34 +290,58 @@ class _Quick:
         return [Config(job.name, *row) for _, row in found[:GROW_TRIES]]
 
     def place_queued(self, jobs: Sequence[Job]) -> None:
-        """Step 2: the jobs' rows and candidates, chunk by chunk while the clock allows (the
-        jobs of chunks not reached stay queued), then the jobs started most value per GPU
-        first (their best candidate's gain over its GPUs: a job's weight is in its gain; ties
-        in `jobs`' order). Heaviest first left jobs worth more per GPU waiting where GPUs or
-        power ran out: 21 % less on power-capped snapshots, 30 % on a MIG round."""
-        scored: list[tuple[float, int, Job, list[tuple[float, Row]]]] = []
-        for start in range(0, len(jobs), self.chunk_jobs):
-            if self.out_of_time():
-                break
-            chunk = jobs[start : start + self.chunk_jobs]
-            self.rows.load(chunk)
-            for job in chunk:
+        """Step 2, in rounds while the clock allows: score the next jobs of `jobs` (heaviest
+        first; their rows enumerated chunk by chunk, their candidates), for at most
+        ``SCORE_SHARE`` of the time left, then start them most value per GPU first (their best
+        candidate's gain over its GPUs; a job's weight is in its gain). With time, the first
+        round scores every job: heaviest first alone left jobs worth more per GPU waiting
+        where GPUs or power ran out (21 % less on power-capped snapshots, 30 % on a MIG
+        round). Where the clock, not the GPUs, stops a round (its pace says the rest cannot
+        all be placed in the time left), its rest go most value first: each placement costs
+        the same time."""
+        scored = 0
+        while scored < len(jobs) and not self.out_of_time():
+            now = time.monotonic()
+            until = now + SCORE_SHARE * (self.end - now)
+            batch: list[Scored] = []
+            while scored < len(jobs) and (
+                len(batch) % self.check_every or time.monotonic() <= until or not batch
+            ):
+                if scored % self.chunk_jobs == 0:
+                    self.rows.load(jobs[scored : scored + self.chunk_jobs])
+                job = jobs[scored]
                 options = self.candidates(job)
                 density = max((g / row[0].num_gpus for g, row in options), default=-1.0)
-                scored.append((-density, len(scored), job, options))
-        scored.sort(key=lambda entry: entry[:2])
-        for k, (_, _, job, options) in enumerate(scored):
-            if k % self.check_every == 0 and self.out_of_time():
+                batch.append((-density, scored, job, options))
+                scored += 1
+            batch.sort(key=lambda entry: entry[:2])
+            if not self._start_in_order(batch):
                 return
+
+    def _start_in_order(self, batch: list[Scored]) -> bool:
+        """Start the scored jobs in order (most value first once the clock binds); False when
+        the clock stopped it."""
+        began, pressed = time.monotonic(), False
+        for k in range(len(batch)):
+            if k % self.check_every == 0:
+                now = time.monotonic()
+                if now >= self.end or (self.stop is not None and self.stop()):
+                    return False
+                if k and not pressed and (now - began) / k * (len(batch) - k) > self.end - now:
+                    pressed = True  # value per job from here: the clock binds, not the GPUs
+                    batch[k:] = sorted(batch[k:], key=_most_gain)
+            job, options = batch[k][2], batch[k][3]
             self.reached.add(job.name)
             self.start(job, options)
+        return True
 
     def run(self, grow: bool) -> None:
         running = [j for j in self.problem.jobs if j.current is not None]
         again = self.keep_running(running)
         waiting = [j for j in self.problem.jobs if j.current is None]
-        # Most value per GPU first (place_queued); ties: waiting jobs, then stopped ones.
-        order = [*waiting, *again]
+        # Heaviest first (ties: request order; stopped jobs after the waiting ones of their
+        # weight): the order rounds score in, each started most value per GPU first.
+        order = sorted([*waiting, *again], key=lambda j: -j.weight)
         if not self.blocked:
             self.place_queued(order)
             if grow:
@@ -378,7 +374,7 @@ class _Quick:
         if waiting or self.gone:
             plan = Plan(
                 assignments=tuple(
-                    _queued(a, NODE_GONE if a.job in self.gone else NOT_REACHED)
+                    queued(a, NODE_GONE if a.job in self.gone else NOT_REACHED)
                     if a.job in waiting or a.job in self.gone
                     else a
                     for a in plan.assignments
@@ -402,21 +398,15 @@ def _first(pair: tuple[float, Row]) -> float:
     return pair[0]
 
 
+def _most_gain(entry: Scored) -> tuple[float, int]:
+    """A scored job's order when the clock binds: its best candidate's gain, most first."""
+    options = entry[3]
+    return (-options[0][0] if options else 1.0, entry[1])
+
+
 def _row(c: Config) -> Row:
     """The enumeration row a whole-GPU configuration was made from (``Config(job, *row)``)."""
     return cast(Row, tuple(c[1:10]))
-
-
-def _queued(a: JobAssignment, detail: str) -> JobAssignment:
-    """The queued assignment `a` with its reason: not reached in time, or not placeable."""
-    assert a.state is JobState.QUEUED
-    return JobAssignment(
-        job=a.job,
-        state=a.state,
-        migrated=a.migrated,
-        queue_reason=QueueReason.INSUFFICIENT_RESOURCES,
-        queue_detail=detail,
-    )
 
 
 def quick_plan(
@@ -439,3 +429,6 @@ def quick_plan(
         quick = _Quick(problem, end, stop, chunk_jobs, check_every)
         quick.run(grow)
         return quick.result(started)
+
+
+__all__ = ["NODE_GONE", "NOT_REACHED", "QuickPlan", "quick_plan"]
