@@ -23,7 +23,8 @@ class QuickPlan:
     started: int
     """Jobs started (queued ones, and preempted ones placed anew)."""
     grown: int
-    """Jobs started that grew into GPUs the others left."""
+    """Jobs the third step moved: started ones into more GPUs or another type, running ones
+    to where they gain more than their move costs."""
     preempted: tuple[str, ...]
     """Preemptible running jobs whose allocation is no longer valid (or over the power left)."""
     not_reached: int
