@@ -3,6 +3,7 @@ the answer's detail; the reasons a job it leaves queued is given."""
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from solver.domain import JobAssignment, JobState, Plan, QueueReason
@@ -48,10 +49,6 @@ class QuickPlan:
 def queued(a: JobAssignment, detail: str) -> JobAssignment:
     """The queued assignment `a` with its reason: not reached in time, or not placeable."""
     assert a.state is JobState.QUEUED
-    return JobAssignment(
-        job=a.job,
-        state=a.state,
-        migrated=a.migrated,
-        queue_reason=QueueReason.INSUFFICIENT_RESOURCES,
-        queue_detail=detail,
+    return dataclasses.replace(
+        a, queue_reason=QueueReason.INSUFFICIENT_RESOURCES, queue_detail=detail
     )
