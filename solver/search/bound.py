@@ -32,7 +32,7 @@ from solver.scoring.fairness import FairnessTerms
 from solver.scoring.objective import migration_cost, queued_value, running_gain
 from solver.search.array_lp import INF, ArrayLp
 from solver.search.bound_fairness import add_fairness, holds_fairness
-from solver.search.bound_preferences import add_preference_rows, floor_cost
+from solver.search.bound_preferences import add_preference_rows, floor_per_gpu
 from solver.search.bound_rules import RackRules, add_exclusion_rows
 from solver.search.guide import Guide, PowerClass, extract_guide
 
@@ -139,11 +139,14 @@ def solve_aggregate(
         least = configs.least_joules(job.name)
         same_shape: list[tuple[int, float]] = []
         kept_racks = _kept_racks(problem, job, rack_pools)
+        floor = floor_per_gpu(problem, job)
         cols: list[tuple[int, int]] = []
         for i, c in enumerate(options):
             # Placement terms dropped: w_L (nodes + racks - min) >= 0 only lowers the objective;
             # of the node preferences, only what any placement of the type pays is counted.
-            gain = running_gain(job, c, best, w, max_watts, least) - floor_cost(problem, job, c)
+            gain = running_gain(job, c, best, w, max_watts, least)
+            if floor:
+                gain -= floor.get(c.gpu_type, 0.0) * c.num_gpus
             col = lp.column(gain)
             cols.append((i, col))
             compute, memory_share = _gpu_shares(problem, c)

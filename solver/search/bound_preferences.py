@@ -61,25 +61,26 @@ def preference_floor(problem: Problem, job: Job) -> dict[str, float]:
     return {t: at[0][0] for t, at in levels(problem, job).items() if at[0][0] > 0}
 
 
-def floor_cost(problem: Problem, job: Job, c: Config) -> float:
-    """What a configuration's GPUs pay for the job's preferences wherever they go (the floor
-    of their type), in objective units."""
+def floor_per_gpu(problem: Problem, job: Job) -> dict[str, float]:
+    """Per GPU type, what each of the job's GPUs there pays for its preferences wherever it
+    goes (its floor), in objective units; empty when it pays nothing anywhere. Made once per
+    job: the bounds price every configuration by it."""
     floor = preference_floor(problem, job)
     if not floor:
-        return 0.0
-    per_gpu = problem.weights.node_preference * floor.get(c.gpu_type, 0.0)
-    return per_gpu * c.num_gpus / max(job.max_gpus, 1)
+        return {}
+    scale = problem.weights.node_preference / max(job.max_gpus, 1)
+    return {t: scale * d for t, d in floor.items()}
 
 
-def kept_cost(problem: Problem, job: Job, c: Config) -> float:
-    """What a running job in shape `c` pays for its preferences if kept on its own GPUs, in
-    objective units; the floor where that is not known (a MIG instance, or another shape)."""
+def kept_cost(problem: Problem, job: Job) -> float | None:
+    """What a running job pays for its preferences where it runs now, in objective units
+    (kept on its own GPUs in its shape); None without priced preferences or a whole-GPU run."""
     current = job.current
     w = problem.weights.node_preference
-    if current is None or current.mig is not None or current.shape != c.shape or w <= 0:
-        return floor_cost(problem, job, c)
+    if current is None or current.mig is not None or job.preference is None or w <= 0:
+        return None
     gpus = {s.node: len(s.gpu_indices) for s in current.placement}
-    return max(w * preference_cost(job.preference, job.max_gpus, gpus), floor_cost(problem, job, c))
+    return w * preference_cost(job.preference, job.max_gpus, gpus)
 
 
 def add_preference_rows(

@@ -26,7 +26,7 @@ from solver.domain import Config, Problem
 from solver.perfmodel import budgets
 from solver.perfmodel.configs import ConfigSet
 from solver.scoring.objective import migration_cost, queued_value, running_gains
-from solver.search.bound_preferences import floor_cost, kept_cost
+from solver.search.bound_preferences import floor_per_gpu, kept_cost
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -96,15 +96,14 @@ def _arrays(problem: Problem, configs: ConfigSet) -> tuple[_Arrays, list[Config]
         forced.append(must)
         gains = running_gains(job, options, best, w, max_watts, configs.least_joules(job.name))
         keep = migration_cost(job, w)
+        per_gpu = floor_per_gpu(problem, job)
+        kept = kept_cost(problem, job)
         for c, v in zip(options, gains, strict=True):
             jobs.append(k)
-            # Its preferences: the floor wherever it goes; kept, what it pays where it runs
-            # (worth keeping only while the migration saved exceeds that).
-            floor = floor_cost(problem, job, c)
-            if c.shape == kept_shape:
-                values.append(v - floor + max(keep - (kept_cost(problem, job, c) - floor), 0.0))
+            if not per_gpu and kept is None:
+                values.append(v + keep if c.shape == kept_shape else v)
             else:
-                values.append(v - floor)
+                values.append(_priced(v, c, kept_shape, keep, per_gpu, kept))
             pools.append(pool_index[c.gpu_type])
             gpus.append(float(c.num_gpus))
             power.append(budgets.extra_watts(cluster, c))
@@ -126,6 +125,24 @@ def _arrays(problem: Problem, configs: ConfigSet) -> tuple[_Arrays, list[Config]
         offset=offset,
     )
     return arrays, flat
+
+
+def _priced(
+    value: float,
+    c: Config,
+    kept_shape: object,
+    keep: float,
+    per_gpu: dict[str, float],
+    kept: float | None,
+) -> float:
+    """A configuration's value with the job's preferences: the floor wherever it goes; in its
+    running shape, what it pays where it runs, worth keeping only while the migration saved
+    exceeds that (solver.search.bound_preferences)."""
+    floor = per_gpu.get(c.gpu_type, 0.0) * c.num_gpus
+    if c.shape != kept_shape:
+        return value - floor
+    above = max((kept if kept is not None else floor) - floor, 0.0)
+    return value - floor + max(keep - above, 0.0)
 
 
 def _evaluate(
