@@ -41,11 +41,11 @@ from solver.perfmodel import bulk
 from solver.perfmodel.configs import ConfigSet
 from solver.perfmodel.enumeration import Row
 from solver.perfmodel.facts import type_facts
-from solver.preferences import preference_cost
 from solver.scoring.objective import aging, charged_watts, migration_cost, throughput_weight
 from solver.scoring.plans import Choice, materialize
 from solver.search.quick_result import NODE_GONE, NOT_REACHED, QuickPlan, queued
 from solver.search.quick_rows import QuickRows
+from solver.search.scorer import placement_charge
 from solver.search.state import SearchState
 
 GROW_COUNTS = 3
@@ -85,6 +85,7 @@ class _Quick:
         self.max_watts = problem.cluster.max_gpu_watts()
         self.used: set[tuple[str, int]] = set()
         self.nodes = {n.name: n for n in problem.cluster.nodes}
+        self.rack_of = {n.name: n.rack for n in problem.cluster.nodes}
         self.preempted: list[str] = []
         self.blocked: list[str] = []
         self.reached: set[str] = set()
@@ -270,11 +271,7 @@ class _Quick:
         gain, from the row): its value, less its placement's spread and dislike, and the
         migration it saves when it stays on its GPUs."""
         w = self.problem.weights
-        racks = len({self.nodes[n].rack for n in counts})
-        spread = len(counts) - c.min_nodes + racks - c.min_racks
-        gain = self.row_gain(job, _row(c)) - w.locality * spread
-        if job.preference is not None:
-            gain -= w.node_preference * preference_cost(job.preference, job.max_gpus, counts)
+        gain = self.row_gain(job, _row(c)) - placement_charge(w, job, c, counts, self.rack_of)
         return gain + (migration_cost(job, w) if stays else 0.0)
 
     def _better(self, job: Job, floor: float) -> list[Config]:

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from itertools import repeat
 
-from solver.domain import Config, Job, Problem, Shape
+from solver.domain import Config, Job, ObjectiveWeights, Problem, Shape
 from solver.perfmodel import budgets
 from solver.perfmodel.configs import ConfigSet
 from solver.preferences import preference_cost
@@ -22,6 +22,23 @@ from solver.scoring.fairness import FairnessTerms
 from solver.scoring.objective import migration_cost, running_gains
 from solver.scoring.plans import Choice
 from solver.search.pricing import Prices
+
+
+def placement_charge(
+    w: ObjectiveWeights,
+    job: Job,
+    c: Config,
+    counts: Mapping[str, int],
+    rack_of: Mapping[str, str],
+) -> float:
+    """What a placement of `job` in `c` (GPUs per node) costs the objective: its spread over
+    more nodes and racks than the least (locality) and its GPUs on nodes the job dislikes."""
+    racks = len({rack_of[n] for n in counts})
+    spread = (len(counts) - c.min_nodes) + (racks - c.min_racks)
+    charge = w.locality * spread
+    if job.preference is not None:
+        charge += w.node_preference * preference_cost(job.preference, job.max_gpus, counts)
+    return charge
 
 
 class Scorer:
@@ -99,19 +116,10 @@ class Scorer:
     def gain(self, job: Job, index: int, counts: Mapping[str, int], keep: bool) -> float:
         """Objective gained by running the job so, against leaving it queued."""
         c = self.configs.by_job[job.name][index]
-        nodes = len(counts)
-        racks = len({self._rack_of[n] for n in counts})
-        spread = (nodes - c.min_nodes) + (racks - c.min_racks)
         w = self.problem.weights
-        disliked = (
-            0.0
-            if job.preference is None
-            else w.node_preference * preference_cost(job.preference, job.max_gpus, counts)
-        )
         return (
             self.value[job.name, index]
-            - w.locality * spread
-            - disliked
+            - placement_charge(w, job, c, counts, self._rack_of)
             + (migration_cost(job, w) if keep else 0.0)
         )
 
