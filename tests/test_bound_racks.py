@@ -156,7 +156,7 @@ def test_integral_rack_splits_tighten_the_bound_and_still_bound_the_optimum() ->
         assert optima[f"{name}.json"] <= tight.best_bound <= loose.best_bound * (1 + 1e-12)
 
 
-def _two_racks(room: float) -> Cluster:
+def two_racks(room: float) -> Cluster:
     """Racks r0 and r1 of one 4-GPU A100 node each (one clock), each with `room` W above idle."""
     idle = 4 * f.A100.idle_watts
     c = f.cluster(
@@ -173,7 +173,7 @@ def test_integral_rack_splits_keep_a_gpu_whole_in_one_rack() -> None:
     # configuration (250 W above idle): split continuously, three jobs run (one half in each
     # rack); in whole GPUs, two.
     j = [f.job(f"j{i}", f.point(1, 10.0), min_gpus=1, max_gpus=1) for i in range(4)]
-    p = f.problem(_two_racks(room=375.0), *j)
+    p = f.problem(two_racks(room=375.0), *j)
     configs = build_config_set(p)
     assert {x.watts for x in configs.by_job["j0"]} == {300.0}, "one configuration per job"
     loose = solve_aggregate(p, configs, integer=True, time_limit=10)
@@ -188,7 +188,7 @@ def test_integral_rack_splits_count_whole_tensor_groups() -> None:
     # tensor groups of 2 fits 3 + 3 in whole GPUs, but a group never spans nodes: 2 + 2 is
     # all the racks hold in whole groups, so it cannot run.
     j = f.job("j", f.point(6, 60.0, tp=2), min_gpus=6, max_gpus=6)
-    p = f.problem(_two_racks(room=750.0), j)
+    p = f.problem(two_racks(room=750.0), j)
     configs = build_config_set(p)
     assert [x.tensor_parallel for x in configs.by_job["j"]] == [2], "one configuration"
     loose = solve_aggregate(p, configs, integer=True, time_limit=10)

@@ -23,13 +23,23 @@ from solver.core.steps.bound import (
     dual_first,
     run_mip,
 )
-from solver.core.steps.first import run_priced
-from solver.domain import Fairness, FairnessMode, FairnessScope, Problem
+from solver.core.steps.first import run_first, run_priced
+from solver.domain import (
+    Backend,
+    Fairness,
+    FairnessMode,
+    FairnessScope,
+    JobState,
+    Problem,
+    Termination,
+)
 from solver.perfmodel.configs import build_config_set
 from solver.scoring.checker import check_plan
 from solver.search.heuristic import Heuristic
+from tests import factories as f
 from tests.backend_helpers import ROOT
 from tests.factories import solve
+from tests.test_bound_racks import two_racks
 from tests.test_ruin import two_for_three
 
 
@@ -161,3 +171,80 @@ def test_without_time_for_the_aggregated_lp_the_answer_keeps_the_duals_bound() -
     assert r.stats.best_bound is not None and r.stats.best_bound >= r.stats.objective - 1e-9
     assert before.stats.best_bound is not None and r.stats.best_bound >= before.stats.best_bound
     assert r.plan.objective.total == pytest.approx(before.plan.objective.total)
+
+
+def tight_racks(backend: Backend) -> Problem:
+    """Four one-GPU jobs and two racks with room above idle for 1.5 GPUs each: split freely
+    over the racks, three jobs run; in whole GPUs (as any plan), two."""
+    jobs = [f.job(f"j{i}", f.point(1, 10.0), min_gpus=1, max_gpus=1) for i in range(4)]
+    return f.problem(two_racks(room=375.0), *jobs, backend=backend, budget=2.0)
+
+
+@pytest.mark.parametrize("integral", [True, False])
+def test_the_mip_in_whole_groups_per_rack_proves_what_a_placement_reaches(integral: bool) -> None:
+    p = tight_racks(Backend.AGGREGATE)
+    result = solve(p, settings=SolverSettings(mip_integral_racks=integral))
+    assert not check_plan(p, result.plan.assignments)
+    running = [a for a in result.plan.assignments if a.state is JobState.RUNNING]
+    assert len(running) == 2
+    if integral:
+        assert result.stats.termination is Termination.OPTIMAL
+    else:  # the racks split freely bound three jobs: half as much again as any plan
+        assert result.stats.termination is Termination.FALLBACK  # the first plan, unproven
+        assert result.stats.relative_gap is not None and result.stats.relative_gap > 0.3
+
+
+def test_the_free_split_guides_until_it_promises_more_then_whole_groups_bound() -> None:
+    # The free split's MIP stops at its first solution worth more than the best plan (handed
+    # over to be placed); the MIP in whole groups per rack then proves the bound, and its own
+    # solutions, worth no more than the best plan, do not take the pending guide's place.
+    p = tight_racks(Backend.AUTO)
+    configs = build_config_set(p)
+    now = time.monotonic()
+    run = SolveRun(
+        problem=p,
+        settings=SolverSettings(),
+        clock=Clock(Deadline(start=now, end=now + 60.0, finish_seconds=0.01)),
+        incumbent=Incumbent(p),
+        configs=configs,
+        heuristic=Heuristic(p, configs),
+        threads=1,
+    )
+    run_first(run)
+    best = run.incumbent.best
+    assert best is not None
+    assert sum(a.state is JobState.RUNNING for a in best.assignments) == 2
+    run_mip(run, now + 60.0)
+    notes = [n for n in run.incumbent.notes if n.startswith("aggregate MIP")]
+    assert len(notes) == 2 and "whole groups" not in notes[0]  # (too small to be stopped)
+    assert notes[1].startswith("aggregate MIP in whole groups per rack OPTIMAL")
+    assert run.pending is not None and len(run.pending.choice) == 3
+    assert run.incumbent.bound == pytest.approx(best.objective.total, rel=1e-6)
+    assert run.incumbent.done()
+
+
+def test_the_free_splits_mip_stops_at_its_first_solution_worth_more_than_the_best_plan() -> None:
+    request = load_request_json(ROOT / "instances/hetero-power/hetero-power-32-s2.json")
+    p = pipeline.to_problem(request, Limits(max_time_budget_seconds=600))
+    configs = build_config_set(p)
+    now = time.monotonic()
+    run = SolveRun(
+        problem=p,
+        settings=SolverSettings(),
+        clock=Clock(Deadline(start=now, end=now + 60.0, finish_seconds=0.01)),
+        incumbent=Incumbent(p),
+        configs=configs,
+        heuristic=Heuristic(p, configs),
+        threads=1,
+    )
+    run_first(run)
+    best = run.incumbent.best
+    assert best is not None
+    run_mip(run, now + 60.0)
+    notes = [n for n in run.incumbent.notes if n.startswith("aggregate MIP")]
+    assert notes[0].startswith("aggregate MIP STOPPED")  # alone, it closes in 0.35-0.40 s
+    assert notes[1].startswith("aggregate MIP in whole groups per rack OPTIMAL")
+    assert run.pending_objective > best.objective.total
+    optimum = 109.558575  # stored, proven
+    assert run.incumbent.bound is not None
+    assert optimum <= run.incumbent.bound <= optimum * (1 + 1e-6)

@@ -93,7 +93,7 @@ def solve_aggregate(
     placement binds, and an integral guide.
     With `integral_racks` too, each power class's GPUs per budgeted rack are whole tensor
     groups (as every plan's are): tighter where rack budgets bind (0.08-0.11 % at 1,024 nodes,
-    docs/benchmarks.md), and harder, so for offline references rather than a solve's budget.
+    0.1-0.3 % at 128-256 nodes; docs/benchmarks.md), and its choice places with less loss.
     With `integer`, `on_bound(bound)` is told each proven bound as the MIP tightens it.
     With `fairness`, the model holds the fairness term (``solver.search.bound_fairness``;
     not with `slices`), and says so in its outcome.

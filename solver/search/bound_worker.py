@@ -37,6 +37,7 @@ class _Task:
     configs: ConfigSet
     end: float
     """time.monotonic() instant (one clock for every process of the machine)."""
+    integral_racks: bool
 
 
 _asked = 0
@@ -65,11 +66,12 @@ def solve_mip_isolated(
     stop: Callable[[], bool],
     on_choice: Callable[[Guide, float], None],
     on_bound: Callable[[float], None],
+    integral_racks: bool = False,
 ) -> AggregateOutcome:
-    """``solve_aggregate(integer=True, fairness=True)`` until `end` (a time.monotonic()
-    instant) or `stop()`, in a worker: each improving solution and tighter bound is told here
-    as it comes. A worker lost or failing gives a STOPPED outcome without a bound (what came
-    before it stays told)."""
+    """``solve_aggregate(integer=True, fairness=True, integral_racks=...)`` until `end` (a
+    time.monotonic() instant) or `stop()`, in a worker: each improving solution and tighter
+    bound is told here as it comes. A worker lost or failing gives a STOPPED outcome without a
+    bound (what came before it stays told)."""
     start = time.monotonic()
 
     def told(message: tuple[str, object, float]) -> None:
@@ -85,7 +87,7 @@ def solve_mip_isolated(
         outcome: AggregateOutcome = run_call(
             worker,
             _solve_task,
-            _Task(problem, configs, end),
+            _Task(problem, configs, end, integral_racks),
             kill_at=lambda: end + KILL_GRACE_SECONDS,
             stop=stop,
             stop_grace=STOP_GRACE_SECONDS,
@@ -113,4 +115,5 @@ def _solve_task(task: _Task, call: CallContext) -> AggregateOutcome:
         on_choice=lambda guide, value: call.report(("choice", guide, value)),
         on_bound=lambda bound: call.report(("bound", None, bound)),
         fairness=True,
+        integral_racks=task.integral_racks,
     )
