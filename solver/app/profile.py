@@ -442,6 +442,8 @@ def format_profile(profile: Profile) -> str:
     for key in SolverSettings.model_fields:
         value = getattr(settings, key)
         text = f'"{value}"' if isinstance(value, str) else repr(value)
+        if isinstance(value, bool):  # (TOML's true and false)
+            text = str(value).lower()
         comment = "" if key in profile.tuning else "  # default"
         lines.append(f"{key} = {text}{comment}")
     return "\n".join(lines) + "\n"
