@@ -120,24 +120,33 @@ class RecordingIncumbent(Incumbent):
         super().tighten(bound, with_fairness=with_fairness)
 
 
-def test_the_mip_tightens_the_incumbents_bound_while_it_runs() -> None:
-    # At 1,024 nodes the MIP can still be inside a heuristic's sub-MIP when the answer is
-    # made, and its result is then ignored: the bounds it proved on the way must be kept.
+def stored_32_s2() -> Problem:
     request = load_request_json(ROOT / "instances/hetero-power/hetero-power-32-s2.json")
-    p = pipeline.to_problem(request, Limits(max_time_budget_seconds=600))
+    return pipeline.to_problem(request, Limits(max_time_budget_seconds=600))
+
+
+def run_of(p: Problem, incumbent: Incumbent, seconds: float = 60.0) -> SolveRun:
+    """A run of `p` on one thread with `seconds` from now, its plans offered to `incumbent`."""
     configs = build_config_set(p)
     now = time.monotonic()
-    incumbent = RecordingIncumbent(p)
-    run = SolveRun(
+    return SolveRun(
         problem=p,
         settings=SolverSettings(),
-        clock=Clock(Deadline(start=now, end=now + 60.0, finish_seconds=0.01)),
+        clock=Clock(Deadline(start=now, end=now + seconds, finish_seconds=0.01)),
         incumbent=incumbent,
         configs=configs,
         heuristic=Heuristic(p, configs),
         threads=1,
     )
-    run_mip(run, now + 60.0)
+
+
+def test_the_mip_tightens_the_incumbents_bound_while_it_runs() -> None:
+    # At 1,024 nodes the MIP can still be inside a heuristic's sub-MIP when the answer is
+    # made, and its result is then ignored: the bounds it proved on the way must be kept.
+    p = stored_32_s2()
+    incumbent = RecordingIncumbent(p)
+    run = run_of(p, incumbent)
+    run_mip(run, run.clock.end)
     assert len(incumbent.told) >= 3  # before: once, when the MIP returned
     assert all(b >= 109.558575 for b in incumbent.told)  # the stored proven optimum
     assert incumbent.bound == min(incumbent.told)
@@ -199,22 +208,12 @@ def test_the_free_split_guides_until_it_promises_more_then_whole_groups_bound() 
     # over to be placed); the MIP in whole groups per rack then proves the bound, and its own
     # solutions, worth no more than the best plan, do not take the pending guide's place.
     p = tight_racks(Backend.AUTO)
-    configs = build_config_set(p)
-    now = time.monotonic()
-    run = SolveRun(
-        problem=p,
-        settings=SolverSettings(),
-        clock=Clock(Deadline(start=now, end=now + 60.0, finish_seconds=0.01)),
-        incumbent=Incumbent(p),
-        configs=configs,
-        heuristic=Heuristic(p, configs),
-        threads=1,
-    )
+    run = run_of(p, Incumbent(p))
     run_first(run)
     best = run.incumbent.best
     assert best is not None
     assert sum(a.state is JobState.RUNNING for a in best.assignments) == 2
-    run_mip(run, now + 60.0)
+    run_mip(run, run.clock.end)
     notes = [n for n in run.incumbent.notes if n.startswith("aggregate MIP")]
     assert len(notes) == 2 and "whole groups" not in notes[0]  # (too small to be stopped)
     assert notes[1].startswith("aggregate MIP in whole groups per rack OPTIMAL")
@@ -224,23 +223,12 @@ def test_the_free_split_guides_until_it_promises_more_then_whole_groups_bound() 
 
 
 def test_the_free_splits_mip_stops_at_its_first_solution_worth_more_than_the_best_plan() -> None:
-    request = load_request_json(ROOT / "instances/hetero-power/hetero-power-32-s2.json")
-    p = pipeline.to_problem(request, Limits(max_time_budget_seconds=600))
-    configs = build_config_set(p)
-    now = time.monotonic()
-    run = SolveRun(
-        problem=p,
-        settings=SolverSettings(),
-        clock=Clock(Deadline(start=now, end=now + 60.0, finish_seconds=0.01)),
-        incumbent=Incumbent(p),
-        configs=configs,
-        heuristic=Heuristic(p, configs),
-        threads=1,
-    )
+    p = stored_32_s2()
+    run = run_of(p, Incumbent(p))
     run_first(run)
     best = run.incumbent.best
     assert best is not None
-    run_mip(run, now + 60.0)
+    run_mip(run, run.clock.end)
     notes = [n for n in run.incumbent.notes if n.startswith("aggregate MIP")]
     assert notes[0].startswith("aggregate MIP STOPPED")  # alone, it closes in 0.35-0.40 s
     assert notes[1].startswith("aggregate MIP in whole groups per rack OPTIMAL")
