@@ -14,13 +14,14 @@ import pytest
 
 from solver.core.settings import SolverSettings
 from solver.domain import Backend, Problem
-from solver.perfmodel.configs import ConfigSet
+from solver.perfmodel.configs import ConfigSet, build_config_set
 from solver.runtime.workerpool import WorkerPool
 from solver.search import bound_worker
 from solver.search.bound import AggregateOutcome, solve_aggregate
 from solver.search.guide import Guide
 from tests.backend_helpers import _instance
 from tests.factories import solve
+from tests.test_core_bound import tight_racks
 
 HARD = "hetero-power/hetero-power-64-s2"
 """Its MIP takes about 0.7 s alone: long enough to kill its worker on the way."""
@@ -50,6 +51,28 @@ def test_the_worker_proves_what_the_mip_in_process_proves() -> None:
     assert there.choice == here.choice
     assert choices and choices[-1][0].choice == there.choice  # told as found, the last one kept
     assert bounds and min(bounds) >= there.best_bound - 1e-6 * abs(there.best_bound)
+
+
+def test_the_worker_solves_the_mip_in_whole_groups_per_rack_when_asked() -> None:
+    p = tight_racks(Backend.AUTO)  # racks split freely hold three jobs, whole GPUs two
+    configs = build_config_set(p)
+    free = solve_aggregate(p, configs, integer=True, time_limit=20.0, fairness=True)
+    here = solve_aggregate(
+        p, configs, integer=True, time_limit=20.0, fairness=True, integral_racks=True
+    )
+    there = bound_worker.solve_mip_isolated(
+        p,
+        configs,
+        end=time.monotonic() + 20.0,
+        stop=lambda: False,
+        on_choice=lambda *_: None,
+        on_bound=lambda _: None,
+        integral_racks=True,
+    )
+    assert free.best_bound is not None and there.best_bound is not None
+    assert there.best_bound == pytest.approx(here.best_bound, rel=1e-9)
+    assert there.best_bound < free.best_bound - 0.1
+    assert len(there.choice) == 2
 
 
 def _isolated(p: Problem, configs: ConfigSet, stop: Callable[[], bool]) -> AggregateOutcome:
