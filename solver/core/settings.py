@@ -134,12 +134,13 @@ class SolverSettings(BaseSettings):
     min_aggregate_mip_seconds: float = Field(0.1, gt=0.0)
     """The aggregated MIP is not started with less than this."""
     mip_integral_racks: bool = True
-    """The aggregated MIP counts each power class's GPUs per budgeted rack in whole tensor
-    groups, as every placed plan has them (``solve_aggregate(integral_racks=True)``; no effect
-    without rack budgets). Its bound is tighter where rack budgets bind and its choice places
-    with less loss: on the power-capped snapshots of 128-256 nodes at 5 s, plans up to 0.2 %
-    better and reported gaps 0.03-0.2 % where they were 0.25-0.46 % (docs/benchmarks.md,
-    "The solve's MIP in whole tensor groups per rack")."""
+    """Where racks have power budgets, the aggregated MIP's second phase counts each power
+    class's GPUs per budgeted rack in whole tensor groups, as every placed plan has them
+    (``solver.core.steps.bound.run_mip``; false: racks split freely throughout). On the
+    power-capped snapshots of 32-1,024 nodes at 1-10 s the gap told fell by about half (3.9
+    against 6.3 points over 32 rows) and the plans were better on balance (up to 0.21 points
+    better, up to 0.1 worse on two snapshots at 1-2 s): docs/benchmarks.md, "The aggregated
+    MIP in whole tensor groups per rack"."""
     lns_share_one_core: float = Field(0.5, gt=0.0, le=1.0)
     """On one core, the share of the time left that LNS gets before the full model runs."""
 
