@@ -139,7 +139,7 @@ class SolverSettings(BaseSettings):
     (``solver.core.steps.bound.run_mip``; false: racks split freely throughout). On the
     power-capped snapshots of 32-1,024 nodes at 1-10 s the gap told fell by about half (3.9
     against 6.3 points over 32 rows) and the plans were better on balance (up to 0.21 points
-    better, up to 0.1 worse on two snapshots at 1-2 s): docs/benchmarks.md, "The aggregated
+    better, up to 0.1 worse on two snapshots at 1-5 s): docs/benchmarks.md, "The aggregated
     MIP in whole tensor groups per rack"."""
     lns_share_one_core: float = Field(0.5, gt=0.0, le=1.0)
     """On one core, the share of the time left that LNS gets before the full model runs."""
