@@ -73,17 +73,22 @@ class SolveRun:
             self.pending = guide
             self.pending_objective = objective
 
-    def pending_promises_more(self) -> bool:
-        """Whether an incumbent is pending whose objective is above the best plan's: only
-        then can placing it gain."""
+    def promises_more(self, objective: float) -> bool:
+        """Whether a MIP solution of `objective` in the aggregated model (which bounds what
+        placing it gives) is above the best plan's: only then can placing it gain."""
         best = self.incumbent.best
+        if best is None:
+            return True
+        value = best.objective.total
+        return objective > value + 1e-9 * max(1.0, abs(value))
+
+    def pending_promises_more(self) -> bool:
+        """Whether an incumbent is pending that promises more than the best plan."""
         with self.lock:
             if self.pending is None:
                 return False
-            if best is None:
-                return True
-            value = best.objective.total
-            return self.pending_objective > value + 1e-9 * max(1.0, abs(value))
+            objective = self.pending_objective
+        return self.promises_more(objective)
 
     def take_pending(self) -> Guide | None:
         with self.lock:

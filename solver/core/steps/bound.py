@@ -127,13 +127,10 @@ def _solve_mip(run: SolveRun, until: float, *, integral_racks: bool, until_promi
     promising = threading.Event()
 
     def improved(guide: Guide, objective: float) -> None:
-        best = run.incumbent.best
-        promises = best is None or objective > best.objective.total + 1e-9 * max(
-            1.0, abs(objective)
-        )
+        promises = run.promises_more(objective)
         if integral_racks and not promises:
-            # Its objective bounds what placing it gives: it cannot gain, and handed over it
-            # would take the place of the first phase's guide not yet placed.
+            # It cannot gain, and handed over it would take the place of the first phase's
+            # guide not yet placed.
             return
         run.hand_over(guide, objective)
         with run.lock:
