@@ -22,6 +22,7 @@ from solver.core.steps.bound import (
     couples_columns,
     dual_first,
     run_mip,
+    seconds_to_guide,
 )
 from solver.core.steps.first import run_first, run_priced
 from solver.domain import (
@@ -84,6 +85,15 @@ def test_the_lp_is_slow_when_its_guide_could_not_start_being_placed_after_it() -
         run = run_with(left=left, slowdown=3.0)  # the call's pace does not enter
         run.heuristic.guided_took[False] = 0.5
         assert aggregate_is_slow(run) is slow, left
+
+
+def test_the_time_to_the_guides_plan_is_the_lp_the_extraction_and_the_placement() -> None:
+    # What a re-solve for the power margin needs after its first plan (the probe reads it).
+    run = run_with(left=30.0, slowdown=1.0)
+    run.heuristic.guided_took[False] = 0.5
+    lp = run.extract_seconds + aggregate_seconds(run)
+    assert seconds_to_guide(run) == pytest.approx(lp + 0.5)
+    assert seconds_to_guide(run, 0.3) == pytest.approx(lp + 0.15)
 
 
 @pytest.mark.parametrize(

@@ -153,6 +153,11 @@ class Clock:
         self.end = deadline.end
         self._stop = stop
 
+    @property
+    def stop(self) -> threading.Event | None:
+        """The caller's stop request, if any."""
+        return self._stop
+
     def stopped(self) -> bool:
         return self._stop is not None and self._stop.is_set()
 

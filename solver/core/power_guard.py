@@ -89,6 +89,10 @@ class ProbeStop(threading.Event):
     def __init__(self, request: threading.Event | None) -> None:
         super().__init__()
         self._request = request
+        self.to_guide: Callable[[], float] | None = None
+        """The probed solve's estimate, once it can make one (its first pass timed), of the
+        seconds from a first plan to the aggregated guide's plan: what a re-solve needs after
+        its own first plan to be worth more than the first plan settled."""
 
     def is_set(self) -> bool:
         return super().is_set() or self.requested()
@@ -106,7 +110,11 @@ class _Probe:
     """Ends the first solve early once its first plan breaks the margin (the budget binds:
     every better plan draws as much, so the answer is a tightened re-solve's): it keeps
     ``power_margin_probe_share`` of the time then left, for its bound on the request's budget
-    (which bounds the margin's problem) and a plan there, and the re-solve gets the rest."""
+    (which bounds the margin's problem) and a plan there, and the re-solve gets the rest, when
+    that is time enough for the re-solve's first plan and its guide's plan (``resolve_needs``);
+    otherwise the first solve goes on and its plan is settled. A re-solve cut shorter answers
+    its first plan: at 1,024 nodes / 1,600 jobs and 1 s, 4.6 % below the optimum, where the
+    first solve's guided plan settled is 0.7 % below."""
 
     def __init__(
         self, problem: Problem, params: GuardParams, stop: threading.Event | None, until: float,
@@ -115,14 +123,26 @@ class _Probe:
         self.halt = ProbeStop(stop)
         self.broke = False
         self._problem, self._params, self._until, self._share = problem, params, until, share
+        self._started = time.monotonic()
         self._timer: threading.Timer | None = None
 
+    def resolve_needs(self) -> float:
+        """Seconds a re-solve needs to its guide's plan, told at the first solve's first plan:
+        that solve's time to it (a re-solve's first plan takes as long) and the solve's
+        estimate of the rest (0 when it made none)."""
+        to_guide = self.halt.to_guide
+        return time.monotonic() - self._started + (0.0 if to_guide is None else to_guide())
+
     def look(self, plan: Plan) -> None:
-        """The first plan: when it breaks the margin, the first solve ends after its share."""
+        """The first plan: when it breaks the margin, the first solve ends after its share,
+        if the re-solve then has the time it needs."""
         if _margin(self._problem, plan.assignments, self._params).slack >= 0:
             return
+        left = max(self._until - time.monotonic(), 0.0)
+        delay = self._share * left
+        if left - delay < self.resolve_needs():
+            return
         self.broke = True
-        delay = self._share * max(self._until - time.monotonic(), 0.0)
         self._timer = threading.Timer(delay, self.halt.set)
         self._timer.daemon = True
         self._timer.start()

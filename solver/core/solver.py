@@ -33,7 +33,13 @@ from solver.core.power_guard import Attempt, ProbeStop, solve_within_margin
 from solver.core.power_states import awake_problem, uses_power_states, with_power_actions
 from solver.core.settings import SolverSettings
 from solver.core.steps import SolveRun
-from solver.core.steps.bound import aggregate_bound, aggregate_fits, aggregate_is_slow, dual_first
+from solver.core.steps.bound import (
+    aggregate_bound,
+    aggregate_fits,
+    aggregate_is_slow,
+    dual_first,
+    seconds_to_guide,
+)
 from solver.core.steps.decomposed import decompose_after_quick, finish_decomposed
 from solver.core.steps.first import run_first, run_priced
 from solver.core.steps.full import full_model_size, solve_full_model
@@ -352,6 +358,8 @@ class Solver:
         run.incumbent.fairness_headroom = fairness_headroom(
             problem, configs.by_job, configs.best_samples_per_second
         )
+        if isinstance(probe := clock.stop, ProbeStop):  # what a re-solve would need
+            probe.to_guide = lambda: seconds_to_guide(run)
         if fallback_for:
             run.incumbent.degrade(fallback_for)
         violations, first = run_first(run)

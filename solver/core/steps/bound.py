@@ -87,10 +87,16 @@ def aggregate_is_slow(run: SolveRun) -> bool:
     guide placed was 0.005-0.01 % from the bound. At idle pace, not the call's: the priced
     passes put first on a loaded machine (1,024 nodes, a 2 s budget) took the time the
     guide's placement needed, and half again as many calls answered with the first plan."""
-    s = run.settings
+    return run.clock.left() < seconds_to_guide(run, run.settings.guided_start_share)
+
+
+def seconds_to_guide(run: SolveRun, placing: float = 1.0) -> float:
+    """Roughly how long the aggregated LP, the extraction after it and `placing` (a share) of
+    its guide's placement take: from the first plan to the guide's plan, which at short
+    budgets is the solve's answer."""
     racks = bool(run.problem.cluster.rack_power_budgets_watts)
-    placing = s.guided_start_share * run.heuristic.guided_seconds(racks)
-    return run.clock.left() < run.extract_seconds + aggregate_seconds(run) + placing
+    placement = placing * run.heuristic.guided_seconds(racks)
+    return run.extract_seconds + aggregate_seconds(run) + placement
 
 
 def run_mip(run: SolveRun, until: float) -> None:
