@@ -359,7 +359,7 @@ class Solver:
             problem, configs.by_job, configs.best_samples_per_second
         )
         if isinstance(probe := clock.stop, ProbeStop):  # what a re-solve would need
-            probe.to_guide = lambda: seconds_to_guide(run)
+            probe.to_guide = lambda: clock.deadline.at_pace(seconds_to_guide(run))
         if fallback_for:
             run.incumbent.degrade(fallback_for)
         violations, first = run_first(run)
