@@ -10,7 +10,7 @@ import time
 import pytest
 
 from solver.app.profile import ProfileError, profile_from_dict, solver_settings
-from solver.core.deadline import Clock, Deadline, finish_seconds, slowdown
+from solver.core.deadline import Clock, Deadline, finish_seconds, idle_read_seconds, slowdown
 from solver.core.settings import SettingsError, SolverSettings, describe, load_settings
 
 S = SolverSettings()
@@ -62,15 +62,22 @@ def _rpc(*, budget: float, jobs: int, left: float) -> Deadline:
 def test_a_request_read_slowly_stretches_every_reserve() -> None:
     jobs = 2048
     idle = S.read_seconds + S.read_seconds_per_job * jobs
-    assert slowdown(S, idle, jobs) == 1.0
-    assert slowdown(S, idle / 2, jobs) == 1.0  # faster than measured: no credit
-    assert slowdown(S, 3 * idle, jobs) == pytest.approx(3.0)
-    assert slowdown(S, 100 * idle, jobs) == S.max_slowdown
-    assert slowdown(S, 1.0, 1) == 1.0  # tiny requests say nothing about the machine
+    assert idle_read_seconds(S, jobs) == pytest.approx(idle)
+    assert slowdown(S, idle, idle) == 1.0
+    assert slowdown(S, idle / 2, idle) == 1.0  # faster than measured: no credit
+    assert slowdown(S, 3 * idle, idle) == pytest.approx(3.0)
+    assert slowdown(S, 100 * idle, idle) == S.max_slowdown
+    assert slowdown(S, 1.0, idle_read_seconds(S, 1)) == 1.0  # tiny requests say nothing
     fast = Deadline.for_call(S, arrival=0.0, budget_seconds=5.0, jobs=jobs, read_seconds=idle)
     slow = Deadline.for_call(S, arrival=0.0, budget_seconds=5.0, jobs=jobs, read_seconds=3 * idle)
     respond = S.respond_seconds + S.respond_seconds_per_job * jobs
     assert fast.end - slow.end == pytest.approx(2 * respond + 2 * finish_seconds(S, jobs))
+    # Reading counts profile points and named nodes too (the service's refusal of a request
+    # it cannot read in time reads it so).
+    big = idle_read_seconds(S, jobs, points=500_000, names=1_000_000)
+    assert big == pytest.approx(
+        idle + 500_000 * S.read_seconds_per_profile_point + 1e6 * S.read_seconds_per_node_name
+    )
     # Work after a step's end (settling a plan, ruin's last attempt) keeps reserves at the
     # call's pace; the solver's own finish keeps its idle size (the rest came off the end).
     assert slow.finish_seconds == fast.finish_seconds == pytest.approx(finish_seconds(S, jobs))

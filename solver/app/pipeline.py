@@ -11,6 +11,7 @@ and error statuses, the CLI its file reading and printing.
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from dataclasses import dataclass
@@ -24,7 +25,8 @@ from solver.app.overrides import Overrides as Overrides
 from solver.app.overrides import prepare as prepare
 from solver.app.profile import Profile
 from solver.app.validation import FieldViolation, validate_request
-from solver.core.deadline import Deadline
+from solver.core.deadline import Deadline, idle_read_seconds
+from solver.core.settings import SolverSettings
 from solver.core.solver import Solver
 from solver.domain import Problem, SolveResult
 from solver.perfmodel.configs import build_config_set
@@ -68,6 +70,38 @@ def deadline_of(
         jobs=len(problem.jobs),
         caller_end=caller_end,
         read_seconds=read,
+    )
+
+
+def idle_read_of(request: pb.SolveRequest, settings: SolverSettings) -> float:
+    """What reading `request` takes on an idle machine (``idle_read_seconds``): by its jobs,
+    their measured profile points and the nodes they name."""
+    jobs = request.jobs
+    points = sum(len(j.profile.points) for j in jobs)
+    names = sum(len(j.excluded_nodes) for j in jobs)
+    return idle_read_seconds(settings, len(jobs), points, names)
+
+
+def unreadable_in_time(
+    request: pb.SolveRequest, settings: SolverSettings, *, arrival: float, due: float
+) -> FieldViolation | None:
+    """Why `request` cannot be answered by `due` (a time.monotonic() instant; its budget from
+    `arrival`, or the caller's deadline): reading it alone (``idle_read_of``) would end later
+    even on an idle machine, so any answer would come late (at 500,000 profile points and 1 s,
+    3.1 s after the call, through a worker killed mid-read and a quick plan read again). None
+    when it can."""
+    now = time.monotonic()
+    need = idle_read_of(request, settings)
+    if now + need <= due:
+        return None
+    jobs = len(request.jobs)
+    first = settings.first_plan_seconds + settings.first_plan_seconds_per_job * jobs
+    at_least = math.ceil(10 * (now - arrival + need + first)) / 10
+    return FieldViolation(
+        "options.time_budget",
+        f"reading this request ({jobs} jobs, their profile points and named nodes) takes about "
+        f"{need:.2f} s on an idle server, more than the {max(due - now, 0.0):.2f} s its budget "
+        f"(or the call's deadline) leaves: give it at least {at_least:.1f} s",
     )
 
 

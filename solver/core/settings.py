@@ -225,6 +225,15 @@ class SolverSettings(BaseSettings):
     164 ms for large's 2,048, 96 ms for a 1,024-node snapshot's 1,600 (0.13-0.21 s in a service
     worker). It was 4.5e-5 (22 ms and 92 ms when measured, before the checks of queues, slices
     and grid forecasts): that read an idle machine as 1.7-2.7 times slow at 1,024 nodes."""
+    read_seconds_per_profile_point: float = Field(2.5e-6, ge=0.0)
+    """Per measured profile point beyond the job's own share: 2.9 us a point on the 2-core
+    machine, idle, without the garbage collector's scans (scripts/bench_read.py, 2,000 jobs x
+    250 points: 1.6 s to validate, convert and enumerate), kept a little below so that a request
+    a slightly faster machine reads in its budget is not refused for it."""
+    read_seconds_per_node_name: float = Field(1e-7, ge=0.0)
+    """Per node named in a job's ``excluded_nodes``: 0.12 us where many jobs share a list (2,000
+    jobs under four lists of 5,000 of 20,000 nodes) to 0.33 us where every job has its own
+    (1,600 jobs, each its own half of 1,024 nodes), the 2-core machine, idle; kept below both."""
     respond_seconds: float = Field(0.005, ge=0.0)
     """Fixed part of the time to turn the plan into the response and send it."""
     respond_seconds_per_job: float = Field(1e-5, ge=0.0)

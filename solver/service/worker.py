@@ -14,6 +14,7 @@ shutdown) sets the solve's stop event: the best plan so far comes back at once.
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 from dataclasses import dataclass, replace
@@ -62,6 +63,9 @@ class SolveCall:
     cores: int = 0
     """Cores this solve may use, where neither the request nor the solver settings set its
     threads (0: every core of the worker's process)."""
+    due: float = math.inf
+    """time.monotonic() by which its answer is due, as admitted: the budget from `arrival`, or
+    `caller_end` when sooner."""
 
 
 @dataclass(frozen=True)
@@ -122,6 +126,11 @@ def _solve(call: SolveCall, ctx: CallContext) -> Answer:
         name = pb.SolveRequest.DESCRIPTOR.full_name
         return Answer(violations=(("request", f"not a valid {name} ({e})"),))
     request = pipeline.prepare(request, call.profile)
+    # Refused before it is read when reading alone would pass the answer's due instant.
+    settings = call.solver.settings
+    late = pipeline.unreadable_in_time(request, settings, arrival=call.arrival, due=call.due)
+    if late is not None:
+        return Answer(violations=((late.field, late.description),))
     violations = validate_request(request, call.limits)
     if violations:
         return Answer(violations=tuple((v.field, v.description) for v in violations))
