@@ -18,8 +18,9 @@ from solver.wire import load_request_json
 from tests.backend_helpers import ROOT
 from tests.service_helpers import WAIT, bad_request, serving
 
-SLOW_POINTS = SolverSettings(read_seconds_per_profile_point=0.01)
-"""A server that reads a profile point in 10 ms: small's 52 points take about half a second."""
+SLOW_POINTS = SolverSettings(read_seconds_per_profile_point=0.02)
+"""A server that estimates a profile point's reading at 20 ms: small's 52 points take about a
+second (its real reading stays milliseconds)."""
 
 
 def small(budget: float) -> pb.SolveRequest:
@@ -47,23 +48,24 @@ def test_reading_counts_the_jobs_their_profile_points_and_named_nodes() -> None:
 def test_a_request_read_past_its_due_instant_is_refused_with_what_it_needs() -> None:
     request = small(1.0)
     need = pipeline.idle_read_of(request, SLOW_POINTS)
-    assert 0.5 < need < 0.6
+    assert 1.0 < need < 1.1
     now = time.monotonic()
-    late = pipeline.unreadable_in_time(request, SLOW_POINTS, arrival=now, due=now + 0.3)
+    late = pipeline.unreadable_in_time(request, SLOW_POINTS, arrival=now, budget=0.3)
     assert late is not None and late.field == "options.time_budget"
     assert f"takes about {need:.2f} s" in late.description
     at_least = float(late.description.rsplit("at least ", 1)[1].removesuffix(" s"))
     assert need < at_least < need + 0.2  # reading and a first plan, rounded up to 0.1 s
-    assert pipeline.unreadable_in_time(request, SLOW_POINTS, arrival=now, due=now + 5) is None
+    assert pipeline.unreadable_in_time(request, SLOW_POINTS, arrival=now, budget=5) is None
     # Reading that ends within the kill grace after the due instant answers a little late (a
     # quick plan), as any solve may: not refused.
     grace = SLOW_POINTS.kill_grace_seconds
     just_late = now + need - grace / 2
-    assert pipeline.unreadable_in_time(request, SLOW_POINTS, arrival=now, due=just_late) is None
-    # The default settings read small in milliseconds.
     assert (
-        pipeline.unreadable_in_time(request, SolverSettings(), arrival=now, due=now + 0.3) is None
+        pipeline.unreadable_in_time(request, SLOW_POINTS, arrival=now, budget=just_late - now)
+        is None
     )
+    # The default settings read small in milliseconds.
+    assert pipeline.unreadable_in_time(request, SolverSettings(), arrival=now, budget=0.3) is None
 
 
 def test_the_service_refuses_it_at_once_and_solves_it_with_the_time() -> None:
@@ -75,12 +77,11 @@ def test_the_service_refuses_it_at_once_and_solves_it_with_the_time() -> None:
         assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
         [(field, description)] = bad_request(err.value)
         assert field == "options.time_budget" and "give it at least" in description
-        # The caller's deadline counts the same: a budget of 5 s under a 0.45 s deadline (the
-        # worker is warm now: it refuses within milliseconds).
-        with pytest.raises(grpc.RpcError) as err:
-            stub.Solve(small(5.0), timeout=0.45)
-        assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
-        assert bad_request(err.value)[0][0] == "options.time_budget"
+        # Only the budget is judged: a caller's deadline shorter than the estimated reading
+        # ends the call by itself (DEADLINE_EXCEEDED, as gRPC says) if the reading is slow;
+        # here it is fast, and the plan comes before the deadline.
+        answer = stub.Solve(small(5.0), timeout=0.8)
+        assert answer.stats.termination != pb.TERMINATION_UNSPECIFIED
         response = stub.Solve(small(3.0), timeout=WAIT)
         assert response.stats.termination != pb.TERMINATION_UNSPECIFIED
         assert any(a.state == pb.JOB_STATE_RUNNING for a in response.plan.assignments)

@@ -83,25 +83,26 @@ def idle_read_of(request: pb.SolveRequest, settings: SolverSettings) -> float:
 
 
 def unreadable_in_time(
-    request: pb.SolveRequest, settings: SolverSettings, *, arrival: float, due: float
+    request: pb.SolveRequest, settings: SolverSettings, *, arrival: float, budget: float
 ) -> FieldViolation | None:
-    """Why `request` cannot be answered by `due` (a time.monotonic() instant; its budget from
-    `arrival`, or the caller's deadline): reading it alone (``idle_read_of``) would end past it
-    and the kill grace after it (``kill_grace_seconds``: an answer a little late beats none)
+    """Why `request`, given `budget` seconds from `arrival` (a time.monotonic() instant), cannot
+    be answered within it: reading it alone (``idle_read_of``) would end past the budget's end
+    and the kill grace after it (``kill_grace_seconds``: an answer a little late beats none),
     even on an idle machine. Its worker would be killed mid-read and the answer made by reading
     it again: at 500,000 profile points and 1 s, 3.1 s after the call. None when it can."""
     now = time.monotonic()
     need = idle_read_of(request, settings)
-    if now + need <= due + settings.kill_grace_seconds:
+    if now + need <= arrival + budget + settings.kill_grace_seconds:
         return None
     jobs = len(request.jobs)
     first = settings.first_plan_seconds + settings.first_plan_seconds_per_job * jobs
     at_least = math.ceil(10 * (now - arrival + need + first)) / 10
+    left = max(arrival + budget - now, 0.0)
     return FieldViolation(
         "options.time_budget",
         f"reading this request ({jobs} jobs, their profile points and named nodes) takes about "
-        f"{need:.2f} s on an idle server, more than the {max(due - now, 0.0):.2f} s its budget "
-        f"(or the call's deadline) leaves: give it at least {at_least:.1f} s",
+        f"{need:.2f} s on an idle server, more than the {left:.2f} s left of its {budget:g} s "
+        f"budget: give it at least {at_least:.1f} s",
     )
 
 

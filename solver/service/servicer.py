@@ -172,7 +172,7 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
             self._config.log_level,
             self._config.log_format,
             cores=max(1, self._cores // running.concurrent),
-            due=due,
+            budget=budget,
         )
         self.metrics.in_flight.inc()
         try:

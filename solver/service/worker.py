@@ -63,9 +63,8 @@ class SolveCall:
     cores: int = 0
     """Cores this solve may use, where neither the request nor the solver settings set its
     threads (0: every core of the worker's process)."""
-    due: float = math.inf
-    """time.monotonic() by which its answer is due, as admitted: the budget from `arrival`, or
-    `caller_end` when sooner."""
+    budget: float = math.inf
+    """Its time budget in seconds, as admitted (``head.budget_seconds``), from `arrival`."""
 
 
 @dataclass(frozen=True)
@@ -126,9 +125,11 @@ def _solve(call: SolveCall, ctx: CallContext) -> Answer:
         name = pb.SolveRequest.DESCRIPTOR.full_name
         return Answer(violations=(("request", f"not a valid {name} ({e})"),))
     request = pipeline.prepare(request, call.profile)
-    # Refused before it is read when reading alone would pass the answer's due instant.
-    settings = call.solver.settings
-    late = pipeline.unreadable_in_time(request, settings, arrival=call.arrival, due=call.due)
+    # Refused before it is read when reading alone would pass the budget's end. (A caller's
+    # deadline shorter than that ends the call by itself: DEADLINE_EXCEEDED, as gRPC says.)
+    late = pipeline.unreadable_in_time(
+        request, call.solver.settings, arrival=call.arrival, budget=call.budget
+    )
     if late is not None:
         return Answer(violations=((late.field, late.description),))
     violations = validate_request(request, call.limits)
