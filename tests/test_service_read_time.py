@@ -53,7 +53,7 @@ def test_a_request_read_past_its_due_instant_is_refused_with_what_it_needs() -> 
     late = pipeline.unreadable_in_time(request, SLOW_POINTS, arrival=now, budget=0.3)
     assert late is not None and late.field == "options.time_budget"
     assert f"takes about {need:.2f} s" in late.description
-    at_least = float(late.description.rsplit("at least ", 1)[1].removesuffix(" s"))
+    at_least = float(late.description.split("at least ", 1)[1].split(" s ", 1)[0])
     assert need < at_least < need + 0.2  # reading and a first plan, rounded up to 0.1 s
     assert pipeline.unreadable_in_time(request, SLOW_POINTS, arrival=now, budget=5) is None
     # Reading that ends within the kill grace after the due instant answers a little late (a

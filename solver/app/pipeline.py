@@ -102,7 +102,8 @@ def unreadable_in_time(
         "options.time_budget",
         f"reading this request ({jobs} jobs, their profile points and named nodes) takes about "
         f"{need:.2f} s on an idle server, more than the {left:.2f} s left of its {budget:g} s "
-        f"budget: give it at least {at_least:.1f} s",
+        f"budget: give it at least {at_least:.1f} s to read it and make a first plan, more for "
+        "a better one",
     )
 
 
