@@ -11,12 +11,12 @@ from typing import Any
 
 from solver.app import pipeline
 from solver.app.arguments import add_profile_option
-from solver.app.convert import load_request_json
 from solver.app.limits import EXPORT_FORMATS, Limits
 from solver.app.profile import Profile
 from solver.cli.common import InputError, print_violations
 from solver.domain import Problem
 from solver.service.config import add_server_arguments
+from solver.wire.files import load_request_file
 
 
 def add_commands(sub: Any) -> None:
@@ -24,7 +24,7 @@ def add_commands(sub: Any) -> None:
     export = sub.add_parser(
         "export", help="write the full model of an instance as MPS or LP for another solver"
     )
-    export.add_argument("file", help="SolveRequest in protobuf JSON")
+    export.add_argument("file", help="SolveRequest in protobuf JSON or binary (.binpb)")
     export.add_argument("--format", choices=EXPORT_FORMATS, default="mps")
     export.add_argument(
         "--out",
@@ -44,7 +44,7 @@ def valid_problem(path: str, limits: Limits, profile: Profile | None = None) -> 
     """The validated problem of a file (what `profile` fills in first, as a solve does); its
     violations are printed to stderr."""
     try:
-        return pipeline.to_problem(pipeline.prepare(load_request_json(path), profile), limits)
+        return pipeline.to_problem(pipeline.prepare(load_request_file(path), profile), limits)
     except pipeline.InvalidRequest as e:
         print_violations(path, e.violations)
         raise InputError from e

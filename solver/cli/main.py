@@ -1,7 +1,8 @@
 """The ``dsfro`` command: solve or validate an instance file, here or on a running service, and
 the commands that need the solver here (export, serve, the offline tools, the simulator).
 
-Instance files are SolveRequests in protobuf JSON, the same schema as the wire. Exit codes:
+Instance files are SolveRequests in protobuf JSON or in the binary wire format (told apart by
+their bytes), the same schema as the wire. Exit codes:
 0 success, 2 bad input (unreadable file, malformed JSON, unknown field, invalid request, a
 command this install lacks), 1 internal error. Errors go to stderr as one line, never as a
 traceback (``-v`` logs it).
@@ -37,7 +38,8 @@ from solver.cli import remote
 from solver.cli.common import InputError, RemoteError, print_violations
 from solver.client.connection import TOKEN_ENV, add_connection_arguments, connection_flags
 from solver.extras import MissingExtraError, MissingServerError
-from solver.wire import GpuTypeSummary, RequestFileError, load_request_json, message_to_json
+from solver.wire import GpuTypeSummary, RequestFileError, message_to_json
+from solver.wire.files import load_request_file
 
 if TYPE_CHECKING:
     from solver.core.solver import Solver
@@ -88,7 +90,7 @@ def cmd_solve(args: argparse.Namespace) -> int:
     if args.ray_address and not extras.available("ray"):
         raise MissingExtraError("ray", "--ray-address")
     _connection_flags_need_server(args)
-    req = load_request_json(args.file)
+    req = load_request_file(args.file)
     if args.server:
         resp = remote.solve_remote(args, prepare(req, args.profile, overrides))
     else:
@@ -125,7 +127,7 @@ def _solve_here(args: argparse.Namespace, req: Any, overrides: Any) -> Any:
 def cmd_validate(args: argparse.Namespace) -> int:
     """The ValidateSnapshot check, here (pipeline.validate_snapshot) or by the service."""
     _connection_flags_need_server(args)
-    request = load_request_json(args.file)
+    request = load_request_file(args.file)
     if args.server:
         response = remote.validate_remote(args, request)
     else:
@@ -190,7 +192,7 @@ def _server_option(parser: argparse.ArgumentParser, what: str) -> None:
 def add_solve_commands(sub: Any) -> None:
     """``solve`` and ``validate``: here, or on a running service (``--server``)."""
     solve = sub.add_parser("solve", help="solve an instance file and print the plan")
-    solve.add_argument("file", help="SolveRequest in protobuf JSON")
+    solve.add_argument("file", help="SolveRequest in protobuf JSON or binary (.binpb)")
     solve.add_argument(
         "--time-budget",
         type=duration_arg,
@@ -247,7 +249,7 @@ def add_solve_commands(sub: Any) -> None:
     solve.set_defaults(func=cmd_solve)
 
     validate = sub.add_parser("validate", help="check an instance file without solving it")
-    validate.add_argument("file")
+    validate.add_argument("file", help="SolveRequest in protobuf JSON or binary (.binpb)")
     _server_option(validate, "ask")
     validate.set_defaults(func=cmd_validate)
 

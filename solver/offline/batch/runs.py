@@ -17,7 +17,6 @@ from solver.app import pipeline
 from solver.app.convert import (
     RequestFileError,
     backend_from_proto,
-    load_request_json,
     requested_time_budget,
 )
 from solver.app.limits import Limits, backend_name, parse_backend
@@ -39,6 +38,7 @@ from solver.offline.batch.records import (
 from solver.offline.batch.results import ResultsLog, latest_by_key
 from solver.runtime.executors import make_executor
 from solver.runtime.pools import Executor, InlineExecutor, WorkerLost, lost_for_good, map_or_lost
+from solver.wire.files import BINARY_SUFFIXES, load_request_file
 
 log = logging.getLogger(__name__)
 
@@ -75,13 +75,14 @@ def lost_record(task: SolveTask, error: WorkerLost) -> Record:
 
 
 def expand_inputs(patterns: Sequence[str]) -> list[str]:
-    """Instance files of directories (their ``*.json``), globs and file names, sorted, once
-    each; BatchError if a pattern matches nothing."""
+    """Instance files of directories (their ``*.json``, and binary ``*.binpb`` and ``*.pb``),
+    globs and file names, sorted, once each; BatchError if a pattern matches nothing."""
     out: list[str] = []
     for pattern in patterns:
         path = Path(pattern)
         if path.is_dir():
-            found = sorted(str(p) for p in path.glob("*.json") if p.is_file())
+            kinds = ("*.json", *(f"*{s}" for s in BINARY_SUFFIXES))
+            found = sorted(str(p) for k in kinds for p in path.glob(k) if p.is_file())
         elif glob.has_magic(pattern):
             found = sorted(p for p in glob.glob(pattern, recursive=True) if Path(p).is_file())
         else:
@@ -162,7 +163,7 @@ def _file_runs(config: BatchConfig, file: str, limits: Limits, batch: str) -> li
     sha: str | None = None
     try:
         sha = hashlib.sha256(Path(file).read_bytes()).hexdigest()
-        req = load_request_json(file)
+        req = load_request_file(file)
     except (OSError, RequestFileError) as e:
         message = str(e) if isinstance(e, RequestFileError) else f"{file}: cannot read: {e}"
         return [
@@ -304,9 +305,7 @@ def run_batch(
 def _refuse_other_setups(out: Path, runs: Sequence[Run], done: dict[RunKey, Record]) -> None:
     """BatchError if a finished run of the file was made with another request or settings
     (lines written before the digest was kept are taken as they are)."""
-    other = [
-        r for r in runs if r.key in done and done[r.key].get(SETUP_FIELD, r.setup) != r.setup
-    ]
+    other = [r for r in runs if r.key in done and done[r.key].get(SETUP_FIELD, r.setup) != r.setup]
     if other:
         file, _, backend, budget, seed = other[0].key
         raise BatchError(

@@ -9,7 +9,7 @@ from typing import Any, TextIO
 
 from solver._proto.dsfro.v1 import scheduler_pb2 as pb
 from solver.app import pipeline
-from solver.app.convert import RequestFileError, load_request_json
+from solver.app.convert import RequestFileError
 from solver.app.limits import MAX_OBJECTIVE_WEIGHT, Limits, parse_backend, parse_energy_basis
 from solver.app.pipeline import Overrides
 from solver.app.profile import Profile
@@ -20,6 +20,7 @@ from solver.offline.sweep.front import Change, front_changes, pareto_front
 from solver.offline.sweep.grid import SweepError, SweepPoint, SweepTask, solve_point, weight_grid
 from solver.offline.sweep.journal import Journal, point_key, request_digest
 from solver.runtime.pools import Executor, WorkerLost, lost_for_good, map_or_lost
+from solver.wire.files import load_request_file
 
 
 @dataclass
@@ -43,7 +44,7 @@ def prepare(
     """The base request of a sweep: the file, then the profile, then these flags (which win).
     SweepError if it can't be read."""
     try:
-        req = load_request_json(path)
+        req = load_request_file(path)
     except RequestFileError as e:
         raise SweepError(str(e)) from e
     overrides = Overrides(
