@@ -23,6 +23,7 @@ from solver.runtime.workers import (
     Worker,
     WorkerLost,
     run_call,
+    stopped,
 )
 from tests.process_helpers import gone_within
 
@@ -181,6 +182,24 @@ def test_a_worker_killed_mid_call_is_lost_with_the_signal(worker: Worker) -> Non
     assert "killed by SIGKILL" in str(info.value) and info.value.crash
 
 
+def test_a_worker_stopped_mid_call_is_lost_at_once_and_may_run_again(worker: Worker) -> None:
+    # SIGSTOPped from outside: before, the call waited for its limit (a 2 s call's fallback at
+    # 2.07 s); now it is lost within a poll or two, as a worker killed from outside is.
+    start = time.monotonic()
+
+    def stop_soon() -> bool:
+        if time.monotonic() - start > 0.2 and worker.alive() and not stopped(worker.pid):
+            os.kill(worker.pid, signal.SIGSTOP)
+        return False
+
+    with pytest.raises(WorkerLost) as info:
+        _call(worker, deaf, FAR, stop=stop_soon)
+    assert time.monotonic() - start < FAR / 2
+    assert "was stopped and was killed" in str(info.value)
+    assert info.value.retry  # lost from outside: the call may run again
+    assert not worker.alive()
+
+
 def test_a_worker_over_its_memory_limit_is_killed_and_named() -> None:
     w = Worker()
     try:
@@ -270,3 +289,28 @@ def test_closing_a_worker_twice_leaves_other_descriptors_alone() -> None:
     finally:
         os.close(r)
         os.close(wfd)
+
+
+def test_a_stopped_idle_worker_is_killed_and_never_handed_out() -> None:
+    """SIGSTOPped while idle (a tester, a debugger): alive, but it would never take its call,
+    which then waited its whole budget; not counted idle, killed when met, replaced."""
+    pool = WorkerPool("test", keep=2)
+    try:
+        pool.warm_now(2)
+        pids = pool.idle_pids()
+        os.kill(pids[-1], signal.SIGSTOP)  # the one take() would hand out first
+        end = time.monotonic() + FAR
+        while not stopped(pids[-1]):  # the signal is delivered in its own time
+            assert time.monotonic() < end, "SIGSTOP did not stop the worker"
+            time.sleep(0.01)
+        assert not stopped(pids[0])
+        assert pool.idle() == 1
+        w = pool.take()
+        assert w.pid == pids[0]
+        assert gone_within(pids[-1], FAR), "the stopped worker was not killed"
+        while pool.idle() < 1:  # replaced in the background
+            assert time.monotonic() < end + FAR, "the stopped worker was not replaced"
+            time.sleep(0.05)
+        pool.give_back(w)
+    finally:
+        pool.close()

@@ -69,30 +69,34 @@ class WorkerPool:
             self._give(worker)
 
     def idle(self) -> int:
-        """Idle workers alive now: one killed from outside while idle is not counted (a call
-        that lost its worker runs again only if a warm one can take it; a cold start takes
-        about a second)."""
+        """Idle workers usable now: one killed or stopped from outside while idle is not
+        counted (a call that lost its worker runs again only if a warm one can take it; a cold
+        start takes about a second)."""
         with self._lock:
-            return sum(1 for w in self._idle if w.alive())
+            return sum(1 for w in self._idle if w.usable())
 
     def idle_pids(self) -> list[int]:
         with self._lock:
             return [w.pid for w in self._idle]
 
     def take(self) -> Worker:
-        """An idle live worker, or a new one (started now: about a second)."""
+        """An idle usable worker (alive, not stopped), or a new one (started now: about a
+        second); a stopped one is closed (killed after its grace) and replaced."""
         dead: list[Worker] = []
         with self._lock:
             found: Worker | None = None
             while self._idle and found is None:
                 worker = self._idle.pop()
-                if worker.alive():
+                if worker.usable():
                     found = worker
                 else:
                     dead.append(worker)
                     self._live -= 1
             if found is None:
                 self._live += 1
+        for worker in dead:
+            if worker.alive():  # stopped: closing kills it after its grace
+                log.warning("%s worker %d is stopped; replaced", self.kind, worker.pid)
         _close_later(dead)
         if dead:
             self._top_up()

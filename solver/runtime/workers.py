@@ -172,6 +172,13 @@ class Worker:
     def alive(self) -> bool:
         return self.proc.poll() is None
 
+    def usable(self) -> bool:
+        """Alive and not stopped (SIGSTOP, a debugger): a stopped worker never takes its call,
+        which then waited its whole budget for a fallback (every worker SIGSTOPped from outside:
+        the next call, handed a stopped warm one, answered the server's quick plan at 2.13 s of
+        2 s)."""
+        return self.alive() and not stopped(self.pid)
+
     def send(
         self, fn: Callable[[Any, CallContext], Any], arg: Any, deadline: float | None = None
     ) -> None:
@@ -286,6 +293,9 @@ def run_call(
         if reason is not None:
             worker.kill()
             raise WorkerLost(reason, retry=False)
+        if stopped(worker.pid):  # from outside: lost at once, not at its limit
+            worker.kill()
+            raise WorkerLost(f"the worker process {worker.pid} was stopped and was killed")
         if now >= limit:
             worker.kill()
             why = "did not stop when asked" if stop_sent is not None else "ran past its limit"
@@ -301,6 +311,18 @@ def run_call(
         if kind == "error":
             raise CallFailed(value)
         return value
+
+
+def stopped(pid: int) -> bool:
+    """Whether process `pid` is stopped by a signal or a tracer (its state in /proc: T or t);
+    False where there is no /proc (not Linux) or the process is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except OSError:
+        return False
+    state = stat[stat.rfind(b")") + 2 : stat.rfind(b")") + 3]  # after "pid (name) "
+    return state in (b"T", b"t")
 
 
 # ---------------------------------------------------------------- the worker's side
