@@ -292,7 +292,7 @@ def test_closing_a_worker_twice_leaves_other_descriptors_alone() -> None:
 
 
 def test_a_stopped_idle_worker_is_killed_and_never_handed_out() -> None:
-    """SIGSTOPped while idle (a tester, a debugger): alive, but it would never take its call,
+    """SIGSTOPped while idle (a tester, an operator): alive, but it would never take its call,
     which then waited its whole budget; not counted idle, killed when met, replaced."""
     pool = WorkerPool("test", keep=2)
     try:

@@ -173,7 +173,7 @@ class Worker:
         return self.proc.poll() is None
 
     def usable(self) -> bool:
-        """Alive and not stopped (SIGSTOP, a debugger): a stopped worker never takes its call,
+        """Alive and not stopped by a signal (``stopped``): a stopped worker never takes its call,
         which then waited its whole budget for a fallback (every worker SIGSTOPped from outside:
         the next call, handed a stopped warm one, answered the server's quick plan at 2.13 s of
         2 s)."""
@@ -314,15 +314,17 @@ def run_call(
 
 
 def stopped(pid: int) -> bool:
-    """Whether process `pid` is stopped by a signal or a tracer (its state in /proc: T or t);
-    False where there is no /proc (not Linux) or the process is gone."""
+    """Whether process `pid` is stopped by a signal (SIGSTOP, SIGTSTP: its state in /proc is
+    T); not a tracer's stop (t: a debugger at a breakpoint, a profiler pausing it for a sample,
+    which an operator means to end). False where there is no /proc (not Linux) or the process
+    is gone."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
             stat = f.read()
     except OSError:
         return False
-    state = stat[stat.rfind(b")") + 2 : stat.rfind(b")") + 3]  # after "pid (name) "
-    return state in (b"T", b"t")
+    name_end = stat.rfind(b")")  # the state follows "pid (name) "
+    return stat[name_end + 2 : name_end + 3] == b"T"
 
 
 # ---------------------------------------------------------------- the worker's side
