@@ -25,7 +25,7 @@ from solver.app.overrides import Overrides as Overrides
 from solver.app.overrides import prepare as prepare
 from solver.app.profile import Profile
 from solver.app.validation import FieldViolation, validate_request
-from solver.core.deadline import Deadline, idle_read_seconds
+from solver.core.deadline import Deadline, first_plan_estimate, idle_read_seconds
 from solver.core.settings import SolverSettings
 from solver.core.solver import Solver
 from solver.domain import Problem, SolveResult
@@ -95,8 +95,7 @@ def unreadable_in_time(
     if now + need <= arrival + budget + settings.kill_grace_seconds:
         return None
     jobs = len(request.jobs)
-    first = settings.first_plan_seconds + settings.first_plan_seconds_per_job * jobs
-    at_least = math.ceil(10 * (now - arrival + need + first)) / 10
+    at_least = math.ceil(10 * (now - arrival + need + first_plan_estimate(settings, jobs))) / 10
     left = max(arrival + budget - now, 0.0)
     return FieldViolation(
         "options.time_budget",

@@ -126,6 +126,17 @@ def idle_read_seconds(
     )
 
 
+def first_plan_estimate(settings: SolverSettings, jobs: int, *, decomposed: bool = False) -> float:
+    """Roughly how long the normal path (`decomposed`: the decomposed one, on an idle machine)
+    takes over `jobs` jobs to its first answer; with less time left the quick plan answers."""
+    per_job = (
+        settings.decomposed_first_plan_seconds_per_job
+        if decomposed
+        else settings.first_plan_seconds_per_job
+    )
+    return settings.first_plan_seconds + per_job * jobs
+
+
 def slowdown(settings: SolverSettings, read_seconds: float, expected: float) -> float:
     """How much slower than on an idle machine (`expected` seconds, ``idle_read_seconds``) a
     request was read, in [1, max_slowdown]."""
@@ -199,6 +210,7 @@ __all__ = [
     "Deadline",
     "extract_seconds",
     "finish_seconds",
+    "first_plan_estimate",
     "idle_read_seconds",
     "reserve_by_size",
     "slowdown",

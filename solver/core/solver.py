@@ -24,7 +24,7 @@ from collections.abc import Callable
 from typing import Any
 
 from solver.core.carbon import defer_for_carbon, plans_with_deferred, with_deferred
-from solver.core.deadline import Clock, Deadline
+from solver.core.deadline import Clock, Deadline, first_plan_estimate
 from solver.core.incumbent import Incumbent, infeasible, with_kept_jobs
 from solver.core.leases import finish_leases
 from solver.core.mig import answer_margin, solve_with_slices, uses_mig
@@ -285,15 +285,10 @@ class Solver:
         )
 
     def first_plan_estimate(self, problem: Problem) -> float:
-        """Roughly how long the normal path takes to its first answer; with less time left
-        the quick plan answers."""
-        s = self.settings
-        per_job = (
-            s.decomposed_first_plan_seconds_per_job
-            if self.decomposes(problem)
-            else s.first_plan_seconds_per_job
-        )
-        return s.first_plan_seconds + per_job * len(problem.jobs)
+        """Roughly how long the path this solver takes for `problem` (``decomposes``) needs to
+        its first answer (``solver.core.deadline.first_plan_estimate``)."""
+        decomposed = self.decomposes(problem)
+        return first_plan_estimate(self.settings, len(problem.jobs), decomposed=decomposed)
 
     def close(self) -> None:
         """Close the executor this solver made (a given one stays open)."""

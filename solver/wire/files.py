@@ -34,18 +34,24 @@ def load_request_file(path: str | Path) -> SolveRequest:
         try:
             return message_from_json(text, SolveRequest, str(path))
         except RequestFileError:
-            try:
-                return SolveRequest.FromString(data)
-            except DecodeError:
-                pass
-            raise
+            binary = _binary(data)
+            if binary is None:
+                raise
+            return binary
+    binary = _binary(data)
+    if binary is None:
+        raise RequestFileError(
+            f"{path}: neither protobuf JSON (a text beginning with '{{') nor a binary SolveRequest"
+        )
+    return binary
+
+
+def _binary(data: bytes) -> SolveRequest | None:
+    """The SolveRequest in the binary wire format, or None if `data` is not one."""
     try:
         return SolveRequest.FromString(data)
-    except DecodeError as e:
-        raise RequestFileError(
-            f"{path}: neither protobuf JSON (a text beginning with '{{') nor a binary "
-            f"SolveRequest ({e})"
-        ) from e
+    except DecodeError:
+        return None
 
 
 __all__ = ["BINARY_SUFFIXES", "load_request_file"]
